@@ -1,0 +1,21 @@
+"""The common base of every record that crosses a module boundary.
+
+Records are frozen (no attribute is reassigned after validation) and strict about their
+inputs (an unknown key is an error, never silently dropped), so a typo in a study file
+cannot quietly turn into an engine default.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+
+class Record(BaseModel):
+    """Frozen, extra-forbidding pydantic model; field names carry their units."""
+
+    model_config = ConfigDict(
+        frozen=True,
+        extra="forbid",
+        validate_default=True,
+        use_attribute_docstrings=True,
+    )

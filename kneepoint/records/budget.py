@@ -1,0 +1,58 @@
+"""How much a study may spend: trials, device-hours and a wall-clock deadline.
+
+The deadline is either a time of day ("07:00": the next such moment after the study starts,
+in local time) or an absolute ISO-8601 datetime.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, time, timedelta
+from typing import Annotated, Any
+
+from pydantic import Field, PlainSerializer, PlainValidator
+
+from kneepoint.records.base import Record
+
+
+def _parse_deadline(value: Any) -> datetime | time | None:
+    if value is None or isinstance(value, datetime | time):
+        return value
+    if not isinstance(value, str):
+        raise ValueError("expected a time of day like '07:00' or an ISO datetime")
+    text = value.strip()
+    for parse in (time.fromisoformat, datetime.fromisoformat):
+        try:
+            return parse(text)
+        except ValueError:
+            continue
+    raise ValueError(
+        f"{value!r} is neither a time of day like '07:00' nor an ISO datetime "
+        "like '2026-11-23T07:00'"
+    )
+
+
+Deadline = Annotated[
+    datetime | time | None,
+    PlainValidator(_parse_deadline, json_schema_input_type=str | None),
+    PlainSerializer(lambda v: v.isoformat() if v is not None else None, return_type=str | None),
+]
+
+
+class Budget(Record):
+    """Limits on a study; it stops at the first one reached. Unset limits do not apply."""
+
+    max_trials: int | None = Field(default=40, ge=1)
+    """Trials after the baseline (screening and validation of one config is one trial)."""
+    max_device_hours: float | None = Field(default=None, gt=0.0)
+    """GPU-hours: wall hours that servers run times the GPUs each uses."""
+    deadline: Deadline = None
+    """Stop starting new work after this moment ("07:00" or an ISO datetime)."""
+    price_per_gpu_hour_usd: float | None = Field(default=None, ge=0.0)
+    """Used to report the search's cost in dollars."""
+
+    def deadline_after(self, start: datetime) -> datetime | None:
+        """The deadline as an absolute moment, for a study that starts at ``start``."""
+        if self.deadline is None or isinstance(self.deadline, datetime):
+            return self.deadline
+        moment = datetime.combine(start.date(), self.deadline, tzinfo=start.tzinfo)
+        return moment if moment > start else moment + timedelta(days=1)

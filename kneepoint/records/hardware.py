@@ -1,0 +1,137 @@
+"""What the engine runs on and what it serves: GPU and model specifications.
+
+These feed the memory model (will a config start, how many KV tokens fit), the roofline
+(compute vs bandwidth time of a step) and the simulator. Peaks are dense tensor-core figures
+from the vendors' spec sheets.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from kneepoint.records.base import Record
+
+MIB = 1024**2
+GIB = 1024**3
+
+
+class GpuSpec(Record):
+    """One GPU model's peaks and memory."""
+
+    name: str = Field(min_length=1)
+    """Catalogue key, e.g. h100-sxm."""
+    display_name: str
+    architecture: Literal["ampere", "ada", "hopper", "blackwell"]
+    bf16_tflops: float = Field(gt=0.0)
+    """Dense BF16 tensor-core peak, TFLOP/s."""
+    fp8_tflops: float | None = Field(default=None, gt=0.0)
+    """Dense FP8 tensor-core peak; None where the GPU has no FP8 tensor cores."""
+    hbm_tb_s: float = Field(gt=0.0)
+    """Peak memory bandwidth, TB/s."""
+    memory_mib: int = Field(gt=0)
+    """Total device memory as NVML reports it."""
+    interconnect_gb_s: float = Field(gt=0.0)
+    """Per-GPU bandwidth for tensor-parallel all-reduce (NVLink or PCIe), GB/s."""
+    has_gpm: bool
+    """Whether NVML GPM metrics (SM, tensor, DRAM activity) exist on this GPU."""
+    nvml_names: tuple[str, ...] = ()
+    """Substrings of nvmlDeviceGetName() that identify this GPU."""
+
+    @property
+    def has_fp8(self) -> bool:
+        return self.fp8_tflops is not None
+
+    @property
+    def memory_bytes(self) -> int:
+        return self.memory_mib * MIB
+
+    def ridge_flop_per_byte(self) -> float:
+        """Arithmetic intensity at which BF16 compute and bandwidth take equal time."""
+        return self.bf16_tflops * 1e12 / (self.hbm_tb_s * 1e12)
+
+
+class ModelSpec(Record):
+    """A decoder-only transformer's shape (the text part) and parameter counts."""
+
+    name: str = Field(min_length=1)
+    hf_id: str | None = None
+    """Hugging Face repository id, used as the served model when the study names none."""
+    num_layers: int = Field(ge=1)
+    hidden_size: int = Field(ge=1)
+    num_attention_heads: int = Field(ge=1)
+    num_kv_heads: int = Field(ge=1)
+    head_dim: int = Field(ge=1)
+    intermediate_size: int = Field(ge=1)
+    """Dense MLP width (unused by MoE layers)."""
+    vocab_size: int = Field(ge=1)
+    max_position_embeddings: int = Field(ge=1)
+    tie_word_embeddings: bool = False
+    num_experts: int = Field(default=0, ge=0)
+    """Routed experts per MoE layer; 0 for a dense model."""
+    experts_per_token: int = Field(default=0, ge=0)
+    moe_intermediate_size: int = Field(default=0, ge=0)
+    weight_dtype_bytes: float = Field(default=2.0, gt=0.0)
+    """Bytes per weight as stored (2 for bf16/fp16)."""
+    params_total: float | None = Field(default=None, gt=0.0)
+    """Total parameters; estimated from the shape when not given."""
+    params_active: float | None = Field(default=None, gt=0.0)
+    """Parameters used per token (differs from total for MoE); estimated when not given."""
+
+    @model_validator(mode="after")
+    def _shape(self) -> ModelSpec:
+        if self.num_attention_heads % self.num_kv_heads:
+            raise ValueError("num_attention_heads must be a multiple of num_kv_heads")
+        if self.num_experts and not 0 < self.experts_per_token <= self.num_experts:
+            raise ValueError("an MoE model needs 0 < experts_per_token <= num_experts")
+        if self.num_experts and not self.moe_intermediate_size:
+            raise ValueError("an MoE model needs moe_intermediate_size")
+        return self
+
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 0
+
+    def _attention_params(self) -> int:
+        q_and_o = 2 * self.hidden_size * self.num_attention_heads * self.head_dim
+        k_and_v = 2 * self.hidden_size * self.num_kv_heads * self.head_dim
+        return q_and_o + k_and_v
+
+    def _embedding_params(self) -> int:
+        return self.vocab_size * self.hidden_size * (1 if self.tie_word_embeddings else 2)
+
+    def estimated_params(self) -> tuple[float, float]:
+        """(total, active) parameters from the shape: gated MLPs, untied norms ignored."""
+        attention = self._attention_params()
+        if self.is_moe:
+            expert = 3 * self.hidden_size * self.moe_intermediate_size
+            router = self.hidden_size * self.num_experts
+            total_mlp = self.num_experts * expert + router
+            active_mlp = self.experts_per_token * expert + router
+        else:
+            total_mlp = active_mlp = 3 * self.hidden_size * self.intermediate_size
+        embeddings = self._embedding_params()
+        total = self.num_layers * (attention + total_mlp) + embeddings
+        active = self.num_layers * (attention + active_mlp) + embeddings
+        return float(total), float(active)
+
+    def total_params(self) -> float:
+        return self.params_total or self.estimated_params()[0]
+
+    def active_params(self) -> float:
+        return self.params_active or self.estimated_params()[1]
+
+    def weight_bytes(self, dtype_bytes: float | None = None) -> float:
+        """Bytes of all weights at the given element size (default: as stored)."""
+        return self.total_params() * (dtype_bytes or self.weight_dtype_bytes)
+
+    def kv_bytes_per_token(self, kv_dtype_bytes: float = 2.0, tensor_parallel: int = 1) -> float:
+        """KV bytes one token occupies on one GPU: 2 x layers x kv_heads x head_dim x bytes.
+
+        Tensor parallelism splits the KV heads; when there are fewer heads than GPUs each GPU
+        keeps a replica of one head.
+        """
+        heads_per_gpu = max(1, math.ceil(self.num_kv_heads / tensor_parallel))
+        return 2.0 * self.num_layers * heads_per_gpu * self.head_dim * kv_dtype_bytes

@@ -1,0 +1,123 @@
+"""The knob catalogue's records: what each tunable engine knob is and what it can act on.
+
+A knob is named after its EngineConfig field. Its entry says which of the four constraints
+(compute, scheduling, bandwidth, cache) it can relieve, so pruning can drop knobs aimed at a
+resource that does not bind; whether it changes model outputs (and so needs a quality check);
+and which vLLM releases know the flag.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+from pydantic import Field, JsonValue, field_validator, model_validator
+
+from kneepoint.records.base import Record
+
+Constraint = Literal["compute", "scheduling", "bandwidth", "cache"]
+CONSTRAINTS: tuple[Constraint, ...] = ("compute", "scheduling", "bandwidth", "cache")
+
+Condition = Literal["fp8_tensor_cores", "multiple_gpus", "shared_prefixes"]
+"""Conditions outside the engine without which a knob cannot help."""
+
+
+class IntDomain(Record):
+    kind: Literal["int"] = "int"
+    low: int
+    high: int
+    log: bool = False
+    """Search on a log scale (sizes that matter in ratios, like batch caps)."""
+
+    @model_validator(mode="after")
+    def _ordered(self) -> IntDomain:
+        if self.high <= self.low:
+            raise ValueError(f"high ({self.high}) must be > low ({self.low})")
+        if self.log and self.low < 1:
+            raise ValueError("a log-scale domain needs low >= 1")
+        return self
+
+
+class FloatDomain(Record):
+    kind: Literal["float"] = "float"
+    low: float
+    high: float
+    step: float | None = Field(default=None, gt=0.0)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> FloatDomain:
+        if self.high <= self.low:
+            raise ValueError(f"high ({self.high}) must be > low ({self.low})")
+        return self
+
+
+class BoolDomain(Record):
+    kind: Literal["bool"] = "bool"
+
+
+class ChoiceDomain(Record):
+    kind: Literal["choice"] = "choice"
+    choices: tuple[JsonValue, ...] = Field(min_length=2)
+
+
+KnobDomain = Annotated[
+    IntDomain | FloatDomain | BoolDomain | ChoiceDomain,
+    Field(discriminator="kind"),
+]
+
+
+class Knob(Record):
+    """One tunable engine knob."""
+
+    name: str = Field(min_length=1)
+    """The EngineConfig field it sets."""
+    flag: str = Field(pattern=r"^--[a-z0-9][a-z0-9\-]*$")
+    domain: KnobDomain
+    acts_on: tuple[Constraint, ...] = Field(min_length=1)
+    """The constraints a change of this knob can relieve."""
+    changes_outputs: bool = False
+    """True where a change alters the model's outputs (needs a quality check)."""
+    needs: tuple[Condition, ...] = ()
+    """Conditions without which the knob cannot help."""
+    vllm_versions: str = ""
+    """PEP 440 specifier of the vLLM releases that know the flag; empty means all."""
+    restart_required: bool = True
+    description: str = Field(min_length=1)
+
+    @field_validator("vllm_versions")
+    @classmethod
+    def _valid_specifier(cls, value: str) -> str:
+        try:
+            SpecifierSet(value)
+        except InvalidSpecifier as exc:
+            raise ValueError(f"not a version specifier: {value!r}") from exc
+        return value
+
+    def known_by(self, vllm_version: str) -> bool:
+        """Whether a vLLM release (e.g. '0.11.2' or '0.12.0+cpu') accepts this flag."""
+        try:
+            version = Version(vllm_version)
+        except InvalidVersion as exc:
+            raise ValueError(f"not a vLLM version: {vllm_version!r}") from exc
+        return SpecifierSet(self.vllm_versions).contains(version, prereleases=True)
+
+
+class KnobCatalogue(Record):
+    """All knobs kneepoint may search, by name."""
+
+    knobs: tuple[Knob, ...] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _unique(self) -> KnobCatalogue:
+        names = [k.name for k in self.knobs]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"knobs listed more than once: {', '.join(duplicates)}")
+        return self
+
+    def get(self, name: str) -> Knob | None:
+        return next((k for k in self.knobs if k.name == name), None)
+
+    def names(self) -> tuple[str, ...]:
+        return tuple(k.name for k in self.knobs)

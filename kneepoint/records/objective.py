@@ -1,0 +1,41 @@
+"""What a tuning study maximises.
+
+``slo_capacity`` (the default) is the highest offered request rate at which every traffic class
+still meets its SLO: past the knee, extra tokens cost far more waiting than they are worth, so
+peak throughput is the wrong target for a latency-sensitive service.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from kneepoint.records.base import Record
+
+
+class SloCapacity(Record):
+    """Maximise the highest offered rate (requests/s) at which all classes meet their SLOs."""
+
+    kind: Literal["slo_capacity"] = "slo_capacity"
+
+
+class GoodputAtRate(Record):
+    """Maximise good requests per second at one fixed offered rate."""
+
+    kind: Literal["goodput_at_rate"] = "goodput_at_rate"
+    rate_rps: float = Field(gt=0.0)
+
+
+class PeakThroughput(Record):
+    """Maximise saturated throughput, ignoring latency (batch and offline jobs)."""
+
+    kind: Literal["peak_throughput"] = "peak_throughput"
+    tokens: Literal["output", "total"] = "output"
+    """Count generated tokens only, or prompt plus generated tokens."""
+
+
+Objective = Annotated[
+    SloCapacity | GoodputAtRate | PeakThroughput,
+    Field(discriminator="kind"),
+]

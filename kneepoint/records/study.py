@@ -1,0 +1,152 @@
+"""A tuning study: what to serve on what, how to start it, the traffic, the SLOs, the goal,
+the budget and the knobs to search. This is the validated, fully resolved form: catalogue
+names and preset references in the study file have already been replaced by their records.
+
+Cross-field problems are raised as ``"<path>: <problem>"`` with the path relative to the
+study, so the config loader can point at the offending field and its line.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import (
+    AfterValidator,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from kneepoint.records.base import Record
+from kneepoint.records.budget import Budget
+from kneepoint.records.engine import EngineConfig
+from kneepoint.records.hardware import GpuSpec, ModelSpec
+from kneepoint.records.knobs import KnobCatalogue
+from kneepoint.records.objective import Objective, PeakThroughput, SloCapacity
+from kneepoint.records.slo import Slo
+from kneepoint.records.workload import Workload
+
+
+class SimBackend(Record):
+    """The embedded simulator: in-process on a virtual clock, or as an HTTP server."""
+
+    kind: Literal["sim"] = "sim"
+    clock: Literal["virtual", "http"] = "virtual"
+
+
+class VllmBackend(Record):
+    """Launch real vLLM servers, one per trial, with a configurable command."""
+
+    kind: Literal["vllm"] = "vllm"
+    command: tuple[str, ...] = Field(default=("vllm", "serve"), min_length=1)
+    """Launch command before the model and flags, e.g. a venv's python -m ...api_server."""
+    model_as: Literal["positional", "flag"] = "positional"
+    """How the command takes the model: `vllm serve MODEL` or `--model MODEL`."""
+    env: dict[str, str] = Field(default_factory=dict)
+    host: str = "127.0.0.1"
+    port: int | None = Field(default=None, ge=1, le=65535)
+    """Fixed port; None picks a free one per launch."""
+    startup_timeout_s: float = Field(default=900.0, gt=0.0)
+    vllm_version: str | None = None
+    """The release being launched; None asks the environment at run time."""
+
+
+class AttachBackend(Record):
+    """A server someone else started: measure and diagnose only, no knob can change."""
+
+    kind: Literal["attach"] = "attach"
+    url: str = Field(pattern=r"^https?://[^\s/]+(/\S*)?$")
+    vllm_version: str | None = None
+
+
+Backend = Annotated[SimBackend | VllmBackend | AttachBackend, Field(discriminator="kind")]
+
+
+def _known_knob(name: str, info: ValidationInfo) -> str:
+    catalogue = (info.context or {}).get("knobs")
+    if isinstance(catalogue, KnobCatalogue) and catalogue.get(name) is None:
+        known = ", ".join(catalogue.names())
+        raise ValueError(f"no knob named {name!r} in the catalogue ({known})")
+    return name
+
+
+class SearchSpec(Record):
+    """Which knobs the study may change."""
+
+    knobs: tuple[Annotated[str, AfterValidator(_known_knob)], ...] = ()
+    """Knob names from configs/knobs.yaml; empty means every catalogue knob."""
+
+    @field_validator("knobs")
+    @classmethod
+    def _unique(cls, knobs: tuple[str, ...]) -> tuple[str, ...]:
+        repeated = sorted({k for k in knobs if knobs.count(k) > 1})
+        if repeated:
+            raise ValueError(f"listed more than once: {', '.join(repeated)}")
+        return knobs
+
+
+class StudySpec(Record):
+    """Everything one tuning study needs, validated and resolved."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$", max_length=80)
+    """Study id; names the run folder runs/<name>-<timestamp>."""
+    description: str = ""
+    seed: int = 0
+    gpu: GpuSpec
+    model: ModelSpec
+    backend: Backend = SimBackend()
+    engine: EngineConfig
+    """The starting (incumbent) configuration."""
+    workload: Workload
+    slo: Slo | None = None
+    objective: Objective = SloCapacity()
+    budget: Budget = Budget()
+    search: SearchSpec = SearchSpec()
+
+    @model_validator(mode="after")
+    def _slo_matches_workload(self) -> StudySpec:
+        classes = self.workload.class_names()
+        if self.slo is None:
+            if not isinstance(self.objective, PeakThroughput):
+                raise ValueError(f"slo: objective {self.objective.kind} needs SLOs")
+            return self
+        for name in self.slo.classes:
+            if name not in classes:
+                raise ValueError(
+                    f"slo.classes.{name}: no traffic class named {name!r} in workload "
+                    f"{self.workload.name!r} (classes: {', '.join(classes)})"
+                )
+        missing = [c for c in classes if self.slo.for_class(c) is None]
+        if missing:
+            raise ValueError(f"slo: no SLO for classes {', '.join(missing)} and no default")
+        return self
+
+    @model_validator(mode="after")
+    def _engine_fits_model(self) -> StudySpec:
+        model, engine = self.model, self.engine
+        tp = engine.tensor_parallel_size or 1
+        if model.num_attention_heads % tp:
+            raise ValueError(
+                f"engine.tensor_parallel_size: {tp} does not divide the model's "
+                f"{model.num_attention_heads} attention heads"
+            )
+        max_len = engine.max_model_len
+        if max_len is not None and max_len > model.max_position_embeddings:
+            raise ValueError(
+                f"engine.max_model_len: {max_len} exceeds the model's context "
+                f"({model.max_position_embeddings} tokens)"
+            )
+        longest = self.workload.max_request_tokens()
+        limit = max_len or model.max_position_embeddings
+        if longest > limit:
+            raise ValueError(
+                f"workload: its longest request ({longest} tokens, prefix + prompt + output) "
+                f"exceeds max_model_len ({limit}); the server would reject it"
+            )
+        return self
+
+    @property
+    def gpu_count(self) -> int:
+        """GPUs one server of the starting configuration uses."""
+        return self.engine.tensor_parallel_size or 1

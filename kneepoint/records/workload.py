@@ -1,0 +1,189 @@
+"""The traffic a server is measured under: classes of requests and how they arrive.
+
+A workload says nothing about the request rate: sweeps choose rates. Lengths are in tokens and
+prompts are sent as token ids, so a class's lengths are exact without a tokenizer.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from kneepoint.records.base import Record
+
+
+class FixedLength(Record):
+    """Every request has the same length."""
+
+    kind: Literal["fixed"] = "fixed"
+    tokens: int = Field(ge=1)
+
+
+class UniformLength(Record):
+    """Lengths drawn uniformly from an inclusive integer range."""
+
+    kind: Literal["uniform"] = "uniform"
+    min_tokens: int = Field(ge=1)
+    max_tokens: int = Field(ge=1)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> UniformLength:
+        if self.max_tokens < self.min_tokens:
+            raise ValueError(f"max_tokens ({self.max_tokens}) < min_tokens ({self.min_tokens})")
+        return self
+
+
+class LognormalLength(Record):
+    """Lengths from a lognormal with the given median and shape, clipped to [min, max]."""
+
+    kind: Literal["lognormal"] = "lognormal"
+    median_tokens: int = Field(ge=1)
+    sigma: float = Field(gt=0.0, le=4.0)
+    """Standard deviation of log(length); 0.5 is moderate spread, 1.0 heavy-tailed."""
+    min_tokens: int = Field(default=1, ge=1)
+    max_tokens: int = Field(ge=1)
+
+    @model_validator(mode="after")
+    def _bounds(self) -> LognormalLength:
+        if not self.min_tokens <= self.median_tokens <= self.max_tokens:
+            raise ValueError("need min_tokens <= median_tokens <= max_tokens")
+        return self
+
+
+class EmpiricalLength(Record):
+    """Lengths drawn from observed values, optionally weighted."""
+
+    kind: Literal["empirical"] = "empirical"
+    values_tokens: tuple[Annotated[int, Field(ge=1)], ...] = Field(min_length=1)
+    weights: tuple[Annotated[float, Field(gt=0.0)], ...] | None = None
+
+    @model_validator(mode="after")
+    def _weights_match(self) -> EmpiricalLength:
+        if self.weights is not None and len(self.weights) != len(self.values_tokens):
+            raise ValueError(
+                f"weights has {len(self.weights)} entries, values_tokens {len(self.values_tokens)}"
+            )
+        return self
+
+
+LengthDist = Annotated[
+    FixedLength | UniformLength | LognormalLength | EmpiricalLength,
+    Field(discriminator="kind"),
+]
+
+
+def max_length_tokens(dist: LengthDist) -> int:
+    """The largest length a distribution can produce."""
+    if isinstance(dist, FixedLength):
+        return dist.tokens
+    if isinstance(dist, EmpiricalLength):
+        return max(dist.values_tokens)
+    return dist.max_tokens
+
+
+class PrefixGroup(Record):
+    """A corpus of documents that requests of a class share as prompt prefixes (RAG-style),
+    so prefix caching has something to catch."""
+
+    name: str = Field(min_length=1)
+    documents: int = Field(ge=1)
+    """How many distinct documents the corpus holds."""
+    prefix_tokens: int = Field(ge=1)
+    """Length of each document, prepended to the class's own prompt tokens."""
+    popularity: Literal["uniform", "zipf"] = "uniform"
+    zipf_exponent: float = Field(default=1.1, gt=0.0)
+    """Skew of document popularity when ``popularity`` is zipf."""
+
+
+class TrafficClass(Record):
+    """One kind of request: its share of arrivals and its prompt and output lengths."""
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_\-]+$")
+    weight: float = Field(default=1.0, gt=0.0)
+    """Relative share of arrivals (normalised over the classes)."""
+    input_tokens: LengthDist
+    """Prompt tokens of the request's own part (after any shared prefix)."""
+    output_tokens: LengthDist
+    """Tokens generated (sent as max_tokens with ignore_eos)."""
+    prefix_group: str | None = None
+    """Name of a prefix group whose documents prefix this class's prompts."""
+
+
+class PoissonArrivals(Record):
+    """Independent arrivals: exponential gaps at the offered rate."""
+
+    kind: Literal["poisson"] = "poisson"
+
+
+class GammaArrivals(Record):
+    """Gamma-distributed gaps; burstiness is the shape (1 = Poisson, < 1 burstier)."""
+
+    kind: Literal["gamma"] = "gamma"
+    burstiness: float = Field(gt=0.0)
+
+
+class ConstantArrivals(Record):
+    """Evenly spaced arrivals at the offered rate."""
+
+    kind: Literal["constant"] = "constant"
+
+
+class TraceArrivals(Record):
+    """Replay of a JSONL trace (timestamp_s, input_tokens, output_tokens, prefix_id per line),
+    time-scaled to the offered rate."""
+
+    kind: Literal["trace"] = "trace"
+    path: Path
+
+
+ArrivalProcess = Annotated[
+    PoissonArrivals | GammaArrivals | ConstantArrivals | TraceArrivals,
+    Field(discriminator="kind"),
+]
+
+
+class Workload(Record):
+    """Traffic classes, shared-prefix corpora and the arrival process, with a seed."""
+
+    name: str = Field(min_length=1)
+    seed: int = 0
+    classes: tuple[TrafficClass, ...] = Field(min_length=1)
+    prefix_groups: tuple[PrefixGroup, ...] = ()
+    arrival: ArrivalProcess = PoissonArrivals()
+
+    @model_validator(mode="after")
+    def _references(self) -> Workload:
+        _require_unique("classes", [c.name for c in self.classes])
+        _require_unique("prefix_groups", [g.name for g in self.prefix_groups])
+        groups = {g.name for g in self.prefix_groups}
+        for i, cls in enumerate(self.classes):
+            if cls.prefix_group is not None and cls.prefix_group not in groups:
+                known = ", ".join(sorted(groups)) or "none defined"
+                raise ValueError(
+                    f"classes[{i}].prefix_group: no prefix group named {cls.prefix_group!r} "
+                    f"(groups: {known})"
+                )
+        return self
+
+    def class_names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.classes)
+
+    def max_request_tokens(self) -> int:
+        """Longest prompt + output any request of this workload can have."""
+        prefix = {g.name: g.prefix_tokens for g in self.prefix_groups}
+        return max(
+            prefix.get(c.prefix_group or "", 0)
+            + max_length_tokens(c.input_tokens)
+            + max_length_tokens(c.output_tokens)
+            for c in self.classes
+        )
+
+
+def _require_unique(field: str, names: list[str]) -> None:
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise ValueError(f"{field}: name {name!r} appears more than once")
+        seen.add(name)
