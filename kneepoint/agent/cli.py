@@ -1,0 +1,112 @@
+"""The ``kneepoint`` command line.
+
+Exit status: 0 success, 2 bad input (a configuration problem or a usage error), each problem
+printed as one line on stderr with no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import structlog
+import yaml
+
+from kneepoint import __version__
+from kneepoint.agent.logs import configure_logging
+from kneepoint.config import ConfigError, load_study, study_file_schema
+
+EXIT_OK = 0
+EXIT_BAD_INPUT = 2
+
+log = structlog.get_logger(__name__)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kneepoint",
+        description="Autonomous tuning agent for LLM serving engines (vLLM first).",
+    )
+    parser.add_argument("--version", action="version", version=f"kneepoint {__version__}")
+    parser.add_argument("--log-level", default="warning", choices=["debug", "info", "warning"])
+    parser.add_argument("--log-file", type=Path, help="also write JSON-lines events here")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    config = commands.add_parser("config", help="validate study files and print their schema")
+    config_commands = config.add_subparsers(dest="config_command", required=True, metavar="ACTION")
+    check = config_commands.add_parser(
+        "check", help="validate a study file and print it resolved, with every default"
+    )
+    check.add_argument("file", type=Path, help="the study YAML file")
+    check.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="PATH=VALUE",
+        help="override a field, e.g. --set engine.max_num_seqs=128 (repeatable)",
+    )
+    check.add_argument("--json", action="store_true", help="print JSON instead of YAML")
+    check.set_defaults(run=_config_check)
+
+    schema = config_commands.add_parser("schema", help="print the JSON Schema of study files")
+    schema.add_argument("--output", type=Path, help="write it to this file instead of stdout")
+    schema.set_defaults(run=_config_schema)
+    return parser
+
+
+def _config_check(args: argparse.Namespace) -> int:
+    study = load_study(args.file, args.overrides)
+    resolved = study.model_dump(mode="json")
+    log.info("config.checked", file=str(args.file), study=study.name, overrides=args.overrides)
+    if args.json:
+        sys.stdout.write(json.dumps(resolved, indent=2) + "\n")
+    else:
+        sys.stdout.write(f"# {args.file}: valid; resolved study with every default\n")
+        sys.stdout.write(yaml.safe_dump(resolved, sort_keys=False, allow_unicode=True))
+    return EXIT_OK
+
+
+def _config_schema(args: argparse.Namespace) -> int:
+    text = json.dumps(study_file_schema(), indent=2) + "\n"
+    if args.output is None:
+        sys.stdout.write(text)
+    else:
+        write_atomically(args.output, text)
+    return EXIT_OK
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write a whole file or nothing: a temporary file beside it, then a rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    configure_logging(level=args.log_level, log_file=args.log_file)
+    try:
+        code: int = args.run(args)
+    except ConfigError as exc:
+        for line in exc.lines():
+            print(f"kneepoint: {line}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,76 @@
+"""Structured logging, configured once per process by the CLI.
+
+Library code only ever does ``structlog.get_logger(__name__).info("event", key=value)``.
+Events go to stderr, readable on a terminal and as JSON lines when stderr is not a terminal
+(an unattended run's output is then machine-readable), and optionally to a JSON-lines file.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+_MARK = "_kneepoint_handler"
+
+
+def _shared_processors() -> list[Any]:
+    return [
+        structlog.contextvars.merge_contextvars,
+        structlog.stdlib.add_log_level,
+        structlog.stdlib.add_logger_name,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        structlog.processors.StackInfoRenderer(),
+        structlog.processors.format_exc_info,
+    ]
+
+
+def _handler(stream_or_path: Any, renderer: Any) -> logging.Handler:
+    handler: logging.Handler
+    if isinstance(stream_or_path, Path):
+        stream_or_path.parent.mkdir(parents=True, exist_ok=True)
+        handler = logging.FileHandler(stream_or_path, encoding="utf-8")
+    else:
+        handler = logging.StreamHandler(stream_or_path)
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            foreign_pre_chain=_shared_processors(),
+            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
+        )
+    )
+    setattr(handler, _MARK, True)
+    return handler
+
+
+def configure_logging(
+    level: str = "info",
+    log_file: Path | None = None,
+    console_json: bool | None = None,
+) -> None:
+    """Route structlog and stdlib logging to stderr (and ``log_file``); safe to call again."""
+    if console_json is None:
+        console_json = not sys.stderr.isatty()
+    console = (
+        structlog.processors.JSONRenderer()
+        if console_json
+        else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
+    )
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if getattr(h, _MARK, False)]:
+        root.removeHandler(old)
+        old.close()
+    root.addHandler(_handler(sys.stderr, console))
+    if log_file is not None:
+        root.addHandler(_handler(log_file, structlog.processors.JSONRenderer()))
+    root.setLevel(level.upper())
+    for noisy in ("httpx", "httpcore"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    structlog.configure(
+        processors=[*_shared_processors(), structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        wrapper_class=structlog.stdlib.BoundLogger,
+        cache_logger_on_first_use=False,
+    )

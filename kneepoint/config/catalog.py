@@ -1,0 +1,184 @@
+"""The shipped catalogues (GPUs, models, knobs) and presets, and models from `config.json`.
+
+From a source checkout the files are read from the repository's ``configs/``; an installed
+wheel carries the same files as ``kneepoint/_configs``.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, model_validator
+
+from kneepoint.config.errors import ConfigError, Problem
+from kneepoint.config.validation import validate
+from kneepoint.config.yamlio import YamlDoc, read_mapping
+from kneepoint.records.base import Record
+from kneepoint.records.engine import EngineConfig, flag_for, knob_fields
+from kneepoint.records.hardware import GpuSpec, ModelSpec
+from kneepoint.records.knobs import ChoiceDomain, FloatDomain, IntDomain, KnobCatalogue
+
+_PACKAGE = Path(__file__).resolve().parent.parent
+
+
+def configs_dir() -> Path:
+    """The directory holding the shipped catalogues and presets."""
+    for candidate in (_PACKAGE / "_configs", _PACKAGE.parent / "configs"):
+        if (candidate / "knobs.yaml").is_file():
+            return candidate
+    raise FileNotFoundError("kneepoint's configs/ directory is missing from this installation")
+
+
+class GpuCatalogue(Record):
+    gpus: tuple[GpuSpec, ...] = Field(min_length=1)
+
+
+class ModelCatalogue(Record):
+    models: tuple[ModelSpec, ...] = Field(min_length=1)
+
+
+def read_gpu_catalogue(path: Path) -> dict[str, GpuSpec]:
+    doc = read_mapping(path)
+    return _by_name(doc, validate(GpuCatalogue, doc.data, doc).gpus, "gpus")
+
+
+def read_model_catalogue(path: Path) -> dict[str, ModelSpec]:
+    doc = read_mapping(path)
+    return _by_name(doc, validate(ModelCatalogue, doc.data, doc).models, "models")
+
+
+@cache
+def gpu_catalogue() -> dict[str, GpuSpec]:
+    """The shipped GPU catalogue, by name."""
+    return read_gpu_catalogue(configs_dir() / "gpus.yaml")
+
+
+@cache
+def model_catalogue() -> dict[str, ModelSpec]:
+    """The shipped model catalogue, by name."""
+    return read_model_catalogue(configs_dir() / "models.yaml")
+
+
+def _by_name(doc: YamlDoc, items: tuple[Any, ...], field: str) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for i, item in enumerate(items):
+        if item.name in found:
+            loc = (field, i, "name")
+            problem = f"name {item.name!r} appears more than once"
+            raise ConfigError([Problem(doc.source, doc.line_of(loc), loc, problem)])
+        found[item.name] = item
+    return found
+
+
+class _CheckedKnobCatalogue(KnobCatalogue):
+    """The knob catalogue, checked against EngineConfig: every knob names a field, its flag is
+    that field's vLLM spelling, and its domain's values are values the field accepts."""
+
+    @model_validator(mode="after")
+    def _matches_engine(self) -> _CheckedKnobCatalogue:
+        fields = knob_fields()
+        for i, knob in enumerate(self.knobs):
+            if knob.name not in fields:
+                raise ValueError(f"knobs[{i}].name: {knob.name!r} is not an EngineConfig knob")
+            if knob.flag != flag_for(knob.name):
+                raise ValueError(f"knobs[{i}].flag: must be {flag_for(knob.name)!r}")
+            domain = knob.domain
+            values: tuple[Any, ...] = ()
+            if isinstance(domain, IntDomain | FloatDomain):
+                values = (domain.low, domain.high)
+            elif isinstance(domain, ChoiceDomain):
+                values = domain.choices
+            for value in values:
+                try:
+                    EngineConfig(model="check", **{knob.name: value})
+                except ValueError as exc:
+                    raise ValueError(
+                        f"knobs[{i}].domain: {value!r} is not a valid {knob.name}"
+                    ) from exc
+        return self
+
+
+def read_knob_catalogue(path: Path) -> KnobCatalogue:
+    doc = read_mapping(path)
+    return KnobCatalogue(knobs=validate(_CheckedKnobCatalogue, doc.data, doc).knobs)
+
+
+@cache
+def knob_catalogue() -> KnobCatalogue:
+    """The shipped knob catalogue, checked against EngineConfig."""
+    return read_knob_catalogue(configs_dir() / "knobs.yaml")
+
+
+def find_preset(kind: str, name: str) -> Path | None:
+    """The shipped preset file ``configs/<kind>/<name>.yaml``, if there is one."""
+    path = configs_dir() / kind / f"{name}.yaml"
+    return path if path.is_file() else None
+
+
+def preset_names(kind: str) -> list[str]:
+    return sorted(p.stem for p in (configs_dir() / kind).glob("*.yaml"))
+
+
+_HF_KEYS = {
+    "num_layers": ("num_hidden_layers", "n_layer", "num_layers"),
+    "hidden_size": ("hidden_size", "n_embd", "d_model"),
+    "num_attention_heads": ("num_attention_heads", "n_head"),
+    "intermediate_size": ("intermediate_size", "ffn_dim"),
+    "vocab_size": ("vocab_size",),
+    "max_position_embeddings": ("max_position_embeddings", "n_positions"),
+}
+
+
+def model_from_hf_config(path: Path, name: str | None = None) -> ModelSpec:
+    """A ModelSpec from a Hugging Face ``config.json`` (or a directory holding one).
+
+    Parameter counts are estimated from the shape. Multimodal configs are read through their
+    ``text_config``.
+    """
+    file = path / "config.json" if path.is_dir() else path
+    source = str(file)
+    try:
+        config = json.loads(file.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(
+            [Problem(source, None, None, f"cannot read file: {exc.strerror}")]
+        ) from exc
+    except json.JSONDecodeError as exc:
+        problem = f"not valid JSON: {exc.msg} (column {exc.colno})"
+        raise ConfigError([Problem(source, exc.lineno, None, problem)]) from exc
+    if not isinstance(config, dict):
+        raise ConfigError([Problem(source, 1, None, "config.json must hold a JSON object")])
+    text = config.get("text_config")
+    if isinstance(text, dict):
+        config = {**config, **text}
+    fields = _hf_fields(config, name or (path.name if path.is_dir() else path.parent.name))
+    doc = YamlDoc(source=source, data=fields, root=None)
+    return validate(ModelSpec, fields, doc)
+
+
+def _hf_fields(config: dict[str, Any], name: str) -> dict[str, Any]:
+    fields: dict[str, Any] = {"name": name}
+    for field, keys in _HF_KEYS.items():
+        value = next((config[k] for k in keys if k in config), None)
+        if value is not None:
+            fields[field] = value
+    heads = fields.get("num_attention_heads")
+    fields["num_kv_heads"] = config.get("num_key_value_heads") or heads
+    head_dim = config.get("head_dim")
+    if not head_dim and heads and fields.get("hidden_size"):
+        head_dim = fields["hidden_size"] // heads
+    fields["head_dim"] = head_dim
+    fields["tie_word_embeddings"] = bool(config.get("tie_word_embeddings", False))
+    experts = config.get("num_experts") or config.get("num_local_experts") or 0
+    if experts:
+        fields["num_experts"] = experts
+        fields["experts_per_token"] = config.get("num_experts_per_tok", 0)
+        fields["moe_intermediate_size"] = config.get(
+            "moe_intermediate_size", fields.get("intermediate_size", 0)
+        )
+    dtype = str(config.get("torch_dtype") or config.get("dtype") or "bfloat16")
+    fields["weight_dtype_bytes"] = 4.0 if dtype in {"float32", "float"} else 2.0
+    return fields

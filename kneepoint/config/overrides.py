@@ -1,0 +1,98 @@
+"""``--set path.to.field=value`` overrides applied to a study before it is validated.
+
+Values are read as YAML scalars or flow collections (``8``, ``0.9``, ``false``, ``null``,
+``[a, b]``, ``{kind: fixed, tokens: 64}``), so an override means what the same text would mean
+in the file. Integer path parts index into lists: ``workload.classes.0.weight=2``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+import yaml
+
+from kneepoint.config.errors import ConfigError, Loc, Problem
+
+_KEY = re.compile(r"^[A-Za-z_][\w\-]*$")
+
+
+@dataclass(frozen=True)
+class Override:
+    """One parsed ``--set`` argument."""
+
+    text: str
+    loc: Loc
+    value: Any
+
+    @property
+    def source(self) -> str:
+        return f"--set {self.text}"
+
+    def covers(self, loc: Loc) -> bool:
+        """Whether a problem at ``loc`` comes from this override (it set that field or a parent)."""
+        return loc[: len(self.loc)] == self.loc
+
+
+def parse_override(text: str) -> Override:
+    path, sep, raw_value = text.partition("=")
+    if not sep or not path.strip():
+        raise ConfigError([Problem(f"--set {text}", None, None, "expected PATH=VALUE")])
+    loc: list[str | int] = []
+    for part in path.strip().split("."):
+        if part.isdigit():
+            loc.append(int(part))
+        elif _KEY.match(part):
+            loc.append(part)
+        else:
+            problem = f"{part!r} is not a field name or list index"
+            raise ConfigError([Problem(f"--set {text}", None, None, problem)])
+    try:
+        value = yaml.safe_load(raw_value) if raw_value.strip() else ""
+    except yaml.YAMLError as exc:
+        problem = f"value is not valid YAML: {str(exc).splitlines()[0]}"
+        raise ConfigError([Problem(f"--set {text}", None, tuple(loc), problem)]) from exc
+    return Override(text=text, loc=tuple(loc), value=value)
+
+
+def apply_override(data: dict[str, Any], override: Override) -> None:
+    """Set the value at the override's path in ``data`` (in place), creating mappings on the
+    way; validation afterwards rejects keys that do not exist."""
+    node: Any = data
+    for depth, part in enumerate(override.loc[:-1]):
+        nxt = override.loc[depth + 1]
+        node = _step(node, part, override, want_list=isinstance(nxt, int))
+    _assign(node, override.loc[-1], override)
+
+
+def _step(node: Any, part: str | int, override: Override, want_list: bool) -> Any:
+    if isinstance(part, int):
+        _check_index(node, part, override)
+        return node[part]
+    if not isinstance(node, dict):
+        _fail(override, f"cannot set a field inside a {type(node).__name__}")
+    if not isinstance(node.get(part), dict | list):
+        node[part] = [] if want_list else {}
+    return node[part]
+
+
+def _assign(node: Any, part: str | int, override: Override) -> None:
+    if isinstance(part, int):
+        _check_index(node, part, override)
+        node[part] = override.value
+    elif isinstance(node, dict):
+        node[part] = override.value
+    else:
+        _fail(override, f"cannot set a field inside a {type(node).__name__}")
+
+
+def _check_index(node: Any, index: int, override: Override) -> None:
+    if not isinstance(node, list):
+        _fail(override, f"index {index} used on a {type(node).__name__}, not a list")
+    if index >= len(node):
+        _fail(override, f"index {index} is out of range (the list has {len(node)} items)")
+
+
+def _fail(override: Override, problem: str) -> NoReturn:
+    raise ConfigError([Problem(override.source, None, override.loc, problem)])

@@ -1,0 +1,154 @@
+"""Load a study file into a validated StudySpec.
+
+A study file may refer to things by name instead of spelling them out: ``gpu: h100-sxm`` and
+``model: llama-3.1-8b`` (catalogue entries; a model may also be a path to a Hugging Face
+``config.json``), ``workload: chat`` (a preset in configs/workloads, or a path to a workload
+file, whose SLOs are used when the study gives none). Loading replaces every reference by its
+record, applies ``--set`` overrides, and validates once; problems come back as one
+ConfigError, each naming its file (or override), line and field.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kneepoint.config.catalog import (
+    find_preset,
+    gpu_catalogue,
+    knob_catalogue,
+    model_catalogue,
+    model_from_hf_config,
+    preset_names,
+)
+from kneepoint.config.errors import ConfigError, Loc, Problem
+from kneepoint.config.overrides import Override, apply_override, parse_override
+from kneepoint.config.validation import validate
+from kneepoint.config.yamlio import YamlDoc, read_mapping
+from kneepoint.records.base import Record
+from kneepoint.records.slo import Slo
+from kneepoint.records.study import StudySpec
+from kneepoint.records.workload import TraceArrivals, Workload
+
+
+class WorkloadFile(Record):
+    """A workload preset file: the workload and, optionally, SLOs that suit it."""
+
+    workload: Workload
+    slo: Slo | None = None
+
+
+@dataclass
+class _Resolver:
+    """Replaces references in the raw study tree, remembering what it resolved."""
+
+    doc: YamlDoc
+    overrides: Sequence[Override]
+    preset_slo: dict[str, Any] | None = None
+
+    def fail(self, loc: Loc, problem: str) -> ConfigError:
+        source, line = self.locate(loc)
+        return ConfigError([Problem(source, line, loc, problem)])
+
+    def locate(self, loc: Loc) -> tuple[str, int | None]:
+        for override in reversed(self.overrides):
+            if override.covers(loc) or (loc and loc == override.loc[: len(loc)]):
+                return override.source, None
+        return self.doc.source, self.doc.line_of(loc)
+
+    def base_dir(self) -> Path:
+        return Path(self.doc.source).resolve().parent
+
+    def gpu(self, raw: dict[str, Any]) -> None:
+        ref = raw.get("gpu")
+        if isinstance(ref, str):
+            catalogue = gpu_catalogue()
+            if ref not in catalogue:
+                raise self.fail(
+                    ("gpu",), f"unknown GPU {ref!r} (catalogue: {', '.join(catalogue)})"
+                )
+            raw["gpu"] = catalogue[ref].model_dump(mode="json")
+
+    def model(self, raw: dict[str, Any]) -> None:
+        ref = raw.get("model")
+        if not isinstance(ref, str):
+            return
+        catalogue = model_catalogue()
+        if ref in catalogue:
+            raw["model"] = catalogue[ref].model_dump(mode="json")
+            return
+        path = self.base_dir() / ref
+        if not (path.is_file() or (path / "config.json").is_file()):
+            raise self.fail(
+                ("model",),
+                f"{ref!r} is neither a catalogue model ({', '.join(catalogue)}) "
+                "nor a path to a Hugging Face config.json",
+            )
+        raw["model"] = model_from_hf_config(path).model_dump(mode="json")
+
+    def served_model(self, raw: dict[str, Any]) -> None:
+        engine, model = raw.get("engine"), raw.get("model")
+        if isinstance(engine, dict) and "model" not in engine and isinstance(model, dict):
+            engine["model"] = model.get("hf_id") or model.get("name")
+
+    def workload(self, raw: dict[str, Any]) -> None:
+        ref = raw.get("workload")
+        if isinstance(ref, str):
+            preset = self._read_workload_file(ref)
+            raw["workload"] = preset.workload.model_dump(mode="json")
+            if preset.slo is not None:
+                self.preset_slo = preset.slo.model_dump(mode="json", exclude_none=True)
+        elif isinstance(ref, dict):
+            _absolute_trace(ref, self.base_dir())
+
+    def _read_workload_file(self, ref: str) -> WorkloadFile:
+        path = find_preset("workloads", ref) if "/" not in ref else None
+        if path is None:
+            path = self.base_dir() / ref
+            if not path.is_file():
+                known = ", ".join(preset_names("workloads"))
+                raise self.fail(
+                    ("workload",), f"{ref!r} is neither a preset ({known}) nor a workload file"
+                )
+        doc = read_mapping(path)
+        _absolute_trace(doc.data.get("workload"), path.resolve().parent)
+        return validate(WorkloadFile, doc.data, doc)
+
+
+def _absolute_trace(workload: Any, base: Path) -> None:
+    """Make a trace path relative to the file that names it absolute."""
+    arrival = workload.get("arrival") if isinstance(workload, dict) else None
+    if isinstance(arrival, dict) and arrival.get("kind") == "trace":
+        path = arrival.get("path")
+        if isinstance(path, str) and not Path(path).is_absolute():
+            arrival["path"] = str(base / path)
+
+
+def load_study(path: Path, overrides: Sequence[str] = ()) -> StudySpec:
+    """Read, resolve, override and validate a study file."""
+    doc = read_mapping(path)
+    parsed = [parse_override(text) for text in overrides]
+    resolver = _Resolver(doc, parsed)
+    raw: dict[str, Any] = copy.deepcopy(doc.data)
+    if any(o.loc[:1] == ("workload",) and len(o.loc) > 1 for o in parsed):
+        resolver.workload(raw)  # so overrides can reach inside a preset's classes
+    for override in parsed:
+        apply_override(raw, override)
+    for resolve in (resolver.gpu, resolver.model, resolver.workload, resolver.served_model):
+        resolve(raw)
+    if "slo" not in raw and resolver.preset_slo is not None:
+        raw["slo"] = resolver.preset_slo
+    study = validate(
+        StudySpec, raw, doc, context={"knobs": knob_catalogue()}, source_of=resolver.locate
+    )
+    _check_trace(study, resolver)
+    return study
+
+
+def _check_trace(study: StudySpec, resolver: _Resolver) -> None:
+    arrival = study.workload.arrival
+    if isinstance(arrival, TraceArrivals) and not arrival.path.is_file():
+        raise resolver.fail(("workload", "arrival", "path"), f"no such file: {arrival.path}")

@@ -1,0 +1,106 @@
+"""Strict YAML reading that remembers where every value came from.
+
+PyYAML silently keeps the last of two equal keys; a study file with ``max_num_seqs`` twice would
+then tune something other than what its author reads. Here a repeated key is an error, and the
+node tree is kept so that a validation error can name the line of the offending field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kneepoint.config.errors import ConfigError, Problem
+
+
+class _StrictLoader(yaml.SafeLoader):
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Hashable, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} appears more than once", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+@dataclass(frozen=True)
+class YamlDoc:
+    """A parsed YAML document, its node tree (for line numbers) and where it was read."""
+
+    source: str
+    data: Any
+    root: yaml.Node | None
+
+    def line_of(self, loc: Sequence[str | int]) -> int | None:
+        """1-based line of the deepest node along ``loc`` that exists in the file."""
+        node = self.root
+        line = node.start_mark.line + 1 if node is not None else None
+        for part in loc:
+            node = _child(node, part)
+            if node is None:
+                break
+            line = node.start_mark.line + 1
+        return line
+
+
+def _child(node: yaml.Node | None, part: str | int) -> yaml.Node | None:
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            if key_node.value == str(part):
+                found: yaml.Node = value_node
+                return found
+    elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+        child: yaml.Node = node.value[part]
+        return child
+    return None
+
+
+def parse_yaml(text: str, source: str) -> YamlDoc:
+    """Parse one YAML document; syntax errors become a one-line ConfigError."""
+    loader = _StrictLoader(text)
+    try:
+        root = loader.get_single_node()
+        data = loader.construct_document(root) if root is not None else None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark is not None else None
+        problem = exc.problem or exc.context or "invalid YAML"
+        if isinstance(exc, yaml.constructor.ConstructorError):
+            raise ConfigError([Problem(source, line, None, problem)]) from exc
+        column = f", column {mark.column + 1}" if mark is not None else ""
+        raise ConfigError(
+            [Problem(source, line, None, f"YAML syntax error{column}: {problem}")]
+        ) from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError([Problem(source, None, None, f"YAML error: {exc}")]) from exc
+    finally:
+        loader.dispose()
+    return YamlDoc(source=source, data=data, root=root)
+
+
+def read_yaml(path: Path) -> YamlDoc:
+    """Read and parse a YAML file; an unreadable file is a one-line ConfigError."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ConfigError([Problem(str(path), None, None, f"cannot read file: {reason}")]) from exc
+    return parse_yaml(text, str(path))
+
+
+def read_mapping(path: Path) -> YamlDoc:
+    """Read a YAML file whose top level must be a mapping."""
+    doc = read_yaml(path)
+    if not isinstance(doc.data, dict):
+        kind = "empty" if doc.data is None else f"a {type(doc.data).__name__}"
+        raise ConfigError(
+            [Problem(doc.source, 1, None, f"the top level must be a mapping of keys, not {kind}")]
+        )
+    return doc
