@@ -68,7 +68,20 @@ def test_broken_yaml_syntax(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     path = _variant(tmp_path, "  clock: virtual", "  clock: [virtual")
     [error] = _errors(path, capsys)
     assert error.startswith(f"kneepoint: {path}:")
-    assert "YAML syntax error" in error
+    assert ": backend.clock: YAML syntax error" in error
+    assert "flow sequence that starts on line" in error
+
+
+def test_syntax_error_inside_a_list_item_names_the_item(tmp_path: Path) -> None:
+    path = tmp_path / "study.yaml"
+    path.write_text(
+        "workload:\n  classes:\n    - name: a\n    - name: b\n"
+        "      input_tokens: {kind: fixed tokens: 3}\n"
+    )
+    with pytest.raises(ConfigError) as info:
+        load_study(path)
+    [problem] = info.value.problems
+    assert (problem.line, problem.loc) == (5, ("workload", "classes", 1, "input_tokens"))
 
 
 def test_duplicate_key(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -7,6 +7,7 @@ node tree is kept so that a validation error can name the line of the offending 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +16,8 @@ from typing import Any
 import yaml
 
 from kneepoint.config.errors import ConfigError, Problem
+
+_KEY_LINE = re.compile(r"^( *)(- +)?([A-Za-z_][\w\-]*) *:(?:\s|$)")
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -69,20 +72,47 @@ def parse_yaml(text: str, source: str) -> YamlDoc:
         root = loader.get_single_node()
         data = loader.construct_document(root) if root is not None else None
     except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = mark.line + 1 if mark is not None else None
-        problem = exc.problem or exc.context or "invalid YAML"
-        if isinstance(exc, yaml.constructor.ConstructorError):
-            raise ConfigError([Problem(source, line, None, problem)]) from exc
-        column = f", column {mark.column + 1}" if mark is not None else ""
-        raise ConfigError(
-            [Problem(source, line, None, f"YAML syntax error{column}: {problem}")]
-        ) from exc
+        raise ConfigError([_syntax_problem(exc, text, source)]) from exc
     except yaml.YAMLError as exc:
         raise ConfigError([Problem(source, None, None, f"YAML error: {exc}")]) from exc
     finally:
         loader.dispose()
     return YamlDoc(source=source, data=data, root=root)
+
+
+def _syntax_problem(exc: yaml.MarkedYAMLError, text: str, source: str) -> Problem:
+    mark = exc.problem_mark or exc.context_mark
+    line = mark.line + 1 if mark is not None else None
+    problem = exc.problem or exc.context or "invalid YAML"
+    if isinstance(exc, yaml.constructor.ConstructorError):
+        return Problem(source, line, None, problem)
+    if exc.context and exc.context_mark is not None and exc.problem:
+        problem += f" ({exc.context} that starts on line {exc.context_mark.line + 1})"
+    column = f", column {mark.column + 1}" if mark is not None else ""
+    start = exc.context_mark or mark
+    loc = _enclosing_keys(text, start.line) if start is not None else ()
+    return Problem(source, line, loc or None, f"YAML syntax error{column}: {problem}")
+
+
+def _enclosing_keys(text: str, line_index: int) -> tuple[str | int, ...]:
+    """The keys (and list indices) that enclose a line, judged by indentation: the file
+    cannot be parsed, so this is the best a syntax error can say about its field."""
+    stack: list[tuple[int, str | int]] = []
+    items: dict[tuple[str | int, ...], int] = {}
+    for raw in text.splitlines()[: line_index + 1]:
+        found = _KEY_LINE.match(raw)
+        if not found:
+            continue
+        indent, dash, key = len(found.group(1)), found.group(2), found.group(3)
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        if dash:
+            parent = tuple(part for _, part in stack)
+            items[parent] = items.get(parent, -1) + 1
+            stack.append((indent, items[parent]))
+            indent += len(dash)
+        stack.append((indent, key))
+    return tuple(part for _, part in stack)
 
 
 def read_yaml(path: Path) -> YamlDoc:
