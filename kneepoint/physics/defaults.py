@@ -1,0 +1,91 @@
+"""An engine config with every default filled in the way recent vLLM fills it.
+
+``None`` in an EngineConfig means "the engine decides"; the memory model, the roofline and the
+simulator need the concrete value. Defaults follow vLLM 0.20-0.33 on a GPU: the API server's
+batch caps depend on the GPU's memory (1024 sequences / 8192 tokens on >= 70 GiB GPUs other
+than the A100, else 256 / 2048), memory utilisation 0.92, prefix caching and async scheduling on.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from kneepoint.records.base import Record
+from kneepoint.records.engine import EngineConfig
+from kneepoint.records.hardware import GIB, GpuSpec, ModelSpec
+
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.92
+DEFAULT_BLOCK_SIZE = 16
+_LARGE_GPU_BYTES = 70 * GIB
+
+# Bytes per element of a KV cache dtype ("auto" follows the weights).
+KV_DTYPE_BYTES = {
+    "bfloat16": 2.0,
+    "float16": 2.0,
+    "fp8": 1.0,
+    "fp8_e4m3": 1.0,
+    "fp8_e5m2": 1.0,
+    "fp8_inc": 1.0,
+    "nvfp4": 0.5625,  # 4-bit values plus one fp8 scale per 16
+}
+# Bytes per weight of the linear layers under a quantization method (None: as stored).
+WEIGHT_BYTES = {"fp8": 1.0, "awq": 0.53, "gptq": 0.53}
+
+
+class ResolvedEngine(Record):
+    """Every knob concrete. Field meanings as in EngineConfig."""
+
+    max_num_seqs: int = Field(ge=1)
+    max_num_batched_tokens: int = Field(ge=1)
+    gpu_memory_utilization: float = Field(gt=0.0, le=1.0)
+    kv_cache_memory_bytes: int | None
+    max_model_len: int = Field(ge=1)
+    kv_dtype_bytes: float = Field(gt=0.0)
+    linear_weight_bytes: float = Field(gt=0.0)
+    """Bytes per weight of the linear layers (embeddings stay at the stored dtype)."""
+    fp8_compute: bool
+    """Linear layers run on fp8 tensor cores (fp8 weights on a GPU that has them)."""
+    enable_prefix_caching: bool
+    block_size: int = Field(ge=1)
+    async_scheduling: bool
+    enforce_eager: bool
+    tensor_parallel_size: int = Field(ge=1)
+    long_prefill_token_threshold: int = Field(ge=0)
+    stream_interval: int = Field(ge=1)
+
+
+class UnmodeledSettingError(ValueError):
+    """An engine setting the physics has no model for."""
+
+
+def resolve_engine(engine: EngineConfig, gpu: GpuSpec, model: ModelSpec) -> ResolvedEngine:
+    """Fill the engine's defaults for this GPU and model."""
+    large = gpu.memory_bytes >= _LARGE_GPU_BYTES and gpu.architecture != "ampere"
+    kv_dtype = engine.kv_cache_dtype or "auto"
+    if kv_dtype != "auto" and kv_dtype not in KV_DTYPE_BYTES:
+        raise UnmodeledSettingError(f"kv_cache_dtype {kv_dtype!r} is not modeled")
+    quant = engine.quantization
+    if quant is not None and quant not in WEIGHT_BYTES:
+        known = ", ".join(WEIGHT_BYTES)
+        raise UnmodeledSettingError(f"quantization {quant!r} is not modeled (modeled: {known})")
+    return ResolvedEngine(
+        max_num_seqs=engine.max_num_seqs or (1024 if large else 256),
+        max_num_batched_tokens=engine.max_num_batched_tokens or (8192 if large else 2048),
+        gpu_memory_utilization=engine.gpu_memory_utilization or DEFAULT_GPU_MEMORY_UTILIZATION,
+        kv_cache_memory_bytes=engine.kv_cache_memory_bytes,
+        max_model_len=engine.max_model_len or model.max_position_embeddings,
+        kv_dtype_bytes=KV_DTYPE_BYTES.get(kv_dtype, model.weight_dtype_bytes),
+        linear_weight_bytes=WEIGHT_BYTES.get(quant or "", model.weight_dtype_bytes),
+        fp8_compute=quant == "fp8" and gpu.has_fp8,
+        enable_prefix_caching=_on(engine.enable_prefix_caching, default=True),
+        block_size=engine.block_size or DEFAULT_BLOCK_SIZE,
+        async_scheduling=_on(engine.async_scheduling, default=True),
+        enforce_eager=_on(engine.enforce_eager, default=False),
+        tensor_parallel_size=engine.tensor_parallel_size or 1,
+        long_prefill_token_threshold=engine.long_prefill_token_threshold or 0,
+        stream_interval=engine.stream_interval or 1,
+    )
+
+
+def _on(value: bool | None, default: bool) -> bool:
+    return default if value is None else value

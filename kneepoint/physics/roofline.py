@@ -1,0 +1,157 @@
+"""The time of one engine step from what it computes and what it reads.
+
+A step runs linear layers over every scheduled token (2 x active params FLOPs per token),
+attention over each request's context, and streams the weights once plus each request's KV.
+Compute time (FLOPs at peak x MFU) and memory time (bytes at bandwidth x efficiency) overlap,
+so the GPU time is a smooth maximum of the two, plus kernel-launch overhead per step and per
+layer (smaller with CUDA graphs), plus tensor-parallel all-reduces. CPU work (scheduling,
+output processing) adds to the step unless async scheduling overlaps it with the GPU.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pydantic import Field
+
+from kneepoint.physics.defaults import ResolvedEngine
+from kneepoint.physics.memory import weight_bytes_per_gpu
+from kneepoint.records.base import Record
+from kneepoint.records.hardware import GpuSpec, ModelSpec
+
+
+class Efficiency(Record):
+    """Fractions of peak that real kernels reach, and fixed costs (public vLLM-on-H100 models)."""
+
+    mfu: float = Field(default=0.5, gt=0.0, le=1.0)
+    """GEMM fraction of tensor-core peak at typical chunk sizes."""
+    weight_bandwidth: float = Field(default=0.78, gt=0.0, le=1.0)
+    kv_bandwidth: float = Field(default=0.5, gt=0.0, le=1.0)
+    smooth_max_power: float = Field(default=4.0, ge=1.0)
+    """p of (compute^p + memory^p)^(1/p): large p is a hard max, 1 is no overlap."""
+    step_overhead_s: float = Field(default=100e-6, ge=0.0)
+    layer_overhead_graph_s: float = Field(default=30e-6, ge=0.0)
+    layer_overhead_eager_s: float = Field(default=90e-6, ge=0.0)
+    request_overhead_s: float = Field(default=3e-6, ge=0.0)
+    allreduce_latency_s: float = Field(default=8e-6, ge=0.0)
+    cpu_step_s: float = Field(default=300e-6, ge=0.0)
+    """CPU-side scheduler and engine-core work per step."""
+    cpu_request_s: float = Field(default=6e-6, ge=0.0)
+    """CPU scheduling and bookkeeping per scheduled request."""
+    cpu_chunk_s: float = Field(default=12e-6, ge=0.0)
+    """Output processing per streamed chunk (detokenise, serialise, send)."""
+
+
+class ScheduledRequest(Record):
+    """One request's share of a step: tokens computed now after ``context_tokens`` already
+    in its KV cache; ``samples`` is 1 when the step produces an output token for it."""
+
+    new_tokens: int = Field(ge=1)
+    context_tokens: int = Field(ge=0)
+    samples: int = Field(default=1, ge=0, le=1)
+
+
+class StepCost(Record):
+    """A step's time and its breakdown, in seconds."""
+
+    compute_s: float
+    memory_s: float
+    weight_read_s: float
+    kv_read_s: float
+    gpu_roofline_s: float
+    launch_s: float
+    allreduce_s: float
+    gpu_s: float
+    cpu_s: float
+    wall_s: float
+    flops: float
+    bytes_read: float
+    compute_share: float = Field(ge=0.0, le=1.0)
+    """Share of the roofline time owed to compute rather than memory traffic."""
+
+
+def step_cost(
+    gpu: GpuSpec,
+    model: ModelSpec,
+    engine: ResolvedEngine,
+    batch: Sequence[ScheduledRequest],
+    efficiency: Efficiency | None = None,
+) -> StepCost:
+    """Time of one step that runs ``batch`` (which must not be empty)."""
+    if not batch:
+        raise ValueError("a step needs at least one scheduled request")
+    eff = efficiency or Efficiency()
+    tp = engine.tensor_parallel_size
+    tokens = sum(r.new_tokens for r in batch)
+    linear_flops = 2.0 * model.active_params() * tokens / tp
+    attention_flops = sum(
+        4.0 * model.num_layers * model.num_attention_heads * model.head_dim
+        * r.new_tokens * (r.context_tokens + (r.new_tokens + 1) / 2)
+        for r in batch
+    ) / tp  # fmt: skip
+    linear_peak = gpu.fp8_tflops if engine.fp8_compute and gpu.fp8_tflops else gpu.bf16_tflops
+    compute_s = linear_flops / (linear_peak * 1e12 * eff.mfu) + attention_flops / (
+        gpu.bf16_tflops * 1e12 * eff.mfu
+    )
+    kv_per_token = model.kv_bytes_per_token(engine.kv_dtype_bytes, tp)
+    kv_bytes = kv_per_token * sum(r.context_tokens + r.new_tokens for r in batch)
+    weights = _weights_read_per_step(model, engine, batch)
+    bandwidth = gpu.hbm_tb_s * 1e12
+    weight_read_s = weights / (bandwidth * eff.weight_bandwidth)
+    kv_read_s = kv_bytes / (bandwidth * eff.kv_bandwidth)
+    memory_s = weight_read_s + kv_read_s
+    p = eff.smooth_max_power
+    roofline_s = (compute_s**p + memory_s**p) ** (1.0 / p)
+    compute_share = compute_s**p / (compute_s**p + memory_s**p)
+    per_layer = eff.layer_overhead_eager_s if engine.enforce_eager else eff.layer_overhead_graph_s
+    launch_s = (
+        eff.step_overhead_s + per_layer * model.num_layers + eff.request_overhead_s * len(batch)
+    )
+    allreduce_s = _allreduce_s(gpu, model, tp, tokens, eff)
+    gpu_s = roofline_s + launch_s + allreduce_s
+    samples = sum(r.samples for r in batch)
+    chunks = samples / engine.stream_interval
+    cpu_s = eff.cpu_step_s + eff.cpu_request_s * len(batch) + eff.cpu_chunk_s * chunks
+    wall_s = max(gpu_s, cpu_s) if engine.async_scheduling else gpu_s + cpu_s
+    return StepCost(
+        compute_s=compute_s,
+        memory_s=memory_s,
+        weight_read_s=weight_read_s,
+        kv_read_s=kv_read_s,
+        gpu_roofline_s=roofline_s,
+        launch_s=launch_s,
+        allreduce_s=allreduce_s,
+        gpu_s=gpu_s,
+        cpu_s=cpu_s,
+        wall_s=wall_s,
+        flops=linear_flops + attention_flops,
+        bytes_read=weights + kv_bytes,
+        compute_share=compute_share,
+    )
+
+
+def _weights_read_per_step(
+    model: ModelSpec, engine: ResolvedEngine, batch: Sequence[ScheduledRequest]
+) -> float:
+    """Weight bytes streamed in one step. Dense models read all weights; an MoE model reads
+    the experts its tokens route to (expected distinct experts for the step's tokens)."""
+    total = weight_bytes_per_gpu(model, engine)
+    if not model.is_moe:
+        return total
+    k_over_n = model.experts_per_token / model.num_experts
+    # active = shared + experts x k/n and total = shared + experts, so:
+    expert_params = (model.total_params() - model.active_params()) / (1.0 - k_over_n)
+    expert_share = expert_params / model.total_params()
+    tokens = sum(r.new_tokens for r in batch)
+    touched = 1.0 - (1.0 - k_over_n) ** tokens
+    return total * (1.0 - expert_share + expert_share * touched)
+
+
+def _allreduce_s(gpu: GpuSpec, model: ModelSpec, tp: int, tokens: int, eff: Efficiency) -> float:
+    """Two ring all-reduces of the hidden state per layer under tensor parallelism."""
+    if tp == 1:
+        return 0.0
+    message = tokens * model.hidden_size * model.weight_dtype_bytes
+    ring_bytes = 2.0 * (tp - 1) / tp * message
+    per_reduce = ring_bytes / (gpu.interconnect_gb_s * 1e9) + eff.allreduce_latency_s
+    return 2.0 * model.num_layers * per_reduce
