@@ -7,7 +7,7 @@ import pytest
 from kneepoint.config import gpu_catalogue, model_catalogue
 from kneepoint.physics.defaults import UnmodeledSettingError, resolve_engine
 from kneepoint.physics.memory import plan_memory, weight_bytes_per_gpu
-from kneepoint.physics.roofline import Efficiency, ScheduledRequest, step_cost
+from kneepoint.physics.roofline import BatchShape, Efficiency, step_cost
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.hardware import GIB
 
@@ -23,8 +23,12 @@ def _engine(gpu=H100, model=LLAMA_8B, **knobs):  # type: ignore[no-untyped-def]
     return resolve_engine(EngineConfig(model="m", **knobs), gpu, model)
 
 
-def _decode(batch: int, context: int = 512) -> list[ScheduledRequest]:
-    return [ScheduledRequest(new_tokens=1, context_tokens=context)] * batch
+def _decode(batch: int, context: int = 512) -> BatchShape:
+    return BatchShape.of([(1, context)] * batch)
+
+
+def _prefill(tokens: int) -> BatchShape:
+    return BatchShape.of([(tokens, 0)])
 
 
 def test_defaults_follow_vllm_by_gpu_size() -> None:
@@ -56,9 +60,7 @@ def test_batch1_decode_is_weight_streaming_plus_overheads() -> None:
 
 
 def test_2k_prefill_is_its_flop_time_at_the_configured_mfu() -> None:
-    cost = step_cost(
-        H100, LLAMA_8B, _engine(), [ScheduledRequest(new_tokens=2048, context_tokens=0)]
-    )
+    cost = step_cost(H100, LLAMA_8B, _engine(), _prefill(2048))
     flop_time = 2 * LLAMA_8B.active_params() * 2048 / (H100.bf16_tflops * 1e12 * EFF.mfu)
     assert cost.wall_s == pytest.approx(flop_time, rel=0.20)
     assert cost.compute_share > 0.99
@@ -78,7 +80,7 @@ def test_decode_throughput_rises_with_batch_then_flattens() -> None:
 
 
 def test_fp8_weights_speed_compute_only_where_the_gpu_has_fp8() -> None:
-    prefill = [ScheduledRequest(new_tokens=4096, context_tokens=0)]
+    prefill = _prefill(4096)
     h100_gain = (
         step_cost(H100, LLAMA_8B, _engine(), prefill).wall_s
         / step_cost(H100, LLAMA_8B, _engine(quantization="fp8"), prefill).wall_s

@@ -10,7 +10,8 @@ output processing) adds to the step unless async scheduling overlaps it with the
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable
+from dataclasses import dataclass
 
 from pydantic import Field
 
@@ -42,17 +43,39 @@ class Efficiency(Record):
     """Output processing per streamed chunk (detokenise, serialise, send)."""
 
 
-class ScheduledRequest(Record):
-    """One request's share of a step: tokens computed now after ``context_tokens`` already
-    in its KV cache; ``samples`` is 1 when the step produces an output token for it."""
+@dataclass(frozen=True, slots=True)
+class BatchShape:
+    """What one step computes, aggregated over its scheduled requests.
 
-    new_tokens: int = Field(ge=1)
-    context_tokens: int = Field(ge=0)
-    samples: int = Field(default=1, ge=0, le=1)
+    A plain slotted dataclass, not a record: the simulator builds one per step, on its hot
+    path. Build it with ``BatchShape.of`` or accumulate the sums directly.
+    """
+
+    num_requests: int
+    new_tokens: int
+    attention_pairs: float
+    """Sum over requests of new x (context + (new + 1) / 2): query-key pairs attended."""
+    kv_tokens: int
+    """Sum over requests of context + new: KV entries read or written."""
+    samples: int
+    """Requests that produce an output token in this step."""
+
+    @classmethod
+    def of(cls, requests: Iterable[tuple[int, int]], samples: int | None = None) -> BatchShape:
+        """From ``(new_tokens, context_tokens)`` pairs; by default every request samples."""
+        items = list(requests)
+        return cls(
+            num_requests=len(items),
+            new_tokens=sum(new for new, _ in items),
+            attention_pairs=sum(new * (ctx + (new + 1) / 2) for new, ctx in items),
+            kv_tokens=sum(new + ctx for new, ctx in items),
+            samples=len(items) if samples is None else samples,
+        )
 
 
-class StepCost(Record):
-    """A step's time and its breakdown, in seconds."""
+@dataclass(frozen=True, slots=True)
+class StepCost:
+    """A step's time and its breakdown, in seconds (a hot-path value, like BatchShape)."""
 
     compute_s: float
     memory_s: float
@@ -66,53 +89,49 @@ class StepCost(Record):
     wall_s: float
     flops: float
     bytes_read: float
-    compute_share: float = Field(ge=0.0, le=1.0)
-    """Share of the roofline time owed to compute rather than memory traffic."""
+    compute_share: float
+    """Share of the roofline time owed to compute rather than memory traffic (0..1)."""
 
 
 def step_cost(
     gpu: GpuSpec,
     model: ModelSpec,
     engine: ResolvedEngine,
-    batch: Sequence[ScheduledRequest],
+    batch: BatchShape,
     efficiency: Efficiency | None = None,
 ) -> StepCost:
-    """Time of one step that runs ``batch`` (which must not be empty)."""
-    if not batch:
-        raise ValueError("a step needs at least one scheduled request")
-    eff = efficiency or Efficiency()
+    """Time of one step that runs ``batch`` (at least one request)."""
+    if batch.num_requests < 1 or batch.new_tokens < 1:
+        raise ValueError("a step needs at least one scheduled token")
+    eff = efficiency or _DEFAULT_EFFICIENCY
     tp = engine.tensor_parallel_size
-    tokens = sum(r.new_tokens for r in batch)
-    linear_flops = 2.0 * model.active_params() * tokens / tp
-    attention_flops = sum(
-        4.0 * model.num_layers * model.num_attention_heads * model.head_dim
-        * r.new_tokens * (r.context_tokens + (r.new_tokens + 1) / 2)
-        for r in batch
-    ) / tp  # fmt: skip
-    linear_peak = gpu.fp8_tflops if engine.fp8_compute and gpu.fp8_tflops else gpu.bf16_tflops
+    linear_flops = 2.0 * model.active_params() * batch.new_tokens / tp
+    heads = model.num_layers * model.num_attention_heads * model.head_dim
+    attention_flops = 4.0 * heads * batch.attention_pairs / tp
+    fp8 = engine.fp8_compute and gpu.fp8_tflops is not None
+    linear_peak = gpu.fp8_tflops if fp8 and gpu.fp8_tflops else gpu.bf16_tflops
     compute_s = linear_flops / (linear_peak * 1e12 * eff.mfu) + attention_flops / (
         gpu.bf16_tflops * 1e12 * eff.mfu
     )
-    kv_per_token = model.kv_bytes_per_token(engine.kv_dtype_bytes, tp)
-    kv_bytes = kv_per_token * sum(r.context_tokens + r.new_tokens for r in batch)
-    weights = _weights_read_per_step(model, engine, batch)
+    kv_bytes = model.kv_bytes_per_token(engine.kv_dtype_bytes, tp) * batch.kv_tokens
+    weights = _weights_read_per_step(model, engine, batch.new_tokens)
     bandwidth = gpu.hbm_tb_s * 1e12
     weight_read_s = weights / (bandwidth * eff.weight_bandwidth)
     kv_read_s = kv_bytes / (bandwidth * eff.kv_bandwidth)
     memory_s = weight_read_s + kv_read_s
     p = eff.smooth_max_power
-    roofline_s = (compute_s**p + memory_s**p) ** (1.0 / p)
-    compute_share = compute_s**p / (compute_s**p + memory_s**p)
+    compute_p, memory_p = compute_s**p, memory_s**p
+    roofline_s = (compute_p + memory_p) ** (1.0 / p)
     per_layer = eff.layer_overhead_eager_s if engine.enforce_eager else eff.layer_overhead_graph_s
     launch_s = (
-        eff.step_overhead_s + per_layer * model.num_layers + eff.request_overhead_s * len(batch)
+        eff.step_overhead_s
+        + per_layer * model.num_layers
+        + eff.request_overhead_s * batch.num_requests
     )
-    allreduce_s = _allreduce_s(gpu, model, tp, tokens, eff)
+    allreduce_s = _allreduce_s(gpu, model, tp, batch.new_tokens, eff)
     gpu_s = roofline_s + launch_s + allreduce_s
-    samples = sum(r.samples for r in batch)
-    chunks = samples / engine.stream_interval
-    cpu_s = eff.cpu_step_s + eff.cpu_request_s * len(batch) + eff.cpu_chunk_s * chunks
-    wall_s = max(gpu_s, cpu_s) if engine.async_scheduling else gpu_s + cpu_s
+    chunks = batch.samples / engine.stream_interval
+    cpu_s = eff.cpu_step_s + eff.cpu_request_s * batch.num_requests + eff.cpu_chunk_s * chunks
     return StepCost(
         compute_s=compute_s,
         memory_s=memory_s,
@@ -123,16 +142,14 @@ def step_cost(
         allreduce_s=allreduce_s,
         gpu_s=gpu_s,
         cpu_s=cpu_s,
-        wall_s=wall_s,
+        wall_s=max(gpu_s, cpu_s) if engine.async_scheduling else gpu_s + cpu_s,
         flops=linear_flops + attention_flops,
         bytes_read=weights + kv_bytes,
-        compute_share=compute_share,
+        compute_share=compute_p / (compute_p + memory_p),
     )
 
 
-def _weights_read_per_step(
-    model: ModelSpec, engine: ResolvedEngine, batch: Sequence[ScheduledRequest]
-) -> float:
+def _weights_read_per_step(model: ModelSpec, engine: ResolvedEngine, tokens: int) -> float:
     """Weight bytes streamed in one step. Dense models read all weights; an MoE model reads
     the experts its tokens route to (expected distinct experts for the step's tokens)."""
     total = weight_bytes_per_gpu(model, engine)
@@ -142,9 +159,11 @@ def _weights_read_per_step(
     # active = shared + experts x k/n and total = shared + experts, so:
     expert_params = (model.total_params() - model.active_params()) / (1.0 - k_over_n)
     expert_share = expert_params / model.total_params()
-    tokens = sum(r.new_tokens for r in batch)
     touched = 1.0 - (1.0 - k_over_n) ** tokens
     return total * (1.0 - expert_share + expert_share * touched)
+
+
+_DEFAULT_EFFICIENCY = Efficiency()
 
 
 def _allreduce_s(gpu: GpuSpec, model: ModelSpec, tp: int, tokens: int, eff: Efficiency) -> float:
