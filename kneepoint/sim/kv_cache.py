@@ -1,0 +1,126 @@
+"""The paged KV cache with prefix caching, modeled on vLLM V1's block pool.
+
+Blocks hold ``block_size`` tokens. A full block is identified by a hash chained over all
+tokens up to its end, so two requests share a block only if they share the whole prefix.
+Freed blocks go to the tail of a free queue but keep their hash: a later request with the
+same prefix can take them back until they are reused. Allocation takes from the head (least
+recently freed first), evicting the hash of what it takes. A request's blocks are freed
+tail-first, so its last blocks are evicted before its shared prefix.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+
+from kneepoint.sim.request import SimRequest
+
+
+class KvCache:
+    """Block pool, per-block reference counts and the hash -> block map of cached blocks."""
+
+    def __init__(self, num_blocks: int, block_size: int, prefix_caching: bool) -> None:
+        if num_blocks < 1 or block_size < 1:
+            raise ValueError("a KV cache needs at least one block of at least one token")
+        self.num_blocks = num_blocks
+        self.block_size = block_size
+        self.prefix_caching = prefix_caching
+        self._ref = [0] * num_blocks
+        self._hash: list[int | None] = [None] * num_blocks
+        self._free: OrderedDict[int, None] = OrderedDict.fromkeys(range(num_blocks))
+        self._cached: dict[int, int] = {}
+        self.query_tokens = 0
+        self.hit_tokens = 0
+
+    @property
+    def num_free(self) -> int:
+        return len(self._free)
+
+    @property
+    def num_used(self) -> int:
+        return self.num_blocks - len(self._free)
+
+    @property
+    def usage(self) -> float:
+        """Fraction of blocks in use, as vLLM's kv_cache_usage_perc (0..1)."""
+        return 1.0 - len(self._free) / self.num_blocks
+
+    def ref_count(self, block: int) -> int:
+        return self._ref[block]
+
+    def _hashes_upto(self, req: SimRequest, count: int) -> list[int]:
+        """The request's first ``count`` chained block hashes, computed once each."""
+        size = self.block_size
+        hashes = req.block_hashes
+        for i in range(len(hashes), count):
+            parent = hashes[i - 1] if i else 0
+            chunk = tuple(req.token(p) for p in range(i * size, (i + 1) * size))
+            hashes.append(hash((parent, chunk)))
+        return hashes
+
+    def cached_prefix(self, req: SimRequest) -> list[int]:
+        """Cached blocks matching the request's leading full blocks. At least one token is
+        always left to compute, as in vLLM, so the step can produce the next token."""
+        if not self.prefix_caching or req.num_computed:
+            return []
+        limit = (req.num_tokens - 1) // self.block_size
+        found: list[int] = []
+        for block_hash in self._hashes_upto(req, limit):
+            block = self._cached.get(block_hash)
+            if block is None:
+                break
+            found.append(block)
+        return found
+
+    def allocate(self, req: SimRequest, num_new: int, prefix: Sequence[int] = ()) -> bool:
+        """Give ``req`` blocks for ``num_new`` more tokens (after ``prefix`` cached blocks for a
+        request being admitted). False, with nothing changed, if the pool cannot."""
+        computed = len(prefix) * self.block_size if prefix else req.num_computed
+        needed = -(-(computed + num_new) // self.block_size)
+        new_blocks = max(0, needed - len(req.blocks) - len(prefix))
+        revived = sum(1 for b in prefix if self._ref[b] == 0)
+        if new_blocks > len(self._free) - revived:
+            return False
+        for block in prefix:
+            if self._ref[block] == 0:
+                del self._free[block]
+            self._ref[block] += 1
+        req.blocks.extend(prefix)
+        req.num_cached_blocks = max(req.num_cached_blocks, len(prefix))
+        for _ in range(new_blocks):
+            block, _ = self._free.popitem(last=False)
+            old = self._hash[block]
+            if old is not None and self._cached.get(old) == block:
+                del self._cached[old]
+            self._hash[block] = None
+            self._ref[block] = 1
+            req.blocks.append(block)
+        return True
+
+    def record_admission(self, req: SimRequest, hit_tokens: int) -> None:
+        """Count a new request's prefix-cache query and hit, in tokens (vLLM's counters)."""
+        self.query_tokens += req.num_tokens
+        self.hit_tokens += hit_tokens
+
+    def cache_full_blocks(self, req: SimRequest) -> None:
+        """Register the request's newly completed full blocks in the prefix cache."""
+        full = req.num_computed // self.block_size
+        if full <= req.num_cached_blocks:
+            return
+        if self.prefix_caching:
+            hashes = self._hashes_upto(req, full)
+            for i in range(req.num_cached_blocks, full):
+                block = req.blocks[i]
+                if hashes[i] not in self._cached:
+                    self._cached[hashes[i]] = block
+                    self._hash[block] = hashes[i]
+        req.num_cached_blocks = full
+
+    def free(self, req: SimRequest) -> None:
+        """Release the request's blocks, tail first; cached ones stay findable until reused."""
+        for block in reversed(req.blocks):
+            self._ref[block] -= 1
+            if self._ref[block] == 0:
+                self._free[block] = None
+        req.blocks = []
+        req.num_cached_blocks = 0

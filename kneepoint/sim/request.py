@@ -1,0 +1,61 @@
+"""A request inside the simulated engine: its tokens, progress and KV blocks.
+
+Mutable by design (the scheduler advances it every step) and internal to ``kneepoint.sim``;
+what leaves the simulator are records built from it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# Generated token ids live above any prompt id, and differ per request, so one request's
+# output never looks like another's prompt to the prefix cache.
+_OUTPUT_ID_BASE = 1 << 40
+
+
+@dataclass(slots=True, eq=False)
+class SimRequest:
+    """One request's state. ``num_computed`` counts tokens whose KV is in the cache."""
+
+    rid: int
+    prompt: tuple[int, ...]
+    max_tokens: int
+    arrival_s: float
+    traffic_class: str = ""
+    output: list[int] = field(default_factory=list)
+    num_computed: int = 0
+    blocks: list[int] = field(default_factory=list)
+    block_hashes: list[int] = field(default_factory=list)
+    num_cached_blocks: int = 0
+    """Leading blocks already registered in the prefix cache."""
+    prefix_hit_tokens: int = 0
+    preemptions: int = 0
+    first_scheduled_s: float | None = None
+    token_times_s: list[float] = field(default_factory=list)
+    finish_s: float | None = None
+
+    @property
+    def num_tokens(self) -> int:
+        """Prompt plus generated tokens: what the KV cache must eventually hold."""
+        return len(self.prompt) + len(self.output)
+
+    @property
+    def finished(self) -> bool:
+        return len(self.output) >= self.max_tokens
+
+    def token(self, position: int) -> int:
+        """The token id at a position of prompt + output."""
+        if position < len(self.prompt):
+            return self.prompt[position]
+        return self.output[position - len(self.prompt)]
+
+    def next_output_id(self) -> int:
+        """The deterministic id of the next generated token."""
+        return _OUTPUT_ID_BASE + self.rid * 1_000_003 + len(self.output)
+
+    def preempt(self) -> None:
+        """Recompute preemption: KV is dropped, generated tokens are kept."""
+        self.num_computed = 0
+        self.blocks = []
+        self.num_cached_blocks = 0
+        self.preemptions += 1

@@ -1,0 +1,143 @@
+"""The vLLM-V1-style scheduler: one token budget per step, running requests first.
+
+Each step: running requests, in order, get their next tokens (a decode's one, or the next
+chunk of a prefill) while the budget lasts; when the KV pool cannot hold them, the request at
+the tail of the running list is preempted (its KV dropped, to be recomputed) until it can.
+Then, only in a step that preempted nothing, waiting requests are admitted first-come
+first-served while ``running < max_num_seqs``, the budget lasts and blocks allow, starting
+after whatever prefix of theirs is cached. Chunked prefill is always on.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Literal
+
+from kneepoint.physics.defaults import ResolvedEngine
+from kneepoint.physics.roofline import BatchShape
+from kneepoint.sim.kv_cache import KvCache
+from kneepoint.sim.request import SimRequest
+
+AdmissionStop = Literal["no_waiting", "preempted", "max_num_seqs", "budget", "kv_capacity"]
+
+
+@dataclass(slots=True)
+class StepPlan:
+    """What one step runs: (request, new tokens) pairs, and what the scheduler did."""
+
+    scheduled: list[tuple[SimRequest, int]] = field(default_factory=list)
+    admitted: list[SimRequest] = field(default_factory=list)
+    preempted: list[SimRequest] = field(default_factory=list)
+    admission_stop: AdmissionStop = "no_waiting"
+    """Why admission from the waiting queue stopped this step."""
+
+    @property
+    def num_tokens(self) -> int:
+        return sum(n for _, n in self.scheduled)
+
+    def shape(self) -> BatchShape:
+        pairs = 0.0
+        kv_tokens = samples = 0
+        for req, new in self.scheduled:
+            pairs += new * (req.num_computed + (new + 1) / 2)
+            kv_tokens += req.num_computed + new
+            samples += req.num_computed + new == req.num_tokens
+        return BatchShape(
+            num_requests=len(self.scheduled),
+            new_tokens=self.num_tokens,
+            attention_pairs=pairs,
+            kv_tokens=kv_tokens,
+            samples=samples,
+        )
+
+
+class Scheduler:
+    """Waiting queue, running list and the KV cache of one simulated engine."""
+
+    def __init__(self, engine: ResolvedEngine, kv: KvCache) -> None:
+        self.max_num_seqs = engine.max_num_seqs
+        self.token_budget = engine.max_num_batched_tokens
+        self.long_prefill_threshold = engine.long_prefill_token_threshold
+        self.kv = kv
+        self.waiting: deque[SimRequest] = deque()
+        self.running: list[SimRequest] = []
+
+    def add(self, req: SimRequest) -> None:
+        self.waiting.append(req)
+
+    def _chunk(self, remaining: int, budget: int) -> int:
+        if 0 < self.long_prefill_threshold < remaining:
+            remaining = self.long_prefill_threshold
+        return min(remaining, budget)
+
+    def schedule(self) -> StepPlan:
+        plan = StepPlan()
+        budget = self._schedule_running(plan, self.token_budget)
+        plan.admission_stop = self._admit_waiting(plan, budget)
+        return plan
+
+    def _schedule_running(self, plan: StepPlan, budget: int) -> int:
+        index = 0
+        while index < len(self.running) and budget > 0:
+            req = self.running[index]
+            new = self._chunk(req.num_tokens - req.num_computed, budget)
+            while not self.kv.allocate(req, new):
+                victim = self.running.pop()
+                self._preempt(victim, plan)
+                if victim is req:
+                    return budget
+            plan.scheduled.append((req, new))
+            budget -= new
+            index += 1
+        return budget
+
+    def _preempt(self, victim: SimRequest, plan: StepPlan) -> None:
+        self.kv.free(victim)
+        victim.preempt()
+        self.waiting.appendleft(victim)
+        plan.preempted.append(victim)
+
+    def _admit_waiting(self, plan: StepPlan, budget: int) -> AdmissionStop:
+        if plan.preempted:
+            return "preempted"
+        while self.waiting:
+            if len(self.running) >= self.max_num_seqs:
+                return "max_num_seqs"
+            if budget <= 0:
+                return "budget"
+            req = self.waiting[0]
+            prefix = self.kv.cached_prefix(req)
+            hit = len(prefix) * self.kv.block_size
+            new = self._chunk(req.num_tokens - hit, budget)
+            if not self.kv.allocate(req, new, prefix):
+                return "kv_capacity"
+            self.waiting.popleft()
+            self.kv.record_admission(req, hit)
+            req.num_computed = hit
+            req.prefix_hit_tokens = hit
+            self.running.append(req)
+            plan.admitted.append(req)
+            plan.scheduled.append((req, new))
+            budget -= new
+        return "no_waiting"
+
+    def finish_step(self, plan: StepPlan, now_s: float) -> list[SimRequest]:
+        """Apply a step's results: advance requests, sample tokens, retire finished ones."""
+        finished: list[SimRequest] = []
+        for req, new in plan.scheduled:
+            req.num_computed += new
+            self.kv.cache_full_blocks(req)
+            if req.num_computed < req.num_tokens:
+                continue  # a prefill chunk: no token yet
+            req.output.append(req.next_output_id())
+            req.token_times_s.append(now_s)
+            if req.finished:
+                req.finish_s = now_s
+                finished.append(req)
+        if finished:
+            done = {id(r) for r in finished}
+            self.running = [r for r in self.running if id(r) not in done]
+            for req in finished:
+                self.kv.free(req)
+        return finished
