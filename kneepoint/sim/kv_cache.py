@@ -52,10 +52,12 @@ class KvCache:
         """The request's first ``count`` chained block hashes, computed once each."""
         size = self.block_size
         hashes = req.block_hashes
+        if len(hashes) >= count:
+            return hashes
+        tokens = req.prompt if count * size <= req.prompt_len else req.all_tokens()
         for i in range(len(hashes), count):
             parent = hashes[i - 1] if i else 0
-            chunk = tuple(req.token(p) for p in range(i * size, (i + 1) * size))
-            hashes.append(hash((parent, chunk)))
+            hashes.append(hash((parent, tokens[i * size : (i + 1) * size])))
         return hashes
 
     def cached_prefix(self, req: SimRequest) -> list[int]:
@@ -76,8 +78,10 @@ class KvCache:
         """Give ``req`` blocks for ``num_new`` more tokens (after ``prefix`` cached blocks for a
         request being admitted). False, with nothing changed, if the pool cannot."""
         computed = len(prefix) * self.block_size if prefix else req.num_computed
-        needed = -(-(computed + num_new) // self.block_size)
-        new_blocks = max(0, needed - len(req.blocks) - len(prefix))
+        new_blocks = -(-(computed + num_new) // self.block_size) - len(req.blocks) - len(prefix)
+        if new_blocks <= 0 and not prefix:
+            return True  # the common decode step: its last block still has room
+        new_blocks = max(0, new_blocks)
         revived = sum(1 for b in prefix if self._ref[b] == 0)
         if new_blocks > len(self._free) - revived:
             return False

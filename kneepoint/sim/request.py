@@ -34,20 +34,23 @@ class SimRequest:
     token_times_s: list[float] = field(default_factory=list)
     finish_s: float | None = None
 
+    prompt_len: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.prompt_len = len(self.prompt)
+
     @property
     def num_tokens(self) -> int:
         """Prompt plus generated tokens: what the KV cache must eventually hold."""
-        return len(self.prompt) + len(self.output)
+        return self.prompt_len + len(self.output)
 
     @property
     def finished(self) -> bool:
         return len(self.output) >= self.max_tokens
 
-    def token(self, position: int) -> int:
-        """The token id at a position of prompt + output."""
-        if position < len(self.prompt):
-            return self.prompt[position]
-        return self.output[position - len(self.prompt)]
+    def all_tokens(self) -> tuple[int, ...]:
+        """Prompt then generated token ids."""
+        return self.prompt + tuple(self.output)
 
     def next_output_id(self) -> int:
         """The deterministic id of the next generated token."""

@@ -1,0 +1,70 @@
+"""Ground truth: which of the four constraints each step's wall time belongs to.
+
+Only tests and benchmarks read this; the agent must infer the same from the signals a real
+engine exposes. A step in which waiting requests could not be admitted is charged whole to
+what stopped them: KV blocks (or a preemption) to ``cache``, the sequence cap with KV room to
+``scheduling``. Otherwise the step is split by what its time was spent on: CPU time the GPU
+waited for and kernel-launch overhead to ``scheduling``, the roofline part to ``compute`` and
+``bandwidth`` by the compute share, and tensor-parallel all-reduces to ``bandwidth``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kneepoint.physics.roofline import StepCost
+from kneepoint.sim.scheduler import AdmissionStop
+
+# Below this KV usage, a full running list is a cap, not a memory wall.
+_KV_ROOM = 0.9
+
+
+@dataclass(frozen=True, slots=True)
+class Attribution:
+    """Seconds of one step (or a sum of steps) charged to each constraint."""
+
+    compute_s: float = 0.0
+    scheduling_s: float = 0.0
+    bandwidth_s: float = 0.0
+    cache_s: float = 0.0
+
+    def __add__(self, other: Attribution) -> Attribution:
+        return Attribution(
+            self.compute_s + other.compute_s,
+            self.scheduling_s + other.scheduling_s,
+            self.bandwidth_s + other.bandwidth_s,
+            self.cache_s + other.cache_s,
+        )
+
+    @property
+    def total_s(self) -> float:
+        return self.compute_s + self.scheduling_s + self.bandwidth_s + self.cache_s
+
+    def shares(self) -> dict[str, float]:
+        total = self.total_s or 1.0
+        return {
+            "compute": self.compute_s / total,
+            "scheduling": self.scheduling_s / total,
+            "bandwidth": self.bandwidth_s / total,
+            "cache": self.cache_s / total,
+        }
+
+    def dominant(self) -> tuple[str, float]:
+        """The constraint with the largest share, and that share."""
+        return max(self.shares().items(), key=lambda item: item[1])
+
+
+def attribute(cost: StepCost, stop: AdmissionStop, kv_usage: float) -> Attribution:
+    """Charge one step's wall time to the constraints."""
+    wall = cost.wall_s
+    if stop in ("kv_capacity", "preempted"):
+        return Attribution(cache_s=wall)
+    if stop == "max_num_seqs" and kv_usage < _KV_ROOM:
+        return Attribution(scheduling_s=wall)
+    cpu_exposed = wall - cost.gpu_s
+    roofline = cost.gpu_roofline_s
+    return Attribution(
+        compute_s=roofline * cost.compute_share,
+        scheduling_s=cpu_exposed + cost.launch_s,
+        bandwidth_s=roofline * (1.0 - cost.compute_share) + cost.allreduce_s,
+    )

@@ -1,0 +1,179 @@
+"""The simulated engine on a virtual clock: arrivals in, steps run, tokens out.
+
+It starts (or refuses to start) the way vLLM would for the configuration, then advances time
+step by step: each step's length comes from the roofline of what the scheduler put in it.
+Deterministic: the same arrivals and configuration give the same run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from kneepoint.physics.defaults import ResolvedEngine, resolve_engine
+from kneepoint.physics.memory import MemoryPlan, StartupRefusal, plan_memory
+from kneepoint.physics.roofline import Efficiency, StepCost, step_cost
+from kneepoint.records.engine import EngineConfig
+from kneepoint.records.hardware import GpuSpec, ModelSpec
+from kneepoint.sim.attribution import Attribution, attribute
+from kneepoint.sim.kv_cache import KvCache
+from kneepoint.sim.request import SimRequest
+from kneepoint.sim.scheduler import AdmissionStop, Scheduler
+
+
+class EngineRefusedError(RuntimeError):
+    """The configuration does not start; ``refusal`` carries vLLM's wording."""
+
+    def __init__(self, refusal: StartupRefusal) -> None:
+        super().__init__(refusal.message)
+        self.refusal = refusal
+
+
+class RequestRejectedError(ValueError):
+    """A request the engine refuses at the door (as vLLM answers HTTP 400)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Arrival:
+    """A request to submit at a virtual time."""
+
+    at_s: float
+    prompt: tuple[int, ...]
+    max_tokens: int
+    traffic_class: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class StepRecord:
+    """One engine step: when, how long, what it ran, the state after, and its ground truth."""
+
+    start_s: float
+    cost: StepCost
+    num_requests: int
+    num_tokens: int
+    num_samples: int
+    running: int
+    waiting: int
+    kv_usage: float
+    preempted: int
+    admission_stop: AdmissionStop
+    truth: Attribution
+
+
+@dataclass
+class SimRun:
+    """What a run produced: finished requests and every step."""
+
+    finished: list[SimRequest] = field(default_factory=list)
+    rejected: list[tuple[Arrival, str]] = field(default_factory=list)
+    steps: list[StepRecord] = field(default_factory=list)
+
+    def truth(self, start_s: float = 0.0, end_s: float = float("inf")) -> Attribution:
+        """Ground-truth attribution summed over the steps that start in [start_s, end_s)."""
+        total = Attribution()
+        for step in self.steps:
+            if start_s <= step.start_s < end_s:
+                total = total + step.truth
+        return total
+
+
+class SimEngine:
+    """One simulated server with one configuration."""
+
+    def __init__(
+        self,
+        gpu: GpuSpec,
+        model: ModelSpec,
+        config: EngineConfig,
+        efficiency: Efficiency | None = None,
+    ) -> None:
+        self.gpu, self.model = gpu, model
+        self.resolved: ResolvedEngine = resolve_engine(config, gpu, model)
+        self.memory: MemoryPlan = plan_memory(gpu, model, self.resolved)
+        if self.memory.refusal is not None:
+            raise EngineRefusedError(self.memory.refusal)
+        self.efficiency = efficiency or Efficiency()
+        self.kv = KvCache(
+            self.memory.num_blocks, self.resolved.block_size, self.resolved.enable_prefix_caching
+        )
+        self.scheduler = Scheduler(self.resolved, self.kv)
+        self.now_s = 0.0
+        self._next_rid = 0
+
+    def submit(self, arrival: Arrival) -> SimRequest:
+        """Queue a request now; refused if it can never fit in max_model_len."""
+        if arrival.max_tokens < 1 or not arrival.prompt:
+            raise RequestRejectedError("a request needs a prompt and max_tokens >= 1")
+        length = len(arrival.prompt) + arrival.max_tokens
+        if length > self.resolved.max_model_len:
+            raise RequestRejectedError(
+                f"This model's maximum context length is {self.resolved.max_model_len} tokens. "
+                f"However, you requested {length} tokens "
+                f"({len(arrival.prompt)} in the messages, {arrival.max_tokens} in the completion)."
+            )
+        req = SimRequest(
+            self._next_rid, arrival.prompt, arrival.max_tokens, self.now_s, arrival.traffic_class
+        )
+        self._next_rid += 1
+        self.scheduler.add(req)
+        return req
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.scheduler.running or self.scheduler.waiting)
+
+    def step(self) -> tuple[StepRecord, list[SimRequest]] | None:
+        """Run one step; None when there is nothing the engine can run."""
+        plan = self.scheduler.schedule()
+        if not plan.scheduled:
+            return None
+        shape = plan.shape()
+        cost = step_cost(self.gpu, self.model, self.resolved, shape, self.efficiency)
+        start = self.now_s
+        self.now_s += cost.wall_s
+        for req in plan.admitted:
+            req.first_scheduled_s = req.first_scheduled_s or start
+        finished = self.scheduler.finish_step(plan, self.now_s)
+        usage = self.kv.usage
+        record = StepRecord(
+            start_s=start,
+            cost=cost,
+            num_requests=shape.num_requests,
+            num_tokens=shape.new_tokens,
+            num_samples=shape.samples,
+            running=len(self.scheduler.running),
+            waiting=len(self.scheduler.waiting),
+            kv_usage=usage,
+            preempted=len(plan.preempted),
+            admission_stop=plan.admission_stop,
+            truth=attribute(cost, plan.admission_stop, usage),
+        )
+        return record, finished
+
+    def run(self, arrivals: Iterable[Arrival], until_s: float = float("inf")) -> SimRun:
+        """Feed arrivals at their times and step until all are done (or ``until_s``)."""
+        pending = sorted(arrivals, key=lambda a: a.at_s)
+        run = SimRun()
+        index = 0
+        while self.now_s < until_s:
+            while index < len(pending) and pending[index].at_s <= self.now_s:
+                self._submit_or_reject(pending[index], run)
+                index += 1
+            stepped = self.step() if self.busy else None
+            if stepped is not None:
+                record, finished = stepped
+                run.steps.append(record)
+                run.finished += finished
+            elif index < len(pending):
+                self.now_s = max(self.now_s, pending[index].at_s)  # idle until the next arrival
+            else:
+                break
+        return run
+
+    def _submit_or_reject(self, arrival: Arrival, run: SimRun) -> None:
+        try:
+            req = self.submit(arrival)
+        except RequestRejectedError as exc:
+            run.rejected.append((arrival, str(exc)))
+        else:
+            req.arrival_s = arrival.at_s  # it arrived mid-step; the engine sees it after
