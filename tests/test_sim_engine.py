@@ -101,6 +101,19 @@ def test_more_kv_memory_relieves_preemption() -> None:
     assert small.truth().dominant()[0] == "cache"
 
 
+def test_a_preempted_request_keeps_its_first_scheduling_time() -> None:
+    # 8 blocks of 16 tokens: two 40 + 60 token requests start together, then outgrow it.
+    engine = SimEngine(
+        L4, LLAMA_8B, EngineConfig(model="m", kv_cache_memory_bytes=16 * 2**20, max_model_len=128)
+    )
+    run = engine.run(
+        [Arrival(0.0, tuple(range(1, 41)), 60), Arrival(0.0, tuple(range(50, 90)), 60)]
+    )
+    victim = next(r for r in run.finished if r.preemptions)
+    assert victim.first_scheduled_s == 0.0
+    assert len(victim.output) == 60
+
+
 def test_async_scheduling_helps_where_cpu_time_is_exposed() -> None:
     # A 1B model on an H100: GPU steps are short, so CPU scheduling is a large share.
     small = _arrivals(0, 400, 128, 128)

@@ -132,7 +132,8 @@ class SimEngine:
         start = self.now_s
         self.now_s += cost.wall_s
         for req in plan.admitted:
-            req.first_scheduled_s = req.first_scheduled_s or start
+            if req.first_scheduled_s is None:  # a re-admitted preempted request keeps its first
+                req.first_scheduled_s = start
         finished = self.scheduler.finish_step(plan, self.now_s)
         usage = self.kv.usage
         record = StepRecord(
