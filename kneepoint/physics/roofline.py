@@ -93,6 +93,91 @@ class StepCost:
     """Share of the roofline time owed to compute rather than memory traffic (0..1)."""
 
 
+class Roofline:
+    """Step costs for one GPU, model and engine configuration.
+
+    Everything that does not depend on the batch (parameter counts, weight bytes per GPU,
+    KV bytes per token, peaks) is worked out once here: the simulator asks for a cost every
+    step.
+    """
+
+    def __init__(
+        self,
+        gpu: GpuSpec,
+        model: ModelSpec,
+        engine: ResolvedEngine,
+        efficiency: Efficiency | None = None,
+    ) -> None:
+        eff = efficiency or _DEFAULT_EFFICIENCY
+        self._eff, self._engine, self._gpu, self._model = eff, engine, gpu, model
+        linear_peak = gpu.fp8_tflops if engine.fp8_compute and gpu.fp8_tflops else gpu.bf16_tflops
+        self._linear_flops_per_token = 2.0 * model.active_params()
+        self._linear_flop_s = linear_peak * 1e12 * eff.mfu
+        self._attention_flops_per_pair = (
+            4.0 * model.num_layers * model.num_attention_heads * (model.head_dim)
+        )
+        self._attention_flop_s = gpu.bf16_tflops * 1e12 * eff.mfu
+        self._kv_bytes_per_token = model.kv_bytes_per_token(
+            engine.kv_dtype_bytes, engine.tensor_parallel_size
+        )
+        self._weight_bytes = weight_bytes_per_gpu(model, engine)
+        self._expert_share = _expert_share(model)
+        self._k_over_n = model.experts_per_token / model.num_experts if model.is_moe else 0.0
+        bandwidth = gpu.hbm_tb_s * 1e12
+        self._weight_bandwidth = bandwidth * eff.weight_bandwidth
+        self._kv_bandwidth = bandwidth * eff.kv_bandwidth
+        per_layer = (
+            eff.layer_overhead_eager_s if engine.enforce_eager else eff.layer_overhead_graph_s
+        )
+        self._fixed_launch_s = eff.step_overhead_s + per_layer * model.num_layers
+
+    def _weights_read(self, tokens: int) -> float:
+        """Weight bytes streamed in one step. Dense models read all weights; an MoE model
+        reads the experts its tokens route to (expected distinct experts for the tokens)."""
+        if not self._expert_share:
+            return self._weight_bytes
+        touched = 1.0 - (1.0 - self._k_over_n) ** tokens
+        return self._weight_bytes * (1.0 - self._expert_share + self._expert_share * touched)
+
+    def step(self, batch: BatchShape) -> StepCost:
+        """Time of one step that runs ``batch`` (at least one request)."""
+        if batch.num_requests < 1 or batch.new_tokens < 1:
+            raise ValueError("a step needs at least one scheduled token")
+        eff, engine = self._eff, self._engine
+        tp = engine.tensor_parallel_size
+        linear_flops = self._linear_flops_per_token * batch.new_tokens / tp
+        attention_flops = self._attention_flops_per_pair * batch.attention_pairs / tp
+        compute_s = linear_flops / self._linear_flop_s + attention_flops / self._attention_flop_s
+        kv_bytes = self._kv_bytes_per_token * batch.kv_tokens
+        weights = self._weights_read(batch.new_tokens)
+        weight_read_s = weights / self._weight_bandwidth
+        kv_read_s = kv_bytes / self._kv_bandwidth
+        memory_s = weight_read_s + kv_read_s
+        p = eff.smooth_max_power
+        compute_p, memory_p = compute_s**p, memory_s**p
+        roofline_s = (compute_p + memory_p) ** (1.0 / p)
+        launch_s = self._fixed_launch_s + eff.request_overhead_s * batch.num_requests
+        allreduce_s = _allreduce_s(self._gpu, self._model, tp, batch.new_tokens, eff)
+        gpu_s = roofline_s + launch_s + allreduce_s
+        chunks = batch.samples / engine.stream_interval
+        cpu_s = eff.cpu_step_s + eff.cpu_request_s * batch.num_requests + eff.cpu_chunk_s * chunks
+        return StepCost(
+            compute_s=compute_s,
+            memory_s=memory_s,
+            weight_read_s=weight_read_s,
+            kv_read_s=kv_read_s,
+            gpu_roofline_s=roofline_s,
+            launch_s=launch_s,
+            allreduce_s=allreduce_s,
+            gpu_s=gpu_s,
+            cpu_s=cpu_s,
+            wall_s=max(gpu_s, cpu_s) if engine.async_scheduling else gpu_s + cpu_s,
+            flops=linear_flops + attention_flops,
+            bytes_read=weights + kv_bytes,
+            compute_share=compute_p / (compute_p + memory_p),
+        )
+
+
 def step_cost(
     gpu: GpuSpec,
     model: ModelSpec,
@@ -100,67 +185,18 @@ def step_cost(
     batch: BatchShape,
     efficiency: Efficiency | None = None,
 ) -> StepCost:
-    """Time of one step that runs ``batch`` (at least one request)."""
-    if batch.num_requests < 1 or batch.new_tokens < 1:
-        raise ValueError("a step needs at least one scheduled token")
-    eff = efficiency or _DEFAULT_EFFICIENCY
-    tp = engine.tensor_parallel_size
-    linear_flops = 2.0 * model.active_params() * batch.new_tokens / tp
-    heads = model.num_layers * model.num_attention_heads * model.head_dim
-    attention_flops = 4.0 * heads * batch.attention_pairs / tp
-    fp8 = engine.fp8_compute and gpu.fp8_tflops is not None
-    linear_peak = gpu.fp8_tflops if fp8 and gpu.fp8_tflops else gpu.bf16_tflops
-    compute_s = linear_flops / (linear_peak * 1e12 * eff.mfu) + attention_flops / (
-        gpu.bf16_tflops * 1e12 * eff.mfu
-    )
-    kv_bytes = model.kv_bytes_per_token(engine.kv_dtype_bytes, tp) * batch.kv_tokens
-    weights = _weights_read_per_step(model, engine, batch.new_tokens)
-    bandwidth = gpu.hbm_tb_s * 1e12
-    weight_read_s = weights / (bandwidth * eff.weight_bandwidth)
-    kv_read_s = kv_bytes / (bandwidth * eff.kv_bandwidth)
-    memory_s = weight_read_s + kv_read_s
-    p = eff.smooth_max_power
-    compute_p, memory_p = compute_s**p, memory_s**p
-    roofline_s = (compute_p + memory_p) ** (1.0 / p)
-    per_layer = eff.layer_overhead_eager_s if engine.enforce_eager else eff.layer_overhead_graph_s
-    launch_s = (
-        eff.step_overhead_s
-        + per_layer * model.num_layers
-        + eff.request_overhead_s * batch.num_requests
-    )
-    allreduce_s = _allreduce_s(gpu, model, tp, batch.new_tokens, eff)
-    gpu_s = roofline_s + launch_s + allreduce_s
-    chunks = batch.samples / engine.stream_interval
-    cpu_s = eff.cpu_step_s + eff.cpu_request_s * batch.num_requests + eff.cpu_chunk_s * chunks
-    return StepCost(
-        compute_s=compute_s,
-        memory_s=memory_s,
-        weight_read_s=weight_read_s,
-        kv_read_s=kv_read_s,
-        gpu_roofline_s=roofline_s,
-        launch_s=launch_s,
-        allreduce_s=allreduce_s,
-        gpu_s=gpu_s,
-        cpu_s=cpu_s,
-        wall_s=max(gpu_s, cpu_s) if engine.async_scheduling else gpu_s + cpu_s,
-        flops=linear_flops + attention_flops,
-        bytes_read=weights + kv_bytes,
-        compute_share=compute_p / (compute_p + memory_p),
-    )
+    """Time of one step that runs ``batch``; for many steps, build one Roofline instead."""
+    return Roofline(gpu, model, engine, efficiency).step(batch)
 
 
-def _weights_read_per_step(model: ModelSpec, engine: ResolvedEngine, tokens: int) -> float:
-    """Weight bytes streamed in one step. Dense models read all weights; an MoE model reads
-    the experts its tokens route to (expected distinct experts for the step's tokens)."""
-    total = weight_bytes_per_gpu(model, engine)
+def _expert_share(model: ModelSpec) -> float:
+    """Fraction of an MoE model's parameters that sit in routed experts (0 for dense)."""
     if not model.is_moe:
-        return total
+        return 0.0
     k_over_n = model.experts_per_token / model.num_experts
     # active = shared + experts x k/n and total = shared + experts, so:
     expert_params = (model.total_params() - model.active_params()) / (1.0 - k_over_n)
-    expert_share = expert_params / model.total_params()
-    touched = 1.0 - (1.0 - k_over_n) ** tokens
-    return total * (1.0 - expert_share + expert_share * touched)
+    return expert_params / model.total_params()
 
 
 _DEFAULT_EFFICIENCY = Efficiency()

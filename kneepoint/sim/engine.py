@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from kneepoint.physics.defaults import ResolvedEngine, resolve_engine
 from kneepoint.physics.memory import MemoryPlan, StartupRefusal, plan_memory
-from kneepoint.physics.roofline import Efficiency, StepCost, step_cost
+from kneepoint.physics.roofline import Efficiency, Roofline, StepCost
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.hardware import GpuSpec, ModelSpec
 from kneepoint.sim.attribution import Attribution, attribute
@@ -93,6 +93,7 @@ class SimEngine:
         if self.memory.refusal is not None:
             raise EngineRefusedError(self.memory.refusal)
         self.efficiency = efficiency or Efficiency()
+        self.roofline = Roofline(gpu, model, self.resolved, self.efficiency)
         self.kv = KvCache(
             self.memory.num_blocks, self.resolved.block_size, self.resolved.enable_prefix_caching
         )
@@ -128,7 +129,7 @@ class SimEngine:
         if not plan.scheduled:
             return None
         shape = plan.shape()
-        cost = step_cost(self.gpu, self.model, self.resolved, shape, self.efficiency)
+        cost = self.roofline.step(shape)
         start = self.now_s
         self.now_s += cost.wall_s
         for req in plan.admitted:
