@@ -123,10 +123,6 @@ class ModelSpec(Record):
     def active_params(self) -> float:
         return self.params_active or self.estimated_params()[1]
 
-    def weight_bytes(self, dtype_bytes: float | None = None) -> float:
-        """Bytes of all weights at the given element size (default: as stored)."""
-        return self.total_params() * (dtype_bytes or self.weight_dtype_bytes)
-
     def kv_bytes_per_token(self, kv_dtype_bytes: float = 2.0, tensor_parallel: int = 1) -> float:
         """KV bytes one token occupies on one GPU: 2 x layers x kv_heads x head_dim x bytes.
 
