@@ -90,3 +90,10 @@ def test_invalid_json_is_a_located_error(tmp_path: Path) -> None:
     path.write_text('{"hidden_size": 4096,\n  "oops"}')
     with pytest.raises(ConfigError, match=rf"^{path}:2: not valid JSON"):
         model_from_hf_config(path)
+
+
+def test_unreadable_config_is_a_one_line_error(tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    path.write_bytes(b'{"hidden_size": "\xff\xfe"}')
+    with pytest.raises(ConfigError, match=rf"^{path}: cannot read file: .*utf-8"):
+        model_from_hf_config(path)

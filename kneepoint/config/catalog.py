@@ -15,7 +15,7 @@ from pydantic import Field, model_validator
 
 from kneepoint.config.errors import ConfigError, Problem
 from kneepoint.config.validation import validate
-from kneepoint.config.yamlio import YamlDoc, read_mapping
+from kneepoint.config.yamlio import YamlDoc, read_mapping, read_text
 from kneepoint.records.base import Record
 from kneepoint.records.engine import EngineConfig, flag_for, knob_fields
 from kneepoint.records.hardware import GpuSpec, ModelSpec
@@ -140,20 +140,17 @@ def model_from_hf_config(path: Path, name: str | None = None) -> ModelSpec:
     """
     file = path / "config.json" if path.is_dir() else path
     source = str(file)
+    text = read_text(file)
     try:
-        config = json.loads(file.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(
-            [Problem(source, None, None, f"cannot read file: {exc.strerror}")]
-        ) from exc
+        config = json.loads(text)
     except json.JSONDecodeError as exc:
         problem = f"not valid JSON: {exc.msg} (column {exc.colno})"
         raise ConfigError([Problem(source, exc.lineno, None, problem)]) from exc
     if not isinstance(config, dict):
         raise ConfigError([Problem(source, 1, None, "config.json must hold a JSON object")])
-    text = config.get("text_config")
-    if isinstance(text, dict):
-        config = {**config, **text}
+    text_config = config.get("text_config")
+    if isinstance(text_config, dict):
+        config = {**config, **text_config}
     fields = _hf_fields(config, name or (path.name if path.is_dir() else path.parent.name))
     doc = YamlDoc(source=source, data=fields, root=None)
     return validate(ModelSpec, fields, doc)

@@ -30,9 +30,11 @@ class Override:
     def source(self) -> str:
         return f"--set {self.text}"
 
-    def covers(self, loc: Loc) -> bool:
-        """Whether a problem at ``loc`` comes from this override (it set that field or a parent)."""
-        return loc[: len(self.loc)] == self.loc
+    def explains(self, loc: Loc) -> bool:
+        """Whether a problem at ``loc`` may come from this override: it set that field, a
+        parent of it, or something inside it."""
+        shorter = min(len(loc), len(self.loc))
+        return bool(loc) and loc[:shorter] == self.loc[:shorter]
 
 
 def parse_override(text: str) -> Override:

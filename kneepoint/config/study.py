@@ -55,7 +55,7 @@ class _Resolver:
 
     def locate(self, loc: Loc) -> tuple[str, int | None]:
         for override in reversed(self.overrides):
-            if override.covers(loc) or (loc and loc == override.loc[: len(loc)]):
+            if override.explains(loc):
                 return override.source, None
         return self.doc.source, self.doc.line_of(loc)
 

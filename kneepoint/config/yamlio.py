@@ -115,14 +115,18 @@ def _enclosing_keys(text: str, line_index: int) -> tuple[str | int, ...]:
     return tuple(part for _, part in stack)
 
 
-def read_yaml(path: Path) -> YamlDoc:
-    """Read and parse a YAML file; an unreadable file is a one-line ConfigError."""
+def read_text(path: Path) -> str:
+    """A configuration file's text; an unreadable file is a one-line ConfigError."""
     try:
-        text = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise ConfigError([Problem(str(path), None, None, f"cannot read file: {reason}")]) from exc
-    return parse_yaml(text, str(path))
+
+
+def read_yaml(path: Path) -> YamlDoc:
+    """Read and parse a YAML file."""
+    return parse_yaml(read_text(path), str(path))
 
 
 def read_mapping(path: Path) -> YamlDoc:
