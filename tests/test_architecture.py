@@ -16,10 +16,11 @@ ALLOWED = {
     "records": set(),
     "physics": {"records"},
     "config": {"records"},
-    "policies": {"records", "physics"},
-    "sim": {"records", "config", "physics"},
-    "probes": {"records", "config", "physics", "sim"},
-    "agent": {"records", "config", "physics", "probes", "policies", "sim"},
+    "policies": {"records", "physics", "load"},
+    "load": {"records"},
+    "sim": {"records", "config", "physics", "load"},
+    "probes": {"records", "config", "physics", "load", "sim"},
+    "agent": {"records", "config", "physics", "load", "probes", "policies", "sim"},
 }
 SIDE_EFFECT_MODULES = {"subprocess", "socket", "httpx", "pynvml", "psutil", "asyncio"}
 
@@ -45,7 +46,7 @@ def test_imports_follow_the_layering(path: Path) -> None:
         if name.startswith("kneepoint."):
             target = name.split(".")[1]
             assert target == part or target in ALLOWED[part], f"{part} imports {name}"
-    if part in {"policies", "records", "physics"}:
+    if part in {"policies", "records", "physics", "load"}:
         assert not {n.split(".")[0] for n in _imports(path)} & SIDE_EFFECT_MODULES
 
 

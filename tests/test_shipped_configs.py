@@ -24,7 +24,9 @@ from kneepoint.records.knobs import BoolDomain, ChoiceDomain, FloatDomain, IntDo
 
 from .conftest import CONFIGS
 
-STUDIES = sorted((CONFIGS / "studies").glob("*.yaml"))
+STUDIES = sorted((CONFIGS / "studies").glob("*.yaml")) + sorted(
+    (CONFIGS / "scenarios").glob("*.yaml")
+)
 WORKLOADS = sorted((CONFIGS / "workloads").glob("*.yaml"))
 
 

@@ -187,3 +187,16 @@ def _require_unique(field: str, names: list[str]) -> None:
         if name in seen:
             raise ValueError(f"{field}: name {name!r} appears more than once")
         seen.add(name)
+
+
+class TraceEntry(Record):
+    """One line of an arrival trace (JSONL)."""
+
+    timestamp_s: float = Field(ge=0.0)
+    input_tokens: int = Field(ge=1)
+    output_tokens: int = Field(ge=1)
+    prefix_id: str | None = None
+    """Requests with the same prefix_id share their first ``prefix_tokens`` tokens."""
+    prefix_tokens: int = Field(default=0, ge=0)
+    traffic_class: str | None = None
+    """The workload class the request counts under (default: the first class)."""

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from kneepoint.physics.roofline import StepCost
 from kneepoint.sim.scheduler import AdmissionStop
 
-# Below this KV usage, a full running list is a cap, not a memory wall.
+# From this KV usage on, the pool is what limits the batch.
 _KV_ROOM = 0.9
 
 
@@ -57,9 +57,9 @@ class Attribution:
 def attribute(cost: StepCost, stop: AdmissionStop, kv_usage: float) -> Attribution:
     """Charge one step's wall time to the constraints."""
     wall = cost.wall_s
-    if stop in ("kv_capacity", "preempted"):
+    if stop in ("kv_capacity", "preempted") or kv_usage >= _KV_ROOM:
         return Attribution(cache_s=wall)
-    if stop == "max_num_seqs" and kv_usage < _KV_ROOM:
+    if stop == "max_num_seqs":
         return Attribution(scheduling_s=wall)
     cpu_exposed = wall - cost.gpu_s
     roofline = cost.gpu_roofline_s

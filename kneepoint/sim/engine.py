@@ -65,6 +65,7 @@ class SimRun:
     """What a run produced: finished requests and every step."""
 
     finished: list[SimRequest] = field(default_factory=list)
+    submitted: list[tuple[Arrival, SimRequest]] = field(default_factory=list)
     rejected: list[tuple[Arrival, str]] = field(default_factory=list)
     steps: list[StepRecord] = field(default_factory=list)
 
@@ -179,3 +180,4 @@ class SimEngine:
             run.rejected.append((arrival, str(exc)))
         else:
             req.arrival_s = arrival.at_s  # it arrived mid-step; the engine sees it after
+            run.submitted.append((arrival, req))

@@ -103,9 +103,9 @@ class Scheduler:
             return "preempted"
         while self.waiting:
             if len(self.running) >= self.max_num_seqs:
-                return "max_num_seqs"
+                return self._unless_kv_full("max_num_seqs")
             if budget <= 0:
-                return "budget"
+                return self._unless_kv_full("budget")
             req = self.waiting[0]
             prefix = self.kv.cached_prefix(req)
             hit = len(prefix) * self.kv.block_size
@@ -121,6 +121,15 @@ class Scheduler:
             plan.scheduled.append((req, new))
             budget -= new
         return "no_waiting"
+
+    def _unless_kv_full(self, stop: AdmissionStop) -> AdmissionStop:
+        """A cap stopped admission; but if the KV pool could not have taken the next request's
+        first chunk either, the pool is what binds (the cap would only bind once it had room)."""
+        req = self.waiting[0]
+        first_chunk = self._chunk(req.num_tokens - req.num_computed, self.token_budget)
+        cached = len(self.kv.cached_prefix(req))
+        needed = -(-(cached * self.kv.block_size + first_chunk) // self.kv.block_size) - cached
+        return "kv_capacity" if needed > self.kv.num_free else stop
 
     def finish_step(self, plan: StepPlan, now_s: float) -> list[SimRequest]:
         """Apply a step's results: advance requests, sample tokens, retire finished ones."""

@@ -1,0 +1,176 @@
+"""Turn a workload at an offered rate into planned requests, deterministically for a seed.
+
+Prompts are token ids: a shared document (the same ids every time it is drawn, so prefix
+caching can catch it) followed by ids unique to the request. Arrival gaps follow the workload's
+process at one request per second, divided by the rate, so every rate sends the same requests;
+a trace is replayed with its timestamps scaled to the same rate.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import accumulate
+
+from kneepoint.records.workload import (
+    ConstantArrivals,
+    EmpiricalLength,
+    FixedLength,
+    GammaArrivals,
+    LengthDist,
+    LognormalLength,
+    PoissonArrivals,
+    PrefixGroup,
+    TraceEntry,
+    UniformLength,
+    Workload,
+)
+
+# Ids below this are left alone: tokenizers put special tokens there.
+_FIRST_ID = 1000
+DEFAULT_VOCAB_SIZE = 32_000
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedRequest:
+    """One request to send: when (seconds after the start), its class, prompt and output size."""
+
+    index: int
+    at_s: float
+    traffic_class: str
+    prompt: tuple[int, ...]
+    max_tokens: int
+    prefix_id: str | None = None
+
+
+def sample_length(dist: LengthDist, rng: random.Random) -> int:
+    """One draw from a length distribution."""
+    if isinstance(dist, FixedLength):
+        return dist.tokens
+    if isinstance(dist, UniformLength):
+        return rng.randint(dist.min_tokens, dist.max_tokens)
+    if isinstance(dist, LognormalLength):
+        value = round(dist.median_tokens * math.exp(rng.gauss(0.0, dist.sigma)))
+        return min(max(value, dist.min_tokens), dist.max_tokens)
+    assert isinstance(dist, EmpiricalLength)
+    weights = dist.weights or [1.0] * len(dist.values_tokens)
+    return rng.choices(dist.values_tokens, weights=weights)[0]
+
+
+def _ids(seed: str, count: int, vocab_size: int) -> tuple[int, ...]:
+    rng = random.Random(seed)
+    return tuple(rng.randrange(_FIRST_ID, vocab_size) for _ in range(count))
+
+
+class _Documents:
+    """The token ids of each prefix group's documents, and how popular each is."""
+
+    def __init__(self, groups: Sequence[PrefixGroup], seed: int, vocab_size: int) -> None:
+        self._groups = {g.name: g for g in groups}
+        self._seed, self._vocab = seed, vocab_size
+        self._cache: dict[tuple[str, int], tuple[int, ...]] = {}
+        self._cum_weights: dict[str, list[float]] = {}
+        for g in groups:
+            if g.popularity == "zipf":
+                weights = [1.0 / (rank**g.zipf_exponent) for rank in range(1, g.documents + 1)]
+            else:
+                weights = [1.0] * g.documents
+            self._cum_weights[g.name] = list(accumulate(weights))
+
+    def draw(self, name: str, rng: random.Random) -> tuple[str, tuple[int, ...]]:
+        group = self._groups[name]
+        doc = rng.choices(range(group.documents), cum_weights=self._cum_weights[name])[0]
+        return f"{name}/{doc}", self.tokens(f"{name}/{doc}", group.prefix_tokens)
+
+    def unique(self, key: str, count: int) -> tuple[int, ...]:
+        """Ids for one request's own part of the prompt."""
+        return _ids(f"{self._seed}:req:{key}", count, self._vocab)
+
+    def tokens(self, key: str, count: int) -> tuple[int, ...]:
+        cached = self._cache.get((key, count))
+        if cached is None:
+            cached = _ids(f"{self._seed}:doc:{key}", count, self._vocab)
+            self._cache[(key, count)] = cached
+        return cached
+
+
+def _unit_gap(workload: Workload, rng: random.Random) -> float:
+    """One inter-arrival gap at a rate of one request per second."""
+    arrival = workload.arrival
+    if isinstance(arrival, ConstantArrivals):
+        return 1.0
+    if isinstance(arrival, GammaArrivals):
+        shape = arrival.burstiness
+        return rng.gammavariate(shape, 1.0 / shape)
+    assert isinstance(arrival, PoissonArrivals)
+    return rng.expovariate(1.0)
+
+
+def plan_requests(
+    workload: Workload,
+    rate_rps: float,
+    *,
+    num_requests: int,
+    seed: int | None = None,
+    vocab_size: int = DEFAULT_VOCAB_SIZE,
+    trace: Sequence[TraceEntry] = (),
+) -> list[PlannedRequest]:
+    """The first ``num_requests`` requests of the workload offered at ``rate_rps``.
+
+    The first arrives at time 0. ``seed`` defaults to the workload's; the same arguments always
+    give the same plan. A trace workload needs its entries in ``trace``.
+    """
+    if rate_rps <= 0 or num_requests < 0:
+        raise ValueError("rate_rps must be > 0 and num_requests >= 0")
+    seed = workload.seed if seed is None else seed
+    docs = _Documents(workload.prefix_groups, seed, vocab_size)
+    if workload.arrival.kind == "trace":
+        return _replay(workload, rate_rps, num_requests, trace, docs)
+    # Common random numbers: every rate gets the same requests and the same gaps, scaled, so a
+    # sweep's latency curve moves with the rate and not with the draw.
+    rng = random.Random(f"{seed}:plan")
+    classes = workload.classes
+    cum = list(accumulate(c.weight for c in classes))
+    planned: list[PlannedRequest] = []
+    at = 0.0
+    for index in range(num_requests):
+        cls = rng.choices(classes, cum_weights=cum)[0]
+        prefix_id: str | None = None
+        prefix: tuple[int, ...] = ()
+        if cls.prefix_group is not None:
+            prefix_id, prefix = docs.draw(cls.prefix_group, rng)
+        own = sample_length(cls.input_tokens, rng)
+        out = sample_length(cls.output_tokens, rng)
+        prompt = prefix + docs.unique(str(index), own)
+        planned.append(PlannedRequest(index, at, cls.name, prompt, out, prefix_id))
+        at += _unit_gap(workload, rng) / rate_rps
+    return planned
+
+
+def _replay(
+    workload: Workload,
+    rate_rps: float,
+    num_requests: int,
+    trace: Sequence[TraceEntry],
+    docs: _Documents,
+) -> list[PlannedRequest]:
+    if not trace:
+        raise ValueError("a trace workload needs the trace's entries")
+    entries = sorted(trace, key=lambda e: e.timestamp_s)
+    start, span = entries[0].timestamp_s, entries[-1].timestamp_s - entries[0].timestamp_s
+    # Scale time so the whole trace runs at the offered mean rate.
+    scale = (span / (len(entries) - 1)) * rate_rps if len(entries) > 1 and span > 0 else 0.0
+    default_class = workload.classes[0].name
+    planned = []
+    for index, entry in enumerate(entries[:num_requests]):
+        prefix: tuple[int, ...] = ()
+        if entry.prefix_id is not None and entry.prefix_tokens > 0:
+            prefix = docs.tokens(f"trace/{entry.prefix_id}", entry.prefix_tokens)
+        own = max(entry.input_tokens - len(prefix), 1)
+        prompt = prefix + docs.unique(f"trace:{index}", own)
+        at = (entry.timestamp_s - start) / scale if scale else index / rate_rps
+        cls = entry.traffic_class or default_class
+        planned.append(PlannedRequest(index, at, cls, prompt, entry.output_tokens, entry.prefix_id))
+    return planned

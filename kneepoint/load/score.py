@@ -1,0 +1,128 @@
+"""Score the requests of one load point: latency distributions per class, SLO, goodput.
+
+Only the stable window counts: requests scheduled after the warm-up and before the drain
+(the first and last ``trim`` fraction of the scheduled span). Failed and timed-out requests
+count as infinitely slow, so they count against the percentiles and against goodput.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from kneepoint.records.measure import Dist, RequestRecord
+from kneepoint.records.slo import METRICS, ClassSlo, Slo
+
+
+def percentile(values: Sequence[float], pct: float) -> float:
+    """Linear-interpolated percentile (numpy's default); nan for no values."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * pct / 100.0
+    low = math.floor(rank)
+    high = min(low + 1, len(ordered) - 1)
+    if ordered[high] == math.inf:
+        return math.inf if rank > low or ordered[low] == math.inf else ordered[low]
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def summarize(values: Sequence[float]) -> Dist:
+    finite = [v for v in values if math.isfinite(v)]
+    mean = sum(finite) / len(finite) if len(finite) == len(values) and values else math.inf
+    return Dist(
+        count=len(values),
+        mean_ms=mean if values else math.nan,
+        p50_ms=percentile(values, 50),
+        p90_ms=percentile(values, 90),
+        p95_ms=percentile(values, 95),
+        p99_ms=percentile(values, 99),
+    )
+
+
+def stable_window(records: Sequence[RequestRecord], trim: float = 0.1) -> list[RequestRecord]:
+    """The requests scheduled inside the middle of the run."""
+    if not records:
+        return []
+    first = min(r.scheduled_s for r in records)
+    last = max(r.scheduled_s for r in records)
+    low, high = first + (last - first) * trim, last - (last - first) * trim
+    return [r for r in records if low <= r.scheduled_s <= high]
+
+
+def metric_values(records: Sequence[RequestRecord], metric: str) -> list[float]:
+    """Every value of one metric over the records (ITL pools all gaps; failures are inf)."""
+    values: list[float] = []
+    for rec in records:
+        if metric == "itl":
+            values += rec.itls_ms() if rec.ok else [math.inf]
+        elif metric == "tpot":
+            tpot = rec.tpot_ms
+            if tpot is not None:
+                values.append(tpot)
+        else:
+            values.append(rec.ttft_ms if metric == "ttft" else rec.e2e_ms)
+    return values
+
+
+def request_is_good(rec: RequestRecord, slo: ClassSlo | None) -> bool:
+    """Whether the request met every limit of its class (its own ITL percentiles included)."""
+    if not rec.ok:
+        return False
+    if slo is None:
+        return True
+    for (metric, pct), limit in slo.limits_ms().items():
+        values = metric_values([rec], metric)
+        if values and percentile(values, pct) > limit:
+            return False
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class Score:
+    """One load point's verdict over its stable window."""
+
+    dists: dict[str, dict[str, Dist]]
+    """Per class, per metric (ttft, itl, tpot, e2e)."""
+    meets_slo: bool
+    violations: tuple[str, ...]
+    """E.g. ``chat ttft_p99 1523 ms > 1000 ms``."""
+    good: int
+    total: int
+    failed: int
+    window_s: float
+
+    @property
+    def goodput_rps(self) -> float:
+        return self.good / self.window_s if self.window_s > 0 else 0.0
+
+
+def score(records: Sequence[RequestRecord], slo: Slo | None, trim: float = 0.1) -> Score:
+    """Percentiles per class over the stable window, and whether every class met its SLO."""
+    window = stable_window(records, trim)
+    by_class: dict[str, list[RequestRecord]] = {}
+    for rec in window:
+        by_class.setdefault(rec.traffic_class, []).append(rec)
+    dists: dict[str, dict[str, Dist]] = {}
+    violations: list[str] = []
+    for name, recs in sorted(by_class.items()):
+        dists[name] = {m: summarize(metric_values(recs, m)) for m in METRICS}
+        limits = slo.for_class(name) if slo is not None else None
+        for (metric, pct), limit in (limits.limits_ms() if limits else {}).items():
+            value = dists[name][metric].at(pct)
+            if not value <= limit:  # nan (no values) fails too
+                violations.append(f"{name} {metric}_p{pct} {value:.0f} ms > {limit:g} ms")
+    good = sum(request_is_good(r, slo.for_class(r.traffic_class) if slo else None) for r in window)
+    span = (
+        (max(r.scheduled_s for r in window) - min(r.scheduled_s for r in window)) if window else 0
+    )
+    return Score(
+        dists=dists,
+        meets_slo=bool(window) and not violations,
+        violations=tuple(violations),
+        good=good,
+        total=len(window),
+        failed=sum(not r.ok for r in window),
+        window_s=span,
+    )

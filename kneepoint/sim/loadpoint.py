@@ -1,0 +1,85 @@
+"""A study's load points and SLO capacity on the virtual clock, with ground truth attached.
+
+What the scenario tests and benchmarks use to ask "where is this configuration's knee, and
+which constraint binds there?" without any HTTP in the way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kneepoint.config.trace import read_trace
+from kneepoint.load.knee import Capacity, find_capacity
+from kneepoint.load.plan import plan_requests
+from kneepoint.load.score import Score, score, stable_window
+from kneepoint.records.engine import EngineConfig
+from kneepoint.records.study import StudySpec
+from kneepoint.records.workload import TraceArrivals
+from kneepoint.sim.attribution import Attribution
+from kneepoint.sim.engine import SimEngine
+from kneepoint.sim.virtual import VirtualLoad, run_plan
+
+# A request still unfinished this long after the last send counts as timed out.
+_TIMEOUT_S = 120.0
+
+
+@dataclass(frozen=True, slots=True)
+class SimLoadPoint:
+    """One offered rate on one configuration: the client's score and the engine's truth."""
+
+    rate_rps: float
+    score: Score
+    truth: Attribution
+    """Ground truth over the stable window."""
+    preemptions: int
+    load: VirtualLoad
+
+
+def simulate_load_point(
+    study: StudySpec,
+    rate_rps: float,
+    num_requests: int,
+    engine: EngineConfig | None = None,
+    seed: int | None = None,
+) -> SimLoadPoint:
+    """Run ``num_requests`` of the study's workload at ``rate_rps`` on a fresh engine."""
+    sim = SimEngine(study.gpu, study.model, engine or study.engine)
+    arrival = study.workload.arrival
+    trace = (
+        read_trace(arrival.path, study.workload.class_names())
+        if isinstance(arrival, TraceArrivals)
+        else ()
+    )
+    plan = plan_requests(
+        study.workload, rate_rps, num_requests=num_requests, seed=seed, trace=trace
+    )
+    load = run_plan(sim, plan, timeout_s=_TIMEOUT_S)
+    result = score(load.records, study.slo)
+    window = stable_window(load.records)
+    start = min((r.scheduled_s for r in window), default=0.0)
+    end = max((r.scheduled_s for r in window), default=0.0)
+    return SimLoadPoint(
+        rate_rps=rate_rps,
+        score=result,
+        truth=load.truth(start, end),
+        preemptions=sum(step.preempted for step in load.run.steps),
+        load=load,
+    )
+
+
+def simulate_capacity(
+    study: StudySpec,
+    num_requests: int,
+    start_rps: float,
+    engine: EngineConfig | None = None,
+    rel_tol: float = 0.05,
+) -> tuple[Capacity, SimLoadPoint | None]:
+    """The SLO capacity of a configuration, and the load point at it (None if nothing passed)."""
+    points: dict[float, SimLoadPoint] = {}
+
+    def passes(rate: float) -> bool:
+        points[rate] = simulate_load_point(study, rate, num_requests, engine)
+        return points[rate].score.meets_slo
+
+    capacity = find_capacity(passes, start_rps, rel_tol=rel_tol)
+    return capacity, points.get(capacity.passing_rps)

@@ -1,0 +1,91 @@
+"""Load points on the virtual clock: planned requests in, client-side records out.
+
+The in-process twin of sending the same plan to a server over HTTP: every planned request is
+submitted at its scheduled time, and what a streaming client would have seen (one chunk per
+``stream_interval`` tokens, the usage counts, errors) comes back as ``RequestRecord``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from kneepoint.load.plan import PlannedRequest
+from kneepoint.records.measure import RequestRecord
+from kneepoint.sim.attribution import Attribution
+from kneepoint.sim.engine import Arrival, SimEngine, SimRun
+from kneepoint.sim.request import SimRequest
+
+
+@dataclass(frozen=True, slots=True)
+class VirtualLoad:
+    """The client's view of a load point, and the engine's run behind it."""
+
+    records: tuple[RequestRecord, ...]
+    run: SimRun
+
+    def truth(self, start_s: float, end_s: float) -> Attribution:
+        return self.run.truth(start_s, end_s)
+
+
+def run_plan(
+    engine: SimEngine, plan: Sequence[PlannedRequest], timeout_s: float | None = None
+) -> VirtualLoad:
+    """Send the plan to the engine; requests not done ``timeout_s`` after the last scheduled
+    send are cut off and recorded as timed out."""
+    arrivals = [Arrival(p.at_s, p.prompt, p.max_tokens, p.traffic_class) for p in plan]
+    until = (max(p.at_s for p in plan) + timeout_s) if plan and timeout_s else float("inf")
+    start = engine.now_s
+    shifted = _shifted(arrivals, start)
+    run = engine.run(shifted, until_s=start + until)
+    interval = engine.resolved.stream_interval
+    position = {id(a): i for i, a in enumerate(shifted)}
+    requests = {position[id(a)]: req for a, req in run.submitted}
+    rejected = {position[id(a)]: msg for a, msg in run.rejected}
+    records = [
+        _record(p, start, requests.get(i), rejected.get(i), interval) for i, p in enumerate(plan)
+    ]
+    return VirtualLoad(tuple(records), run)
+
+
+def chunk_times(token_times_s: Sequence[float], stream_interval: int) -> list[float]:
+    """When a streaming client sees chunks: vLLM sends the first token at once, then holds
+    tokens back until ``stream_interval`` are unsent, and flushes the rest at the end."""
+    sent = list(token_times_s[::stream_interval])
+    if token_times_s and (len(token_times_s) - 1) % stream_interval:
+        sent.append(token_times_s[-1])
+    return sent
+
+
+def _shifted(arrivals: list[Arrival], start: float) -> list[Arrival]:
+    if start == 0.0:
+        return arrivals
+    return [Arrival(a.at_s + start, a.prompt, a.max_tokens, a.traffic_class) for a in arrivals]
+
+
+def _record(
+    planned: PlannedRequest,
+    start: float,
+    req: SimRequest | None,
+    rejection: str | None,
+    stream_interval: int,
+) -> RequestRecord:
+    base = {
+        "index": planned.index,
+        "traffic_class": planned.traffic_class,
+        "scheduled_s": planned.at_s,
+        "sent_s": planned.at_s,
+        "prompt_tokens": len(planned.prompt),
+    }
+    if rejection is not None:
+        return RequestRecord(**base, error=f"HTTP 400: {rejection}")
+    if req is None or req.finish_s is None:
+        return RequestRecord(**base, error="timed out")
+    times = req.token_times_s
+    chunks = [t - start for t in chunk_times(times, stream_interval)]
+    return RequestRecord(
+        **base,
+        chunk_times_s=tuple(chunks),
+        end_s=req.finish_s - start,
+        output_tokens=len(req.output),
+    )

@@ -1,0 +1,128 @@
+"""The shipped scenarios bind where their names say, and knobs move them the right way.
+
+Capacities are SLO capacities found by bisection on the virtual clock, with the same requests
+at every rate (common random numbers), so two configurations are compared on identical load.
+"Its knee" is the bracket the search ends on: the last rate that met the SLO and the first that
+did not; a cache-bound server falls off a cliff there (preemption churn), so both sides count.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+import pytest
+
+from kneepoint.config.study import load_study
+from kneepoint.records.study import StudySpec
+from kneepoint.sim.attribution import Attribution
+from kneepoint.sim.loadpoint import SimLoadPoint, simulate_capacity, simulate_load_point
+
+from .conftest import CONFIGS
+
+SCENARIOS = CONFIGS / "scenarios"
+# Requests per load point and the first rate to try, per scenario: enough requests for a
+# stable window well past warm-up, few enough to keep the suite quick.
+SIZING = {
+    "compute-bound": (400, 8.0),
+    "bandwidth-bound": (300, 1.0),
+    "scheduling-bound": (1000, 80.0),
+    "cache-bound": (500, 8.0),
+}
+
+
+def study(name: str, *overrides: str) -> StudySpec:
+    return load_study(SCENARIOS / f"{name}.yaml", overrides)
+
+
+@cache
+def knee(name: str, *overrides: str) -> tuple[float, SimLoadPoint, SimLoadPoint]:
+    """(capacity, load point at it, load point just past it) for a scenario with overrides."""
+    spec = study(name, *overrides)
+    requests, start = SIZING[name]
+    capacity, at = simulate_capacity(spec, requests, start, rel_tol=0.02)
+    assert at is not None and capacity.failing_rps is not None
+    past = simulate_load_point(spec, capacity.failing_rps, requests)
+    return capacity.passing_rps, at, past
+
+
+def gain(name: str, *overrides: str) -> float:
+    return knee(name, *overrides)[0] / knee(name)[0]
+
+
+def test_every_scenario_file_is_tested() -> None:
+    assert {p.stem for p in SCENARIOS.glob("*.yaml")} == set(SIZING)
+
+
+@pytest.mark.parametrize("name", sorted(SIZING))
+def test_scenario_is_dominated_by_its_label_at_its_knee(name: str) -> None:
+    _, at, past = knee(name)
+    truth: Attribution = at.truth + past.truth
+    label = name.removesuffix("-bound")
+    dominant, share = truth.dominant()
+    assert (dominant, share >= 0.7) == (label, True), truth.shares()
+
+
+def test_fp8_weights_lift_compute_bound_h100_far_more_than_cache_bound_a100() -> None:
+    # Hopper's fp8 tensor cores double the GEMM peak; on Ampere fp8 only halves weight bytes,
+    # and the cache-bound scenario's pool is pinned, so only the (minor) weight reads shrink.
+    compute = gain("compute-bound", "engine.quantization=fp8")
+    cache_gain = gain("cache-bound", "engine.quantization=fp8")
+    assert compute >= 1.5
+    assert cache_gain < 1.25
+    assert compute - cache_gain >= 0.4
+
+
+def test_async_scheduling_lifts_scheduling_bound_not_compute_bound() -> None:
+    assert gain("scheduling-bound", "engine.async_scheduling=true") >= 1.10
+    assert abs(gain("compute-bound", "engine.async_scheduling=false") - 1.0) <= 0.02
+
+
+def test_more_kv_memory_relieves_the_cache_scenario() -> None:
+    spec = study("cache-bound")
+    rate = knee("cache-bound")[0]
+    tight = simulate_load_point(spec, rate, SIZING["cache-bound"][0])
+    roomy = simulate_load_point(
+        study("cache-bound", "engine.kv_cache_memory_bytes=2147483648"),
+        rate,
+        SIZING["cache-bound"][0],
+    )
+    assert roomy.preemptions < tight.preemptions / 4
+    assert gain("cache-bound", "engine.kv_cache_memory_bytes=2147483648") >= 1.3
+
+
+def test_raising_max_num_seqs_helps_until_the_kv_pool_binds() -> None:
+    # Pin a small pool under the scheduling scenario: past some cap, blocks run out first.
+    pool = "engine.kv_cache_memory_bytes=536870912"
+    caps = [knee("scheduling-bound", pool, f"engine.max_num_seqs={n}") for n in (8, 16, 128, 256)]
+    rates = [c[0] for c in caps]
+    assert rates[0] * 1.5 < rates[1] < rates[2]
+    assert abs(rates[3] / rates[2] - 1.0) <= 0.05
+    _, at, past = caps[3]
+    assert (at.truth + past.truth).dominant()[0] == "cache"
+
+
+@pytest.mark.parametrize("shared", [512, 1536])
+def test_prefix_caching_cuts_ttft_in_proportion_to_the_shared_prefix(shared: int) -> None:
+    own = 2048 - shared
+    overrides = (
+        "workload.prefix_groups=[{name: doc, documents: 1, prefix_tokens: " + f"{shared}" + "}]",
+        "workload.classes.0.prefix_group=doc",
+        f"workload.classes.0.input_tokens={{kind: fixed, tokens: {own}}}",
+        "workload.classes.0.output_tokens={kind: fixed, tokens: 1}",
+    )
+
+    def ttft_p50(caching: bool) -> float:
+        spec = study("compute-bound", *overrides, f"engine.enable_prefix_caching={caching}")
+        point = simulate_load_point(spec, 0.5, 40)  # one request at a time: no queueing
+        return point.score.dists["summarise"]["ttft"].p50_ms
+
+    ratio = ttft_p50(True) / ttft_p50(False)
+    assert ratio == pytest.approx(own / 2048, abs=0.06)
+
+
+def test_scenarios_are_deterministic() -> None:
+    spec = study("scheduling-bound")
+    one = simulate_load_point(spec, 50.0, 200)
+    two = simulate_load_point(spec, 50.0, 200)
+    assert one.load.records == two.load.records
+    assert one.truth == two.truth
