@@ -54,10 +54,17 @@ class KvCache:
         hashes = req.block_hashes
         if len(hashes) >= count:
             return hashes
-        tokens = req.prompt if count * size <= req.prompt_len else req.all_tokens()
+        prompt, output, prompt_len = req.prompt, req.output, req.prompt_len
         for i in range(len(hashes), count):
             parent = hashes[i - 1] if i else 0
-            hashes.append(hash((parent, tokens[i * size : (i + 1) * size])))
+            start, end = i * size, (i + 1) * size
+            if end <= prompt_len:
+                block = prompt[start:end]
+            else:  # slice the two parts rather than joining the whole sequence per block
+                block = prompt[start:prompt_len] + tuple(
+                    output[max(start - prompt_len, 0) : end - prompt_len]
+                )
+            hashes.append(hash((parent, block)))
         return hashes
 
     def cached_prefix(self, req: SimRequest) -> list[int]:

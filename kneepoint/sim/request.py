@@ -35,9 +35,12 @@ class SimRequest:
     finish_s: float | None = None
 
     prompt_len: int = field(init=False)
+    output_id_base: int = field(init=False)
+    """Generated token i has id ``output_id_base + i``."""
 
     def __post_init__(self) -> None:
         self.prompt_len = len(self.prompt)
+        self.output_id_base = _OUTPUT_ID_BASE + self.rid * 1_000_003
 
     @property
     def num_tokens(self) -> int:
@@ -54,7 +57,7 @@ class SimRequest:
 
     def next_output_id(self) -> int:
         """The deterministic id of the next generated token."""
-        return _OUTPUT_ID_BASE + self.rid * 1_000_003 + len(self.output)
+        return self.output_id_base + len(self.output)
 
     def preempt(self) -> None:
         """Recompute preemption: KV is dropped, generated tokens are kept."""

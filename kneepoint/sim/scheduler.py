@@ -24,31 +24,44 @@ AdmissionStop = Literal["no_waiting", "preempted", "max_num_seqs", "budget", "kv
 
 @dataclass(slots=True)
 class StepPlan:
-    """What one step runs: (request, new tokens) pairs, and what the scheduler did."""
+    """What one step runs: (request, new tokens) pairs, and what the scheduler did.
+
+    The batch-shape sums are accumulated as requests are added (``add``), not recomputed: the
+    plan is built on the simulator's hot path.
+    """
 
     scheduled: list[tuple[SimRequest, int]] = field(default_factory=list)
     admitted: list[SimRequest] = field(default_factory=list)
     preempted: list[SimRequest] = field(default_factory=list)
     admission_stop: AdmissionStop = "no_waiting"
     """Why admission from the waiting queue stopped this step."""
+    num_tokens: int = 0
+    attention_pairs: float = 0.0
+    kv_tokens: int = 0
+    samples: int = 0
 
-    @property
-    def num_tokens(self) -> int:
-        return sum(n for _, n in self.scheduled)
+    def add(self, req: SimRequest, new: int) -> None:
+        computed = req.num_computed
+        self.scheduled.append((req, new))
+        self.num_tokens += new
+        self.attention_pairs += new * (computed + (new + 1) / 2)
+        self.kv_tokens += computed + new
+        self.samples += computed + new == req.prompt_len + len(req.output)
+
+    def add_decodes(self, count: int, context_tokens: int) -> None:
+        """Shape terms of ``count`` one-token decodes already in ``scheduled``."""
+        self.num_tokens += count
+        self.attention_pairs += context_tokens + count
+        self.kv_tokens += context_tokens + count
+        self.samples += count
 
     def shape(self) -> BatchShape:
-        pairs = 0.0
-        kv_tokens = samples = 0
-        for req, new in self.scheduled:
-            pairs += new * (req.num_computed + (new + 1) / 2)
-            kv_tokens += req.num_computed + new
-            samples += req.num_computed + new == req.num_tokens
         return BatchShape(
             num_requests=len(self.scheduled),
             new_tokens=self.num_tokens,
-            attention_pairs=pairs,
-            kv_tokens=kv_tokens,
-            samples=samples,
+            attention_pairs=self.attention_pairs,
+            kv_tokens=self.kv_tokens,
+            samples=self.samples,
         )
 
 
@@ -78,18 +91,32 @@ class Scheduler:
         return plan
 
     def _schedule_running(self, plan: StepPlan, budget: int) -> int:
-        index = 0
-        while index < len(self.running) and budget > 0:
-            req = self.running[index]
-            new = self._chunk(req.num_tokens - req.num_computed, budget)
+        running, block_size, scheduled = self.running, self.kv.block_size, plan.scheduled
+        index = decodes = decode_context = 0
+        while index < len(running) and budget > 0:
+            req = running[index]
+            computed = req.num_computed
+            remaining = req.prompt_len + len(req.output) - computed
+            if remaining == 1 and computed < len(req.blocks) * block_size:
+                # A decode whose last block has room: no allocation, and its shape terms are
+                # summed here rather than through plan.add (this is the simulator's hot loop).
+                scheduled.append((req, 1))
+                decodes += 1
+                decode_context += computed
+                budget -= 1
+                index += 1
+                continue
+            new = self._chunk(remaining, budget)
             while not self.kv.allocate(req, new):
-                victim = self.running.pop()
+                victim = running.pop()
                 self._preempt(victim, plan)
                 if victim is req:
+                    plan.add_decodes(decodes, decode_context)
                     return budget
-            plan.scheduled.append((req, new))
+            plan.add(req, new)
             budget -= new
             index += 1
+        plan.add_decodes(decodes, decode_context)
         return budget
 
     def _preempt(self, victim: SimRequest, plan: StepPlan) -> None:
@@ -118,7 +145,7 @@ class Scheduler:
             req.prefix_hit_tokens = hit
             self.running.append(req)
             plan.admitted.append(req)
-            plan.scheduled.append((req, new))
+            plan.add(req, new)
             budget -= new
         return "no_waiting"
 
@@ -134,19 +161,23 @@ class Scheduler:
     def finish_step(self, plan: StepPlan, now_s: float) -> list[SimRequest]:
         """Apply a step's results: advance requests, sample tokens, retire finished ones."""
         finished: list[SimRequest] = []
+        kv, block_size = self.kv, self.kv.block_size
         for req, new in plan.scheduled:
-            req.num_computed += new
-            self.kv.cache_full_blocks(req)
-            if req.num_computed < req.num_tokens:
+            computed = req.num_computed + new
+            req.num_computed = computed
+            if computed // block_size > req.num_cached_blocks:
+                kv.cache_full_blocks(req)
+            output = req.output
+            if computed < req.prompt_len + len(output):
                 continue  # a prefill chunk: no token yet
-            req.output.append(req.next_output_id())
+            output.append(req.output_id_base + len(output))
             req.token_times_s.append(now_s)
-            if req.finished:
+            if len(output) >= req.max_tokens:
                 req.finish_s = now_s
                 finished.append(req)
         if finished:
             done = {id(r) for r in finished}
             self.running = [r for r in self.running if id(r) not in done]
             for req in finished:
-                self.kv.free(req)
+                kv.free(req)
         return finished
