@@ -94,7 +94,7 @@ def test_scheduler_invariants_hold_every_step(case: Case) -> None:
             assert req.prefix_hit_tokens % case.kv.block_size == 0, "hits are whole blocks"
             assert req.prefix_hit_tokens < req.num_tokens
         _check_kv_accounting(scheduler)
-        finished += scheduler.finish_step(plan, float(step))
+        finished += scheduler.finish_step(plan, float(step))[1]
         for req in scheduler.running + list(scheduler.waiting):
             assert len(req.output) >= outputs.get(req.rid, 0), "preemption keeps the output"
             outputs[req.rid] = len(req.output)

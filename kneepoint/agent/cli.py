@@ -1,7 +1,8 @@
 """The ``kneepoint`` command line.
 
-Exit status: 0 success, 2 bad input (a configuration problem or a usage error), each problem
-printed as one line on stderr with no traceback.
+Exit status: 0 success, 2 bad input (a configuration problem or a usage error), 3 the
+simulated engine refused to start (vLLM's reason), each printed as one line on stderr with no
+traceback.
 """
 
 from __future__ import annotations
@@ -20,9 +21,14 @@ import yaml
 from kneepoint import __version__
 from kneepoint.agent.logs import configure_logging
 from kneepoint.config import ConfigError, load_study, study_file_schema
+from kneepoint.physics.defaults import UnmodeledSettingError
+from kneepoint.sim.engine import EngineRefusedError
+from kneepoint.sim.serve_args import add_serve_arguments, resolve_serve_args
+from kneepoint.sim.server import build_server, serve
 
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
+EXIT_ENGINE_REFUSED = 3
 
 log = structlog.get_logger(__name__)
 
@@ -57,7 +63,30 @@ def _parser() -> argparse.ArgumentParser:
     schema = config_commands.add_parser("schema", help="print the JSON Schema of study files")
     schema.add_argument("--output", type=Path, help="write it to this file instead of stdout")
     schema.set_defaults(run=_config_schema)
+
+    sim = commands.add_parser("sim", help="the built-in simulated serving engine")
+    sim_commands = sim.add_subparsers(dest="sim_command", required=True, metavar="ACTION")
+    serve = sim_commands.add_parser(
+        "serve",
+        help="serve a simulated vLLM over HTTP (OpenAI API, /metrics, /telemetry)",
+        description="Serve a simulated vLLM engine. Takes `vllm serve` flags for what the "
+        "simulator models (e.g. --max-num-seqs 128 --no-enable-prefix-caching).",
+    )
+    add_serve_arguments(serve)
+    serve.set_defaults(run=_sim_serve, takes_unknown=True)
     return parser
+
+
+def _sim_serve(args: argparse.Namespace) -> int:
+    configure_logging(level="info", log_file=args.log_file)  # vLLM-style startup lines
+    serve_args = resolve_serve_args(args, args.unknown)
+    try:
+        server = build_server(serve_args)
+    except (EngineRefusedError, UnmodeledSettingError) as exc:
+        print(f"kneepoint: {exc}", file=sys.stderr)
+        return EXIT_ENGINE_REFUSED
+    serve(server)
+    return EXIT_OK
 
 
 def _config_check(args: argparse.Namespace) -> int:
@@ -97,7 +126,11 @@ def write_atomically(path: Path, text: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown and not getattr(args, "takes_unknown", False):
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    args.unknown = unknown
     configure_logging(level=args.log_level, log_file=args.log_file)
     try:
         code: int = args.run(args)

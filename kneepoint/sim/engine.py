@@ -60,6 +60,16 @@ class StepRecord:
     truth: Attribution
 
 
+@dataclass(frozen=True, slots=True)
+class StepOutcome:
+    """A step's record, the requests it gave a token to, finished and admitted."""
+
+    record: StepRecord
+    sampled: list[SimRequest]
+    finished: list[SimRequest]
+    admitted: list[SimRequest]
+
+
 @dataclass
 class SimRun:
     """What a run produced: finished requests and every step."""
@@ -124,7 +134,7 @@ class SimEngine:
     def busy(self) -> bool:
         return bool(self.scheduler.running or self.scheduler.waiting)
 
-    def step(self) -> tuple[StepRecord, list[SimRequest]] | None:
+    def step(self) -> StepOutcome | None:
         """Run one step; None when there is nothing the engine can run."""
         plan = self.scheduler.schedule()
         if not plan.scheduled:
@@ -136,7 +146,7 @@ class SimEngine:
         for req in plan.admitted:
             if req.first_scheduled_s is None:  # a re-admitted preempted request keeps its first
                 req.first_scheduled_s = start
-        finished = self.scheduler.finish_step(plan, self.now_s)
+        sampled, finished = self.scheduler.finish_step(plan, self.now_s)
         usage = self.kv.usage
         record = StepRecord(
             start_s=start,
@@ -151,7 +161,7 @@ class SimEngine:
             admission_stop=plan.admission_stop,
             truth=attribute(cost, plan.admission_stop, usage),
         )
-        return record, finished
+        return StepOutcome(record, sampled, finished, plan.admitted)
 
     def run(self, arrivals: Iterable[Arrival], until_s: float = float("inf")) -> SimRun:
         """Feed arrivals at their times and step until all are done (or ``until_s``)."""
@@ -164,9 +174,8 @@ class SimEngine:
                 index += 1
             stepped = self.step() if self.busy else None
             if stepped is not None:
-                record, finished = stepped
-                run.steps.append(record)
-                run.finished += finished
+                run.steps.append(stepped.record)
+                run.finished += stepped.finished
             elif index < len(pending):
                 self.now_s = max(self.now_s, pending[index].at_s)  # idle until the next arrival
             else:

@@ -149,6 +149,14 @@ class Scheduler:
             budget -= new
         return "no_waiting"
 
+    def abort(self, req: SimRequest) -> None:
+        """Drop a request wherever it is (its client went away) and free its blocks."""
+        if req in self.waiting:
+            self.waiting.remove(req)
+        elif req in self.running:
+            self.running.remove(req)
+            self.kv.free(req)
+
     def _unless_kv_full(self, stop: AdmissionStop) -> AdmissionStop:
         """A cap stopped admission; but if the KV pool could not have taken the next request's
         first chunk either, the pool is what binds (the cap would only bind once it had room)."""
@@ -158,8 +166,12 @@ class Scheduler:
         needed = -(-(cached * self.kv.block_size + first_chunk) // self.kv.block_size) - cached
         return "kv_capacity" if needed > self.kv.num_free else stop
 
-    def finish_step(self, plan: StepPlan, now_s: float) -> list[SimRequest]:
-        """Apply a step's results: advance requests, sample tokens, retire finished ones."""
+    def finish_step(
+        self, plan: StepPlan, now_s: float
+    ) -> tuple[list[SimRequest], list[SimRequest]]:
+        """Apply a step's results: advance requests, sample tokens, retire finished ones.
+        Returns the requests that got a token this step, and those that finished."""
+        sampled: list[SimRequest] = []
         finished: list[SimRequest] = []
         kv, block_size = self.kv, self.kv.block_size
         for req, new in plan.scheduled:
@@ -172,6 +184,7 @@ class Scheduler:
                 continue  # a prefill chunk: no token yet
             output.append(req.output_id_base + len(output))
             req.token_times_s.append(now_s)
+            sampled.append(req)
             if len(output) >= req.max_tokens:
                 req.finish_s = now_s
                 finished.append(req)
@@ -180,4 +193,4 @@ class Scheduler:
             self.running = [r for r in self.running if id(r) not in done]
             for req in finished:
                 kv.free(req)
-        return finished
+        return sampled, finished

@@ -1,0 +1,28 @@
+"""GPU telemetry samples as NVML (and, on Hopper and newer, GPM) would report them."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from kneepoint.records.base import Record
+
+_Pct = Field(default=None, ge=0.0, le=100.0)
+
+
+class GpuSample(Record):
+    """One GPU's activity over a window; ``None`` where the source cannot tell."""
+
+    start_s: float
+    end_s: float
+    gpu_util_pct: float | None = _Pct
+    """NVML utilization.gpu: share of the window in which any kernel ran (coarse)."""
+    memory_util_pct: float | None = _Pct
+    """NVML utilization.memory: share of the window in which memory was read or written."""
+    sm_util_pct: float | None = _Pct
+    """GPM SM utilisation: SMs with a resident warp, averaged over SMs and time."""
+    tensor_util_pct: float | None = _Pct
+    """GPM any-tensor-pipe activity: achieved share of the tensor-core peak."""
+    dram_bw_util_pct: float | None = _Pct
+    """GPM DRAM bandwidth: achieved share of peak HBM bandwidth."""
+    memory_used_mib: float | None = Field(default=None, ge=0.0)
+    memory_total_mib: float | None = Field(default=None, ge=0.0)

@@ -1,0 +1,94 @@
+"""`kneepoint sim serve` arguments: our own (GPU, model, where to listen) plus `vllm serve`'s
+flags for what the simulator models, spelled exactly as vLLM spells them.
+
+Flags the simulator does not model are refused by name rather than silently ignored: a
+simulated server that quietly differed from the command line would mislead every measurement.
+"""
+
+from __future__ import annotations
+
+import argparse
+import typing
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pydantic import ValidationError
+
+from kneepoint.config.catalog import gpu_catalogue, model_catalogue
+from kneepoint.config.errors import ConfigError, Problem
+from kneepoint.records.engine import EngineConfig, flag_for, knob_fields
+from kneepoint.records.hardware import GpuSpec, ModelSpec
+
+# vLLM flags that change nothing the simulator models, accepted so real command lines work.
+_HARMLESS = ("--disable-log-requests", "--disable-log-stats", "--trust-remote-code")
+_HARMLESS_WITH_VALUE = ("--load-format", "--dtype", "--seed", "--uvicorn-log-level")
+# vLLM's short aliases of modeled flags.
+_ALIASES = {"tensor_parallel_size": ["-tp"], "quantization": ["-q"]}
+
+
+@dataclass(frozen=True)
+class ServeArgs:
+    gpu: GpuSpec
+    model: ModelSpec
+    served_model_name: str
+    engine: EngineConfig
+    host: str
+    port: int
+
+
+def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--gpu", required=True, help="GPU from configs/gpus.yaml (or a prefix)")
+    parser.add_argument("--model", required=True, help="model from configs/models.yaml")
+    parser.add_argument("--served-model-name", help="name clients use (default: --model)")
+    parser.add_argument("--host", default="127.0.0.1", help="listen address (loopback default)")
+    parser.add_argument("--port", type=int, default=8000)
+    hints = typing.get_type_hints(EngineConfig)
+    for name in knob_fields():
+        flags = [flag_for(name), *_ALIASES.get(name, [])]
+        if hints[name] in (bool, bool | None):
+            parser.add_argument(*flags, dest=f"knob_{name}", action=argparse.BooleanOptionalAction)
+        else:
+            parser.add_argument(*flags, dest=f"knob_{name}", metavar="VALUE")
+    for flag in _HARMLESS:
+        parser.add_argument(flag, action="store_true", help=argparse.SUPPRESS)
+    for flag in _HARMLESS_WITH_VALUE:
+        parser.add_argument(flag, help=argparse.SUPPRESS)
+
+
+def _pick(catalogue: dict[str, typing.Any], name: str, what: str) -> typing.Any:
+    if name in catalogue:
+        return catalogue[name]
+    matches = [key for key in catalogue if key.startswith(name)]
+    if len(matches) == 1:
+        return catalogue[matches[0]]
+    known = ", ".join(sorted(catalogue))
+    raise _bad(f"--{what}", f"no {what} {name!r} (known: {known})")
+
+
+def _bad(flag: str, message: str) -> ConfigError:
+    return ConfigError([Problem("kneepoint sim serve", None, None, f"{flag}: {message}")])
+
+
+def resolve_serve_args(args: argparse.Namespace, unknown: Sequence[str]) -> ServeArgs:
+    """Check the parsed arguments; a ConfigError names the first bad flag."""
+    for extra in unknown:
+        if extra.startswith("-"):
+            flag = extra.split("=", 1)[0]
+            raise _bad(flag, "not modeled by the simulator (modeled: see --help)")
+        raise _bad(extra, "unexpected argument")
+    gpu = _pick(gpu_catalogue(), args.gpu, "gpu")
+    model = _pick(model_catalogue(), args.model, "model")
+    values = {
+        name: getattr(args, f"knob_{name}")
+        for name in knob_fields()
+        if getattr(args, f"knob_{name}") is not None
+    }
+    try:
+        engine = EngineConfig.model_validate({"model": model.hf_id or args.model, **values})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = first["loc"][0] if first["loc"] else ""
+        flag = flag_for(str(loc)) if loc else "engine"
+        raise _bad(flag, first["msg"]) from exc
+    name = args.served_model_name or args.model
+    return ServeArgs(gpu, model, name, engine, args.host, args.port)
