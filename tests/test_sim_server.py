@@ -1,0 +1,187 @@
+"""Conformance of `kneepoint sim serve`: started as a real process on loopback, spoken to by
+httpx (streaming SSE by hand, as kneepoint's load generator does) and by the `openai` client,
+scraped with prometheus_client's parser."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import httpx
+import openai
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+KNEEPOINT = [sys.executable, "-m", "kneepoint.agent.cli"]
+REFERENCE_NAMES = {
+    "vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
+    "vllm:cache_config_info", "vllm:num_preemptions", "vllm:prompt_tokens",
+    "vllm:generation_tokens", "vllm:prefix_cache_queries", "vllm:prefix_cache_hits",
+    "vllm:request_success", "vllm:prompt_tokens_cached", "vllm:time_to_first_token_seconds",
+    "vllm:inter_token_latency_seconds", "vllm:request_time_per_output_token_seconds",
+    "vllm:e2e_request_latency_seconds", "vllm:request_queue_time_seconds",
+    "vllm:request_prefill_time_seconds", "vllm:request_decode_time_seconds",
+    "vllm:request_inference_time_seconds", "vllm:iteration_tokens_total",
+    "vllm:request_prompt_tokens", "vllm:request_generation_tokens",
+    "vllm:request_num_preemptions",
+}  # fmt: skip
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    port = _free_port()
+    proc = subprocess.Popen(
+        [*KNEEPOINT, "sim", "serve", "--gpu", "h100", "--model", "llama-3.2-1b",
+         "--port", str(port), "--max-num-seqs", "64", "--max-model-len", "4096",
+         "--no-enable-prefix-caching", "--enable-prefix-caching"],
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                break
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    else:
+        proc.kill()
+        pytest.fail(f"server did not start: {proc.communicate()[1]}")
+    yield url, proc
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+def _sse(url: str, path: str, body: dict[str, object]) -> list[dict[str, object]]:
+    events: list[dict[str, object]] = []
+    with httpx.stream("POST", url + path, json=body, timeout=30) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        for line in response.iter_lines():
+            if not line:
+                continue
+            assert line.startswith("data: ")
+            if line == "data: [DONE]":
+                events.append({"done": True})
+            else:
+                events.append(json.loads(line.removeprefix("data: ")))
+    return events
+
+
+def test_httpx_streams_token_ids_with_a_usage_chunk(server: tuple[str, object]) -> None:
+    url, _ = server
+    body = {
+        "model": "llama-3.2-1b", "prompt": list(range(1000, 1100)), "max_tokens": 7,
+        "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True},
+    }  # fmt: skip
+    events = _sse(url, "/v1/completions", body)
+    assert events[-1] == {"done": True}
+    assert events[-2]["usage"] == {"prompt_tokens": 100, "completion_tokens": 7,
+                                   "total_tokens": 107}  # fmt: skip
+    tokens = events[:-2]
+    assert len(tokens) == 7
+    assert [e["choices"][0]["finish_reason"] for e in tokens] == [None] * 6 + ["length"]  # type: ignore[index]
+
+
+def test_openai_client_streams_completions_and_chat(server: tuple[str, object]) -> None:
+    url, _ = server
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key="none")
+    assert [m.id for m in client.models.list()] == ["llama-3.2-1b"]
+    chunks = list(client.completions.create(
+        model="llama-3.2-1b", prompt="Hello there", max_tokens=5, stream=True,
+        stream_options={"include_usage": True},
+    ))  # fmt: skip
+    assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == 5
+    assert "".join(c.choices[0].text for c in chunks if c.choices).strip()
+    chat = list(client.chat.completions.create(
+        model="llama-3.2-1b", messages=[{"role": "user", "content": "Hi"}],
+        max_completion_tokens=4, stream=True, stream_options={"include_usage": True},
+    ))  # fmt: skip
+    assert chat[0].choices[0].delta.role == "assistant"
+    assert chat[-1].usage is not None and chat[-1].usage.completion_tokens == 4
+    whole = client.chat.completions.create(
+        model="llama-3.2-1b", messages=[{"role": "user", "content": "Hi"}], max_tokens=3
+    )
+    assert whole.usage is not None and whole.usage.completion_tokens == 3
+
+
+def test_errors_are_answered_as_vllm_answers_them(server: tuple[str, object]) -> None:
+    url, _ = server
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key="none", max_retries=0)
+    with pytest.raises(openai.NotFoundError, match="does not exist"):
+        client.completions.create(model="nope", prompt="x", max_tokens=1)
+    with pytest.raises(openai.BadRequestError, match="maximum context length is 4096"):
+        client.completions.create(model="llama-3.2-1b", prompt=[5] * 4000, max_tokens=200)
+
+
+def test_metrics_carry_vllm_names_and_counters_match_histograms(
+    server: tuple[str, object],
+) -> None:
+    url, _ = server
+    for _ in range(3):
+        _sse(url, "/v1/completions", {"prompt": [7] * 64, "max_tokens": 16, "stream": True})
+    families = {f.name: f for f in text_string_to_metric_families(httpx.get(f"{url}/metrics").text)}
+    assert set(families) >= REFERENCE_NAMES
+    assert families["vllm:num_preemptions"].type == "counter"
+    assert families["vllm:time_to_first_token_seconds"].type == "histogram"
+
+    def value(family: str, sample: str) -> float:
+        return sum(s.value for s in families[family].samples if s.name == sample)
+
+    assert value("vllm:generation_tokens", "vllm:generation_tokens_total") == value(
+        "vllm:request_generation_tokens", "vllm:request_generation_tokens_sum"
+    )
+    assert value("vllm:prompt_tokens", "vllm:prompt_tokens_total") == value(
+        "vllm:request_prompt_tokens", "vllm:request_prompt_tokens_sum"
+    )
+    assert value("vllm:request_success", "vllm:request_success_total") == value(
+        "vllm:e2e_request_latency_seconds", "vllm:e2e_request_latency_seconds_count"
+    )
+    info = families["vllm:cache_config_info"].samples[0].labels
+    assert info["enable_prefix_caching"] == "True" and int(info["num_gpu_blocks"]) > 0
+
+
+def test_telemetry_reports_gpm_on_hopper(server: tuple[str, object]) -> None:
+    url, _ = server
+    sample = httpx.get(f"{url}/telemetry", params={"window_s": 5}).json()
+    assert {"gpu_util_pct", "sm_util_pct", "tensor_util_pct", "dram_bw_util_pct"} <= set(sample)
+    assert sample["dram_bw_util_pct"] is not None
+    assert httpx.get(f"{url}/telemetry", params={"window_s": "x"}).status_code == 400
+
+
+def test_startup_log_uses_vllm_wording(server: tuple[str, subprocess.Popen[str]]) -> None:
+    _, proc = server
+    assert proc.stderr is not None
+    seen = ""
+    deadline = time.monotonic() + 5
+    while "Maximum concurrency" not in seen and time.monotonic() < deadline:
+        seen += proc.stderr.readline()
+    assert "GPU KV cache size: " in seen and " tokens per request: " in seen
+
+
+def test_unmodeled_flag_and_refusal_exit_cleanly() -> None:
+    bad = subprocess.run(
+        [*KNEEPOINT, "sim", "serve", "--gpu", "h100", "--model", "llama-3.1-8b",
+         "--enable-lora"], check=False, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert bad.returncode == 2
+    assert bad.stderr.strip().splitlines() == [
+        "kneepoint: kneepoint sim serve: --enable-lora: not modeled by the simulator "
+        "(modeled: see --help)"
+    ]
+    refused = subprocess.run(
+        [*KNEEPOINT, "sim", "serve", "--gpu", "l4", "--model", "llama-3.1-70b"],
+        check=False, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert refused.returncode == 3
+    assert "Traceback" not in refused.stderr and "memory" in refused.stderr.lower()
