@@ -20,9 +20,13 @@ def test_values_are_read_as_yaml() -> None:
     assert parse_override("a={kind: fixed, tokens: 4}").value == {"kind": "fixed", "tokens": 4}
     assert parse_override("a=x=y").value == "x=y"
     assert parse_override("w.classes.0.weight=2").loc == ("w", "classes", 0, "weight")
+    assert parse_override("w.classes[0].weight=2").loc == ("w", "classes", 0, "weight")
+    assert parse_override("m[1][2]=2").loc == ("m", 1, 2)
 
 
-@pytest.mark.parametrize("text", ["novalue", "=3", "a..b=1", "a.b c=1", "a=[unclosed"])
+@pytest.mark.parametrize(
+    "text", ["novalue", "=3", "a..b=1", "a.b c=1", "a=[unclosed", "a[x]=1", "a[0=1"]
+)
 def test_malformed_overrides_are_refused(text: str) -> None:
     with pytest.raises(ConfigError) as info:
         parse_override(text)

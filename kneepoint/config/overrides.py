@@ -2,7 +2,8 @@
 
 Values are read as YAML scalars or flow collections (``8``, ``0.9``, ``false``, ``null``,
 ``[a, b]``, ``{kind: fixed, tokens: 64}``), so an override means what the same text would mean
-in the file. Integer path parts index into lists: ``workload.classes.0.weight=2``.
+in the file. Integer path parts index into lists: ``workload.classes.0.weight=2``, also spelled
+as error messages print it, ``workload.classes[0].weight=2``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import yaml
 from kneepoint.config.errors import ConfigError, Loc, Problem
 
 _KEY = re.compile(r"^[A-Za-z_][\w\-]*$")
+_INDEXED = re.compile(r"^([A-Za-z_][\w\-]*)((?:\[\d+\])+)$")
 
 
 @dataclass(frozen=True)
@@ -43,10 +45,14 @@ def parse_override(text: str) -> Override:
         raise ConfigError([Problem(f"--set {text}", None, None, "expected PATH=VALUE")])
     loc: list[str | int] = []
     for part in path.strip().split("."):
+        indexed = _INDEXED.match(part)
         if part.isdigit():
             loc.append(int(part))
         elif _KEY.match(part):
             loc.append(part)
+        elif indexed:  # the spelling error messages use: classes[0]
+            loc.append(indexed.group(1))
+            loc += [int(i) for i in re.findall(r"\[(\d+)\]", indexed.group(2))]
         else:
             problem = f"{part!r} is not a field name or list index"
             raise ConfigError([Problem(f"--set {text}", None, None, problem)])
