@@ -19,10 +19,6 @@ class Capacity:
     failing_rps: float | None
     tried: tuple[tuple[float, bool], ...] = field(default=())
 
-    @property
-    def rate_rps(self) -> float:
-        return self.passing_rps
-
 
 def find_capacity(
     passes: Callable[[float], bool],

@@ -110,9 +110,12 @@ class Roofline:
     ) -> None:
         eff = efficiency or _DEFAULT_EFFICIENCY
         self._eff, self._engine, self._gpu, self._model = eff, engine, gpu, model
-        linear_peak = gpu.fp8_tflops if engine.fp8_compute and gpu.fp8_tflops else gpu.bf16_tflops
+        self.linear_peak_tflops = (
+            gpu.fp8_tflops if engine.fp8_compute and gpu.fp8_tflops else gpu.bf16_tflops
+        )
+        """Tensor-core peak of the linear layers: fp8 where both the weights and GPU have it."""
         self._linear_flops_per_token = 2.0 * model.active_params()
-        self._linear_flop_s = linear_peak * 1e12 * eff.mfu
+        self._linear_flop_s = self.linear_peak_tflops * 1e12 * eff.mfu
         self._attention_flops_per_pair = (
             4.0 * model.num_layers * model.num_attention_heads * (model.head_dim)
         )

@@ -81,17 +81,29 @@ class KvCache:
             found.append(block)
         return found
 
+    def _new_blocks(self, req: SimRequest, num_new: int, prefix: Sequence[int]) -> int:
+        computed = len(prefix) * self.block_size if prefix else req.num_computed
+        return -(-(computed + num_new) // self.block_size) - len(req.blocks) - len(prefix)
+
+    def fits(self, req: SimRequest, num_new: int, prefix: Sequence[int] = ()) -> bool:
+        """Whether ``allocate`` with these arguments would succeed; changes nothing."""
+        new_blocks = self._new_blocks(req, num_new, prefix)
+        return (new_blocks <= 0 and not prefix) or self._room_for(new_blocks, prefix)
+
+    def _room_for(self, new_blocks: int, prefix: Sequence[int]) -> bool:
+        # Cached prefix blocks nobody holds sit in the free queue: taking them uses it up too.
+        revived = sum(1 for b in prefix if self._ref[b] == 0)
+        return max(0, new_blocks) <= len(self._free) - revived
+
     def allocate(self, req: SimRequest, num_new: int, prefix: Sequence[int] = ()) -> bool:
         """Give ``req`` blocks for ``num_new`` more tokens (after ``prefix`` cached blocks for a
         request being admitted). False, with nothing changed, if the pool cannot."""
-        computed = len(prefix) * self.block_size if prefix else req.num_computed
-        new_blocks = -(-(computed + num_new) // self.block_size) - len(req.blocks) - len(prefix)
+        new_blocks = self._new_blocks(req, num_new, prefix)
         if new_blocks <= 0 and not prefix:
             return True  # the common decode step: its last block still has room
-        new_blocks = max(0, new_blocks)
-        revived = sum(1 for b in prefix if self._ref[b] == 0)
-        if new_blocks > len(self._free) - revived:
+        if not self._room_for(new_blocks, prefix):
             return False
+        new_blocks = max(0, new_blocks)
         for block in prefix:
             if self._ref[block] == 0:
                 del self._free[block]

@@ -49,6 +49,7 @@ class VllmMetrics:
     ) -> None:
         self.registry = CollectorRegistry()
         labels = {"model_name": model_name, "engine": "0"}
+        self._labels = labels
         names = list(labels)
 
         def gauge(name: str, doc: str) -> Gauge:
@@ -174,10 +175,7 @@ class VllmMetrics:
         self.request_prompt_tokens.observe(req.prompt_len)
         self.request_generation_tokens.observe(len(req.output))
         self.request_preemptions.observe(req.preemptions)
-        self._success.labels(**self._labels(), finished_reason=reason).inc()
-
-    def _labels(self) -> dict[str, str]:
-        return dict(zip(("model_name", "engine"), self.running._labelvalues, strict=True))
+        self._success.labels(**self._labels, finished_reason=reason).inc()
 
     def render(self) -> bytes:
         """The Prometheus text exposition."""

@@ -12,13 +12,9 @@ import asyncio
 from collections import deque
 from dataclasses import dataclass, field
 
-import structlog
-
 from kneepoint.sim.engine import Arrival, SimEngine, StepOutcome, StepRecord
 from kneepoint.sim.metrics import VllmMetrics
 from kneepoint.sim.request import SimRequest
-
-log = structlog.get_logger(__name__)
 
 # Steps kept for telemetry windows (a few minutes of a busy engine).
 _RECENT_STEPS = 200_000

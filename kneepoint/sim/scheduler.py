@@ -161,10 +161,10 @@ class Scheduler:
         """A cap stopped admission; but if the KV pool could not have taken the next request's
         first chunk either, the pool is what binds (the cap would only bind once it had room)."""
         req = self.waiting[0]
-        first_chunk = self._chunk(req.num_tokens - req.num_computed, self.token_budget)
-        cached = len(self.kv.cached_prefix(req))
-        needed = -(-(cached * self.kv.block_size + first_chunk) // self.kv.block_size) - cached
-        return "kv_capacity" if needed > self.kv.num_free else stop
+        prefix = self.kv.cached_prefix(req)
+        hit = len(prefix) * self.kv.block_size
+        first_chunk = self._chunk(req.num_tokens - hit, self.token_budget)
+        return stop if self.kv.fits(req, first_chunk, prefix) else "kv_capacity"
 
     def finish_step(
         self, plan: StepPlan, now_s: float

@@ -60,8 +60,7 @@ class SimServer:
         self.metrics = VllmMetrics(
             args.served_model_name, engine.resolved, engine.memory, cache_dtype
         )
-        peak = args.gpu.fp8_tflops if engine.resolved.fp8_compute and args.gpu.fp8_tflops else None
-        self.telemetry = GpuTelemetry(args.gpu, engine.memory, peak or args.gpu.bf16_tflops)
+        self.telemetry = GpuTelemetry(args.gpu, engine.memory, engine.roofline.linear_peak_tflops)
         self.realtime: RealtimeEngine | None = None
         routes = [
             Route("/v1/completions", self.completions, methods=["POST"]),
@@ -129,7 +128,7 @@ class SimServer:
             else:
                 parsed = CompletionRequest.model_validate(body)
                 prompt = completion_prompt(parsed)
-            max_tokens = self._max_tokens(parsed, len(prompt))
+            max_tokens = self._checked_max_tokens(parsed, len(prompt))
             stream = self._rt().submit(prompt, max_tokens)
         except ApiError as exc:
             return _error(exc)
@@ -149,7 +148,8 @@ class SimServer:
             self._events(stream, responder, usage), media_type="text/event-stream"
         )
 
-    def _max_tokens(self, parsed: CompletionRequest | ChatRequest, prompt_len: int) -> int:
+    def _checked_max_tokens(self, parsed: CompletionRequest | ChatRequest, prompt_len: int) -> int:
+        """The request's max_tokens, after refusing a wrong model name or n > 1."""
         if parsed.model is not None and parsed.model != self.args.served_model_name:
             raise ApiError(404, f"The model `{parsed.model}` does not exist.", "NotFoundError")
         if parsed.n != 1:

@@ -31,13 +31,13 @@ class GpuTelemetry:
     """Turns steps into NVML/GPM-style samples for one simulated GPU."""
 
     def __init__(self, gpu: GpuSpec, memory: MemoryPlan, peak_tflops: float, seed: int = 0):
-        self.gpu, self.memory = gpu, memory
+        self.gpu = gpu
         self._rng = random.Random(f"telemetry:{seed}")
         self._peak_flops = peak_tflops * 1e12
         self._peak_bytes_s = gpu.hbm_tb_s * 1e12
-        plan = memory
+        # vLLM reserves all of this at start-up; it does not move with load.
         self._used_mib = (
-            plan.weight_bytes + plan.activation_bytes + plan.overhead_bytes + plan.kv_bytes
+            memory.weight_bytes + memory.activation_bytes + memory.overhead_bytes + memory.kv_bytes
         ) / MIB
 
     def sample(self, steps: Iterable[StepRecord], start_s: float, end_s: float) -> GpuSample:
