@@ -56,6 +56,25 @@ def test_every_request_finishes_with_its_tokens() -> None:
     assert all(r.arrival_s <= r.token_times_s[0] <= r.finish_s for r in run.finished)  # type: ignore[operator]
 
 
+@pytest.mark.parametrize("kv_gib", [0.08, 4.0])
+def test_bulk_decoding_gives_the_same_run_as_stepping_every_request(kv_gib: float) -> None:
+    # A small pool preempts and refills all the time; a large one leaves the cohort alone.
+    arrivals = _arrivals(40, 300, 150, 120, shared=64)
+    runs = []
+    for eager in (False, True):
+        config = EngineConfig(
+            model="m", kv_cache_memory_bytes=int(kv_gib * GIB), max_num_seqs=64, max_model_len=2048
+        )
+        engine = SimEngine(H100, LLAMA_1B, config, eager=eager)
+        runs.append(engine.run(arrivals))
+    bulk, eager_run = runs
+    assert bulk.steps == eager_run.steps
+    assert any(s.preempted for s in bulk.steps) == (kv_gib < 1)
+    assert [(r.rid, r.output, r.token_times_s, r.prefix_hit_tokens) for r in bulk.finished] == [
+        (r.rid, r.output, r.token_times_s, r.prefix_hit_tokens) for r in eager_run.finished
+    ]
+
+
 def test_a_config_that_cannot_start_is_refused_in_vllm_words() -> None:
     with pytest.raises(EngineRefusedError, match="No available memory") as info:
         SimEngine(H100, LLAMA_8B, EngineConfig(model="m", gpu_memory_utilization=0.15))
@@ -90,10 +109,10 @@ def test_prefix_caching_cuts_ttft_with_the_shared_prefix() -> None:
 def test_more_kv_memory_relieves_preemption() -> None:
     arrivals = _arrivals(0, 64, 1500, 600)  # all at once: far more KV than the cache holds
     small_engine, small = _run(
-        L4, LLAMA_8B, arrivals, kv_cache_memory_bytes=2 * GIB, max_model_len=4096
+        L4, LLAMA_8B, arrivals, kv_cache_memory_bytes=2 * GIB, max_model_len=2048
     )
     large_engine, large = _run(
-        L4, LLAMA_8B, arrivals, kv_cache_memory_bytes=4 * GIB, max_model_len=4096
+        L4, LLAMA_8B, arrivals, kv_cache_memory_bytes=4 * GIB, max_model_len=2048
     )
     preempted = [sum(s.preempted for s in run.steps) for run in (small, large)]
     assert preempted[0] > preempted[1]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections import Counter
 from dataclasses import dataclass
 
@@ -105,6 +106,43 @@ def test_scheduler_invariants_hold_every_step(case: Case) -> None:
         first_id = SimRequest(req.rid, req.prompt, 0, 0.0).next_output_id()
         assert req.output == [first_id + i for i in range(req.max_tokens)]
     assert case.kv.num_used == 0
+
+
+def _trace(case: Case, *, eager: bool) -> tuple[list[tuple[object, ...]], list[tuple[object, ...]]]:
+    """Every step's shape and outcome, and every request's final state."""
+    scheduler = Scheduler(case.engine, case.kv, eager=eager)
+    pending = sorted(case.requests, key=lambda item: item[0])
+    steps: list[tuple[object, ...]] = []
+    for step in range(5_000):
+        while pending and pending[0][0] <= step:
+            scheduler.add(pending.pop(0)[1])
+        plan = scheduler.schedule()
+        shape = plan.shape()
+        finished = scheduler.finish_step(plan, float(step))[1]
+        steps.append(
+            (
+                shape,
+                plan.admission_stop,
+                [r.rid for r in plan.preempted],
+                [r.rid for r in finished],
+                [r.rid for r in plan.admitted],
+                case.kv.num_used,
+            )
+        )
+        if not pending and not scheduler.running and not scheduler.waiting:
+            break
+    scheduler.sync()
+    requests = [
+        (r.rid, r.output, r.token_times_s, r.preemptions, r.prefix_hit_tokens, r.blocks)
+        for _, r in case.requests
+    ]
+    return steps, [*requests, (case.kv.query_tokens, case.kv.hit_tokens)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(cases())
+def test_the_decode_cohort_changes_nothing_but_speed(case: Case) -> None:
+    assert _trace(copy.deepcopy(case), eager=False) == _trace(case, eager=True)
 
 
 def test_preempted_request_resumes_with_its_output() -> None:

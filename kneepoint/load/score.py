@@ -17,9 +17,12 @@ from kneepoint.records.slo import METRICS, ClassSlo, Slo
 
 def percentile(values: Sequence[float], pct: float) -> float:
     """Linear-interpolated percentile (numpy's default); nan for no values."""
-    if not values:
+    return _from_sorted(sorted(values), pct)
+
+
+def _from_sorted(ordered: Sequence[float], pct: float) -> float:
+    if not ordered:
         return math.nan
-    ordered = sorted(values)
     rank = (len(ordered) - 1) * pct / 100.0
     low = math.floor(rank)
     high = min(low + 1, len(ordered) - 1)
@@ -29,15 +32,16 @@ def percentile(values: Sequence[float], pct: float) -> float:
 
 
 def summarize(values: Sequence[float]) -> Dist:
-    finite = [v for v in values if math.isfinite(v)]
+    ordered = sorted(values)
+    finite = [v for v in ordered if math.isfinite(v)]
     mean = sum(finite) / len(finite) if len(finite) == len(values) and values else math.inf
     return Dist(
         count=len(values),
         mean_ms=mean if values else math.nan,
-        p50_ms=percentile(values, 50),
-        p90_ms=percentile(values, 90),
-        p95_ms=percentile(values, 95),
-        p99_ms=percentile(values, 99),
+        p50_ms=_from_sorted(ordered, 50),
+        p90_ms=_from_sorted(ordered, 90),
+        p95_ms=_from_sorted(ordered, 95),
+        p99_ms=_from_sorted(ordered, 99),
     )
 
 

@@ -97,7 +97,13 @@ class SimEngine:
         model: ModelSpec,
         config: EngineConfig,
         efficiency: Efficiency | None = None,
+        *,
+        eager: bool = False,
     ) -> None:
+        """``eager``: step every request one by one, so that each step's ``sampled`` requests
+        are current (a live server streams them); otherwise steady decodes are stepped in
+        bulk, with the same results, and caught up when read (``run`` returns them current).
+        """
         self.gpu, self.model = gpu, model
         self.resolved: ResolvedEngine = resolve_engine(config, gpu, model)
         self.memory: MemoryPlan = plan_memory(gpu, model, self.resolved)
@@ -108,7 +114,7 @@ class SimEngine:
         self.kv = KvCache(
             self.memory.num_blocks, self.resolved.block_size, self.resolved.enable_prefix_caching
         )
-        self.scheduler = Scheduler(self.resolved, self.kv)
+        self.scheduler = Scheduler(self.resolved, self.kv, eager=eager)
         self.now_s = 0.0
         self._next_rid = 0
 
@@ -137,7 +143,7 @@ class SimEngine:
     def step(self) -> StepOutcome | None:
         """Run one step; None when there is nothing the engine can run."""
         plan = self.scheduler.schedule()
-        if not plan.scheduled:
+        if not plan.num_requests:
             return None
         shape = plan.shape()
         cost = self.roofline.step(shape)
@@ -180,6 +186,7 @@ class SimEngine:
                 self.now_s = max(self.now_s, pending[index].at_s)  # idle until the next arrival
             else:
                 break
+        self.scheduler.sync()
         return run
 
     def _submit_or_reject(self, arrival: Arrival, run: SimRun) -> None:

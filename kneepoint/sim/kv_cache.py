@@ -85,6 +85,10 @@ class KvCache:
         computed = len(prefix) * self.block_size if prefix else req.num_computed
         return -(-(computed + num_new) // self.block_size) - len(req.blocks) - len(prefix)
 
+    def blocks_needed(self, req: SimRequest, num_new: int) -> int:
+        """New blocks a running request needs for ``num_new`` more tokens (<= 0: none)."""
+        return self._new_blocks(req, num_new, ())
+
     def fits(self, req: SimRequest, num_new: int, prefix: Sequence[int] = ()) -> bool:
         """Whether ``allocate`` with these arguments would succeed; changes nothing."""
         new_blocks = self._new_blocks(req, num_new, prefix)
@@ -110,15 +114,25 @@ class KvCache:
             self._ref[block] += 1
         req.blocks.extend(prefix)
         req.num_cached_blocks = max(req.num_cached_blocks, len(prefix))
-        for _ in range(new_blocks):
-            block, _ = self._free.popitem(last=False)
-            old = self._hash[block]
-            if old is not None and self._cached.get(old) == block:
-                del self._cached[old]
-            self._hash[block] = None
-            self._ref[block] = 1
-            req.blocks.append(block)
+        if new_blocks:
+            req.blocks += self.take_blocks(new_blocks)
         return True
+
+    def take_blocks(self, count: int) -> list[int]:
+        """The ``count`` least recently freed blocks, now held once each (the caller has
+        checked there are enough), with whatever they cached evicted."""
+        pop, hashes, cached, ref = self._free.popitem, self._hash, self._cached, self._ref
+        taken = []
+        for _ in range(count):
+            block, _ = pop(last=False)
+            old = hashes[block]
+            if old is not None:
+                if cached.get(old) == block:
+                    del cached[old]
+                hashes[block] = None
+            ref[block] = 1
+            taken.append(block)
+        return taken
 
     def record_admission(self, req: SimRequest, hit_tokens: int) -> None:
         """Count a new request's prefix-cache query and hit, in tokens (vLLM's counters)."""

@@ -33,6 +33,10 @@ class SimRequest:
     first_scheduled_s: float | None = None
     token_times_s: list[float] = field(default_factory=list)
     finish_s: float | None = None
+    decode_since: int = -1
+    """Step at which it joined the decode cohort (-1: advanced step by step); while in the
+    cohort, ``output``, ``token_times_s`` and ``num_computed`` are as of that step."""
+    decode_due: int = -1
 
     prompt_len: int = field(init=False)
     output_id_base: int = field(init=False)

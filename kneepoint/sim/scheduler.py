@@ -6,6 +6,10 @@ the tail of the running list is preempted (its KV dropped, to be recomputed) unt
 Then, only in a step that preempted nothing, waiting requests are admitted first-come
 first-served while ``running < max_num_seqs``, the budget lasts and blocks allow, starting
 after whatever prefix of theirs is cached. Chunked prefill is always on.
+
+Unless built ``eager``, steady decodes ride in a ``DecodeCohort`` and are stepped in bulk;
+a step in which the budget or the pool could bind walks the running list as above, releasing
+only the members it preempts or starves, so both modes produce the same steps.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from typing import Literal
 
 from kneepoint.physics.defaults import ResolvedEngine
 from kneepoint.physics.roofline import BatchShape
+from kneepoint.sim.decode_cohort import DecodeCohort
 from kneepoint.sim.kv_cache import KvCache
 from kneepoint.sim.request import SimRequest
 
@@ -39,6 +44,8 @@ class StepPlan:
     attention_pairs: float = 0.0
     kv_tokens: int = 0
     samples: int = 0
+    cohort_size: int = 0
+    """Decodes run by the cohort this step, not listed in ``scheduled``."""
 
     def add(self, req: SimRequest, new: int) -> None:
         computed = req.num_computed
@@ -55,9 +62,13 @@ class StepPlan:
         self.kv_tokens += context_tokens + count
         self.samples += count
 
+    @property
+    def num_requests(self) -> int:
+        return len(self.scheduled) + self.cohort_size
+
     def shape(self) -> BatchShape:
         return BatchShape(
-            num_requests=len(self.scheduled),
+            num_requests=self.num_requests,
             new_tokens=self.num_tokens,
             attention_pairs=self.attention_pairs,
             kv_tokens=self.kv_tokens,
@@ -68,13 +79,14 @@ class StepPlan:
 class Scheduler:
     """Waiting queue, running list and the KV cache of one simulated engine."""
 
-    def __init__(self, engine: ResolvedEngine, kv: KvCache) -> None:
+    def __init__(self, engine: ResolvedEngine, kv: KvCache, *, eager: bool = False) -> None:
         self.max_num_seqs = engine.max_num_seqs
         self.token_budget = engine.max_num_batched_tokens
         self.long_prefill_threshold = engine.long_prefill_token_threshold
         self.kv = kv
         self.waiting: deque[SimRequest] = deque()
         self.running: list[SimRequest] = []
+        self.cohort = None if eager else DecodeCohort(kv)
 
     def add(self, req: SimRequest) -> None:
         self.waiting.append(req)
@@ -86,23 +98,31 @@ class Scheduler:
 
     def schedule(self) -> StepPlan:
         plan = StepPlan()
-        budget = self._schedule_running(plan, self.token_budget)
+        if self.cohort is None:
+            budget = self._schedule_running(plan, self.token_budget)
+        else:
+            budget = self._schedule_with_cohort(plan, self.cohort)
         plan.admission_stop = self._admit_waiting(plan, budget)
         return plan
 
     def _schedule_running(self, plan: StepPlan, budget: int) -> int:
+        """Running requests in order while the budget lasts, preempting from the tail when the
+        pool is short. Cohort members in the list just take their one token each."""
         running, block_size, scheduled = self.running, self.kv.block_size, plan.scheduled
         index = decodes = decode_context = 0
         while index < len(running) and budget > 0:
             req = running[index]
             computed = req.num_computed
             remaining = req.prompt_len + len(req.output) - computed
-            if remaining == 1 and computed < len(req.blocks) * block_size:
+            if req.decode_since >= 0 or (
+                remaining == 1 and computed < len(req.blocks) * block_size
+            ):
                 # A decode whose last block has room: no allocation, and its shape terms are
                 # summed here rather than through plan.add (this is the simulator's hot loop).
-                scheduled.append((req, 1))
-                decodes += 1
-                decode_context += computed
+                if req.decode_since < 0:
+                    scheduled.append((req, 1))
+                    decodes += 1
+                    decode_context += computed
                 budget -= 1
                 index += 1
                 continue
@@ -111,15 +131,66 @@ class Scheduler:
                 victim = running.pop()
                 self._preempt(victim, plan)
                 if victim is req:
-                    plan.add_decodes(decodes, decode_context)
-                    return budget
-            plan.add(req, new)
-            budget -= new
-            index += 1
-        plan.add_decodes(decodes, decode_context)
+                    break
+            else:
+                plan.add(req, new)
+                budget -= new
+                index += 1
+                continue
+            break
+        self._close_running_phase(plan, running[index:], decodes, decode_context)
         return budget
 
+    def _close_running_phase(
+        self, plan: StepPlan, unscheduled: list[SimRequest], decodes: int, context: int
+    ) -> None:
+        """Sum the decodes into the plan; cohort members the budget did not reach this step
+        leave the cohort (they fall out of step with it)."""
+        plan.add_decodes(decodes, context)
+        cohort = self.cohort
+        if cohort is None:
+            return
+        for req in unscheduled:
+            if req.decode_since >= 0:
+                cohort.release(req)
+        plan.cohort_size = len(cohort)
+        plan.add_decodes(len(cohort), cohort.context_tokens())
+
+    def _schedule_with_cohort(self, plan: StepPlan, cohort: DecodeCohort) -> int:
+        """The running phase with the cohort decoding in bulk, when every running request is
+        sure to get its tokens and blocks; otherwise step through the running list."""
+        kv = self.kv
+        full = cohort.due_for_blocks()
+        demands = [
+            (req, self._chunk(req.prompt_len + len(req.output) - req.num_computed, 1 << 62))
+            for req in self.running
+            if req.decode_since < 0
+        ]
+        tokens, blocks = len(cohort), len(full)
+        for req, new in demands:
+            tokens += new
+            blocks += max(0, kv.blocks_needed(req, new))
+        if tokens > self.token_budget or blocks > kv.num_free:
+            for req in full:
+                cohort.release(req)
+            return self._schedule_running(plan, self.token_budget)
+        if full:
+            cohort.refill(full)
+        for req, new in demands:
+            kv.allocate(req, new)  # cannot fail: the pool was checked for all of them
+            plan.add(req, new)
+        plan.cohort_size = len(cohort)
+        plan.add_decodes(len(cohort), cohort.context_tokens())
+        return self.token_budget - tokens
+
+    def sync(self) -> None:
+        """Bring every request's state up to date (before anyone reads it mid-run)."""
+        if self.cohort is not None:
+            self.cohort.release_all()
+
     def _preempt(self, victim: SimRequest, plan: StepPlan) -> None:
+        if victim.decode_since >= 0 and self.cohort is not None:
+            self.cohort.release(victim)  # catch its output up before the KV goes
         self.kv.free(victim)
         victim.preempt()
         self.waiting.appendleft(victim)
@@ -151,6 +222,8 @@ class Scheduler:
 
     def abort(self, req: SimRequest) -> None:
         """Drop a request wherever it is (its client went away) and free its blocks."""
+        if req.decode_since >= 0 and self.cohort is not None:
+            self.cohort.release(req)
         if req in self.waiting:
             self.waiting.remove(req)
         elif req in self.running:
@@ -170,7 +243,8 @@ class Scheduler:
         self, plan: StepPlan, now_s: float
     ) -> tuple[list[SimRequest], list[SimRequest]]:
         """Apply a step's results: advance requests, sample tokens, retire finished ones.
-        Returns the requests that got a token this step, and those that finished."""
+        Returns the requests stepped one by one that got a token (cohort members are not
+        listed: their state catches up when released), and those that finished."""
         sampled: list[SimRequest] = []
         finished: list[SimRequest] = []
         kv, block_size = self.kv, self.kv.block_size
@@ -189,8 +263,11 @@ class Scheduler:
                 req.finish_s = now_s
                 finished.append(req)
         if finished:
-            done = {id(r) for r in finished}
-            self.running = [r for r in self.running if id(r) not in done]
             for req in finished:
+                self.running.remove(req)
                 kv.free(req)
+        if self.cohort is not None:
+            self.cohort.end_step(now_s)
+            for req in sampled:
+                self.cohort.try_join(req)
         return sampled, finished

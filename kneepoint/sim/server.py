@@ -214,7 +214,7 @@ def _error(exc: ApiError) -> Response:
 
 def build_server(args: ServeArgs, efficiency: Efficiency | None = None) -> SimServer:
     """The server for these arguments (raises EngineRefusedError if vLLM would not start)."""
-    return SimServer(args, SimEngine(args.gpu, args.model, args.engine, efficiency))
+    return SimServer(args, SimEngine(args.gpu, args.model, args.engine, efficiency, eager=True))
 
 
 def serve(server: SimServer) -> None:

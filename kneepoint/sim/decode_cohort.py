@@ -1,0 +1,119 @@
+"""Running requests in steady decode, advanced as one cohort instead of one by one.
+
+A decoding request whose last KV block still has room does the same thing every step: one
+token in, one token out, its context one longer. On the virtual clock nothing needs to look
+at it until its block fills (it needs a new block) or it is about to sample its last token.
+The cohort holds such requests frozen at the step they joined (``SimRequest.decode_since``)
+and knows, for the batch shape, only how many there are and the sum of their contexts. Each
+member is due back at the step that needs it; ``release`` catches its state up (outputs,
+token times, computed tokens, full blocks registered in the prefix cache) to exactly what
+step-by-step simulation would have produced. The scheduler releases everyone before any step
+whose budget or KV pool could bind, so preemption and starvation see exact state.
+"""
+
+from __future__ import annotations
+
+from kneepoint.sim.kv_cache import KvCache
+from kneepoint.sim.request import SimRequest
+
+
+class DecodeCohort:
+    """Members, their due steps, and the end time of every step so far."""
+
+    def __init__(self, kv: KvCache) -> None:
+        self.kv = kv
+        self.members: dict[SimRequest, None] = {}
+        self._due: dict[int, list[SimRequest]] = {}
+        self._offset = 0
+        """Sum over members of (num_computed - decode_since): contexts at step k are
+        ``_offset + len(members) * k``."""
+        self.step_ends_s: list[float] = []
+
+    def __len__(self) -> int:
+        return len(self.members)
+
+    @property
+    def step(self) -> int:
+        """Index of the next step (steps ended so far)."""
+        return len(self.step_ends_s)
+
+    def context_tokens(self) -> int:
+        """Tokens already in the KV cache across members, before the next step."""
+        return self._offset + len(self.members) * len(self.step_ends_s)
+
+    def end_step(self, now_s: float) -> None:
+        self.step_ends_s.append(now_s)
+
+    def try_join(self, req: SimRequest) -> bool:
+        """Take a request that has just sampled a token, if its next steps are plain decodes."""
+        computed, produced = req.num_computed, len(req.output)
+        if computed != req.prompt_len + produced - 1:
+            return False  # still prefilling
+        step = len(self.step_ends_s)
+        ahead = self._steps_ahead(req, computed, produced)
+        if ahead <= 0:
+            return False
+        req.decode_since = step
+        self.members[req] = None
+        self._offset += computed - step
+        self._set_due(req, step + ahead)
+        return True
+
+    def _steps_ahead(self, req: SimRequest, computed: int, produced: int) -> int:
+        """Plain decode steps left: until the last block is full or the last token is due."""
+        room = len(req.blocks) * self.kv.block_size - computed
+        return min(room, req.max_tokens - produced - 1)
+
+    def _set_due(self, req: SimRequest, step: int) -> None:
+        req.decode_due = step
+        self._due.setdefault(step, []).append(req)
+
+    def due_for_blocks(self) -> list[SimRequest]:
+        """Members due at the next step. Those about to sample their last token are released;
+        returned are those whose last block is full: they stay if ``refill`` gives them one."""
+        step = len(self.step_ends_s)
+        full = []
+        for req in self._due.pop(step, ()):
+            if req.decode_since < 0 or req.decode_due != step:
+                continue  # released (and perhaps rejoined) since it was filed here
+            produced = len(req.output) + step - req.decode_since
+            if produced + 1 >= req.max_tokens:
+                self.release(req)
+            else:
+                full.append(req)
+        return full
+
+    def refill(self, full: list[SimRequest]) -> None:
+        """Give each member one new block (the caller has checked the pool) and file it again.
+        Its filled block is registered in the prefix cache when it is released: until its
+        blocks are freed nobody else can match them (they hold its own output tokens)."""
+        step, size = len(self.step_ends_s), self.kv.block_size
+        for req, block in zip(full, self.kv.take_blocks(len(full)), strict=True):
+            req.blocks.append(block)
+            elapsed = step - req.decode_since
+            # the new block is all room; the last token may come sooner
+            ahead = min(size, req.max_tokens - len(req.output) - elapsed - 1)
+            req.decode_due = step + ahead
+            self._due.setdefault(step + ahead, []).append(req)
+
+    def release_all(self) -> None:
+        for req in list(self.members):
+            self.release(req)
+        self._due.clear()
+
+    def release(self, req: SimRequest) -> None:
+        """Catch the request up to the next step and take it out of the cohort."""
+        since, step = req.decode_since, len(self.step_ends_s)
+        del self.members[req]
+        self._offset -= req.num_computed - since
+        req.decode_since = req.decode_due = -1
+        count = step - since
+        if count <= 0:
+            return
+        produced = len(req.output)
+        first = req.output_id_base + produced
+        req.output.extend(range(first, first + count))
+        req.token_times_s.extend(self.step_ends_s[since:step])
+        req.num_computed += count
+        if req.num_computed // self.kv.block_size > req.num_cached_blocks:
+            self.kv.cache_full_blocks(req)
