@@ -109,10 +109,10 @@ def test_prefix_caching_cuts_ttft_with_the_shared_prefix() -> None:
 def test_more_kv_memory_relieves_preemption() -> None:
     arrivals = _arrivals(0, 64, 1500, 600)  # all at once: far more KV than the cache holds
     small_engine, small = _run(
-        L4, LLAMA_8B, arrivals, kv_cache_memory_bytes=2 * GIB, max_model_len=2048
+        L4, LLAMA_8B, arrivals, kv_cache_memory_bytes=2 * GIB, max_model_len=4096
     )
     large_engine, large = _run(
-        L4, LLAMA_8B, arrivals, kv_cache_memory_bytes=4 * GIB, max_model_len=2048
+        L4, LLAMA_8B, arrivals, kv_cache_memory_bytes=4 * GIB, max_model_len=4096
     )
     preempted = [sum(s.preempted for s in run.steps) for run in (small, large)]
     assert preempted[0] > preempted[1]
