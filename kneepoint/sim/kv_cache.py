@@ -140,18 +140,35 @@ class KvCache:
         self.hit_tokens += hit_tokens
 
     def cache_full_blocks(self, req: SimRequest) -> None:
-        """Register the request's newly completed full blocks in the prefix cache."""
+        """Register the request's newly completed full blocks of prompt in the prefix cache.
+
+        Blocks holding generated tokens wait for ``register_generated``: no other request's
+        prompt can match them (generated ids are unique to their request), so only the
+        request's own recompute after a preemption can, and that is when they are registered.
+        """
         full = req.num_computed // self.block_size
         if full <= req.num_cached_blocks:
             return
         if self.prefix_caching:
-            hashes = self._hashes_upto(req, full)
-            for i in range(req.num_cached_blocks, full):
-                block = req.blocks[i]
-                if hashes[i] not in self._cached:
-                    self._cached[hashes[i]] = block
-                    self._hash[block] = hashes[i]
+            self._register(req, req.num_cached_blocks, min(full, req.prompt_len // self.block_size))
         req.num_cached_blocks = full
+
+    def register_generated(self, req: SimRequest) -> None:
+        """Register the full blocks of a request about to be preempted, generated ones too."""
+        if self.prefix_caching:
+            self._register(
+                req, req.prompt_len // self.block_size, req.num_computed // self.block_size
+            )
+
+    def _register(self, req: SimRequest, start: int, end: int) -> None:
+        if end <= start:
+            return
+        hashes, cached = self._hashes_upto(req, end), self._cached
+        for i in range(start, end):
+            if hashes[i] not in cached:
+                block = req.blocks[i]
+                cached[hashes[i]] = block
+                self._hash[block] = hashes[i]
 
     def free(self, req: SimRequest) -> None:
         """Release the request's blocks, tail first; cached ones stay findable until reused."""

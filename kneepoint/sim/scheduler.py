@@ -191,6 +191,7 @@ class Scheduler:
     def _preempt(self, victim: SimRequest, plan: StepPlan) -> None:
         if victim.decode_since >= 0 and self.cohort is not None:
             self.cohort.release(victim)  # catch its output up before the KV goes
+        self.kv.register_generated(victim)
         self.kv.free(victim)
         victim.preempt()
         self.waiting.appendleft(victim)
