@@ -30,6 +30,9 @@ class RequestRecord(Record):
     """From the server's usage report where it gave one."""
     error: str | None = None
     """Why the request failed (HTTP status and message, timeout, connection), or None."""
+    slot_wait_s: float = Field(default=0.0, ge=0.0)
+    """Time spent waiting for a slot under a concurrency cap: the server's slowness holding
+    slots, not the client falling behind."""
 
     @property
     def ok(self) -> bool:
@@ -39,6 +42,11 @@ class RequestRecord(Record):
     def send_lag_s(self) -> float:
         """How late the client sent it: its own share of any delay."""
         return self.sent_s - self.scheduled_s
+
+    @property
+    def client_lag_s(self) -> float:
+        """Send lag the client alone is to blame for (a concurrency cap's wait taken out)."""
+        return self.sent_s - self.scheduled_s - self.slot_wait_s
 
     @property
     def ttft_ms(self) -> float:

@@ -26,3 +26,7 @@ class GpuSample(Record):
     """GPM DRAM bandwidth: achieved share of peak HBM bandwidth."""
     memory_used_mib: float | None = Field(default=None, ge=0.0)
     memory_total_mib: float | None = Field(default=None, ge=0.0)
+    power_w: float | None = Field(default=None, ge=0.0)
+    sm_clock_mhz: float | None = Field(default=None, ge=0.0)
+    throttle_reasons: tuple[str, ...] | None = None
+    """Active clock-event (throttle) reasons by NVML name, e.g. ``sw_thermal_slowdown``."""

@@ -37,6 +37,8 @@ class ApiError(Exception):
 class StreamOptions(BaseModel):
     model_config = ConfigDict(extra="allow")
     include_usage: bool = False
+    continuous_usage_stats: bool = False
+    """vLLM's extension: every chunk carries the usage so far (with include_usage)."""
 
 
 class _Common(BaseModel):
@@ -127,7 +129,10 @@ class Responder:
             "completion_tokens": completion_tokens,
         }
 
-    def chunk(self, text: str, finish_reason: str | None, first: bool) -> dict[str, Any]:
+    def chunk(
+        self, text: str, finish_reason: str | None, first: bool, so_far: int | None = None
+    ) -> dict[str, Any]:
+        """One streamed chunk; ``so_far`` (tokens generated so far) adds a usage report."""
         if self.chat:
             delta: dict[str, Any] = {"content": text}
             if first:
@@ -137,7 +142,10 @@ class Responder:
             choice = {"index": 0, "text": text, "logprobs": None}
         choice["finish_reason"] = finish_reason
         choice["stop_reason"] = None
-        return {**self._envelope(True), "choices": [choice]}
+        body = {**self._envelope(True), "choices": [choice]}
+        if so_far is not None:
+            body["usage"] = self.usage(so_far)
+        return body
 
     def usage_chunk(self, completion_tokens: int) -> dict[str, Any]:
         return {**self._envelope(True), "choices": [], "usage": self.usage(completion_tokens)}

@@ -143,9 +143,11 @@ class SimServer:
         responder = Responder(kind, self.args.served_model_name, len(prompt))
         if not parsed.stream:
             return await self._whole(stream, responder)
-        usage = parsed.stream_options is not None and parsed.stream_options.include_usage
+        options = parsed.stream_options
+        usage = options is not None and options.include_usage
+        continuous = usage and options is not None and options.continuous_usage_stats
         return StreamingResponse(
-            self._events(stream, responder, usage), media_type="text/event-stream"
+            self._events(stream, responder, usage, continuous), media_type="text/event-stream"
         )
 
     def _checked_max_tokens(self, parsed: CompletionRequest | ChatRequest, prompt_len: int) -> int:
@@ -176,7 +178,7 @@ class SimServer:
         return JSONResponse(responder.whole(text, len(output)))
 
     async def _events(
-        self, stream: Stream, responder: Responder, usage: bool
+        self, stream: Stream, responder: Responder, usage: bool, continuous: bool
     ) -> AsyncIterator[bytes]:
         """One SSE event per chunk: the first token at once, then ``stream_interval`` at a
         time, the rest at the end (vLLM's --stream-interval)."""
@@ -194,7 +196,8 @@ class SimServer:
                 text = "".join(token_text(t) for t in output[sent : stream.produced])
                 sent = stream.produced
                 reason = "length" if stream.done else None
-                yield _sse(responder.chunk(text, reason, first=sent == ready))
+                so_far = sent if continuous else None
+                yield _sse(responder.chunk(text, reason, first=sent == ready, so_far=so_far))
                 if stream.done:
                     break
             if usage:

@@ -1,0 +1,71 @@
+"""A load point's records scored into a ``LoadPoint``: latency, goodput, and trust.
+
+A point is ``client_bound`` when the client's own lag behind its schedule (a concurrency cap's
+waits taken out) reaches ``lag_limit_ms`` at p99: its latencies would then say as much about
+the generator as about the server, so it must not be read as a slow server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from kneepoint.load.score import percentile, request_is_good, score, stable_window
+from kneepoint.records.loadpoint import LoadPoint, Signals
+from kneepoint.records.measure import RequestRecord
+from kneepoint.records.slo import Slo
+
+DEFAULT_LAG_LIMIT_MS = 10.0
+
+
+def window_bounds(records: Sequence[RequestRecord], trim: float) -> tuple[float, float]:
+    """The stable window's span of scheduled times (0, 0 for no records)."""
+    window = stable_window(records, trim)
+    if not window:
+        return 0.0, 0.0
+    return min(r.scheduled_s for r in window), max(r.scheduled_s for r in window)
+
+
+def load_point(
+    rate_rps: float,
+    records: Sequence[RequestRecord],
+    slo: Slo | None,
+    *,
+    signals: Signals | None = None,
+    trim: float = 0.1,
+    lag_limit_ms: float = DEFAULT_LAG_LIMIT_MS,
+) -> LoadPoint:
+    result = score(records, slo, trim)
+    window = stable_window(records, trim)
+    start, end = window_bounds(records, trim)
+    lags = [max(0.0, r.client_lag_s) * 1000.0 for r in window]
+    lag_p99 = percentile(lags, 99) if lags else 0.0
+    completed = sum(r.ok for r in window)
+    return LoadPoint(
+        rate_rps=rate_rps,
+        window_start_s=start,
+        window_end_s=end,
+        sent=len(window),
+        completed=completed,
+        failed=sum(not r.ok for r in window),
+        timed_out=sum(bool(r.error and r.error.startswith("timed out")) for r in window),
+        achieved_rps=completed / result.window_s if result.window_s > 0 else 0.0,
+        goodput_rps=result.goodput_rps,
+        goodput_by_class_rps=_goodput_by_class(window, slo, result.window_s),
+        meets_slo=result.meets_slo,
+        violations=result.violations,
+        dists=result.dists,
+        send_lag_p50_ms=percentile(lags, 50) if lags else 0.0,
+        send_lag_p99_ms=lag_p99,
+        client_bound=lag_p99 >= lag_limit_ms,
+        signals=signals or Signals(),
+    )
+
+
+def _goodput_by_class(
+    window: Sequence[RequestRecord], slo: Slo | None, span_s: float
+) -> dict[str, float]:
+    good: dict[str, int] = {}
+    for rec in window:
+        limits = slo.for_class(rec.traffic_class) if slo is not None else None
+        good[rec.traffic_class] = good.get(rec.traffic_class, 0) + request_is_good(rec, limits)
+    return {name: n / span_s if span_s > 0 else 0.0 for name, n in sorted(good.items())}

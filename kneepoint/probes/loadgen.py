@@ -1,0 +1,223 @@
+"""The open-loop load generator: planned requests sent on schedule, streamed, recorded.
+
+Each planned request is sent at its scheduled time whatever happened to the ones before it
+(open loop), optionally under a cap on requests in flight. Every response is streamed and
+recorded as a ``RequestRecord``: scheduled, actual send, each token-carrying chunk and end
+times, token counts from the server's ``usage``, and any error. Errors and timeouts are
+recorded, never raised. Latency counts from the scheduled time; the client's own lag is kept
+so a load point the client could not keep up with is flagged, not blamed on the server.
+
+Prompts go to ``/v1/completions`` as token ids with ``ignore_eos`` so lengths are exact.
+Token-carrying chunks are found from vLLM's per-chunk usage (``continuous_usage_stats``) when
+the server sends it, else from non-empty text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from kneepoint.load.plan import PlannedRequest
+from kneepoint.records.measure import RequestRecord
+
+
+@dataclass(frozen=True, slots=True)
+class Clock:
+    """Seconds since a load point's origin, on the monotonic clock every probe shares."""
+
+    origin: float
+
+    @classmethod
+    def start(cls) -> Clock:
+        return cls(time.perf_counter())
+
+    def now(self) -> float:
+        return time.perf_counter() - self.origin
+
+
+@dataclass(frozen=True, slots=True)
+class LoadOptions:
+    """How to send: the served model name, limits, and where."""
+
+    model: str
+    request_timeout_s: float = 600.0
+    """A request not finished this long after its scheduled time is cut off (recorded)."""
+    max_concurrency: int | None = None
+    """Cap on requests in flight; None: pure open loop."""
+
+
+class _Stream:
+    """What one streamed response has said so far."""
+
+    def __init__(self, sent_s: float) -> None:
+        self.sent_s = sent_s
+        self.chunk_times: list[float] = []
+        self.prompt_tokens = 0
+        self.output_tokens = 0
+        self.done = False
+        self.error: str | None = None
+
+    def feed(self, line: str, at_s: float) -> None:
+        if not line.startswith("data:"):
+            return  # blank separators, comments, event names
+        payload = line[5:].strip()
+        if payload == "[DONE]":
+            self.done = True
+            return
+        chunk: dict[str, Any] = json.loads(payload)
+        if "error" in chunk:
+            self.error = f"stream error: {_message(chunk)}"
+            return
+        usage = chunk.get("usage")
+        if usage:
+            self.prompt_tokens = int(usage.get("prompt_tokens") or 0)
+            produced = int(usage.get("completion_tokens") or 0)
+            carried = produced > self.output_tokens
+            self.output_tokens = produced
+        else:
+            carried = any(_choice_text(c) for c in chunk.get("choices") or ())
+        if carried:
+            self.chunk_times.append(at_s)
+
+
+def _choice_text(choice: dict[str, Any]) -> str:
+    delta = choice.get("delta")
+    return (
+        str((delta or {}).get("content") or "") if delta is not None else choice.get("text") or ""
+    )
+
+
+def _message(body: Any) -> str:
+    error = body.get("error") if isinstance(body, dict) else None
+    if isinstance(error, dict):
+        return str(error.get("message") or error)
+    if isinstance(body, dict) and "message" in body:
+        return str(body["message"])
+    return str(error if error is not None else body)[:300]
+
+
+def request_body(planned: PlannedRequest, model: str) -> dict[str, Any]:
+    return {
+        "model": model,
+        "prompt": list(planned.prompt),
+        "max_tokens": planned.max_tokens,
+        "ignore_eos": True,
+        "stream": True,
+        "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+    }
+
+
+async def _send(
+    client: httpx.AsyncClient,
+    planned: PlannedRequest,
+    options: LoadOptions,
+    clock: Clock,
+    stream: _Stream,
+) -> None:
+    """Send one request and read its stream into ``stream``."""
+    stream.sent_s = clock.now()
+    body = request_body(planned, options.model)
+    async with client.stream("POST", "/v1/completions", json=body) as response:
+        if response.status_code != 200:
+            raw = await response.aread()
+            try:
+                detail = _message(json.loads(raw))
+            except ValueError:
+                detail = raw.decode(errors="replace")[:300]
+            stream.error = f"HTTP {response.status_code}: {detail}"
+            return
+        async for line in response.aiter_lines():
+            stream.feed(line, clock.now())
+            if stream.error or stream.done:
+                break
+    if not stream.done and stream.error is None:
+        stream.error = "stream ended without [DONE]"
+
+
+async def _one(
+    client: httpx.AsyncClient,
+    planned: PlannedRequest,
+    due_s: float,
+    options: LoadOptions,
+    *,
+    clock: Clock,
+    slots: asyncio.Semaphore | None,
+) -> RequestRecord:
+    waited = 0.0
+    stream = _Stream(clock.now())
+    deadline = clock.origin + due_s + options.request_timeout_s
+    try:
+        async with asyncio.timeout_at(_loop_time(deadline)):
+            if slots is not None:
+                before = clock.now()
+                await slots.acquire()
+                waited = clock.now() - before
+            try:
+                await _send(client, planned, options, clock, stream)
+            finally:
+                if slots is not None:
+                    slots.release()
+    except TimeoutError:
+        stream.error = f"timed out {options.request_timeout_s:g} s after its scheduled time"
+    except httpx.HTTPError as exc:
+        stream.error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    except (ValueError, KeyError, TypeError) as exc:  # a malformed stream
+        stream.error = f"bad stream: {exc}"
+    return RequestRecord(
+        index=planned.index,
+        traffic_class=planned.traffic_class,
+        scheduled_s=due_s,
+        sent_s=stream.sent_s,
+        chunk_times_s=tuple(stream.chunk_times),
+        end_s=clock.now() if stream.error is None else None,
+        prompt_tokens=stream.prompt_tokens,
+        output_tokens=stream.output_tokens,
+        error=stream.error,
+        slot_wait_s=waited,
+    )
+
+
+def _loop_time(perf_deadline: float) -> float:
+    """A perf_counter deadline on the event loop's clock."""
+    return asyncio.get_running_loop().time() + (perf_deadline - time.perf_counter())
+
+
+async def run_load(
+    url: str,
+    plan: Sequence[PlannedRequest],
+    options: LoadOptions,
+    *,
+    clock: Clock | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> list[RequestRecord]:
+    """Send the plan to the server at ``url``; one record per planned request, in plan order.
+    Scheduled times are on ``clock``: the plan's offsets from the moment sending starts.
+
+    ``clock`` lets telemetry samplers share the load point's origin; ``transport`` swaps the
+    network (tests use it to script failures)."""
+    clock = clock or Clock.start()
+    cap = options.max_concurrency
+    limits = httpx.Limits(max_connections=cap, max_keepalive_connections=cap)
+    slots = asyncio.Semaphore(cap) if cap else None
+    timeout = httpx.Timeout(options.request_timeout_s)
+    async with httpx.AsyncClient(
+        base_url=url, timeout=timeout, limits=limits, transport=transport
+    ) as client:
+        tasks: list[asyncio.Task[RequestRecord]] = []
+        begin = clock.now()  # the schedule starts once the client is ready
+        for planned in sorted(plan, key=lambda p: p.at_s):
+            due = begin + planned.at_s
+            delay = due - clock.now()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(
+                asyncio.create_task(_one(client, planned, due, options, clock=clock, slots=slots))
+            )
+        records = await asyncio.gather(*tasks)
+    return sorted(records, key=lambda r: r.index)

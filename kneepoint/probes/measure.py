@@ -1,0 +1,110 @@
+"""One load point against an HTTP endpoint: load, telemetry on the same clock, a LoadPoint.
+
+The generator and the ``/metrics`` poller share one event loop (scrapes are only fetched
+during the load, parsed after it); NVML samples on its own thread; the engine's CPU is read
+from its process tree. Everything measured is kept alongside the scored point.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from kneepoint.load.plan import PlannedRequest
+from kneepoint.load.point import DEFAULT_LAG_LIMIT_MS, load_point, window_bounds
+from kneepoint.probes.loadgen import Clock, LoadOptions, run_load
+from kneepoint.probes.nvml import NvmlSampler
+from kneepoint.probes.prom import Scrape
+from kneepoint.probes.samplers import HttpSampler, ProcessCpu
+from kneepoint.probes.signals import summarize_signals
+from kneepoint.records.loadpoint import LoadPoint
+from kneepoint.records.measure import RequestRecord
+from kneepoint.records.slo import Slo
+from kneepoint.records.telemetry import GpuSample
+
+
+@dataclass(frozen=True, slots=True)
+class Instruments:
+    """What to read besides the client's own records."""
+
+    scrape_interval_s: float = 1.0
+    sim_telemetry: bool = False
+    """The server is ``kneepoint sim serve``: read its ``/telemetry`` for GPU samples."""
+    nvml_index: int | None = None
+    """Sample this local GPU through NVML (None: do not)."""
+    engine_pid: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Measured:
+    point: LoadPoint
+    records: tuple[RequestRecord, ...]
+    scrapes: tuple[Scrape, ...]
+    gpu: tuple[GpuSample, ...]
+
+
+async def measure_async(
+    url: str,
+    plan: Sequence[PlannedRequest],
+    rate_rps: float,
+    options: LoadOptions,
+    slo: Slo | None,
+    *,
+    instruments: Instruments = Instruments(),
+    trim: float = 0.1,
+    lag_limit_ms: float = DEFAULT_LAG_LIMIT_MS,
+) -> Measured:
+    clock = Clock.start()
+    sampler = HttpSampler(
+        url, clock, interval_s=instruments.scrape_interval_s,
+        sim_telemetry=instruments.sim_telemetry,
+    )  # fmt: skip
+    nvml = (
+        NvmlSampler(clock, instruments.nvml_index) if instruments.nvml_index is not None else None
+    )
+    cpu = ProcessCpu(instruments.engine_pid)
+    stop, ready = asyncio.Event(), asyncio.Event()
+    sampling = asyncio.create_task(sampler.run(stop, ready))
+    if nvml is not None:
+        nvml.start()
+    try:
+        await ready.wait()
+        records = await run_load(url, plan, options, clock=clock)
+    finally:
+        stop.set()
+        await sampling
+        gpu = [*sampler.gpu, *(nvml.stop() if nvml is not None else [])]
+    scrapes = sampler.scrapes()
+    start, end = window_bounds(records, trim)
+    signals = summarize_signals(scrapes, gpu, start, end, engine_cpu_pct=cpu.percent())
+    point = load_point(
+        rate_rps, records, slo, signals=signals, trim=trim, lag_limit_ms=lag_limit_ms
+    )
+    return Measured(point, tuple(records), tuple(scrapes), tuple(gpu))
+
+
+def measure(
+    url: str,
+    plan: Sequence[PlannedRequest],
+    rate_rps: float,
+    options: LoadOptions,
+    slo: Slo | None,
+    *,
+    instruments: Instruments = Instruments(),
+    trim: float = 0.1,
+    lag_limit_ms: float = DEFAULT_LAG_LIMIT_MS,
+) -> Measured:
+    """``measure_async`` on a fresh event loop."""
+    return asyncio.run(
+        measure_async(
+            url,
+            plan,
+            rate_rps,
+            options,
+            slo,
+            instruments=instruments,
+            trim=trim,
+            lag_limit_ms=lag_limit_ms,
+        )
+    )

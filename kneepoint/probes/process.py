@@ -1,0 +1,172 @@
+"""A server process: launched in its own process group, watched, classified, stopped.
+
+Used for real ``vllm serve`` and for ``kneepoint sim serve`` alike. The whole process group
+is the unit: vLLM forks engine-core and worker processes, and stopping only the parent
+leaves them holding the GPU. Output goes to a log file in the run folder, which is also what
+failures are classified from, in vLLM's own words.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import httpx
+
+FailureKind = Literal["startup_oom", "bad_argument", "crashed", "hung", "timed_out"]
+
+# vLLM's own wording, across versions and platforms (CUDA and the CPU build).
+_OOM = re.compile(
+    r"CUDA out of memory|OutOfMemoryError|No available memory for the cache blocks"
+    r"|larger than the available KV cache memory|Insufficient memory|out of memory",
+    re.IGNORECASE,
+)
+_BAD_ARGUMENT = re.compile(
+    r"error: unrecognized arguments|error: argument |invalid choice|ValidationError"
+    r"|not modeled by the simulator|error: the following arguments are required"
+)
+_KV_TOKENS = re.compile(r"(?:GPU|CPU) KV cache size: ([\d,]+) tokens")
+_ADDRESS_IN_USE = re.compile(r"address already in use", re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """Why a server did not come up or did not stay up."""
+
+    kind: FailureKind
+    message: str
+    exit_code: int | None
+    log_tail: tuple[str, ...]
+
+    def __str__(self) -> str:
+        code = f" (exit {self.exit_code})" if self.exit_code is not None else ""
+        return f"{self.kind}{code}: {self.message}"
+
+
+class ServerFailedError(RuntimeError):
+    def __init__(self, failure: Failure) -> None:
+        super().__init__(str(failure))
+        self.failure = failure
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def kv_capacity_tokens(log: str) -> int | None:
+    """The KV cache size the server announced at startup, in tokens (the last one said)."""
+    found = _KV_TOKENS.findall(log)
+    return int(found[-1].replace(",", "")) if found else None
+
+
+def classify(log: str, exit_code: int | None, *, silent_s: float = 0.0) -> Failure:
+    """Name a failure from the server's log and exit code (None: still running)."""
+    tail = tuple(log.rstrip().splitlines()[-20:])
+    if exit_code is None:
+        kind: FailureKind = "hung" if silent_s > 0 else "timed_out"
+        what = f"no answer, log silent for {silent_s:.0f} s" if silent_s else "still starting"
+        return Failure(kind, what, None, tail)
+    for pattern, kind in ((_OOM, "startup_oom"), (_BAD_ARGUMENT, "bad_argument")):
+        line = _last_matching(tail, pattern) or _last_matching(log.splitlines(), pattern)
+        if line is not None:
+            return Failure(kind, line.strip(), exit_code, tail)
+    return Failure("crashed", tail[-1].strip() if tail else "no output", exit_code, tail)
+
+
+def _last_matching(lines: Sequence[str], pattern: re.Pattern[str]) -> str | None:
+    for line in reversed(lines):
+        if pattern.search(line):
+            return line
+    return None
+
+
+class ServerProcess:
+    """One launched server. Use as a context manager: leaving it stops the process group."""
+
+    def __init__(
+        self, argv: Sequence[str], log_path: Path, env: Mapping[str, str] | None = None
+    ) -> None:
+        self.argv = list(argv)
+        self.log_path = log_path
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = log_path.open("ab")
+        self.proc = subprocess.Popen(
+            self.argv, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
+            env={**os.environ, **(env or {})}, start_new_session=True,
+        )  # fmt: skip
+
+    def __enter__(self) -> ServerProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def failure(self, *, silent_s: float = 0.0) -> Failure:
+        return classify(self.log_text(), self.proc.poll(), silent_s=silent_s)
+
+    def wait_healthy(self, url: str, timeout_s: float, *, hang_after_s: float = 300.0) -> None:
+        """Poll ``/health`` until 200. Raises ServerFailedError if the process exits, its log
+        goes silent for ``hang_after_s`` (hung), or ``timeout_s`` passes (timed out)."""
+        start = time.monotonic()
+        last_size, last_growth = -1, start
+        with httpx.Client(timeout=2.0) as client:
+            while True:
+                if not self.alive():
+                    raise ServerFailedError(self.failure())
+                with contextlib.suppress(httpx.HTTPError):
+                    if client.get(f"{url}/health").status_code == 200:
+                        return
+                now = time.monotonic()
+                size = self.log_path.stat().st_size
+                if size != last_size:
+                    last_size, last_growth = size, now
+                if now - last_growth > hang_after_s:
+                    raise ServerFailedError(self.failure(silent_s=now - last_growth))
+                if now - start > timeout_s:
+                    raise ServerFailedError(self.failure())
+                time.sleep(0.25)
+
+    def stop(self, grace_s: float = 15.0) -> int | None:
+        """SIGTERM the process group, then SIGKILL whatever is left after ``grace_s``."""
+        try:
+            if self.alive():
+                self._signal_group(signal.SIGTERM)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self.proc.wait(timeout=grace_s)
+            # Children can outlive a parent that exited: the group goes either way.
+            self._signal_group(signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=grace_s)
+        finally:
+            self._log.close()
+        return self.proc.returncode
+
+    def _signal_group(self, sig: signal.Signals) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, sig)
+
+
+def address_in_use(log: str) -> bool:
+    """Whether a failed start was a port race (worth one retry on another port)."""
+    return bool(_ADDRESS_IN_USE.search(log))

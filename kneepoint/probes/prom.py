@@ -1,0 +1,132 @@
+"""vLLM's Prometheus ``/metrics``: parsed with prometheus_client, named across versions.
+
+A ``Scrape`` is one parse of the text at a time on the load point's clock: every sample
+summed over its label sets (engines, finish reasons), histograms kept as sum, count and
+cumulative buckets, and the ``*_info`` gauges' labels. Code asks by canonical name
+(``kv_cache_usage``); the aliases map that to whichever name this vLLM version exports
+(``vllm:kv_cache_usage_perc``, or ``vllm:gpu_cache_usage_perc`` before it).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
+
+# Canonical name -> exported family names, newest first.
+ALIASES: dict[str, tuple[str, ...]] = {
+    "running": ("vllm:num_requests_running",),
+    "waiting": ("vllm:num_requests_waiting",),
+    "kv_cache_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
+    "preemptions": ("vllm:num_preemptions", "vllm:num_preemptions_total"),
+    "prompt_tokens": ("vllm:prompt_tokens",),
+    "generation_tokens": ("vllm:generation_tokens",),
+    "prefix_cache_queries": ("vllm:prefix_cache_queries", "vllm:gpu_prefix_cache_queries"),
+    "prefix_cache_hits": ("vllm:prefix_cache_hits", "vllm:gpu_prefix_cache_hits"),
+    "request_success": ("vllm:request_success",),
+    "ttft": ("vllm:time_to_first_token_seconds",),
+    "itl": ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"),
+    "e2e": ("vllm:e2e_request_latency_seconds",),
+    "queue_time": ("vllm:request_queue_time_seconds",),
+    "iteration_tokens": ("vllm:iteration_tokens_total",),
+    "cache_config": ("vllm:cache_config_info",),
+}
+# Gauges whose engines' values are averaged rather than summed.
+_MEAN_GAUGES = {"kv_cache_usage"}
+
+
+@dataclass(frozen=True, slots=True)
+class Histogram:
+    sum: float
+    count: float
+    buckets: tuple[tuple[float, float], ...]
+    """(upper bound, cumulative count), ascending, +Inf last."""
+
+    def minus(self, earlier: Histogram) -> Histogram:
+        past = dict(earlier.buckets)
+        buckets = tuple((le, n - past.get(le, 0.0)) for le, n in self.buckets)
+        return Histogram(self.sum - earlier.sum, self.count - earlier.count, buckets)
+
+    @property
+    def mean(self) -> float | None:
+        return self.sum / self.count if self.count > 0 else None
+
+
+@dataclass(frozen=True, slots=True)
+class Scrape:
+    at_s: float
+    values: dict[str, list[float]] = field(default_factory=dict)
+    """Family name -> one value per label set (counters and gauges)."""
+    histograms: dict[str, Histogram] = field(default_factory=dict)
+    info: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def _family(self, canonical: str, table: Mapping[str, object]) -> str | None:
+        for name in ALIASES.get(canonical, (canonical,)):
+            if name in table:
+                return name
+        return None
+
+    def value(self, canonical: str) -> float | None:
+        name = self._family(canonical, self.values)
+        if name is None:
+            return None
+        values = self.values[name]
+        return sum(values) / len(values) if canonical in _MEAN_GAUGES else sum(values)
+
+    def histogram(self, canonical: str) -> Histogram | None:
+        name = self._family(canonical, self.histograms)
+        return self.histograms[name] if name else None
+
+    def labels(self, canonical: str) -> dict[str, str] | None:
+        name = self._family(canonical, self.info)
+        return self.info[name] if name else None
+
+
+def parse_metrics(text: str, at_s: float = 0.0) -> Scrape:
+    """Parse Prometheus text exposition (raises ValueError on malformed text)."""
+    scrape = Scrape(at_s)
+    for family in text_string_to_metric_families(text):
+        name = family.name
+        if family.type == "histogram":
+            scrape.histograms[name] = _histogram(family.samples, name)
+        elif family.type in ("counter", "gauge", "unknown", "info"):
+            for sample in family.samples:
+                if sample.name.endswith("_created"):
+                    continue
+                if name.endswith("_info") or family.type == "info":
+                    scrape.info[name] = dict(sample.labels)
+                scrape.values.setdefault(name, []).append(float(sample.value))
+    return scrape
+
+
+def _histogram(samples: Sequence[Sample], name: str) -> Histogram:
+    total = count = 0.0
+    buckets: dict[float, float] = {}
+    for sample in samples:
+        value = float(sample.value)
+        if sample.name == f"{name}_sum":
+            total += value
+        elif sample.name == f"{name}_count":
+            count += value
+        elif sample.name == f"{name}_bucket":
+            le = float(sample.labels["le"])
+            buckets[le] = buckets.get(le, 0.0) + value
+    return Histogram(total, count, tuple(sorted(buckets.items())))
+
+
+def quantile(hist: Histogram, q: float) -> float | None:
+    """Linear interpolation inside the bucket holding the q-quantile, as PromQL does."""
+    if hist.count <= 0:
+        return None
+    rank, lower, below = q * hist.count, 0.0, 0.0
+    for le, cumulative in hist.buckets:
+        if cumulative >= rank:
+            if math.isinf(le):
+                return lower
+            inside = cumulative - below
+            return lower + (le - lower) * ((rank - below) / inside if inside else 0.0)
+        lower, below = le, cumulative
+    return lower

@@ -1,0 +1,125 @@
+"""Telemetry sampled during a load point, on the load point's clock.
+
+``HttpSampler`` polls the server's ``/metrics`` (and, for the simulator, its ``/telemetry``)
+every interval; ``ProcessCpu`` reads the engine's process tree through psutil. A source that
+fails or does not exist yields nothing: none of them raises into the measurement.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+
+import httpx
+import psutil
+import structlog
+
+from kneepoint.probes.loadgen import Clock
+from kneepoint.probes.prom import Scrape, parse_metrics
+from kneepoint.records.telemetry import GpuSample
+
+log = structlog.get_logger(__name__)
+
+
+class HttpSampler:
+    """Scrapes of ``/metrics``, and GPU samples from ``/telemetry`` where the server has one."""
+
+    def __init__(
+        self, url: str, clock: Clock, *, interval_s: float = 0.5, sim_telemetry: bool = False
+    ) -> None:
+        self.url, self.clock, self.interval_s = url, clock, interval_s
+        self.sim_telemetry = sim_telemetry
+        self._raw: list[tuple[float, str]] = []
+        self._parsed: list[Scrape] = []
+        self.gpu: list[GpuSample] = []
+        self.errors = 0
+
+    async def scrape_once(self, client: httpx.AsyncClient) -> None:
+        """Fetch ``/metrics`` and keep the text: parsing waits until the load is over, so
+        that it never delays a send on the generator's event loop."""
+        try:
+            response = await client.get(f"{self.url}/metrics")
+            response.raise_for_status()
+        except httpx.HTTPError as exc:
+            self.errors += 1
+            log.debug("metrics.scrape_failed", url=self.url, error=str(exc))
+            return
+        self._raw.append((self.clock.now(), response.text))
+
+    def scrapes(self) -> list[Scrape]:
+        """Every scrape so far, parsed (unparseable ones are counted in ``errors``)."""
+        parsed = []
+        for at_s, text in self._raw:
+            try:
+                parsed.append(parse_metrics(text, at_s))
+            except ValueError as exc:
+                self.errors += 1
+                log.warning("metrics.unparseable", url=self.url, error=str(exc))
+        self._raw = []
+        self._parsed += parsed
+        return list(self._parsed)
+
+    async def _gpu_once(self, client: httpx.AsyncClient) -> None:
+        try:
+            response = await client.get(
+                f"{self.url}/telemetry", params={"window_s": self.interval_s}
+            )
+            response.raise_for_status()
+            sample = GpuSample.model_validate(response.json())
+        except (httpx.HTTPError, ValueError) as exc:
+            self.errors += 1
+            log.debug("telemetry.sample_failed", url=self.url, error=str(exc))
+            return
+        # The server's window is on its own clock: re-anchor it on ours.
+        end = self.clock.now()
+        span = sample.end_s - sample.start_s
+        self.gpu.append(sample.model_copy(update={"start_s": end - span, "end_s": end}))
+
+    async def run(self, stop: asyncio.Event, ready: asyncio.Event | None = None) -> None:
+        """Sample until ``stop`` is set, then once more (so the window's end is covered).
+        ``ready`` is set after the first scrape: the baseline every counter is read from."""
+        async with httpx.AsyncClient(timeout=max(2.0, self.interval_s * 4)) as client:
+            while True:
+                await self.scrape_once(client)
+                if self.sim_telemetry:
+                    await self._gpu_once(client)
+                if ready is not None:
+                    ready.set()
+                if stop.is_set():
+                    return
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), self.interval_s)
+
+
+class ProcessCpu:
+    """CPU used by a process and its children between two readings (100 = one core)."""
+
+    def __init__(self, pid: int | None) -> None:
+        self._root: psutil.Process | None = None
+        if pid is not None:
+            with contextlib.suppress(psutil.Error):
+                self._root = psutil.Process(pid)
+        self._start = self._cpu_seconds()
+        self._wall = time.perf_counter()
+
+    def _cpu_seconds(self) -> float | None:
+        if self._root is None:
+            return None
+        total = 0.0
+        try:
+            procs = [self._root, *self._root.children(recursive=True)]
+        except psutil.Error:
+            return None
+        for proc in procs:
+            with contextlib.suppress(psutil.Error):
+                times = proc.cpu_times()
+                total += times.user + times.system
+        return total
+
+    def percent(self) -> float | None:
+        """Average CPU since construction; None without a process to read."""
+        now, wall = self._cpu_seconds(), time.perf_counter()
+        if now is None or self._start is None or wall <= self._wall:
+            return None
+        return max(0.0, (now - self._start) / (wall - self._wall) * 100.0)

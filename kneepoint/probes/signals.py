@@ -1,0 +1,124 @@
+"""Signals over a load point's stable window, from scrapes and GPU samples on its clock.
+
+Gauges are averaged over the scrapes inside the window; counters become rates between the
+scrapes that bracket it; histograms are differenced the same way (tokens per step is the
+mean of ``iteration_tokens_total`` over the window). GPU samples are weighted by how much of
+each falls inside the window.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from statistics import fmean
+
+from kneepoint.probes.prom import Scrape
+from kneepoint.records.loadpoint import Signals
+from kneepoint.records.telemetry import GpuSample
+
+_GPU_FIELDS = (
+    "gpu_util_pct", "memory_util_pct", "sm_util_pct", "tensor_util_pct", "dram_bw_util_pct",
+    "power_w",
+)  # fmt: skip
+
+
+def _bracket(scrapes: Sequence[Scrape], start: float, end: float) -> tuple[Scrape, Scrape] | None:
+    """The last scrape at or before ``start`` (else the first) and the first at or after
+    ``end`` (else the last): the widest honest view of the window."""
+    if len(scrapes) < 2:
+        return None
+    before = [s for s in scrapes if s.at_s <= start]
+    after = [s for s in scrapes if s.at_s >= end]
+    first = before[-1] if before else scrapes[0]
+    last = after[0] if after else scrapes[-1]
+    return (first, last) if last.at_s > first.at_s else None
+
+
+def _rate(pair: tuple[Scrape, Scrape] | None, name: str) -> float | None:
+    if pair is None:
+        return None
+    a, b = pair[0].value(name), pair[1].value(name)
+    if a is None or b is None:
+        return None
+    return max(0.0, b - a) / (pair[1].at_s - pair[0].at_s)
+
+
+def _mean(scrapes: Sequence[Scrape], name: str) -> float | None:
+    values = [v for s in scrapes if (v := s.value(name)) is not None]
+    return fmean(values) if values else None
+
+
+def _max(scrapes: Sequence[Scrape], name: str) -> float | None:
+    values = [v for s in scrapes if (v := s.value(name)) is not None]
+    return max(values) if values else None
+
+
+def _ratio_of_deltas(pair: tuple[Scrape, Scrape] | None, num: str, den: str) -> float | None:
+    top, bottom = _rate(pair, num), _rate(pair, den)
+    return min(1.0, top / bottom) if top is not None and bottom else None
+
+
+def _tokens_per_step(pair: tuple[Scrape, Scrape] | None) -> float | None:
+    if pair is None:
+        return None
+    a, b = pair[0].histogram("iteration_tokens"), pair[1].histogram("iteration_tokens")
+    return b.minus(a).mean if a is not None and b is not None else None
+
+
+def _cache_config(scrapes: Sequence[Scrape]) -> dict[str, str]:
+    for scrape in reversed(scrapes):
+        labels = scrape.labels("cache_config")
+        if labels:
+            return labels
+    return {}
+
+
+def _int_label(labels: dict[str, str], key: str) -> int | None:
+    try:
+        return int(float(labels[key]))
+    except (KeyError, ValueError):
+        return None
+
+
+def _gpu_means(samples: Sequence[GpuSample], start: float, end: float) -> dict[str, float]:
+    weights = [max(0.0, min(s.end_s, end) - max(s.start_s, start)) for s in samples]
+    means: dict[str, float] = {}
+    for field in _GPU_FIELDS:
+        pairs = [(getattr(s, field), w) for s, w in zip(samples, weights, strict=True)]
+        pairs = [(v, w) for v, w in pairs if v is not None and w > 0]
+        total = sum(w for _, w in pairs)
+        if total > 0:
+            means[field] = sum(v * w for v, w in pairs) / total
+    return means
+
+
+def summarize_signals(
+    scrapes: Sequence[Scrape],
+    gpu: Sequence[GpuSample],
+    start_s: float,
+    end_s: float,
+    *,
+    engine_cpu_pct: float | None = None,
+) -> Signals:
+    inside = [s for s in scrapes if start_s <= s.at_s <= end_s] or list(scrapes)
+    pair = _bracket(scrapes, start_s, end_s)
+    config = _cache_config(scrapes)
+    kv_mean, kv_max = _mean(inside, "kv_cache_usage"), _max(inside, "kv_cache_usage")
+    in_window = [s for s in gpu if s.end_s > start_s and s.start_s < end_s]
+    return Signals(
+        kv_usage_mean=min(1.0, kv_mean) if kv_mean is not None else None,
+        kv_usage_max=min(1.0, kv_max) if kv_max is not None else None,
+        running_mean=_mean(inside, "running"),
+        running_max=_max(inside, "running"),
+        waiting_mean=_mean(inside, "waiting"),
+        preemptions_per_s=_rate(pair, "preemptions"),
+        prefix_hit_rate=_ratio_of_deltas(pair, "prefix_cache_hits", "prefix_cache_queries"),
+        tokens_per_step_mean=_tokens_per_step(pair),
+        prompt_tokens_per_s=_rate(pair, "prompt_tokens"),
+        generation_tokens_per_s=_rate(pair, "generation_tokens"),
+        num_gpu_blocks=_int_label(config, "num_gpu_blocks"),
+        block_size=_int_label(config, "block_size"),
+        engine_cpu_pct=engine_cpu_pct,
+        metric_samples=len(inside),
+        gpu_samples=len(in_window),
+        **_gpu_means(in_window, start_s, end_s),
+    )

@@ -1,0 +1,70 @@
+"""One measured load point: what the client saw, what the engine said, and whether to trust it."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from kneepoint.records.base import Record
+from kneepoint.records.measure import Dist
+
+
+class Signals(Record):
+    """Engine and GPU signals over a load point's stable window; ``None`` where no source
+    could tell (no GPU, an older vLLM, a backend without that instrument)."""
+
+    kv_usage_mean: float | None = Field(default=None, ge=0.0, le=1.0)
+    kv_usage_max: float | None = Field(default=None, ge=0.0, le=1.0)
+    running_mean: float | None = Field(default=None, ge=0.0)
+    running_max: float | None = Field(default=None, ge=0.0)
+    waiting_mean: float | None = Field(default=None, ge=0.0)
+    preemptions_per_s: float | None = Field(default=None, ge=0.0)
+    prefix_hit_rate: float | None = Field(default=None, ge=0.0, le=1.0)
+    """Prefix-cache hits / queries, in tokens."""
+    tokens_per_step_mean: float | None = Field(default=None, ge=0.0)
+    prompt_tokens_per_s: float | None = Field(default=None, ge=0.0)
+    generation_tokens_per_s: float | None = Field(default=None, ge=0.0)
+    max_num_seqs: int | None = Field(default=None, ge=1)
+    """The running cap the server runs with, where it says (vLLM does not export it)."""
+    num_gpu_blocks: int | None = Field(default=None, ge=0)
+    block_size: int | None = Field(default=None, ge=1)
+    gpu_util_pct: float | None = Field(default=None, ge=0.0, le=100.0)
+    memory_util_pct: float | None = Field(default=None, ge=0.0, le=100.0)
+    sm_util_pct: float | None = Field(default=None, ge=0.0, le=100.0)
+    tensor_util_pct: float | None = Field(default=None, ge=0.0, le=100.0)
+    dram_bw_util_pct: float | None = Field(default=None, ge=0.0, le=100.0)
+    power_w: float | None = Field(default=None, ge=0.0)
+    engine_cpu_pct: float | None = Field(default=None, ge=0.0)
+    """CPU of the engine's processes (100 = one core busy)."""
+    metric_samples: int = Field(default=0, ge=0)
+    gpu_samples: int = Field(default=0, ge=0)
+
+
+class LoadPoint(Record):
+    """One offered rate, scored over its stable window."""
+
+    rate_rps: float = Field(gt=0.0)
+    window_start_s: float
+    window_end_s: float
+    sent: int = Field(ge=0)
+    """Requests in the stable window."""
+    completed: int = Field(ge=0)
+    failed: int = Field(ge=0)
+    timed_out: int = Field(ge=0)
+    achieved_rps: float = Field(ge=0.0)
+    """Completions per second over the window."""
+    goodput_rps: float = Field(ge=0.0)
+    goodput_by_class_rps: dict[str, float] = Field(default_factory=dict)
+    meets_slo: bool
+    violations: tuple[str, ...] = ()
+    dists: dict[str, dict[str, Dist]]
+    """Per traffic class, per metric (ttft, itl, tpot, e2e)."""
+    send_lag_p50_ms: float
+    send_lag_p99_ms: float
+    """The client's own lag behind its schedule (concurrency-cap waits taken out)."""
+    client_bound: bool
+    """The client could not keep its schedule: the point says nothing about the server."""
+    signals: Signals = Signals()
+
+    @property
+    def valid(self) -> bool:
+        return not self.client_bound

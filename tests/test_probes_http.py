@@ -1,0 +1,182 @@
+"""The probes against `kneepoint sim serve` launched as a real process: the load generator's
+latencies agree with the server's own histograms, goodput matches a hand count, a starved
+client is flagged, and failures are recorded rather than raised."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+
+import httpx
+import numpy as np
+import pytest
+
+from kneepoint.config.study import load_study
+from kneepoint.load.plan import PlannedRequest, plan_requests
+from kneepoint.load.score import stable_window
+from kneepoint.probes.loadgen import LoadOptions, run_load
+from kneepoint.probes.measure import Instruments, Measured, measure, measure_async
+from kneepoint.probes.process import ServerProcess, free_port
+from kneepoint.records.slo import ClassSlo, Slo
+from tests.conftest import QUICKSTART
+
+MODEL = "llama-3.2-1b"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int]]:
+    port = free_port()
+    argv = [sys.executable, "-m", "kneepoint.agent.cli", "sim", "serve", "--gpu", "h100",
+            "--model", MODEL, "--port", str(port), "--max-num-seqs", "64",
+            "--max-model-len", "8192"]  # fmt: skip
+    log = tmp_path_factory.mktemp("server") / "server.log"
+    with ServerProcess(argv, log) as proc:
+        url = f"http://127.0.0.1:{port}"
+        proc.wait_healthy(url, timeout_s=60)
+        warm = PlannedRequest(0, 0.0, "chat", tuple(range(1000, 1100)), 4, None)
+        asyncio.run(run_load(url, [warm], LoadOptions(model=MODEL)))  # first-request costs
+        yield url, proc.pid
+
+
+def _measure(
+    url: str, pid: int, rate: float, count: int, *overrides: str,
+    slo: Slo | None = None, max_tokens: int | None = None,
+) -> Measured:  # fmt: skip
+    study = load_study(QUICKSTART, overrides)
+    plan = plan_requests(study.workload, rate, num_requests=count, seed=3)
+    if max_tokens is not None:  # short answers keep the test short
+        plan = [replace(p, max_tokens=min(p.max_tokens, max_tokens)) for p in plan]
+    instruments = Instruments(scrape_interval_s=0.5, sim_telemetry=True, engine_pid=pid)
+    options = LoadOptions(model=MODEL)
+    return measure(url, plan, rate, options, slo or study.slo, instruments=instruments)
+
+
+@pytest.mark.parametrize("rate", [4.0, 16.0])
+def test_client_latencies_agree_with_the_servers_histograms(
+    server: tuple[str, int], rate: float
+) -> None:
+    url, pid = server
+    measured = _measure(url, pid, rate, int(rate * 6))
+    first, last = measured.scrapes[0], measured.scrapes[-1]
+    records = [r for r in measured.records if r.ok]
+    assert len(records) == len(measured.records)
+    for metric, client_ms in (
+        ("ttft", [(r.chunk_times_s[0] - r.sent_s) * 1e3 for r in records]),
+        ("e2e", [(r.end_s - r.sent_s) * 1e3 for r in records if r.end_s is not None]),
+    ):
+        before, after = first.histogram(metric), last.histogram(metric)
+        assert before is not None and after is not None
+        delta = after.minus(before)
+        assert delta.count == len(records)
+        server_ms = delta.sum / delta.count * 1e3
+        # The server clocks from the engine's arrival to the token, not from the client's
+        # send to the chunk's receipt: HTTP parsing on both sides, the server's wall-clock
+        # driver and loopback add a few milliseconds (4-6 measured on a 2-core machine that
+        # runs server and client both); the gap must not grow with the latency itself.
+        gap = np.mean(client_ms) - server_ms
+        assert -1.0 <= gap <= 8.0 + 0.02 * server_ms, (metric, gap, server_ms)
+    assert not measured.point.client_bound
+    signals = measured.point.signals
+    assert signals.kv_usage_mean is not None and signals.running_mean is not None
+    assert signals.gpu_util_pct is not None and signals.sm_util_pct is not None
+    assert signals.block_size == 16 and signals.num_gpu_blocks
+
+
+def test_goodput_per_class_matches_a_hand_count(server: tuple[str, int]) -> None:
+    url, pid = server
+    # Limits tight enough that some requests of each class miss them.
+    slo = Slo(classes={
+        "siso": ClassSlo(ttft_p99_ms=9.0, itl_p95_ms=2.0),
+        "silo": ClassSlo(itl_p95_ms=2.0),
+        "liso": ClassSlo(ttft_p99_ms=12.0),
+        "lilo": ClassSlo(ttft_p99_ms=12.0, itl_p95_ms=2.2),
+    })  # fmt: skip
+    measured = _measure(url, pid, 6.0, 48, "workload=mix", slo=slo, max_tokens=160)
+    window = stable_window(measured.records, 0.1)
+    span = max(r.scheduled_s for r in window) - min(r.scheduled_s for r in window)
+    by_hand: dict[str, int] = {}
+    for rec in window:
+        limits = slo.for_class(rec.traffic_class)
+        ok = rec.error is None and rec.end_s is not None
+        if ok and limits is not None:
+            ttft = (rec.chunk_times_s[0] - rec.scheduled_s) * 1e3
+            gaps = np.diff(np.array(rec.chunk_times_s)) * 1e3
+            ok = ttft <= (limits.ttft_p99_ms or np.inf) and (
+                len(gaps) == 0 or np.percentile(gaps, 95) <= (limits.itl_p95_ms or np.inf)
+            )
+        by_hand[rec.traffic_class] = by_hand.get(rec.traffic_class, 0) + ok
+    point = measured.point
+    assert len(by_hand) >= 2
+    assert 0 < sum(by_hand.values()) < len(window), "the limits should split the requests"
+    assert point.goodput_by_class_rps == pytest.approx({k: v / span for k, v in by_hand.items()})
+    assert point.goodput_rps == pytest.approx(sum(by_hand.values()) / span)
+
+
+def test_a_starved_client_is_flagged_not_blamed_on_the_server(server: tuple[str, int]) -> None:
+    url, _ = server
+    study = load_study(QUICKSTART)
+    plan = plan_requests(study.workload, 10.0, num_requests=40, seed=1)
+
+    async def starved() -> Measured:
+        async def hog() -> None:  # another task on the generator's loop holding the CPU
+            while True:
+                time.sleep(0.03)
+                await asyncio.sleep(0.01)
+
+        task = asyncio.create_task(hog())
+        try:
+            return await measure_async(url, plan, 10.0, LoadOptions(model=MODEL), study.slo)
+        finally:
+            task.cancel()
+
+    calm = measure(url, plan, 10.0, LoadOptions(model=MODEL), study.slo)
+    hogged = asyncio.run(starved())
+    assert not calm.point.client_bound
+    assert hogged.point.client_bound and not hogged.point.valid
+    assert hogged.point.send_lag_p99_ms > 10
+
+
+def test_failures_are_recorded_not_raised(server: tuple[str, int]) -> None:
+    url, _ = server
+    too_long = PlannedRequest(0, 0.0, "chat", tuple(range(1000, 9000)), 500, None)
+    fine = PlannedRequest(1, 0.01, "chat", tuple(range(1000, 1100)), 4, None)
+    nowhere = f"http://127.0.0.1:{free_port()}"
+    records = asyncio.run(run_load(url, [too_long, fine], LoadOptions(model=MODEL)))
+    assert records[0].error is not None and records[0].error.startswith("HTTP 400")
+    assert "maximum context length" in records[0].error
+    assert records[1].ok and records[1].output_tokens == 4 and len(records[1].chunk_times_s) == 4
+    refused = asyncio.run(run_load(nowhere, [fine], LoadOptions(model=MODEL)))
+    assert refused[0].error is not None and "Connect" in refused[0].error
+
+
+def test_a_cut_stream_a_bad_chunk_and_a_timeout_are_recorded() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        body = request.read()
+        if b'"max_tokens":1,' in body:
+            return httpx.Response(200, content=b'data: {"choices":[{"text":"a"}]}\n\n')
+        if b'"max_tokens":2,' in body:
+            return httpx.Response(200, content=b"data: {not json\n\n")
+        return httpx.Response(503, json={"error": {"message": "overloaded"}})
+
+    plan = [PlannedRequest(i, 0.0, "c", (5, 6), i + 1, None) for i in range(3)]
+    records = asyncio.run(
+        run_load(
+            "http://test", plan, LoadOptions(model="m"), transport=httpx.MockTransport(handler)
+        )
+    )
+    assert records[0].error == "stream ended without [DONE]" and records[0].chunk_times_s
+    assert records[1].error is not None and records[1].error.startswith("bad stream")
+    assert records[2].error == "HTTP 503: overloaded"
+    assert not any(r.ok for r in records)
+
+
+def test_a_request_past_its_deadline_is_cut_off_and_recorded(server: tuple[str, int]) -> None:
+    url, _ = server
+    slow = PlannedRequest(0, 0.0, "chat", tuple(range(1000, 1100)), 4000, None)
+    options = LoadOptions(model=MODEL, request_timeout_s=0.3)
+    records = asyncio.run(run_load(url, [slow], options))
+    assert records[0].error is not None and records[0].error.startswith("timed out")
+    assert records[0].chunk_times_s  # what streamed before the cut is kept
