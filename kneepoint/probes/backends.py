@@ -1,0 +1,199 @@
+"""Engine backends behind one interface: ``serve(config, trial_dir)`` yields an ``Endpoint``.
+
+- ``LaunchBackend``: starts a server process per configuration (real ``vllm serve``, or
+  ``kneepoint sim serve``), waits for health, checks that the server answering is the one it
+  started with this config, reads the KV capacity from the startup log, and stops the whole
+  process group on the way out. Start failures raise ``ServerFailedError`` with the failure
+  classified from the server's own output.
+- ``AttachBackend``: a server someone else runs; measure and diagnose only.
+"""
+
+from __future__ import annotations
+
+import secrets
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+import httpx
+
+from kneepoint.probes.measure import Instruments
+from kneepoint.probes.process import (
+    Failure,
+    ServerFailedError,
+    ServerProcess,
+    address_in_use,
+    free_port,
+    kv_capacity_tokens,
+)
+from kneepoint.probes.prom import parse_metrics
+from kneepoint.records.engine import EngineConfig
+from kneepoint.records.study import VllmBackend
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """A server ready for load: where, under which model name, and what measures it."""
+
+    url: str
+    served_model: str
+    instruments: Instruments = field(default_factory=Instruments)
+    process: ServerProcess | None = None
+    kv_capacity_tokens: int | None = None
+    notes: tuple[str, ...] = field(default=())
+
+    def failure(self) -> Failure | None:
+        """Why the server is gone, if its process has exited (None: still up, or not ours)."""
+        if self.process is None or self.process.alive():
+            return None
+        return self.process.failure()
+
+
+class Backend(Protocol):
+    can_change_knobs: bool
+
+    def serve(self, config: EngineConfig, trial_dir: Path) -> Iterator[Endpoint]: ...
+
+
+ArgvFor = Callable[[EngineConfig, str, int, str], list[str]]
+"""(config, host, port, served model name) -> the launch argv."""
+
+
+def vllm_argv(spec: VllmBackend) -> ArgvFor:
+    def argv(config: EngineConfig, host: str, port: int, served: str) -> list[str]:
+        base = config.serve_argv(spec.command, spec.model_as)
+        return [*base, "--host", host, "--port", str(port), "--served-model-name", served]
+
+    return argv
+
+
+def sim_argv(gpu: str, model: str) -> ArgvFor:
+    """``kneepoint sim serve`` with the same flags vLLM would get."""
+
+    def argv(config: EngineConfig, host: str, port: int, served: str) -> list[str]:
+        return [sys.executable, "-m", "kneepoint.agent.cli", "sim", "serve", "--gpu", gpu,
+                "--model", model, *config.flag_args(), "--host", host, "--port", str(port),
+                "--served-model-name", served]  # fmt: skip
+
+    return argv
+
+
+class LaunchBackend:
+    """One server process per configuration."""
+
+    can_change_knobs = True
+
+    def __init__(
+        self,
+        argv_for: ArgvFor,
+        *,
+        env: Mapping[str, str] | None = None,
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        startup_timeout_s: float = 900.0,
+        hang_after_s: float = 300.0,
+        sim_telemetry: bool = False,
+        nvml_index: int | None = None,
+    ) -> None:
+        self.argv_for, self.env = argv_for, dict(env or {})
+        self.host, self.port = host, port
+        self.startup_timeout_s, self.hang_after_s = startup_timeout_s, hang_after_s
+        self.sim_telemetry, self.nvml_index = sim_telemetry, nvml_index
+
+    @contextmanager
+    def serve(self, config: EngineConfig, trial_dir: Path) -> Iterator[Endpoint]:
+        # A nonce in the served name: a stale server on the port cannot pass for this one.
+        served = f"{Path(config.model).name}-kp{secrets.token_hex(4)}"
+        for attempt in range(2):
+            port = self.port or free_port(self.host)
+            url = f"http://{self.host}:{port}"
+            argv = self.argv_for(config, self.host, port, served)
+            log_path = trial_dir / ("server.log" if attempt == 0 else f"server.{attempt}.log")
+            with ServerProcess(argv, log_path, self.env) as proc:
+                try:
+                    proc.wait_healthy(url, self.startup_timeout_s, hang_after_s=self.hang_after_s)
+                except ServerFailedError:
+                    if attempt == 0 and self.port is None and address_in_use(proc.log_text()):
+                        continue  # lost a race for the free port: once more on another
+                    raise
+                notes = check_identity(url, served, config)
+                yield Endpoint(
+                    url, served,
+                    Instruments(sim_telemetry=self.sim_telemetry, nvml_index=self.nvml_index,
+                                engine_pid=proc.pid),
+                    proc, kv_capacity_tokens(proc.log_text()), notes,
+                )  # fmt: skip
+                return
+
+
+def check_identity(url: str, served: str, config: EngineConfig) -> tuple[str, ...]:
+    """Raise unless the server lists ``served`` and its ``cache_config_info`` agrees with
+    the knobs asked for; returns notes on what could not be checked."""
+    with httpx.Client(timeout=10.0) as client:
+        models = client.get(f"{url}/v1/models").json()
+        names = [m.get("id") for m in models.get("data", [])]
+        if served not in names:
+            raise ServerFailedError(
+                Failure("crashed", f"wrong server at {url}: serves {names}, not {served}", None, ())
+            )
+        metrics = client.get(f"{url}/metrics").text
+    labels = parse_metrics(metrics).labels("cache_config") or {}
+    if not labels:
+        return ("no vllm:cache_config_info to check the configuration against",)
+    mismatches = config_mismatches(labels, config)
+    if mismatches:
+        message = "server runs a different configuration: " + "; ".join(mismatches)
+        raise ServerFailedError(Failure("bad_argument", message, None, ()))
+    return ()
+
+
+def config_mismatches(labels: Mapping[str, str], config: EngineConfig) -> list[str]:
+    """Knobs set in ``config`` that ``cache_config_info`` reports otherwise."""
+    asked = {
+        "block_size": config.block_size,
+        "gpu_memory_utilization": config.gpu_memory_utilization,
+        "enable_prefix_caching": config.enable_prefix_caching,
+        "cache_dtype": config.kv_cache_dtype,
+    }
+    found = []
+    for key, want in asked.items():
+        if want is None or key not in labels:
+            continue
+        have = labels[key]
+        if isinstance(want, bool):
+            same = have.lower() == str(want).lower()
+        elif isinstance(want, int | float):
+            try:
+                same = abs(float(have) - float(want)) < 1e-9
+            except ValueError:
+                same = False
+        else:
+            same = have == want or (want == "fp8" and have.startswith("fp8"))
+        if not same:
+            found.append(f"{key} is {have}, asked {want}")
+    return found
+
+
+class AttachBackend:
+    """A running server: every configuration is whatever it runs."""
+
+    can_change_knobs = False
+
+    def __init__(self, url: str, *, nvml_index: int | None = None) -> None:
+        self.url, self.nvml_index = url.rstrip("/"), nvml_index
+
+    @contextmanager
+    def serve(self, config: EngineConfig, trial_dir: Path) -> Iterator[Endpoint]:
+        with httpx.Client(timeout=10.0) as client:
+            try:
+                models = client.get(f"{self.url}/v1/models").json()
+            except (httpx.HTTPError, ValueError) as exc:
+                failure = Failure("crashed", f"{self.url} does not answer: {exc}", None, ())
+                raise ServerFailedError(failure) from exc
+        names = [m.get("id") for m in models.get("data", [])]
+        if not names:
+            raise ServerFailedError(Failure("crashed", f"{self.url} serves no model", None, ()))
+        yield Endpoint(self.url, str(names[0]), Instruments(nvml_index=self.nvml_index))

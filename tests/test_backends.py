@@ -1,0 +1,129 @@
+"""The launch backend: every failure class produced by a stand-in for `vllm serve` and named
+from its output, the process group gone after each test; and a real `kneepoint sim serve`
+started, identified and measured through the same launcher."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from kneepoint.load.plan import PlannedRequest
+from kneepoint.probes.backends import (
+    AttachBackend,
+    LaunchBackend,
+    config_mismatches,
+    sim_argv,
+    vllm_argv,
+)
+from kneepoint.probes.loadgen import LoadOptions, run_load
+from kneepoint.probes.process import ServerFailedError, classify, kv_capacity_tokens
+from kneepoint.records.engine import EngineConfig
+from kneepoint.records.study import VllmBackend
+
+FAKE = Path(__file__).resolve().parent / "fakes" / "fake_vllm.py"
+CONFIG = EngineConfig(model="llama-3.2-1b", max_num_seqs=32, block_size=16)
+
+
+def _fake(mode: str, **kwargs: float) -> LaunchBackend:
+    spec = VllmBackend(command=(sys.executable, str(FAKE), mode))
+    return LaunchBackend(vllm_argv(spec), **kwargs)  # type: ignore[arg-type]
+
+
+def _children_gone(log: Path) -> None:
+    pids = [int(p) for p in re.findall(r"engine core started, pid (\d+)", log.read_text())]
+    assert pids, "the fake logs its child"
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        alive = [p for p in pids if psutil.pid_exists(p) and
+                 psutil.Process(p).status() != psutil.STATUS_ZOMBIE]  # fmt: skip
+        if not alive:
+            return
+        time.sleep(0.05)
+    pytest.fail(f"children still running: {alive}")
+
+
+@pytest.mark.parametrize(
+    ("mode", "kind", "words"),
+    [
+        ("oom", "startup_oom", "CUDA out of memory"),
+        ("bad-flag", "bad_argument", "unrecognized arguments: --bogus-flag"),
+        ("crash", "crashed", "Engine core initialization failed"),
+        ("hang", "hung", "log silent"),
+        ("slow", "timed_out", "still starting"),
+    ],
+)
+def test_each_start_failure_is_classified_and_nothing_is_left(
+    tmp_path: Path, mode: str, kind: str, words: str
+) -> None:
+    backend = _fake(mode, startup_timeout_s=3.0, hang_after_s=1.5)
+    with pytest.raises(ServerFailedError) as info, backend.serve(CONFIG, tmp_path):
+        pass
+    failure = info.value.failure
+    assert failure.kind == kind
+    assert words in failure.message
+    assert (failure.exit_code is None) == (kind in {"hung", "timed_out"})
+    _children_gone(tmp_path / "server.log")
+
+
+def test_a_server_that_dies_mid_sweep_is_named_crashed(tmp_path: Path) -> None:
+    spec = VllmBackend(command=(sys.executable, str(FAKE), "serve"))
+    argv = vllm_argv(spec)
+    backend = LaunchBackend(lambda c, h, p, s: [*argv(c, h, p, s), "--die-after", "1.0"])
+    plan = [PlannedRequest(i, i * 0.1, "c", (7, 8, 9), 30, None) for i in range(20)]
+    with backend.serve(CONFIG, tmp_path) as endpoint:
+        assert endpoint.kv_capacity_tokens == 1_750_000
+        records = asyncio.run(run_load(endpoint.url, plan, LoadOptions(endpoint.served_model)))
+        failure = endpoint.failure()
+    assert records[0].ok and not records[-1].ok, "it served, then went away"
+    assert failure is not None and failure.kind == "crashed" and failure.exit_code == 1
+    assert "fatal error" in failure.message
+    _children_gone(tmp_path / "server.log")
+
+
+def test_sim_serve_through_the_launcher_is_identified_and_stopped(tmp_path: Path) -> None:
+    backend = LaunchBackend(sim_argv("h100", "llama-3.2-1b"), sim_telemetry=True)
+    with backend.serve(CONFIG, tmp_path) as endpoint:
+        assert endpoint.served_model.startswith("llama-3.2-1b-kp")
+        assert endpoint.kv_capacity_tokens and endpoint.kv_capacity_tokens > 100_000
+        assert endpoint.notes == ()
+        assert endpoint.failure() is None
+        pid = endpoint.process.pid if endpoint.process else 0
+        attached = AttachBackend(endpoint.url)
+        with attached.serve(CONFIG, tmp_path) as seen:
+            assert seen.served_model == endpoint.served_model
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+def test_a_refused_sim_config_is_classified_from_its_output(tmp_path: Path) -> None:
+    backend = LaunchBackend(sim_argv("l4", "llama-3.1-8b"), startup_timeout_s=30)
+    tiny = EngineConfig(model="llama-3.1-8b", kv_cache_memory_bytes=2**20)
+    with pytest.raises(ServerFailedError) as info, backend.serve(tiny, tmp_path):
+        pass
+    assert info.value.failure.kind == "startup_oom"
+    assert "No available memory for the cache blocks" in info.value.failure.message
+
+
+def test_config_mismatches_name_what_differs() -> None:
+    labels = {"block_size": "32", "gpu_memory_utilization": "0.9",
+              "enable_prefix_caching": "True", "cache_dtype": "auto"}  # fmt: skip
+    config = EngineConfig(model="m", block_size=16, gpu_memory_utilization=0.9,
+                          enable_prefix_caching=False, kv_cache_dtype="fp8")  # fmt: skip
+    assert config_mismatches(labels, config) == [
+        "block_size is 32, asked 16",
+        "enable_prefix_caching is True, asked False",
+        "cache_dtype is auto, asked fp8",
+    ]
+
+
+def test_startup_log_readers() -> None:
+    assert kv_capacity_tokens("INFO CPU KV cache size: 8,192 tokens\n") == 8192
+    assert kv_capacity_tokens("nothing here") is None
+    oom = classify("ValueError: No available memory for the cache blocks. Try increasing", 1)
+    assert oom.kind == "startup_oom"
+    assert classify("", -9).kind == "crashed"
