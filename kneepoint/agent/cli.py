@@ -1,17 +1,15 @@
 """The ``kneepoint`` command line.
 
 Exit status: 0 success, 2 bad input (a configuration problem or a usage error), 3 the
-simulated engine refused to start (vLLM's reason), each printed as one line on stderr with no
-traceback.
+simulated engine refused to start (vLLM's reason), 4 a measured server failed (its failure
+named), each printed as one line on stderr with no traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -19,7 +17,9 @@ import structlog
 import yaml
 
 from kneepoint import __version__
+from kneepoint.agent.files import write_atomically
 from kneepoint.agent.logs import configure_logging
+from kneepoint.agent.sweep_cmd import add_sweep_command
 from kneepoint.config import ConfigError, load_study, study_file_schema
 from kneepoint.physics.defaults import UnmodeledSettingError
 from kneepoint.sim.engine import EngineRefusedError
@@ -74,6 +74,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     add_serve_arguments(serve)
     serve.set_defaults(run=_sim_serve, takes_unknown=True)
+    add_sweep_command(commands)
     return parser
 
 
@@ -108,21 +109,6 @@ def _config_schema(args: argparse.Namespace) -> int:
     else:
         write_atomically(args.output, text)
     return EXIT_OK
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """Write a whole file or nothing: a temporary file beside it, then a rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def main(argv: Sequence[str] | None = None) -> int:

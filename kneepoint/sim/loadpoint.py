@@ -11,12 +11,15 @@ from dataclasses import dataclass
 from kneepoint.config.trace import read_trace
 from kneepoint.load.knee import Capacity, find_capacity
 from kneepoint.load.plan import plan_requests
+from kneepoint.load.point import load_point
 from kneepoint.load.score import Score, score, stable_window
 from kneepoint.records.engine import EngineConfig
+from kneepoint.records.loadpoint import LoadPoint
 from kneepoint.records.study import StudySpec
 from kneepoint.records.workload import TraceArrivals
 from kneepoint.sim.attribution import Attribution
 from kneepoint.sim.engine import SimEngine
+from kneepoint.sim.signals import virtual_signals
 from kneepoint.sim.virtual import VirtualLoad, run_plan
 
 # A request still unfinished this long after the last send counts as timed out.
@@ -33,6 +36,8 @@ class SimLoadPoint:
     """Ground truth over the stable window."""
     preemptions: int
     load: VirtualLoad
+    point: LoadPoint
+    """The same load point as a real server's would be recorded (no ground truth in it)."""
 
 
 def simulate_load_point(
@@ -58,12 +63,14 @@ def simulate_load_point(
     window = stable_window(load.records)
     start = min((r.scheduled_s for r in window), default=0.0)
     end = max((r.scheduled_s for r in window), default=0.0)
+    signals = virtual_signals(sim, load.run.steps, start, end)
     return SimLoadPoint(
         rate_rps=rate_rps,
         score=result,
         truth=load.truth(start, end),
         preemptions=sum(step.preempted for step in load.run.steps),
         load=load,
+        point=load_point(rate_rps, load.records, study.slo, signals=signals),
     )
 
 

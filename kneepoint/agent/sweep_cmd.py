@@ -1,0 +1,94 @@
+"""``kneepoint sweep``: measure one configuration's latency/load curve and its knee.
+
+The console gets the curve as a table (rate, SLO margin, goodput, TTFT/ITL percentiles per
+class) with the knee marked; the whole result, every load point included, goes to a JSON file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+from kneepoint.agent.files import write_atomically
+from kneepoint.config import load_study
+from kneepoint.probes.process import ServerFailedError
+from kneepoint.probes.sweep import knee_search
+from kneepoint.probes.targets import PointSize, open_target
+from kneepoint.records.study import StudySpec
+from kneepoint.records.sweep import SweepResult
+
+EXIT_SERVER_FAILED = 4
+
+
+def add_sweep_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    sweep = commands.add_parser(
+        "sweep", help="measure one configuration's latency/load curve and its SLO knee"
+    )
+    sweep.add_argument("file", type=Path, help="the study YAML file")
+    sweep.add_argument(
+        "--config-set", dest="knobs", action="append", default=[], metavar="KNOB=VALUE",
+        help="set an engine knob, e.g. max_num_seqs=128",
+    )  # fmt: skip
+    sweep.add_argument(
+        "--set", dest="overrides", action="append", default=[], metavar="PATH=VALUE",
+        help="override any study field",
+    )  # fmt: skip
+    sweep.add_argument("--start-rps", type=float, default=1.0, help="first rate of the ramp")
+    sweep.add_argument("--rel-tol", type=float, default=0.05, help="bisection tolerance")
+    sweep.add_argument("--seconds", type=float, default=20.0, help="arrivals per load point")
+    sweep.add_argument("--out", type=Path, help="JSON result (default: runs/<study>/...)")
+    sweep.set_defaults(run=run_sweep)
+
+
+def run_sweep(args: argparse.Namespace) -> int:
+    overrides = [*args.overrides, *(f"engine.{knob}" for knob in args.knobs)]
+    study = load_study(args.file, overrides)
+    config = study.engine
+    out = args.out or Path("runs") / study.name / f"sweep-{config.fingerprint()}.json"
+    trial_dir = out.parent / f"sweep-{config.fingerprint()}"
+    try:
+        with open_target(study, config, trial_dir, PointSize(seconds=args.seconds)) as target:
+            result = knee_search(
+                target.probe, config, study.slo, args.start_rps, rel_tol=args.rel_tol
+            )
+    except ServerFailedError as exc:
+        print(f"kneepoint: the server failed: {exc}", file=sys.stderr)
+        return EXIT_SERVER_FAILED
+    write_atomically(out, result.model_dump_json(indent=2) + "\n")
+    sys.stdout.write(render_curve(study, result) + f"\nwritten: {out}\n")
+    return 0
+
+
+def render_curve(study: StudySpec, result: SweepResult) -> str:
+    """The curve as a fixed-width table, one row per class per rate, the knee marked."""
+    backend = study.backend.kind
+    knobs = " ".join(f"{k}={v}" for k, v in result.config.knob_values().items() if k != "model")
+    header = (
+        f"  {'rate':>8} {'margin':>6} {'goodput':>8}  {'class':<10} {'ttft p50':>9} "
+        f"{'ttft p99':>9} {'itl p50':>8} {'itl p95':>8} {'e2e p99':>9}"
+    )
+    lines = [f"{study.name}: {study.model.name} on {study.gpu.name} ({backend})  {knobs}", header]
+    for entry in sorted(result.points, key=lambda p: p.rate_rps):
+        point = entry.point
+        mark = ">" if entry.rate_rps == result.knee_rps else " "
+        flag = "" if point.valid else "  (client-bound: not counted)"
+        for i, (name, dists) in enumerate(sorted(point.dists.items())):
+            head = (f"{mark} {entry.rate_rps:8.2f} {entry.margin:6.2f} {point.goodput_rps:8.2f}"
+                    if i == 0 else " " * 34)  # fmt: skip
+            ttft, itl, e2e = dists["ttft"], dists["itl"], dists["e2e"]
+            lines.append(
+                f"{head}  {name:<10} {_ms(ttft.p50_ms)} {_ms(ttft.p99_ms)} {_ms(itl.p50_ms, 8)}"
+                f" {_ms(itl.p95_ms, 8)} {_ms(e2e.p99_ms)}{flag if i == 0 else ''}"
+            )
+    if result.capacity_rps is None:
+        lines.append("SLO capacity: no rate tried met the SLO")
+    else:
+        lines.append(f"SLO capacity: {result.capacity_rps:.2f} req/s (interpolated; knee "
+                     f"marked > at {result.knee_rps:.2f} req/s; latencies in ms)")  # fmt: skip
+    return "\n".join(lines)
+
+
+def _ms(value: float, width: int = 9) -> str:
+    return f"{'inf':>{width}}" if math.isinf(value) else f"{value:{width}.1f}"

@@ -1,0 +1,146 @@
+"""Sweeps: which rates to measure on a running server, and the SLO capacity they give.
+
+- ``knee_search``: for a configuration whose knee is unknown, a geometric ramp from a start
+  rate until the SLO fails, then bisection to a relative tolerance.
+- ``screen``: a few rates around an expected knee under a hard time cap: the cheap look a
+  candidate gets before anything is spent on it.
+- ``validate``: the full range, repeated, with the incumbent and the challenger measured in
+  turn at every rate of every repeat so that drift in the machine hits both alike.
+
+A ``Prober`` measures one offered rate for a repeat number (each repeat draws its own requests:
+the seed moves with it), over HTTP or on the simulator's virtual clock. Points
+the client could not keep up with are recorded but never read as the server's capacity.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+
+import structlog
+
+from kneepoint.load.capacity import interpolate_capacity, mean_interval, slo_margin
+from kneepoint.load.knee import find_capacity
+from kneepoint.records.engine import EngineConfig
+from kneepoint.records.loadpoint import LoadPoint
+from kneepoint.records.slo import Slo
+from kneepoint.records.sweep import SweepKind, SweepPoint, SweepResult
+
+log = structlog.get_logger(__name__)
+
+Prober = Callable[[float, int], LoadPoint]
+"""(offered rate, repeat) -> the measured load point."""
+
+SCREEN_FRACTIONS = (0.8, 0.9, 1.0, 1.1, 1.25)
+VALIDATE_FRACTIONS = (0.5, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2, 1.35)
+
+
+class _Run:
+    """Points measured so far, and the wall-clock cap."""
+
+    def __init__(self, slo: Slo | None, time_cap_s: float | None) -> None:
+        self.slo, self.points = slo, list[SweepPoint]()
+        self.started = time.monotonic()
+        self.time_cap_s = time_cap_s
+        self.capped = False
+
+    def over_time(self) -> bool:
+        if self.time_cap_s is not None and time.monotonic() - self.started >= self.time_cap_s:
+            self.capped = True
+        return self.capped
+
+    def measure(
+        self, probe: Prober, rate: float, repeat: int = 0, arm: str = "incumbent"
+    ) -> SweepPoint:
+        point = probe(rate, repeat)
+        entry = SweepPoint(
+            rate_rps=rate, repeat=repeat, arm=arm, margin=slo_margin(point, self.slo), point=point
+        )
+        self.points.append(entry)
+        log.info("sweep.point", arm=arm, repeat=repeat, rate_rps=round(rate, 3),
+                 margin=round(entry.margin, 3), goodput_rps=round(point.goodput_rps, 3),
+                 valid=point.valid)  # fmt: skip
+        return entry
+
+    def result(self, kind: SweepKind, config: EngineConfig, arm: str = "incumbent") -> SweepResult:
+        mine = [p for p in self.points if p.arm == arm]
+        valid = [p for p in mine if p.point.valid]
+        by_repeat = []
+        for repeat in sorted({p.repeat for p in valid}):
+            margins = [(p.rate_rps, p.margin) for p in valid if p.repeat == repeat]
+            capacity = interpolate_capacity(margins)
+            by_repeat.append(capacity if capacity is not None else 0.0)
+        passing = [p.rate_rps for p in valid if p.margin <= 1.0]
+        mean = low = high = None
+        if by_repeat and any(by_repeat):
+            mean, low, high = mean_interval(by_repeat)
+        return SweepResult(
+            kind=kind, config=config, points=tuple(mine), capacity_rps=mean,
+            capacity_low_rps=low, capacity_high_rps=high, capacity_by_repeat=tuple(by_repeat),
+            knee_rps=max(passing) if passing else None,
+            invalid_points=len(mine) - len(valid), capped=self.capped,
+            elapsed_s=time.monotonic() - self.started,
+        )  # fmt: skip
+
+
+def knee_search(
+    probe: Prober,
+    config: EngineConfig,
+    slo: Slo | None,
+    start_rps: float,
+    *,
+    rel_tol: float = 0.05,
+    max_rps: float = 1e4,
+    time_cap_s: float | None = None,
+) -> SweepResult:
+    run = _Run(slo, time_cap_s)
+
+    def passes(rate: float) -> bool:
+        if run.over_time():
+            return False  # stop climbing; the result says it was capped
+        entry = run.measure(probe, rate)
+        return entry.point.valid and entry.margin <= 1.0
+
+    find_capacity(passes, start_rps, rel_tol=rel_tol, max_rps=max_rps)
+    return run.result("knee", config)
+
+
+def screen(
+    probe: Prober,
+    config: EngineConfig,
+    slo: Slo | None,
+    around_rps: float,
+    *,
+    fractions: Sequence[float] = SCREEN_FRACTIONS,
+    time_cap_s: float = 120.0,
+) -> SweepResult:
+    """A few rates around ``around_rps``, lowest first, until the cap; stops early once two
+    rates in a row fail (the knee is behind)."""
+    run, failures = _Run(slo, time_cap_s), 0
+    for fraction in sorted(fractions):
+        if run.over_time() or failures >= 2:
+            break
+        entry = run.measure(probe, around_rps * fraction)
+        failures = failures + 1 if entry.margin > 1.0 else 0
+    return run.result("screen", config)
+
+
+def validate(
+    probes: Mapping[str, Prober],
+    configs: Mapping[str, EngineConfig],
+    slo: Slo | None,
+    around_rps: float,
+    *,
+    repeats: int = 3,
+    fractions: Sequence[float] = VALIDATE_FRACTIONS,
+) -> dict[str, SweepResult]:
+    """Every rate of every repeat measured on each arm in turn (A B A B ...), the order of
+    the arms alternating between repeats."""
+    run = _Run(slo, None)
+    arms = list(probes)
+    for repeat in range(repeats):
+        order = arms if repeat % 2 == 0 else arms[::-1]
+        for fraction in sorted(fractions):
+            for arm in order:
+                run.measure(probes[arm], around_rps * fraction, repeat, arm)
+    return {arm: run.result("validate", configs[arm], arm) for arm in arms}

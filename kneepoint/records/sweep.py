@@ -1,0 +1,42 @@
+"""A sweep's measured points and the SLO capacity read from them."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from kneepoint.records.base import Record
+from kneepoint.records.engine import EngineConfig
+from kneepoint.records.loadpoint import LoadPoint
+
+SweepKind = Literal["knee", "screen", "validate"]
+
+
+class SweepPoint(Record):
+    rate_rps: float = Field(gt=0.0)
+    repeat: int = Field(default=0, ge=0)
+    arm: str = "incumbent"
+    """Which configuration (validation interleaves ``incumbent`` and ``challenger``)."""
+    margin: float = Field(ge=0.0)
+    """Worst observed/limit ratio over the SLO (<= 1 meets it)."""
+    point: LoadPoint
+
+
+class SweepResult(Record):
+    kind: SweepKind
+    config: EngineConfig
+    points: tuple[SweepPoint, ...]
+    capacity_rps: float | None
+    """SLO capacity, interpolated (mean over repeats); None when no rate met the SLO."""
+    capacity_low_rps: float | None = None
+    capacity_high_rps: float | None = None
+    """95% interval over repeats (equal to the capacity for a single repeat)."""
+    capacity_by_repeat: tuple[float, ...] = ()
+    knee_rps: float | None = None
+    """Highest rate that met the SLO."""
+    invalid_points: int = Field(default=0, ge=0)
+    """Points dropped because the client could not keep its schedule."""
+    capped: bool = False
+    """The time cap stopped the sweep before it finished its plan."""
+    elapsed_s: float = Field(default=0.0, ge=0.0)

@@ -1,0 +1,56 @@
+"""The signals a load point on the virtual clock exposes, as a real server's would be read.
+
+Engine gauges (running, waiting, KV usage) are averaged over the steps of the stable window,
+weighted by step time, the way a scraper polling /metrics would see them on average; counters
+become rates; GPU activity comes from the simulated NVML/GPM counters. Ground truth is not
+here: it stays with the simulator's own records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from kneepoint.records.loadpoint import Signals
+from kneepoint.sim.engine import SimEngine, StepRecord
+from kneepoint.sim.telemetry import GpuTelemetry
+
+
+def _weighted(steps: Sequence[StepRecord], value: str) -> float | None:
+    total = sum(s.cost.wall_s for s in steps)
+    if total <= 0:
+        return None
+    return float(sum(getattr(s, value) * s.cost.wall_s for s in steps)) / total
+
+
+def virtual_signals(
+    engine: SimEngine, steps: Sequence[StepRecord], start_s: float, end_s: float
+) -> Signals:
+    inside = [s for s in steps if start_s <= s.start_s < end_s]
+    span = end_s - start_s
+    if not inside or span <= 0:
+        return Signals()
+    gpu = GpuTelemetry(engine.gpu, engine.memory, engine.roofline.linear_peak_tflops).sample(
+        inside, start_s, end_s
+    )
+    kv = engine.kv
+    return Signals(
+        kv_usage_mean=_weighted(inside, "kv_usage"),
+        kv_usage_max=max(s.kv_usage for s in inside),
+        running_mean=_weighted(inside, "running"),
+        running_max=float(max(s.running for s in inside)),
+        waiting_mean=_weighted(inside, "waiting"),
+        preemptions_per_s=sum(s.preempted for s in inside) / span,
+        prefix_hit_rate=kv.hit_tokens / kv.query_tokens if kv.query_tokens else None,
+        tokens_per_step_mean=sum(s.num_tokens for s in inside) / len(inside),
+        generation_tokens_per_s=sum(s.num_samples for s in inside) / span,
+        max_num_seqs=engine.resolved.max_num_seqs,
+        num_gpu_blocks=engine.memory.num_blocks,
+        block_size=engine.resolved.block_size,
+        gpu_util_pct=gpu.gpu_util_pct,
+        memory_util_pct=gpu.memory_util_pct,
+        sm_util_pct=gpu.sm_util_pct,
+        tensor_util_pct=gpu.tensor_util_pct,
+        dram_bw_util_pct=gpu.dram_bw_util_pct,
+        metric_samples=len(inside),
+        gpu_samples=1,
+    )

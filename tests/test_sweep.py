@@ -1,0 +1,137 @@
+"""Sweeps over scripted load points (capacity interpolation, client-bound points left out,
+interleaving, caps), and `kneepoint sweep` on the simulator's virtual clock."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kneepoint.load.capacity import interpolate_capacity, mean_interval
+from kneepoint.probes.sweep import knee_search, screen, validate
+from kneepoint.records.engine import EngineConfig
+from kneepoint.records.loadpoint import LoadPoint
+from kneepoint.records.measure import Dist
+from kneepoint.records.slo import ClassSlo, Slo
+from tests.conftest import QUICKSTART
+
+SLO = Slo(classes={"c": ClassSlo(ttft_p99_ms=100.0)})
+CONFIG = EngineConfig(model="m")
+
+
+def _point(rate: float, ttft_p99_ms: float, *, client_bound: bool = False) -> LoadPoint:
+    dist = Dist(count=10, mean_ms=1.0, p50_ms=1.0, p90_ms=1.0, p95_ms=1.0, p99_ms=ttft_p99_ms)
+    ok = Dist(count=10, mean_ms=1.0, p50_ms=1.0, p90_ms=1.0, p95_ms=1.0, p99_ms=1.0)
+    return LoadPoint(
+        rate_rps=rate, window_start_s=0, window_end_s=10, sent=10, completed=10, failed=0,
+        timed_out=0, achieved_rps=rate, goodput_rps=rate, meets_slo=ttft_p99_ms <= 100,
+        dists={"c": {"ttft": dist, "itl": ok, "tpot": ok, "e2e": ok}},
+        send_lag_p50_ms=0.1, send_lag_p99_ms=50.0 if client_bound else 0.5,
+        client_bound=client_bound,
+    )  # fmt: skip
+
+
+def linear_server(capacity: float) -> tuple[list[float], object]:
+    """TTFT p99 = 100 ms x rate / capacity: the SLO binds exactly at ``capacity``."""
+    calls: list[float] = []
+
+    def probe(rate: float, repeat: int) -> LoadPoint:
+        calls.append(rate)
+        return _point(rate, 100.0 * rate / capacity)
+
+    return calls, probe
+
+
+def test_knee_search_ramps_bisects_and_interpolates_the_crossing() -> None:
+    calls, probe = linear_server(30.0)
+    result = knee_search(probe, CONFIG, SLO, 2.0, rel_tol=0.05)  # type: ignore[arg-type]
+    assert calls[:5] == [2.0, 4.0, 8.0, 16.0, 32.0]
+    assert result.knee_rps is not None and 28.5 <= result.knee_rps <= 30.0
+    assert result.capacity_rps == pytest.approx(30.0, rel=1e-6)  # linear: exact crossing
+
+
+def test_client_bound_points_never_count_as_capacity() -> None:
+    def probe(rate: float, repeat: int) -> LoadPoint:
+        return _point(rate, 100.0 * rate / 30.0, client_bound=rate > 10)
+
+    result = knee_search(probe, CONFIG, SLO, 4.0)
+    assert result.invalid_points >= 1
+    assert result.capacity_rps is not None and result.capacity_rps <= 10.0
+    assert all(p.rate_rps <= 10 for p in result.points if p.point.valid)
+
+
+def test_screen_stops_after_two_failures_in_a_row() -> None:
+    calls, probe = linear_server(20.0)
+    result = screen(probe, CONFIG, SLO, 20.0, fractions=(0.5, 0.8, 1.1, 1.3, 1.6))  # type: ignore[arg-type]
+    assert calls == [10.0, 16.0, 22.0, 26.0]
+    assert result.capacity_rps == pytest.approx(20.0)
+
+
+def test_screen_respects_its_time_cap() -> None:
+    calls, probe = linear_server(20.0)
+    result = screen(probe, CONFIG, SLO, 20.0, time_cap_s=0.0)  # type: ignore[arg-type]
+    assert calls == [] and result.capped and result.capacity_rps is None
+
+
+def test_validation_interleaves_the_arms_and_gives_an_interval() -> None:
+    order: list[tuple[str, int]] = []
+
+    def arm(name: str, capacity: float):  # type: ignore[no-untyped-def]
+        def probe(rate: float, repeat: int) -> LoadPoint:
+            order.append((name, repeat))
+            return _point(rate, 100.0 * rate / (capacity + repeat))  # drifts with the repeat
+
+        return probe
+
+    results = validate(
+        {"incumbent": arm("incumbent", 20.0), "challenger": arm("challenger", 25.0)},
+        {"incumbent": CONFIG, "challenger": CONFIG.replace(max_num_seqs=64)},
+        SLO, 20.0, repeats=3, fractions=(0.8, 1.0, 1.2, 1.4),
+    )  # fmt: skip
+    assert order[:4] == [("incumbent", 0), ("challenger", 0)] * 2
+    assert order[8:10] == [("challenger", 1), ("incumbent", 1)]
+    incumbent, challenger = results["incumbent"], results["challenger"]
+    assert incumbent.capacity_by_repeat == pytest.approx((20.0, 21.0, 22.0))
+    assert incumbent.capacity_low_rps < 21.0 < incumbent.capacity_high_rps  # type: ignore[operator]
+    assert challenger.capacity_rps is not None and challenger.capacity_rps > 25.0
+
+
+def test_capacity_helpers() -> None:
+    assert interpolate_capacity([(10, 0.5), (20, 1.5)]) == pytest.approx(15.0)
+    assert interpolate_capacity([(10, 0.5), (20, 0.9)]) == 20  # never failed: a lower bound
+    assert interpolate_capacity([(10, 1.5)]) is None
+    assert interpolate_capacity([(10, 0.5), (20, float("inf"))]) == 10
+    mean, low, high = mean_interval([10.0, 12.0])
+    assert mean == 11.0 and low < 10.0 and high > 12.0
+    assert mean_interval([5.0]) == (5.0, 5.0, 5.0)
+
+
+def test_sweep_cli_prints_the_curve_and_writes_json(tmp_path: Path) -> None:
+    out = tmp_path / "sweep.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "kneepoint.agent.cli", "sweep", str(QUICKSTART),
+         "--config-set", "max_num_seqs=64", "--start-rps", "8", "--seconds", "15",
+         "--out", str(out)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "max_num_seqs=64" in done.stdout and "SLO capacity:" in done.stdout
+    assert any(line.startswith(">") for line in done.stdout.splitlines())
+    result = json.loads(out.read_text())
+    assert result["kind"] == "knee" and result["config"]["max_num_seqs"] == 64
+    assert result["capacity_rps"] > 0 and len(result["points"]) >= 4
+
+
+def test_sweep_cli_names_a_bad_knob_in_one_line(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "kneepoint.agent.cli", "sweep", str(QUICKSTART),
+         "--config-set", "max_num_seqs=lots", "--out", str(tmp_path / "x.json")],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert "engine.max_num_seqs" in done.stderr
+    assert not (tmp_path / "x.json").exists()
