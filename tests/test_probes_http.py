@@ -74,10 +74,11 @@ def test_client_latencies_agree_with_the_servers_histograms(
         server_ms = delta.sum / delta.count * 1e3
         # The server clocks from the engine's arrival to the token, not from the client's
         # send to the chunk's receipt: HTTP parsing on both sides, the server's wall-clock
-        # driver and loopback add a few milliseconds (4-6 measured on a 2-core machine that
-        # runs server and client both); the gap must not grow with the latency itself.
+        # driver and loopback add a few milliseconds (4-6 typical, up to 9 seen when the
+        # 2-core machine running server and client both was busy); the gap must not grow
+        # with the latency itself.
         gap = np.mean(client_ms) - server_ms
-        assert -1.0 <= gap <= 8.0 + 0.02 * server_ms, (metric, gap, server_ms)
+        assert -1.0 <= gap <= 12.0 + 0.02 * server_ms, (metric, gap, server_ms)
     assert not measured.point.client_bound
     signals = measured.point.signals
     assert signals.kv_usage_mean is not None and signals.running_mean is not None
@@ -180,3 +181,18 @@ def test_a_request_past_its_deadline_is_cut_off_and_recorded(server: tuple[str, 
     records = asyncio.run(run_load(url, [slow], options))
     assert records[0].error is not None and records[0].error.startswith("timed out")
     assert records[0].chunk_times_s  # what streamed before the cut is kept
+
+
+def test_a_concurrency_cap_delays_sends_without_blaming_the_client(
+    server: tuple[str, int],
+) -> None:
+    url, _ = server
+    plan = [PlannedRequest(i, 0.0, "chat", tuple(range(1000 + i, 1100 + i)), 64, None)
+            for i in range(6)]  # fmt: skip
+    records = asyncio.run(run_load(url, plan, LoadOptions(model=MODEL, max_concurrency=2)))
+    assert all(r.ok for r in records)
+    waits = sorted(r.slot_wait_s for r in records)
+    assert waits[:2] == pytest.approx([0.0, 0.0], abs=0.01) and waits[-1] > 0.05
+    assert max(r.client_lag_s for r in records) < 0.01
+    # Latency still counts from the schedule: the wait for a slot is the server's doing.
+    assert max(r.ttft_ms for r in records) >= waits[-1] * 1000

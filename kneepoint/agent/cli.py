@@ -17,9 +17,9 @@ import structlog
 import yaml
 
 from kneepoint import __version__
+from kneepoint.agent.cli_sweep import add_sweep_command
 from kneepoint.agent.files import write_atomically
 from kneepoint.agent.logs import configure_logging
-from kneepoint.agent.sweep_cmd import add_sweep_command
 from kneepoint.config import ConfigError, load_study, study_file_schema
 from kneepoint.physics.defaults import UnmodeledSettingError
 from kneepoint.sim.engine import EngineRefusedError
