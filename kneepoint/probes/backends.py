@@ -13,7 +13,7 @@ from __future__ import annotations
 import secrets
 import sys
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -55,7 +55,9 @@ class Endpoint:
 class Backend(Protocol):
     can_change_knobs: bool
 
-    def serve(self, config: EngineConfig, trial_dir: Path) -> Iterator[Endpoint]: ...
+    def serve(self, config: EngineConfig, trial_dir: Path) -> AbstractContextManager[Endpoint]:
+        """The server for ``config``, up and checked, for the length of the ``with``."""
+        ...
 
 
 ArgvFor = Callable[[EngineConfig, str, int, str], list[str]]

@@ -15,7 +15,14 @@ from pathlib import Path
 
 from kneepoint.config.trace import read_trace
 from kneepoint.load.plan import plan_requests
-from kneepoint.probes.backends import AttachBackend, Endpoint, LaunchBackend, sim_argv, vllm_argv
+from kneepoint.probes.backends import (
+    AttachBackend,
+    Backend,
+    Endpoint,
+    LaunchBackend,
+    sim_argv,
+    vllm_argv,
+)
 from kneepoint.probes.loadgen import LoadOptions
 from kneepoint.probes.measure import measure
 from kneepoint.probes.process import ServerFailedError
@@ -60,7 +67,7 @@ def open_target(
         yield Target(virtual, None)
         return
     if isinstance(spec, SimBackend):
-        backend: LaunchBackend | AttachBackend = LaunchBackend(
+        backend: Backend = LaunchBackend(
             sim_argv(study.gpu.name, study.model.name), sim_telemetry=True
         )
     elif isinstance(spec, AttachSpec):
