@@ -9,7 +9,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from kneepoint.config.errors import ConfigError, Problem
-from kneepoint.records.workload import TraceEntry
+from kneepoint.records.workload import TraceArrivals, TraceEntry, Workload
 
 
 def read_trace(path: Path, class_names: Sequence[str] = ()) -> list[TraceEntry]:
@@ -46,3 +46,11 @@ def _entry(path: Path, number: int, line: str, class_names: Sequence[str]) -> Tr
         known = ", ".join(class_names)
         raise fail(("traffic_class",), f"no class {entry.traffic_class!r} (classes: {known})")
     return entry
+
+
+def workload_trace(workload: Workload) -> tuple[TraceEntry, ...]:
+    """The trace a workload replays (empty unless its arrivals are a trace)."""
+    arrival = workload.arrival
+    if not isinstance(arrival, TraceArrivals):
+        return ()
+    return tuple(read_trace(arrival.path, workload.class_names()))

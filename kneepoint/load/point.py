@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kneepoint.load.score import percentile, request_is_good, score, stable_window
+from kneepoint.load.score import Score, percentile, request_is_good, score, stable_window
 from kneepoint.records.loadpoint import LoadPoint, Signals
 from kneepoint.records.measure import RequestRecord
 from kneepoint.records.slo import Slo
@@ -19,7 +19,10 @@ DEFAULT_LAG_LIMIT_MS = 10.0
 
 def window_bounds(records: Sequence[RequestRecord], trim: float) -> tuple[float, float]:
     """The stable window's span of scheduled times (0, 0 for no records)."""
-    window = stable_window(records, trim)
+    return _span(stable_window(records, trim))
+
+
+def _span(window: Sequence[RequestRecord]) -> tuple[float, float]:
     if not window:
         return 0.0, 0.0
     return min(r.scheduled_s for r in window), max(r.scheduled_s for r in window)
@@ -33,10 +36,12 @@ def load_point(
     signals: Signals | None = None,
     trim: float = 0.1,
     lag_limit_ms: float = DEFAULT_LAG_LIMIT_MS,
+    scored: Score | None = None,
 ) -> LoadPoint:
-    result = score(records, slo, trim)
+    """``scored``: ``score(records, slo, trim)`` where the caller has it already."""
+    result = scored or score(records, slo, trim)
     window = stable_window(records, trim)
-    start, end = window_bounds(records, trim)
+    start, end = _span(window)
     lags = [max(0.0, r.client_lag_s) * 1000.0 for r in window]
     lag_p99 = percentile(lags, 99) if lags else 0.0
     completed = sum(r.ok for r in window)

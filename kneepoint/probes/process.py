@@ -77,8 +77,9 @@ def classify(log: str, exit_code: int | None, *, silent_s: float = 0.0) -> Failu
         kind: FailureKind = "hung" if silent_s > 0 else "timed_out"
         what = f"no answer, log silent for {silent_s:.0f} s" if silent_s else "still starting"
         return Failure(kind, what, None, tail)
+    lines = log.splitlines()
     for pattern, kind in ((_OOM, "startup_oom"), (_BAD_ARGUMENT, "bad_argument")):
-        line = _last_matching(tail, pattern) or _last_matching(log.splitlines(), pattern)
+        line = _last_matching(lines, pattern)
         if line is not None:
             return Failure(kind, line.strip(), exit_code, tail)
     return Failure("crashed", tail[-1].strip() if tail else "no output", exit_code, tail)

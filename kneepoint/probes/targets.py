@@ -8,12 +8,12 @@ driven by the load generator. A server that dies between load points raises
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from kneepoint.config.trace import read_trace
+from kneepoint.config.trace import workload_trace
 from kneepoint.load.plan import plan_requests
 from kneepoint.probes.backends import (
     AttachBackend,
@@ -31,7 +31,7 @@ from kneepoint.records.engine import EngineConfig
 from kneepoint.records.loadpoint import LoadPoint
 from kneepoint.records.study import AttachBackend as AttachSpec
 from kneepoint.records.study import SimBackend, StudySpec
-from kneepoint.records.workload import TraceArrivals
+from kneepoint.records.workload import TraceEntry
 from kneepoint.sim.loadpoint import simulate_load_point
 
 
@@ -58,11 +58,14 @@ def open_target(
     study: StudySpec, config: EngineConfig, trial_dir: Path, size: PointSize = PointSize()
 ) -> Iterator[Target]:
     spec = study.backend
+    trace = workload_trace(study.workload)  # read once for every load point
     if isinstance(spec, SimBackend) and spec.clock == "virtual":
 
         def virtual(rate: float, repeat: int) -> LoadPoint:
             seed = study.workload.seed + repeat
-            return simulate_load_point(study, rate, size.requests(rate), config, seed).point
+            return simulate_load_point(
+                study, rate, size.requests(rate), config, seed, trace=trace
+            ).point
 
         yield Target(virtual, None)
         return
@@ -78,16 +81,12 @@ def open_target(
             startup_timeout_s=spec.startup_timeout_s, nvml_index=0,
         )  # fmt: skip
     with backend.serve(config, trial_dir) as endpoint:
-        yield Target(_http_prober(study, endpoint, size), endpoint)
+        yield Target(_http_prober(study, endpoint, size, trace), endpoint)
 
 
-def _http_prober(study: StudySpec, endpoint: Endpoint, size: PointSize) -> Prober:
-    arrival = study.workload.arrival
-    trace = (
-        read_trace(arrival.path, study.workload.class_names())
-        if isinstance(arrival, TraceArrivals)
-        else ()
-    )
+def _http_prober(
+    study: StudySpec, endpoint: Endpoint, size: PointSize, trace: Sequence[TraceEntry]
+) -> Prober:
     options = LoadOptions(model=endpoint.served_model)
 
     def probe(rate: float, repeat: int) -> LoadPoint:

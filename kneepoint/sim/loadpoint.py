@@ -6,17 +6,18 @@ which constraint binds there?" without any HTTP in the way.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kneepoint.config.trace import read_trace
+from kneepoint.config.trace import workload_trace
 from kneepoint.load.knee import Capacity, find_capacity
 from kneepoint.load.plan import plan_requests
-from kneepoint.load.point import load_point
-from kneepoint.load.score import Score, score, stable_window
+from kneepoint.load.point import load_point, window_bounds
+from kneepoint.load.score import Score, score
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.loadpoint import LoadPoint
 from kneepoint.records.study import StudySpec
-from kneepoint.records.workload import TraceArrivals
+from kneepoint.records.workload import TraceEntry
 from kneepoint.sim.attribution import Attribution
 from kneepoint.sim.engine import SimEngine
 from kneepoint.sim.signals import virtual_signals
@@ -46,23 +47,20 @@ def simulate_load_point(
     num_requests: int,
     engine: EngineConfig | None = None,
     seed: int | None = None,
+    *,
+    trace: Sequence[TraceEntry] | None = None,
 ) -> SimLoadPoint:
-    """Run ``num_requests`` of the study's workload at ``rate_rps`` on a fresh engine."""
+    """Run ``num_requests`` of the study's workload at ``rate_rps`` on a fresh engine
+    (``trace``: the workload's trace, already read; None reads it)."""
     sim = SimEngine(study.gpu, study.model, engine or study.engine)
-    arrival = study.workload.arrival
-    trace = (
-        read_trace(arrival.path, study.workload.class_names())
-        if isinstance(arrival, TraceArrivals)
-        else ()
-    )
+    if trace is None:
+        trace = workload_trace(study.workload)
     plan = plan_requests(
         study.workload, rate_rps, num_requests=num_requests, seed=seed, trace=trace
     )
     load = run_plan(sim, plan, timeout_s=_TIMEOUT_S)
     result = score(load.records, study.slo)
-    window = stable_window(load.records)
-    start = min((r.scheduled_s for r in window), default=0.0)
-    end = max((r.scheduled_s for r in window), default=0.0)
+    start, end = window_bounds(load.records, trim=0.1)
     signals = virtual_signals(sim, load.run.steps, start, end)
     return SimLoadPoint(
         rate_rps=rate_rps,
@@ -70,7 +68,7 @@ def simulate_load_point(
         truth=load.truth(start, end),
         preemptions=sum(step.preempted for step in load.run.steps),
         load=load,
-        point=load_point(rate_rps, load.records, study.slo, signals=signals),
+        point=load_point(rate_rps, load.records, study.slo, signals=signals, scored=result),
     )
 
 

@@ -55,6 +55,11 @@ class StepPlan:
         self.kv_tokens += computed + new
         self.samples += computed + new == req.prompt_len + len(req.output)
 
+    def add_cohort(self, count: int, context_tokens: int) -> None:
+        """The decode cohort's ``count`` one-token decodes (not listed in ``scheduled``)."""
+        self.cohort_size = count
+        self.add_decodes(count, context_tokens)
+
     def add_decodes(self, count: int, context_tokens: int) -> None:
         """Shape terms of ``count`` one-token decodes already in ``scheduled``."""
         self.num_tokens += count
@@ -153,8 +158,7 @@ class Scheduler:
         for req in unscheduled:
             if req.decode_since >= 0:
                 cohort.release(req)
-        plan.cohort_size = len(cohort)
-        plan.add_decodes(len(cohort), cohort.context_tokens())
+        plan.add_cohort(len(cohort), cohort.context_tokens())
 
     def _schedule_with_cohort(self, plan: StepPlan, cohort: DecodeCohort) -> int:
         """The running phase with the cohort decoding in bulk, when every running request is
@@ -179,8 +183,7 @@ class Scheduler:
         for req, new in demands:
             kv.allocate(req, new)  # cannot fail: the pool was checked for all of them
             plan.add(req, new)
-        plan.cohort_size = len(cohort)
-        plan.add_decodes(len(cohort), cohort.context_tokens())
+        plan.add_cohort(len(cohort), cohort.context_tokens())
         return self.token_budget - tokens
 
     def sync(self) -> None:
