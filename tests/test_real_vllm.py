@@ -9,7 +9,6 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from kneepoint.load.plan import PlannedRequest
@@ -19,7 +18,7 @@ from kneepoint.probes.measure import measure
 from kneepoint.probes.process import ServerFailedError
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.study import VllmBackend
-from tests.conftest import REPO
+from tests.conftest import REPO, client_server_gaps
 
 pytestmark = pytest.mark.real_vllm
 KV_BYTES = 64 * 2**20
@@ -83,17 +82,8 @@ def test_client_and_server_latency_agree_under_load(endpoint: Endpoint) -> None:
     records = [r for r in measured.records if r.ok]
     assert len(records) == 40 and all(r.output_tokens == 24 for r in records)
     assert all(len(r.chunk_times_s) == 24 for r in records)
-    first, last = measured.scrapes[0], measured.scrapes[-1]
-    for metric, client in (
-        ("ttft", [(r.chunk_times_s[0] - r.sent_s) * 1e3 for r in records]),
-        ("e2e", [(r.end_s - r.sent_s) * 1e3 for r in records if r.end_s is not None]),
-    ):
-        before, after = first.histogram(metric), last.histogram(metric)
-        assert before is not None and after is not None
-        delta = after.minus(before)
-        assert delta.count == 40
-        server = delta.sum / delta.count * 1e3
-        gap = float(np.mean(client)) - server
+    for metric, (gap, server, count) in client_server_gaps(measured).items():
+        assert count == 40, metric
         assert -2.0 <= gap <= 15.0 + 0.05 * server, (metric, gap, server)
     signals = measured.point.signals
     assert signals.block_size and signals.num_gpu_blocks
