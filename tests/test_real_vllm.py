@@ -81,7 +81,9 @@ def test_client_and_server_latency_agree_under_load(endpoint: Endpoint) -> None:
     measured = measure(endpoint.url, plan, 1 / 0.15, LoadOptions(endpoint.served_model), None)
     records = [r for r in measured.records if r.ok]
     assert len(records) == 40 and all(r.output_tokens == 24 for r in records)
-    assert all(len(r.chunk_times_s) == 24 for r in records)
+    # vLLM's frontend merges the tokens a slow reader has not yet taken into one chunk, so a
+    # busy machine can see fewer chunks than tokens (the full run saw it once); usage counts all.
+    assert all(1 <= len(r.chunk_times_s) <= 24 for r in records)
     for metric, (gap, server, count) in client_server_gaps(measured).items():
         assert count == 40, metric
         assert -2.0 <= gap <= 15.0 + 0.05 * server, (metric, gap, server)
