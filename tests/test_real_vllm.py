@@ -22,6 +22,7 @@ from tests.conftest import REPO, client_server_gaps
 
 pytestmark = pytest.mark.real_vllm
 KV_BYTES = 64 * 2**20
+REAL_FRONTEND_ALLOWANCE_MS = 30.0
 
 
 @pytest.fixture(scope="module")
@@ -84,9 +85,15 @@ def test_client_and_server_latency_agree_under_load(endpoint: Endpoint) -> None:
     # vLLM's frontend merges the tokens a slow reader has not yet taken into one chunk, so a
     # busy machine can see fewer chunks than tokens (the full run saw it once); usage counts all.
     assert all(1 <= len(r.chunk_times_s) <= 24 for r in records)
+    # The gap is frontend work the server's clock does not see (HTTP parsing before vLLM stamps
+    # arrival; detokenising, SSE framing and the socket after it stamps the token). vLLM's CPU
+    # build pins its worker to one core and reserves the other, so on a 2-core machine the API
+    # server, the engine core, this client and pytest share one core: the gap measured 5-7 ms on
+    # an idle development machine and 17 ms on a busy CI machine. A measuring error (a wrong
+    # origin, lost chunks, seconds for milliseconds) is off by far more than this allowance.
     for metric, (gap, server, count) in client_server_gaps(measured).items():
         assert count == 40, metric
-        assert -2.0 <= gap <= 15.0 + 0.05 * server, (metric, gap, server)
+        assert -2.0 <= gap <= REAL_FRONTEND_ALLOWANCE_MS + 0.1 * server, (metric, gap, server)
     signals = measured.point.signals
     assert signals.block_size and signals.num_gpu_blocks
     assert signals.num_gpu_blocks * signals.block_size == 32_768
