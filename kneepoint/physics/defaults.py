@@ -64,6 +64,8 @@ def resolve_engine(engine: EngineConfig, gpu: GpuSpec, model: ModelSpec) -> Reso
     kv_dtype = engine.kv_cache_dtype or "auto"
     if kv_dtype != "auto" and kv_dtype not in KV_DTYPE_BYTES:
         raise UnmodeledSettingError(f"kv_cache_dtype {kv_dtype!r} is not modeled")
+    if engine.speculative_config is not None:
+        raise UnmodeledSettingError("speculative decoding (speculative_config) is not modeled")
     quant = engine.quantization
     if quant is not None and quant not in WEIGHT_BYTES:
         known = ", ".join(WEIGHT_BYTES)

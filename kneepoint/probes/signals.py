@@ -57,11 +57,16 @@ def _ratio_of_deltas(pair: tuple[Scrape, Scrape] | None, num: str, den: str) -> 
     return min(1.0, top / bottom) if top is not None and bottom else None
 
 
-def _tokens_per_step(pair: tuple[Scrape, Scrape] | None) -> float | None:
+def _steps(pair: tuple[Scrape, Scrape] | None) -> tuple[float | None, float | None]:
+    """Mean tokens per engine step and steps per second, from the tokens-per-step histogram
+    (one observation per step)."""
     if pair is None:
-        return None
+        return None, None
     a, b = pair[0].histogram("iteration_tokens"), pair[1].histogram("iteration_tokens")
-    return b.minus(a).mean if a is not None and b is not None else None
+    if a is None or b is None:
+        return None, None
+    delta = b.minus(a)
+    return delta.mean, delta.count / (pair[1].at_s - pair[0].at_s)
 
 
 def _cache_config(scrapes: Sequence[Scrape]) -> dict[str, str]:
@@ -104,6 +109,7 @@ def summarize_signals(
     config = _cache_config(scrapes)
     kv_mean, kv_max = _mean(inside, "kv_cache_usage"), _max(inside, "kv_cache_usage")
     in_window = [s for s in gpu if s.end_s > start_s and s.start_s < end_s]
+    tokens_per_step, steps_per_s = _steps(pair)
     return Signals(
         kv_usage_mean=min(1.0, kv_mean) if kv_mean is not None else None,
         kv_usage_max=min(1.0, kv_max) if kv_max is not None else None,
@@ -112,7 +118,8 @@ def summarize_signals(
         waiting_mean=_mean(inside, "waiting"),
         preemptions_per_s=_rate(pair, "preemptions"),
         prefix_hit_rate=_ratio_of_deltas(pair, "prefix_cache_hits", "prefix_cache_queries"),
-        tokens_per_step_mean=_tokens_per_step(pair),
+        tokens_per_step_mean=tokens_per_step,
+        steps_per_s=steps_per_s,
         prompt_tokens_per_s=_rate(pair, "prompt_tokens"),
         generation_tokens_per_s=_rate(pair, "generation_tokens"),
         num_gpu_blocks=_int_label(config, "num_gpu_blocks"),

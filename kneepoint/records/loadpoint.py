@@ -21,6 +21,8 @@ class Signals(Record):
     prefix_hit_rate: float | None = Field(default=None, ge=0.0, le=1.0)
     """Prefix-cache hits / queries, in tokens."""
     tokens_per_step_mean: float | None = Field(default=None, ge=0.0)
+    steps_per_s: float | None = Field(default=None, ge=0.0)
+    """Engine steps per second (the count of vLLM's tokens-per-step histogram, as a rate)."""
     prompt_tokens_per_s: float | None = Field(default=None, ge=0.0)
     generation_tokens_per_s: float | None = Field(default=None, ge=0.0)
     max_num_seqs: int | None = Field(default=None, ge=1)

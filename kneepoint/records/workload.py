@@ -6,6 +6,7 @@ prompts are sent as token ids, so a class's lengths are exact without a tokenize
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -81,6 +82,19 @@ def max_length_tokens(dist: LengthDist) -> int:
     if isinstance(dist, EmpiricalLength):
         return max(dist.values_tokens)
     return dist.max_tokens
+
+
+def mean_length_tokens(dist: LengthDist) -> float:
+    """A distribution's mean length (a lognormal's unclipped mean, clipped to its bounds)."""
+    if isinstance(dist, FixedLength):
+        return float(dist.tokens)
+    if isinstance(dist, UniformLength):
+        return (dist.min_tokens + dist.max_tokens) / 2.0
+    if isinstance(dist, EmpiricalLength):
+        weights = dist.weights or (1.0,) * len(dist.values_tokens)
+        return sum(v * w for v, w in zip(dist.values_tokens, weights, strict=True)) / sum(weights)
+    mean = dist.median_tokens * math.exp(dist.sigma**2 / 2.0)
+    return min(float(dist.max_tokens), max(float(dist.min_tokens), mean))
 
 
 class PrefixGroup(Record):

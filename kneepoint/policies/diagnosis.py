@@ -1,0 +1,123 @@
+"""Bottleneck diagnosis: which of compute, scheduling, bandwidth and cache binds at the knee.
+
+``diagnose`` reads a saturated load point (and, where there is one, a point below the knee)
+and names the constraint that holds most of the wall time, with a confidence, the runner-up
+and every reading that moved it (see ``kneepoint.policies.evidence`` for the rules). It works
+with what a deployment exposes: GPM on Hopper and newer, only NVML's coarse utilisation, or no
+GPU telemetry at all, where vLLM's own metrics and a roofline estimate of the observed steps
+stand in. Before naming a constraint it checks that the point says anything about the server:
+a client that fell behind (``client_bound``) or a server that met its SLO with nothing queued
+(``underloaded``) get no constraint; nor do signals too thin or too split to decide
+(``inconclusive``).
+"""
+
+from __future__ import annotations
+
+from kneepoint.physics.defaults import UnmodeledSettingError, resolve_engine
+from kneepoint.policies import evidence
+from kneepoint.policies.evidence import Tally
+from kneepoint.policies.step_estimate import estimate_step
+from kneepoint.records.diagnosis import Diagnosis, Evidence, Observation, SignalSource
+from kneepoint.records.knobs import CONSTRAINTS, Constraint
+from kneepoint.records.loadpoint import LoadPoint
+
+# Below this share of the evidence the verdict is a guess: say so instead.
+MIN_CONFIDENCE = 0.4
+# Evidence that covers less than this share of the wall time is too thin to decide on.
+MIN_COVERAGE = 0.5
+# How far a verdict is trusted by the best source behind it: measured GPU counters over the
+# engine's own metrics over a modelled estimate.
+_RELIABILITY: dict[SignalSource, float] = {"gpm": 1.0, "nvml": 0.9, "vllm": 0.9, "roofline": 0.8}
+
+
+def diagnose(observation: Observation) -> Diagnosis:
+    """The binding constraint at ``observation.saturated``, with its evidence."""
+    point = observation.saturated
+    gate = _gate(point)
+    if gate is not None:
+        return gate
+    try:
+        engine = resolve_engine(observation.engine, observation.gpu, observation.model)
+    except UnmodeledSettingError:
+        engine = None
+    estimate = (
+        estimate_step(point.signals, observation.gpu, observation.model, engine,
+                      observation.workload)
+        if engine is not None else None
+    )  # fmt: skip
+    tally = Tally()
+    held = max(
+        evidence.cache_share(point, tally),
+        evidence.admission_cap_share(point, engine.max_num_seqs if engine else 0, tally)
+        if engine is not None else 0.0,
+    )  # fmt: skip
+    rest = 1.0 - held
+    rest -= evidence.interference_share(point, rest, tally)
+    evidence.gpu_time(point, estimate, rest, tally)
+    if engine is not None:
+        evidence.token_budget(point, engine.max_num_batched_tokens, tally)
+    _context(observation, tally)
+    return _verdict(point, tally)
+
+
+def _gate(point: LoadPoint) -> Diagnosis | None:
+    """A verdict that names no constraint, when the point cannot say what binds."""
+    s = point.signals
+    if point.client_bound:
+        line = Evidence(
+            signal="send_lag_p99_ms", value=round(point.send_lag_p99_ms, 2),
+            threshold="client fell behind its schedule",
+            reading=f"the load generator ran {point.send_lag_p99_ms:.1f} ms late at p99: the "
+            "point measures the client, not the server",
+        )  # fmt: skip
+        return Diagnosis(binding="client_bound", confidence=1.0, evidence=(line,),
+                         sources=("client",), rate_rps=point.rate_rps)  # fmt: skip
+    queued = s.waiting_mean is not None and s.waiting_mean >= evidence.WAITING
+    if point.meets_slo and not queued and not (s.preemptions_per_s or 0.0) > 0:
+        line = Evidence(
+            signal="waiting_mean", value=s.waiting_mean, threshold=f"< {evidence.WAITING:g}",
+            reading=f"every SLO met at {point.rate_rps:.2f} req/s with nothing queued: the "
+            "server had room to spare; measure past the knee to see what binds",
+        )  # fmt: skip
+        return Diagnosis(binding="underloaded", confidence=1.0, evidence=(line,),
+                         sources=("vllm", "client"), rate_rps=point.rate_rps)  # fmt: skip
+    return None
+
+
+def _context(observation: Observation, tally: Tally) -> None:
+    """Readings that explain rather than decide: what changed from below the knee."""
+    below, point = observation.below, observation.saturated
+    if below is None:
+        return
+    for name, label in (("kv_usage_mean", "KV usage"), ("waiting_mean", "waiting requests"),
+                        ("running_mean", "running sequences")):  # fmt: skip
+        before, after = getattr(below.signals, name), getattr(point.signals, name)
+        if before is None or after is None:
+            continue
+        tally.add(
+            None, 0.0, signal=f"{name}_change", value=round(after - before, 3),
+            threshold="below the knee -> past it",
+            reading=f"{label} {before:.2f} at {below.rate_rps:.2f} req/s -> {after:.2f} at "
+            f"{point.rate_rps:.2f} req/s",
+        )  # fmt: skip
+
+
+def _verdict(point: LoadPoint, tally: Tally) -> Diagnosis:
+    scores = {c: round(tally.scores[c], 4) for c in CONSTRAINTS}
+    ranked: list[Constraint] = sorted(CONSTRAINTS, key=lambda c: -scores[c])
+    top, second = ranked[0], ranked[1]
+    total = sum(scores.values())
+    sources: tuple[SignalSource, ...] = tuple(sorted(tally.sources))
+    reliability = max((_RELIABILITY[s] for s in sources if s in _RELIABILITY), default=0.0)
+    share = scores[top] / total if total > 0 else 0.0
+    confidence = round(share * reliability, 3)
+    base = {
+        "scores": scores, "evidence": tuple(tally.evidence), "sources": sources,
+        "rate_rps": point.rate_rps, "runner_up": second if scores[second] > 0 else None,
+    }  # fmt: skip
+    if total < MIN_COVERAGE or confidence < MIN_CONFIDENCE:
+        return Diagnosis(binding="inconclusive", confidence=confidence, **base)
+    kind = None
+    if top == "scheduling" and tally.kinds:
+        kind = max(tally.kinds, key=lambda k: tally.kinds[k])
+    return Diagnosis(binding=top, confidence=confidence, scheduling_kind=kind, **base)

@@ -1,0 +1,268 @@
+"""The readings a diagnosis weighs, each turned into a share of wall time for a constraint.
+
+Scores approximate how the saturated point's wall time divides between the four constraints,
+the way the simulator's ground truth divides it, from what a real deployment can read:
+
+1. Walls in front of the queue take the whole step: a full KV pool or preemptions (cache), a
+   running batch pinned at max_num_seqs while KV sits free (scheduling: an admission cap).
+2. The rest of the time divides by what the GPU did: idle gaps between steps and kernel-launch
+   overhead are scheduling; busy time splits into math (compute) and memory traffic
+   (bandwidth), from GPM's tensor and DRAM activity where the GPU has GPM, else from the
+   roofline of the step the engine's metrics describe. NVML's coarse utilisation says how
+   much of the time the GPU was busy at all, but not on what.
+3. Shapes of latency: when ITL is what fails and its p99 is far above its p50 under mixed
+   traffic, long prefills stall decodes: that is scheduling (prefill interference), whatever
+   the average step is bound by. Steps filled to the token budget are noted.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from kneepoint.policies.step_estimate import StepEstimate
+from kneepoint.records.diagnosis import Evidence, SchedulingKind, SignalSource
+from kneepoint.records.knobs import Constraint
+from kneepoint.records.loadpoint import LoadPoint, Signals
+
+# KV usage from which the pool, not the GPU, limits the batch (vLLM admits a request only
+# when all of its blocks fit, so a pool 90% full already turns requests away).
+KV_FULL = 0.9
+KV_PRESSURE_FROM = 0.7
+# Preemptions per completed request from which eviction churn is the story.
+PREEMPTIONS_PER_REQUEST = 0.02
+# Running sequences at this share of max_num_seqs, with requests waiting, is a pinned cap.
+CAP_PINNED_FROM = 0.8
+CAP_PINNED_FULL = 0.95
+WAITING = 1.0
+# What real kernels reach of the peaks (public vLLM-on-H100 models): tensor activity near half
+# of peak already means GEMM-bound; streaming weights and KV reaches ~70% of peak bandwidth.
+TYPICAL_MFU = 0.5
+TYPICAL_BANDWIDTH_EFFICIENCY = 0.7
+# An ITL p99 this many times its p50 means some steps stall the decodes (long prefills).
+ITL_TAIL_RATIO = 4.0
+# When ITL fails with such a tail, the stalls, not the average step, break the SLO: the chunk
+# knobs are the fix, so the stalls take most of the time no queue wall holds.
+INTERFERENCE_SHARE = 0.6
+BUDGET_FILLED = 0.9
+
+
+@dataclass
+class Tally:
+    """Scores, evidence and scheduling kinds gathered so far."""
+
+    scores: dict[Constraint, float] = field(
+        default_factory=lambda: dict.fromkeys(("compute", "scheduling", "bandwidth", "cache"), 0.0)
+    )
+    evidence: list[Evidence] = field(default_factory=list)
+    kinds: dict[SchedulingKind, float] = field(default_factory=dict)
+    sources: set[SignalSource] = field(default_factory=set)
+
+    def add(
+        self,
+        constraint: Constraint | None,
+        weight: float,
+        *,
+        signal: str,
+        value: float | None,
+        threshold: str,
+        reading: str,
+        kind: SchedulingKind | None = None,
+    ) -> None:
+        weight = max(0.0, weight)
+        if constraint is not None:
+            self.scores[constraint] += weight
+        if kind is not None:
+            self.kinds[kind] = self.kinds.get(kind, 0.0) + weight
+        self.evidence.append(
+            Evidence(
+                signal=signal,
+                value=value,
+                threshold=threshold,
+                reading=reading,
+                supports=constraint,
+                weight=round(weight, 4),
+            )
+        )
+
+
+def _clip(value: float) -> float:
+    return min(1.0, max(0.0, value))
+
+
+def cache_share(point: LoadPoint, tally: Tally) -> float:
+    """Share of the time the KV pool held the queue back."""
+    s = point.signals
+    if s.kv_usage_mean is None and s.preemptions_per_s is None:
+        return 0.0
+    tally.sources.add("vllm")
+    waiting = s.waiting_mean or 0.0
+    kv = s.kv_usage_mean or 0.0
+    pressure = _clip((kv - KV_PRESSURE_FROM) / (1.0 - KV_PRESSURE_FROM - 0.05))
+    share = pressure if waiting >= WAITING else pressure / 2
+    if s.kv_usage_mean is not None:
+        state = "new sequences wait for blocks" if kv >= KV_FULL else "room left for more"
+        tally.add(
+            "cache", share, signal="kv_usage_mean", value=round(kv, 3),
+            threshold=f">= {KV_FULL}",
+            reading=f"KV cache {kv:.0%} full on average, {waiting:.1f} waiting: {state}",
+        )  # fmt: skip
+    per_request = (s.preemptions_per_s or 0.0) / max(point.achieved_rps, 1e-9)
+    if s.preemptions_per_s is not None and per_request >= PREEMPTIONS_PER_REQUEST:
+        churn = _clip(max(0.5, per_request / 0.2))
+        tally.add(
+            "cache", max(0.0, churn - share), signal="preemptions_per_s",
+            value=round(s.preemptions_per_s, 3),
+            threshold=f">= {PREEMPTIONS_PER_REQUEST} per completed request",
+            reading=f"{s.preemptions_per_s:.1f} preemptions/s ({per_request:.2f} per completed"
+            " request): running sequences are evicted and recomputed for want of blocks",
+        )  # fmt: skip
+        share = max(share, churn)
+    return share
+
+
+def admission_cap_share(point: LoadPoint, max_num_seqs: int, tally: Tally) -> float:
+    """Share of the time the running cap, not memory, kept waiting requests out."""
+    s = point.signals
+    if s.running_mean is None:
+        return 0.0
+    cap = s.max_num_seqs or max_num_seqs
+    pinned = s.running_mean / cap
+    waiting, kv = s.waiting_mean or 0.0, s.kv_usage_mean or 0.0
+    if waiting < WAITING or kv >= KV_FULL or pinned < CAP_PINNED_FROM:
+        return 0.0
+    share = _clip((pinned - CAP_PINNED_FROM) / (CAP_PINNED_FULL - CAP_PINNED_FROM))
+    tally.add(
+        "scheduling", share, signal="running_mean", value=round(s.running_mean, 2),
+        threshold=f">= {CAP_PINNED_FROM:.0%} of max_num_seqs ({cap})",
+        reading=f"running {s.running_mean:.1f} of max_num_seqs {cap} with {waiting:.1f} "
+        f"waiting and KV {kv:.0%} used: the sequence cap, not memory, keeps requests waiting",
+        kind="admission_cap",
+    )  # fmt: skip
+    return share
+
+
+def gpu_time(point: LoadPoint, estimate: StepEstimate | None, rest: float, tally: Tally) -> None:
+    """Divide the time not held by a queue wall between idle/launch, math and memory."""
+    s = point.signals
+    busy, launch = _busy(s, estimate, tally)
+    if busy is None:
+        return
+    idle = (1.0 - busy) + launch
+    if (s.waiting_mean or 0.0) >= WAITING or (s.running_mean or 0.0) > 0:
+        tally.add(
+            "scheduling", rest * idle, signal="gpu_idle_or_launch_share", value=round(idle, 3),
+            threshold="share of the time",
+            reading=f"the GPU idled or launched kernels {idle:.0%} of the time while work was "
+            "in flight: CPU-side scheduling, output processing and launch overhead are exposed",
+            kind="cpu_overhead",
+        )  # fmt: skip
+    math_share = _compute_share(s, estimate, tally)
+    working = rest * max(0.0, busy - launch)
+    if math_share is None:
+        tally.add(
+            None, 0.0, signal="compute_vs_bandwidth", value=None,
+            threshold="GPM counters or a roofline estimate",
+            reading="the GPU was busy, but nothing available splits math from memory traffic",
+        )  # fmt: skip
+        return
+    tally.add(
+        "compute", working * math_share, signal="math_share_of_busy_time",
+        value=round(math_share, 3), threshold="> 0.5",
+        reading=f"{math_share:.0%} of the busy GPU time is math",
+    )  # fmt: skip
+    tally.add(
+        "bandwidth", working * (1 - math_share), signal="memory_share_of_busy_time",
+        value=round(1 - math_share, 3), threshold="> 0.5",
+        reading=f"{1 - math_share:.0%} of the busy GPU time waits on HBM reads (weights, KV)",
+    )  # fmt: skip
+
+
+def _busy(s: Signals, estimate: StepEstimate | None, tally: Tally) -> tuple[float | None, float]:
+    """(share of time the GPU ran kernels, share of the time that was launch overhead)."""
+    launch = estimate.launch_fraction if estimate is not None else 0.0
+    if s.gpu_util_pct is not None:
+        tally.sources.add("nvml")
+        tally.add(
+            None, 0.0, signal="gpu_util_pct", value=s.gpu_util_pct,
+            threshold="< 90 means idle gaps",
+            reading=f"NVML: a kernel ran {s.gpu_util_pct:.0f}% of the time (it cannot say "
+            "which units were busy)",
+        )  # fmt: skip
+        return s.gpu_util_pct / 100.0, min(launch, s.gpu_util_pct / 100.0)
+    if estimate is None:
+        return None, 0.0
+    tally.sources.add("roofline")
+    busy = estimate.busy_fraction
+    tally.add(
+        None, 0.0, signal="roofline_busy_fraction", value=round(busy, 3),
+        threshold="< 0.9 means idle gaps",
+        reading=f"the roofline prices the observed step at {estimate.gpu_s * 1e3:.2f} ms of "
+        f"GPU time of its {estimate.observed_step_s * 1e3:.2f} ms",
+    )  # fmt: skip
+    return busy, launch
+
+
+def _compute_share(s: Signals, estimate: StepEstimate | None, tally: Tally) -> float | None:
+    """Share of busy time that is math: GPM where the GPU has it, else the roofline."""
+    tensor, dram = s.tensor_util_pct, s.dram_bw_util_pct
+    if tensor is not None and dram is not None:
+        tally.sources.add("gpm")
+        tally.add(
+            None, 0.0, signal="tensor_util_pct", value=round(tensor, 2),
+            threshold=f"~{100 * TYPICAL_MFU:.0f} is GEMM-bound",
+            reading=f"GPM: tensor cores at {tensor:.0f}% of peak",
+        )  # fmt: skip
+        tally.add(
+            None, 0.0, signal="dram_bw_util_pct", value=round(dram, 2),
+            threshold=f"~{100 * TYPICAL_BANDWIDTH_EFFICIENCY:.0f} is bandwidth-bound",
+            reading=f"GPM: HBM bandwidth at {dram:.0f}% of peak",
+        )  # fmt: skip
+        # Readings as shares of what real kernels reach, combined as the roofline combines
+        # compute and memory time (a smooth maximum), give the math share of the busy time.
+        compute = (tensor / (100.0 * TYPICAL_MFU)) ** 4
+        memory = (dram / (100.0 * TYPICAL_BANDWIDTH_EFFICIENCY)) ** 4
+        return compute / (compute + memory) if compute + memory > 0 else None
+    if estimate is None:
+        return None
+    tally.sources.add("roofline")
+    tally.add(
+        None, 0.0, signal="roofline_compute_share", value=round(estimate.compute_share, 3),
+        threshold="> 0.5 is math-bound",
+        reading=f"the roofline of the observed step ({estimate.context_tokens:.0f}-token "
+        f"contexts) is {estimate.compute_share:.0%} math",
+    )  # fmt: skip
+    return estimate.compute_share
+
+
+def interference_share(point: LoadPoint, rest: float, tally: Tally) -> float:
+    """Share of the unheld time owed to prefill chunks stalling decodes, when ITL is what fails
+    and its tail is long: then the failing latency comes from stalls, not from raw speed."""
+    failing = {v.split(" ", 1)[0] for v in point.violations if " itl_" in v}
+    for name, dists in sorted(point.dists.items()):
+        itl = dists.get("itl")
+        if name not in failing or itl is None or not 0 < itl.p50_ms < itl.p99_ms < math.inf:
+            continue
+        ratio = itl.p99_ms / itl.p50_ms
+        if ratio >= ITL_TAIL_RATIO:
+            share = INTERFERENCE_SHARE * rest
+            tally.add(
+                "scheduling", share, signal=f"{name}.itl_p99_over_p50", value=round(ratio, 2),
+                threshold=f">= {ITL_TAIL_RATIO:g} while ITL fails",
+                reading=f"{name}: ITL p99 {itl.p99_ms:.0f} ms is {ratio:.1f}x its p50 "
+                f"{itl.p50_ms:.0f} ms: long prefill chunks stall running decodes",
+                kind="prefill_interference",
+            )  # fmt: skip
+            return share
+    return 0.0
+
+
+def token_budget(point: LoadPoint, budget_tokens: int, tally: Tally) -> None:
+    """Steps filled to the token budget (context for the budget knob)."""
+    tokens = point.signals.tokens_per_step_mean
+    if tokens is not None and tokens >= BUDGET_FILLED * budget_tokens:
+        tally.add(
+            None, 0.0, signal="tokens_per_step_mean", value=round(tokens, 1),
+            threshold=f">= {BUDGET_FILLED:.0%} of max_num_batched_tokens ({budget_tokens})",
+            reading="steps run full to the token budget: every prefill is chunked at it",
+        )  # fmt: skip

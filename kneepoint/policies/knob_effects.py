@@ -1,0 +1,273 @@
+"""What changing one knob should do against the binding constraint, and why.
+
+Each knob has a rule: given the situation (the diagnosis, the incumbent resolved with its
+engine defaults, its memory plan and the roofline of the observed step) it returns either an
+``Effect`` (which way to move it, the value to try, the expected capacity ratio and the reason)
+or the reason it cannot help now. Sizes come from the same physics the simulator runs where it
+can price the change (KV tokens a memory knob buys, step time an fp8 knob saves); elsewhere
+they are deliberately modest guesses, and the report compares every guess with the result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from kneepoint.physics.defaults import ResolvedEngine, resolve_engine
+from kneepoint.physics.memory import MemoryPlan, plan_memory
+from kneepoint.physics.roofline import BatchShape, Roofline
+from kneepoint.policies.step_estimate import StepEstimate
+from kneepoint.records.diagnosis import Diagnosis, Observation
+from kneepoint.records.engine import EngineConfig
+from kneepoint.records.knobs import Constraint
+from kneepoint.records.proposal import Direction
+
+# Capacity rarely grows as fast as the resource a knob adds: queueing, other walls and
+# the tail of the SLO take a share. Ratios of raw resource are damped by this power.
+DAMPING = 0.6
+MAX_RATIO = 2.5
+
+
+@dataclass(frozen=True, slots=True)
+class Situation:
+    """Everything a knob rule may read."""
+
+    diagnosis: Diagnosis
+    observation: Observation
+    engine: ResolvedEngine
+    memory: MemoryPlan
+    estimate: StepEstimate | None
+    shared_prefixes: bool
+
+    @property
+    def binding(self) -> Constraint:
+        constraint = self.diagnosis.constraint
+        assert constraint is not None  # pruning only asks rules under a named constraint
+        return constraint
+
+
+@dataclass(frozen=True, slots=True)
+class Effect:
+    direction: Direction
+    ratio: float
+    reason: str
+    target: object = None
+
+
+Rule = Callable[[Situation], "Effect | str"]
+
+
+def _damped(resource_ratio: float) -> float:
+    return float(min(MAX_RATIO, max(0.5, resource_ratio**DAMPING)))
+
+
+def _kv_ratio(sit: Situation, **changes: object) -> float | str:
+    """KV tokens after a change over KV tokens now, or why the change would not start."""
+    obs = sit.observation
+    config = obs.engine.replace(**changes)
+    plan = plan_memory(obs.gpu, obs.model, resolve_engine(config, obs.gpu, obs.model))
+    if plan.refusal is not None:
+        return f"it would not start ({plan.refusal.kind.replace('_', ' ')})"
+    return plan.kv_tokens / max(1, sit.memory.kv_tokens)
+
+
+def _step_ratio(sit: Situation, config: EngineConfig) -> float | None:
+    """Observed-step GPU time now over after the change (throughput per step gained)."""
+    est, obs = sit.estimate, sit.observation
+    if est is None:
+        return None
+    signals = obs.saturated.signals
+    tokens, running = signals.tokens_per_step_mean or 1.0, max(signals.running_mean or 1.0, 1.0)
+    shape = BatchShape(
+        num_requests=round(running), new_tokens=max(1, round(tokens)),
+        attention_pairs=running * est.context_tokens, kv_tokens=round(running * est.context_tokens),
+        samples=round(running),
+    )  # fmt: skip
+    before = Roofline(obs.gpu, obs.model, sit.engine).step(shape).gpu_s
+    after = Roofline(obs.gpu, obs.model, resolve_engine(config, obs.gpu, obs.model)).step(shape)
+    return before / after.gpu_s
+
+
+def memory_fraction(sit: Situation) -> Effect | str:
+    if sit.observation.engine.kv_cache_memory_bytes is not None:
+        return "the KV pool is sized in bytes (kv_cache_memory_bytes), which overrides it"
+    current = sit.engine.gpu_memory_utilization
+    target = round(min(0.96, current + 0.04), 2)
+    if target <= current:
+        return f"already at {current:.2f}, the top of its range"
+    ratio = _kv_ratio(sit, gpu_memory_utilization=target)
+    if isinstance(ratio, str):
+        return f"{current:.2f} -> {target:.2f}: {ratio}"
+    reason = (
+        f"{current:.2f} -> {target:.2f} gives the KV cache {ratio - 1:+.0%} tokens: more "
+        "sequences fit before requests wait for blocks"
+    )
+    return Effect("up", _damped(ratio), reason)
+
+
+def memory_bytes(sit: Situation) -> Effect | str:
+    current = sit.observation.engine.kv_cache_memory_bytes
+    if current is None:
+        return "the KV pool follows gpu_memory_utilization; that is the knob to move"
+    ratio = _kv_ratio(sit, kv_cache_memory_bytes=current * 2)
+    if isinstance(ratio, str):
+        return f"doubling the KV pool: {ratio}"
+    reason = (
+        f"doubling the KV pool ({current / 2**30:.2f} GiB) doubles the tokens it holds: "
+        "fewer waits for blocks and fewer preemptions"
+    )
+    return Effect("up", _damped(ratio), reason)
+
+
+def kv_dtype(sit: Situation) -> Effect | str:
+    current = sit.observation.engine.kv_cache_dtype or "auto"
+    if current.startswith("fp8"):
+        return f"the KV cache is already {current}"
+    if sit.binding == "cache":
+        reason = "fp8 KV halves bytes per token: twice the tokens fit in the same pool"
+        return Effect("to", _damped(2.0), reason + " (changes outputs slightly)", target="fp8")
+    ratio = _step_ratio(sit, sit.observation.engine.replace(kv_cache_dtype="fp8")) or 1.2
+    reason = f"fp8 KV halves the KV bytes decode reads: the step runs {ratio:.2f}x faster"
+    return Effect("to", _damped(ratio), reason, target="fp8")
+
+
+def weights_fp8(sit: Situation) -> Effect | str:
+    obs = sit.observation
+    if obs.engine.quantization is not None:
+        return f"the weights are already quantized ({obs.engine.quantization})"
+    if sit.binding == "compute" and not obs.gpu.has_fp8:
+        return (
+            f"{obs.gpu.name} has no fp8 tensor cores: fp8 weights run weight-only and the "
+            "math stays bf16"
+        )
+    if sit.binding == "cache":
+        if obs.engine.kv_cache_memory_bytes is not None:
+            return "the KV pool is pinned in bytes: memory freed from the weights stays unused"
+        ratio = _kv_ratio(sit, quantization="fp8")
+        if isinstance(ratio, str):
+            return f"fp8 weights: {ratio}"
+        reason = f"fp8 weights free memory for {ratio - 1:+.0%} KV tokens (changes outputs)"
+        return Effect("to", _damped(ratio), reason, target="fp8")
+    ratio = _step_ratio(sit, obs.engine.replace(quantization="fp8")) or 1.3
+    what = "double the tensor-core peak" if sit.binding == "compute" else "halve weight reads"
+    reason = f"fp8 weights {what}: the observed step runs {ratio:.2f}x faster (changes outputs)"
+    return Effect("to", _damped(ratio), reason, target="fp8")
+
+
+def seqs(sit: Situation) -> Effect | str:
+    current = sit.engine.max_num_seqs
+    if sit.binding == "cache":
+        reason = (
+            f"fewer than {current} sequences at once leaves each more KV room: fewer "
+            "preemptions, at some cost in batch size"
+        )
+        return Effect("down", 1.05, reason)
+    if sit.binding == "scheduling" and sit.diagnosis.scheduling_kind == "admission_cap":
+        kv = sit.observation.saturated.signals.kv_usage_mean or 0.0
+        room = min(2.0, 0.9 / max(kv * 2, 0.05)) if kv > 0 else 2.0
+        reason = (
+            f"running is pinned at max_num_seqs {current} while KV is {kv:.0%} used: a "
+            "higher cap admits the waiting requests"
+        )
+        return Effect("up", _damped(max(1.2, room)), reason)
+    return f"running is not pinned at max_num_seqs ({current}): the cap is not what binds"
+
+
+def token_budget(sit: Situation) -> Effect | str:
+    current = sit.engine.max_num_batched_tokens
+    if sit.diagnosis.scheduling_kind == "prefill_interference":
+        reason = f"chunks smaller than {current} tokens interleave prefills with decodes"
+        return Effect("down", 1.1, reason + ": ITL tails shrink")
+    tokens = sit.observation.saturated.signals.tokens_per_step_mean or 0.0
+    if tokens < 0.9 * current:
+        return f"steps carry {tokens:.0f} of {current} budget tokens: the budget is not full"
+    reason = f"steps run full at {current} tokens: a larger budget amortises per-step overhead"
+    return Effect("up", 1.08, reason)
+
+
+def prefill_cap(sit: Situation) -> Effect | str:
+    if sit.diagnosis.scheduling_kind != "prefill_interference":
+        return "no prefill interference (ITL tails are not what fails)"
+    reason = "capping one request's prefill tokens per step keeps long prompts from stalling"
+    return Effect("down", 1.1, reason + " running decodes")
+
+
+def async_sched(sit: Situation) -> Effect | str:
+    if sit.engine.async_scheduling:
+        return "async scheduling is already on"
+    gpu_util = sit.observation.saturated.signals.gpu_util_pct
+    busy = sit.estimate.busy_fraction if sit.estimate else 0.8
+    busy = gpu_util / 100.0 if gpu_util is not None else busy
+    reason = (
+        f"the GPU is busy {busy:.0%} of the time: overlapping CPU scheduling with GPU steps "
+        "fills the gaps"
+    )
+    return Effect("to", min(1.6, 1.0 / max(busy, 0.5)), reason, target=True)
+
+
+def eager(sit: Situation) -> Effect | str:
+    if sit.binding == "cache":
+        if sit.engine.enforce_eager:
+            return "CUDA graphs are already off"
+        ratio = _kv_ratio(sit, enforce_eager=True)
+        if isinstance(ratio, str):
+            return f"turning CUDA graphs off: {ratio}"
+        if ratio <= 1.0:
+            return "the KV pool is pinned: graph memory freed would stay unused"
+        reason = f"no CUDA graphs frees their memory for {ratio - 1:+.1%} KV tokens"
+        return Effect("to", _damped(ratio), reason + ", at slower decode", target=True)
+    if not sit.engine.enforce_eager:
+        return "CUDA graphs are already on"
+    reason = "CUDA graphs remove per-layer launch overhead from decode steps"
+    return Effect("to", 1.15, reason, target=False)
+
+
+def prefix(sit: Situation) -> Effect | str:
+    if sit.engine.enable_prefix_caching:
+        return "prefix caching is already on"
+    if not sit.shared_prefixes:
+        return "the workload's prompts share no prefixes: nothing to reuse"
+    return Effect("to", 1.2, "shared prompt prefixes are computed once and reused", target=True)
+
+
+def stream_chunks(sit: Situation) -> Effect | str:
+    if sit.diagnosis.scheduling_kind != "cpu_overhead":
+        return "output processing is not what binds"
+    current = sit.engine.stream_interval
+    reason = f"{current} token(s) per chunk: fewer chunks mean less API-server work per token"
+    return Effect("up", 1.05, reason)
+
+
+def block(sit: Situation) -> Effect | str:
+    current = sit.engine.block_size
+    if current <= 16:
+        return f"blocks are already {current} tokens, the smallest the search offers"
+    reason = f"{current}-token blocks waste up to {current - 1} tokens per sequence"
+    return Effect("to", 1.03, reason + "; 16-token blocks waste less", target=16)
+
+
+def speculation(sit: Situation) -> Effect | str:
+    if sit.observation.engine.speculative_config is not None:
+        return "speculative decoding is already configured"
+    running = sit.observation.saturated.signals.running_mean or 0.0
+    if running > 16:
+        return f"{running:.0f} sequences run at once: speculation would waste compute and hurt"
+    reason = f"only {running:.0f} sequences per step: n-gram speculation turns weight reads"
+    return Effect("to", 1.15, reason + " into several tokens per step")
+
+
+RULES: dict[str, Rule] = {
+    "gpu_memory_utilization": memory_fraction,
+    "kv_cache_memory_bytes": memory_bytes,
+    "kv_cache_dtype": kv_dtype,
+    "quantization": weights_fp8,
+    "max_num_seqs": seqs,
+    "max_num_batched_tokens": token_budget,
+    "long_prefill_token_threshold": prefill_cap,
+    "async_scheduling": async_sched,
+    "enforce_eager": eager,
+    "enable_prefix_caching": prefix,
+    "stream_interval": stream_chunks,
+    "block_size": block,
+    "speculative_config": speculation,
+}

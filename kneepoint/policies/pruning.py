@@ -1,0 +1,199 @@
+"""Knob pruning: from a diagnosis, the knobs worth trying (in order of expected effect) and the
+knobs ruled out, each with its reason.
+
+A knob is ruled out when the study does not search it, the engine release does not know it,
+the backend cannot model it, a condition it needs is missing (several GPUs, shared prefixes),
+it acts only on constraints that do not bind, or its rule finds nothing it could change (it is
+already where it would go, or the situation makes it useless: fp8 weights on a GPU without fp8
+tensor cores against a compute wall). The rest become candidates, each with a direction, a
+first value where it is a choice, a predicted capacity ratio and a reason; output-changing knobs
+are flagged for a quality check.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import JsonValue
+
+from kneepoint.physics.defaults import UnmodeledSettingError, resolve_engine
+from kneepoint.physics.memory import plan_memory
+from kneepoint.policies.knob_effects import RULES, Effect, Situation
+from kneepoint.policies.step_estimate import estimate_step
+from kneepoint.records.diagnosis import Diagnosis, Observation
+from kneepoint.records.knobs import Constraint, Knob, KnobCatalogue
+from kneepoint.records.proposal import KnobCandidate, Pruning, RuledOut, SearchSpace
+from kneepoint.records.workload import TraceArrivals, Workload
+
+BackendKind = Literal["sim", "vllm", "attach"]
+# What the simulator does not model: a change it would silently ignore proves nothing.
+_SIM_UNMODELED = {"speculative_config": "the simulator does not model speculative decoding"}
+
+
+def prune(
+    diagnosis: Diagnosis,
+    observation: Observation,
+    catalogue: KnobCatalogue,
+    *,
+    allowed: Sequence[str] = (),
+    vllm_version: str | None = None,
+    backend: BackendKind = "sim",
+    gpus: int = 1,
+) -> Pruning:
+    """Candidates and ruled-out knobs for the constraint ``diagnosis`` names."""
+    targets = _targets(diagnosis)
+    situation = _situation(diagnosis, observation)
+    workload = observation.workload
+    shared = workload is None or has_shared_prefixes(workload)
+    limits = _Limits(allowed, vllm_version, backend, gpus, shared)
+    candidates: list[KnobCandidate] = []
+    ruled: list[RuledOut] = []
+    for knob in catalogue.knobs:
+        reason = limits.reason_out(knob)
+        if reason is None and not targets:
+            reason = f"nothing to prune toward: the diagnosis is {diagnosis.binding}"
+        if reason is None and situation is None:
+            reason = "the incumbent configuration is outside what the physics models"
+        if reason is not None:
+            ruled.append(RuledOut(knob=knob.name, reason=reason))
+            continue
+        assert situation is not None
+        found = _best_effect(knob, targets, situation)
+        if isinstance(found, str):
+            ruled.append(RuledOut(knob=knob.name, reason=found))
+        else:
+            candidates.append(found)
+    candidates.sort(key=lambda c: -c.predicted_ratio)
+    return Pruning(candidates=tuple(candidates), ruled_out=tuple(ruled))
+
+
+def _targets(diagnosis: Diagnosis) -> tuple[Constraint, ...]:
+    """Constraints to aim at: the binding one; when inconclusive, the two best scored."""
+    if diagnosis.constraint is not None:
+        return (diagnosis.constraint,)
+    if diagnosis.binding != "inconclusive":
+        return ()
+    scored = sorted(
+        (c for c, v in diagnosis.scores.items() if v > 0), key=lambda c: -diagnosis.scores[c]
+    )
+    return tuple(scored[:2])
+
+
+def _situation(diagnosis: Diagnosis, observation: Observation) -> Situation | None:
+    try:
+        engine = resolve_engine(observation.engine, observation.gpu, observation.model)
+    except UnmodeledSettingError:
+        return None
+    memory = plan_memory(observation.gpu, observation.model, engine)
+    estimate = estimate_step(
+        observation.saturated.signals, observation.gpu, observation.model, engine,
+        observation.workload,
+    )  # fmt: skip
+    shared = observation.workload is not None and has_shared_prefixes(observation.workload)
+    return Situation(diagnosis, observation, engine, memory, estimate, shared)
+
+
+def has_shared_prefixes(workload: Workload) -> bool:
+    """Whether prompts can share prefixes (prefix groups in use, or a trace that may name them)."""
+    if isinstance(workload.arrival, TraceArrivals):
+        return True
+    return any(c.prefix_group is not None for c in workload.classes)
+
+
+@dataclass(frozen=True, slots=True)
+class _Limits:
+    """What bounds the search whatever binds."""
+
+    allowed: Sequence[str]
+    version: str | None
+    backend: BackendKind
+    gpus: int
+    shared_prefixes: bool
+
+    def reason_out(self, knob: Knob) -> str | None:
+        """Why ``knob`` is out whatever binds, or None."""
+        checks = (
+            (self.backend == "attach", "attached to a running server: its knobs are not ours"),
+            (bool(self.allowed) and knob.name not in self.allowed,
+             "not in the study's search.knobs"),
+            (self.version is not None and not knob.known_by(self.version),
+             f"vLLM {self.version} does not know {knob.flag} (needs {knob.vllm_versions})"),
+            (self.backend == "sim" and knob.name in _SIM_UNMODELED,
+             _SIM_UNMODELED.get(knob.name, "")),
+            ("multiple_gpus" in knob.needs and self.gpus < 2,
+             "needs several GPUs per server; the study has one"),
+            ("shared_prefixes" in knob.needs and not self.shared_prefixes,
+             "the workload's prompts share no prefixes: nothing for it to reuse"),
+        )  # fmt: skip
+        return next((reason for failed, reason in checks if failed), None)
+
+
+def _best_effect(
+    knob: Knob, targets: tuple[Constraint, ...], situation: Situation
+) -> KnobCandidate | str:
+    aimed = [t for t in targets if t in knob.acts_on]
+    if not aimed:
+        acts = ", ".join(knob.acts_on)
+        return f"acts on {acts}; {' or '.join(targets)} binds"
+    rule = RULES.get(knob.name)
+    if rule is None:
+        return "no rule says how it moves this constraint"
+    reasons: list[str] = []
+    for target in aimed:
+        sit = (
+            situation if target == situation.diagnosis.constraint else _aimed_at(situation, target)
+        )
+        effect = rule(sit)
+        if isinstance(effect, Effect):
+            return KnobCandidate(
+                knob=knob, direction=effect.direction, target=_target(knob, effect, sit),
+                relieves=target, predicted_ratio=round(effect.ratio, 3), reason=effect.reason,
+                needs_quality_check=knob.changes_outputs,
+            )  # fmt: skip
+        reasons.append(effect)
+    return "; ".join(reasons)
+
+
+def _target(knob: Knob, effect: Effect, situation: Situation) -> JsonValue:
+    """The value a ``to`` move tries: the rule's, else the first choice unlike the incumbent's."""
+    if effect.direction != "to" or effect.target is not None:
+        return effect.target  # type: ignore[return-value]
+    current = getattr(situation.observation.engine, knob.name)
+    choices = getattr(knob.domain, "choices", ())
+    return next((c for c in choices if c is not None and c != current), None)
+
+
+def _aimed_at(situation: Situation, target: Constraint) -> Situation:
+    """The situation as if ``target`` bound (for an inconclusive diagnosis's runners)."""
+    diagnosis = situation.diagnosis.model_copy(update={"binding": target})
+    return Situation(diagnosis, situation.observation, situation.engine, situation.memory,
+                     situation.estimate, situation.shared_prefixes)  # fmt: skip
+
+
+def search_space(
+    pruning: Pruning, observation: Observation, incumbent_objective: float | None
+) -> SearchSpace:
+    """The proposers' space: the candidates around the incumbent, with the incumbent's
+    effective value of each (engine defaults filled in)."""
+    engine = resolve_engine(observation.engine, observation.gpu, observation.model)
+    memory = plan_memory(observation.gpu, observation.model, engine)
+    config = observation.engine
+    resolved = engine.model_dump()
+    current: dict[str, JsonValue] = {}
+    for candidate in pruning.candidates:
+        name = candidate.knob.name
+        if name == "kv_cache_memory_bytes":
+            current[name] = config.kv_cache_memory_bytes or int(memory.kv_bytes)
+        elif name == "kv_cache_dtype":
+            current[name] = config.kv_cache_dtype or "auto"
+        elif name in resolved:
+            current[name] = resolved[name]
+        else:
+            current[name] = getattr(config, name)
+    return SearchSpace(
+        incumbent=config, incumbent_objective=incumbent_objective,
+        current_values=current,
+        candidates=pruning.candidates,
+    )  # fmt: skip

@@ -1,0 +1,103 @@
+"""What the GPU should have spent on one engine step, from the model, the GPU and the batch the
+engine's own metrics describe: the fallback when GPU counters are missing.
+
+vLLM's metrics say how many steps ran per second, how many tokens each step carried and how
+many of them were sampled (decodes), how many sequences were running and how full the KV cache
+was. That is enough to rebuild the average step's shape and price it with the same roofline
+the simulator runs (``kneepoint.physics``): its compute-versus-memory split says which of the
+two the busy GPU waits on, and its GPU time against the observed step time says how much of
+each step the GPU sat idle while the CPU scheduled (a scheduling wall). Efficiencies of a real
+GPU differ from the model's by tens of percent, so evidence from here weighs less than a
+measured counter.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kneepoint.physics.defaults import ResolvedEngine
+from kneepoint.physics.roofline import BatchShape, Roofline
+from kneepoint.records.hardware import GpuSpec, ModelSpec
+from kneepoint.records.loadpoint import Signals
+from kneepoint.records.workload import Workload, mean_length_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class StepEstimate:
+    """The average step at a load point, priced by the roofline."""
+
+    observed_step_s: float
+    """1 / steps per second: the step's wall time as the engine ran it."""
+    gpu_s: float
+    """Roofline + launch + all-reduce time the model predicts for that step."""
+    launch_s: float
+    """Of which kernel-launch overhead: GPU time that is scheduling's, not math or memory."""
+    compute_share: float
+    """Share of the roofline time owed to math rather than memory traffic (0..1)."""
+    context_tokens: float
+    """Mean context per running sequence the estimate used."""
+
+    @property
+    def busy_fraction(self) -> float:
+        """Predicted GPU time over observed step time, at most 1."""
+        return min(1.0, self.gpu_s / self.observed_step_s)
+
+    @property
+    def launch_fraction(self) -> float:
+        """Kernel-launch overhead over observed step time."""
+        return min(1.0, self.launch_s / self.observed_step_s)
+
+
+def estimate_step(
+    signals: Signals,
+    gpu: GpuSpec,
+    model: ModelSpec,
+    engine: ResolvedEngine,
+    workload: Workload | None = None,
+) -> StepEstimate | None:
+    """The average step's estimate; None when the metrics cannot describe a step."""
+    steps, tokens = signals.steps_per_s, signals.tokens_per_step_mean
+    if not steps or not tokens:
+        return None
+    decodes = min(tokens, (signals.generation_tokens_per_s or 0.0) / steps)
+    prefill = max(0.0, tokens - decodes)
+    running = max(signals.running_mean or 0.0, decodes, 1.0)
+    context = _context_tokens(signals, running, workload)
+    shape = BatchShape(
+        num_requests=max(1, round(running)),
+        new_tokens=max(1, round(tokens)),
+        attention_pairs=decodes * context + prefill * context / 2.0,
+        kv_tokens=round(running * context + prefill),
+        samples=round(decodes),
+    )
+    cost = Roofline(gpu, model, engine).step(shape)
+    return StepEstimate(
+        observed_step_s=1.0 / steps,
+        gpu_s=cost.gpu_s,
+        launch_s=cost.launch_s,
+        compute_share=cost.compute_share,
+        context_tokens=context,
+    )
+
+
+def _context_tokens(signals: Signals, running: float, workload: Workload | None) -> float:
+    """KV tokens in use per running sequence, else the workload's typical context."""
+    usage, blocks, block = signals.kv_usage_mean, signals.num_gpu_blocks, signals.block_size
+    if usage is not None and blocks and block:
+        return max(1.0, usage * blocks * block / running)
+    if workload is None:
+        return 1024.0  # nothing better known: a typical chat context
+    return typical_context_tokens(workload)
+
+
+def typical_context_tokens(workload: Workload) -> float:
+    """A running sequence's mean context half-way through its answer (prefix + prompt + half
+    the output), weighted over the traffic classes."""
+    prefixes = {g.name: g.prefix_tokens for g in workload.prefix_groups}
+    total = sum(c.weight for c in workload.classes)
+    return sum(
+        c.weight / total
+        * (prefixes.get(c.prefix_group or "", 0) + mean_length_tokens(c.input_tokens)
+           + mean_length_tokens(c.output_tokens) / 2.0)
+        for c in workload.classes
+    )  # fmt: skip

@@ -1,0 +1,87 @@
+"""A bottleneck diagnosis: which constraint binds, how sure, and the evidence for it.
+
+The verdict is one of the four constraints (compute, scheduling, bandwidth, cache), or a reason
+no constraint can be named: the server was not loaded (``underloaded``), the client could not
+keep its schedule (``client_bound``), or the signals disagree or are missing
+(``inconclusive``). Every reading that moved the verdict is kept as an ``Evidence`` line a
+person can check against the raw signal.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from kneepoint.records.base import Record
+from kneepoint.records.engine import EngineConfig
+from kneepoint.records.hardware import GpuSpec, ModelSpec
+from kneepoint.records.knobs import CONSTRAINTS, Constraint
+from kneepoint.records.loadpoint import LoadPoint
+from kneepoint.records.workload import Workload
+
+Binding = Literal[
+    "compute", "scheduling", "bandwidth", "cache", "underloaded", "client_bound", "inconclusive"
+]
+SchedulingKind = Literal["cpu_overhead", "admission_cap", "prefill_interference", "token_budget"]
+"""What kind of scheduling wall: CPU-side work the GPU waits for; a sequence cap that keeps
+requests waiting while KV is free; long prefills stalling running decodes; a token budget too
+small for the batch."""
+SignalSource = Literal["gpm", "nvml", "vllm", "roofline", "client"]
+
+
+class Evidence(Record):
+    """One reading and what it says."""
+
+    signal: str
+    """Where it comes from, e.g. ``tensor_util_pct`` or ``kv_usage_mean``."""
+    value: float | None
+    threshold: str
+    """The line it was compared with, e.g. ``>= 60``."""
+    reading: str
+    """What the comparison means, in words."""
+    supports: Constraint | None = None
+    """The constraint it points to (None: context, or a reason for no verdict)."""
+    weight: float = Field(default=0.0, ge=0.0)
+    """How much it added to that constraint's score."""
+
+
+class Diagnosis(Record):
+    """The binding constraint at a saturated load point."""
+
+    binding: Binding
+    confidence: float = Field(ge=0.0, le=1.0)
+    """Share of the evidence behind the verdict (0 for no verdict)."""
+    runner_up: Constraint | None = None
+    scheduling_kind: SchedulingKind | None = None
+    """Set when the binding constraint is scheduling."""
+    scores: dict[Constraint, float] = Field(default_factory=dict)
+    evidence: tuple[Evidence, ...] = ()
+    sources: tuple[SignalSource, ...] = ()
+    """Which signal sources were available to it."""
+    rate_rps: float | None = None
+    """The offered rate of the saturated point it read."""
+
+    @property
+    def constraint(self) -> Constraint | None:
+        """The binding constraint, or None when the verdict names none."""
+        return self.binding if self.binding in CONSTRAINTS else None
+
+    def headline(self) -> str:
+        if self.constraint is None:
+            return f"{self.binding} (no constraint named)"
+        kind = f" ({self.scheduling_kind.replace('_', ' ')})" if self.scheduling_kind else ""
+        runner = f"; runner-up {self.runner_up}" if self.runner_up else ""
+        return f"{self.binding}{kind}-bound, confidence {self.confidence:.0%}{runner}"
+
+
+class Observation(Record):
+    """What a diagnosis reads: a saturated load point (at or just past the knee), optionally
+    one below the knee, and what was served on what."""
+
+    saturated: LoadPoint
+    below: LoadPoint | None = None
+    gpu: GpuSpec
+    model: ModelSpec
+    engine: EngineConfig
+    workload: Workload | None = None

@@ -1,0 +1,197 @@
+"""Table tests of the diagnosis over hand-built signal sets, with every partial-signal case:
+GPM present (Hopper), only NVML's coarse utilisation, and no GPU telemetry at all (vLLM's
+metrics plus a roofline estimate of the observed steps)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from kneepoint.config.catalog import gpu_catalogue, model_catalogue
+from kneepoint.policies.diagnosis import diagnose
+from kneepoint.records.diagnosis import Observation
+from kneepoint.records.engine import EngineConfig
+from kneepoint.records.loadpoint import LoadPoint, Signals
+from kneepoint.records.measure import Dist
+
+H100, A100, L40S = (gpu_catalogue()[n] for n in ("h100-sxm", "a100-80gb-sxm", "l40s"))
+LLAMA_8B, LLAMA_1B = (model_catalogue()[n] for n in ("llama-3.1-8b", "llama-3.2-1b"))
+GPM = ("sm_util_pct", "tensor_util_pct", "dram_bw_util_pct")
+NVML = ("gpu_util_pct", "memory_util_pct")
+
+
+def dist(p50: float, p99: float) -> Dist:
+    return Dist(count=100, mean_ms=p50, p50_ms=p50, p90_ms=p99, p95_ms=p99, p99_ms=p99)
+
+
+def point(
+    signals: dict[str, Any],
+    *,
+    violations: tuple[str, ...] = ("c ttft_p99 1200 ms > 1000 ms",),
+    itl: tuple[float, float] = (20.0, 30.0),
+    achieved: float = 10.0,
+    lag_ms: float = 0.5,
+) -> LoadPoint:
+    return LoadPoint(
+        rate_rps=10.0, window_start_s=0.0, window_end_s=60.0, sent=600, completed=600,
+        failed=0, timed_out=0, achieved_rps=achieved, goodput_rps=achieved * 0.9,
+        meets_slo=not violations, violations=violations,
+        dists={"c": {"ttft": dist(200, 1200), "itl": dist(*itl), "tpot": dist(*itl),
+                     "e2e": dist(3000, 6000)}},
+        send_lag_p50_ms=lag_ms / 2, send_lag_p99_ms=lag_ms, client_bound=lag_ms >= 10.0,
+        signals=Signals(**signals),
+    )  # fmt: skip
+
+
+def without(signals: dict[str, Any], *names: str) -> dict[str, Any]:
+    return {k: v for k, v in signals.items() if k not in names}
+
+
+def observe(signals: dict[str, Any], gpu: Any = H100, model: Any = LLAMA_8B, **kw: Any) -> Any:
+    engine = EngineConfig(model=model.name, **kw.pop("engine", {}))
+    return diagnose(Observation(saturated=point(signals, **kw), gpu=gpu, model=model,
+                                engine=engine))  # fmt: skip
+
+
+# Prefill-heavy summarisation on an H100: full-budget chunks, few running, tensor cores busy.
+COMPUTE = {
+    "kv_usage_mean": 0.09, "running_mean": 13.0, "waiting_mean": 2.2, "preemptions_per_s": 0.0,
+    "tokens_per_step_mean": 2300.0, "steps_per_s": 11.1, "generation_tokens_per_s": 80.0,
+    "num_gpu_blocks": 28870, "block_size": 16, "gpu_util_pct": 94.0, "memory_util_pct": 13.0,
+    "sm_util_pct": 88.0, "tensor_util_pct": 45.0, "dram_bw_util_pct": 6.5,
+}  # fmt: skip
+# Long answers decoding: ~34 sequences, one token each per step, HBM streaming weights and KV.
+BANDWIDTH = {
+    "kv_usage_mean": 0.18, "running_mean": 34.0, "waiting_mean": 0.0, "preemptions_per_s": 0.0,
+    "tokens_per_step_mean": 58.0, "steps_per_s": 26.9, "generation_tokens_per_s": 920.0,
+    "num_gpu_blocks": 12940, "block_size": 16, "gpu_util_pct": 100.0, "memory_util_pct": 100.0,
+    "sm_util_pct": 47.0, "tensor_util_pct": 2.0, "dram_bw_util_pct": 71.0,
+}  # fmt: skip
+# A KV pool pinned small under long contexts: full, a long queue, preemption churn.
+CACHE = {
+    "kv_usage_mean": 0.99, "kv_usage_max": 1.0, "running_mean": 39.0, "waiting_mean": 40.0,
+    "preemptions_per_s": 34.0, "tokens_per_step_mean": 73.0, "steps_per_s": 263.0,
+    "generation_tokens_per_s": 10080.0, "num_gpu_blocks": 2048, "block_size": 16,
+    "gpu_util_pct": 100.0, "memory_util_pct": 94.0,
+}  # fmt: skip
+# A 1B model under a 32-sequence cap with sync scheduling: running pinned, KV empty, gaps.
+CAPPED = {
+    "kv_usage_mean": 0.003, "running_mean": 30.7, "waiting_mean": 14.6, "preemptions_per_s": 0.0,
+    "tokens_per_step_mean": 62.0, "steps_per_s": 374.0, "generation_tokens_per_s": 11556.0,
+    "num_gpu_blocks": 143207, "block_size": 16, "gpu_util_pct": 68.0, "memory_util_pct": 63.0,
+    "sm_util_pct": 23.8, "tensor_util_pct": 6.1, "dram_bw_util_pct": 31.2,
+}  # fmt: skip
+# The same model with no cap in the way: steps far slower than their GPU work (CPU bound).
+CPU_BOUND = {
+    **CAPPED, "running_mean": 120.0, "waiting_mean": 30.0, "tokens_per_step_mean": 140.0,
+    "steps_per_s": 190.0, "generation_tokens_per_s": 22800.0, "gpu_util_pct": 45.0,
+    "sm_util_pct": 15.0, "tensor_util_pct": 4.0, "dram_bw_util_pct": 20.0,
+}  # fmt: skip
+
+CASES = [
+    # (name, signals, model, gpu, engine, expected binding, expected sources subset)
+    ("compute/gpm", COMPUTE, LLAMA_8B, H100, {}, "compute", {"gpm", "nvml"}),
+    ("compute/nvml", without(COMPUTE, *GPM), LLAMA_8B, H100, {}, "compute", {"nvml", "roofline"}),
+    ("compute/none", without(COMPUTE, *GPM, *NVML), LLAMA_8B, H100, {}, "compute", {"roofline"}),
+    ("bandwidth/gpm", BANDWIDTH, LLAMA_8B, H100, {}, "bandwidth", {"gpm"}),
+    ("bandwidth/nvml", without(BANDWIDTH, *GPM), LLAMA_8B, L40S, {}, "bandwidth", {"roofline"}),
+    ("bandwidth/none", without(BANDWIDTH, *GPM, *NVML), LLAMA_8B, L40S, {}, "bandwidth",
+     {"roofline"}),
+    ("cache/nvml", CACHE, LLAMA_1B, A100, {"kv_cache_memory_bytes": 2**30}, "cache", {"vllm"}),
+    ("cache/none", without(CACHE, *NVML), LLAMA_1B, A100, {"kv_cache_memory_bytes": 2**30},
+     "cache", {"vllm"}),
+    ("capped/gpm", CAPPED, LLAMA_1B, H100, {"max_num_seqs": 32}, "scheduling", {"gpm"}),
+    ("capped/none", without(CAPPED, *GPM, *NVML), LLAMA_1B, H100, {"max_num_seqs": 32},
+     "scheduling", {"vllm"}),
+    ("cpu/gpm", CPU_BOUND, LLAMA_1B, H100, {"async_scheduling": False}, "scheduling", {"gpm"}),
+    ("cpu/none", without(CPU_BOUND, *GPM, *NVML), LLAMA_1B, H100, {"async_scheduling": False},
+     "scheduling", {"roofline"}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case[0] for case in CASES])
+def test_the_binding_constraint_is_named_from_whatever_signals_there_are(
+    case: tuple[Any, ...],
+) -> None:
+    _, signals, model, gpu, engine, binding, sources = case
+    found = observe(signals, gpu, model, engine=engine)
+    assert found.binding == binding, (found.scores, [e.reading for e in found.evidence])
+    assert sources <= set(found.sources)
+    assert 0.4 <= found.confidence <= 1.0
+    assert found.scores[binding] == max(found.scores.values())
+    assert any(e.supports == binding and e.weight > 0 for e in found.evidence)
+    assert all(e.reading and e.threshold for e in found.evidence)
+
+
+def test_measured_counters_are_trusted_more_than_the_roofline_alone() -> None:
+    full = observe(COMPUTE)
+    bare = observe(without(COMPUTE, *GPM, *NVML))
+    assert full.binding == bare.binding == "compute"
+    assert full.confidence > bare.confidence
+
+
+def test_an_admission_cap_is_the_scheduling_kind_it_is() -> None:
+    found = observe(CAPPED, model=LLAMA_1B, engine={"max_num_seqs": 32})
+    assert found.scheduling_kind == "admission_cap"
+    cap_line = next(e for e in found.evidence if e.signal == "running_mean")
+    assert "max_num_seqs 32" in cap_line.reading and "waiting" in cap_line.reading
+
+
+def test_cpu_gaps_are_named_cpu_overhead() -> None:
+    found = observe(CPU_BOUND, model=LLAMA_1B, engine={"async_scheduling": False})
+    assert found.scheduling_kind == "cpu_overhead"
+
+
+def test_prefill_interference_is_scheduling_when_itl_tails_fail() -> None:
+    mixed = {**BANDWIDTH, "waiting_mean": 1.5, "tokens_per_step_mean": 900.0}
+    failing = ("c itl_p99 180 ms > 100 ms",)
+    found = observe(mixed, violations=failing, itl=(22.0, 180.0))
+    assert (found.binding, found.scheduling_kind) == ("scheduling", "prefill_interference")
+    assert found.runner_up == "bandwidth"
+    # The same tail is not interference when ITL is not what fails.
+    calm = observe(mixed, violations=("c ttft_p99 1200 ms > 1000 ms",), itl=(22.0, 180.0))
+    assert calm.binding == "bandwidth"
+
+
+def test_a_client_that_fell_behind_names_no_constraint() -> None:
+    found = observe(COMPUTE, lag_ms=25.0)
+    assert found.binding == "client_bound" and found.constraint is None
+    assert "25.0 ms late" in found.evidence[0].reading
+
+
+def test_a_point_that_met_its_slo_with_no_queue_is_underloaded() -> None:
+    calm = {**BANDWIDTH, "gpu_util_pct": 40.0}
+    found = observe(calm, violations=())
+    assert found.binding == "underloaded" and found.constraint is None
+
+
+def test_no_signals_at_all_is_inconclusive_not_a_guess() -> None:
+    found = observe({"waiting_mean": 5.0})
+    assert found.binding == "inconclusive"
+    assert found.confidence < 0.4
+
+
+def test_busy_gpu_with_nothing_to_split_it_is_inconclusive() -> None:
+    # NVML says busy, but without GPM or the engine's step metrics nothing splits math from
+    # memory traffic: the diagnosis must not pick one.
+    found = observe({"gpu_util_pct": 99.0, "waiting_mean": 3.0, "running_mean": 10.0})
+    assert found.binding == "inconclusive"
+    assert any(e.signal == "compute_vs_bandwidth" for e in found.evidence)
+
+
+def test_below_the_knee_point_adds_what_changed() -> None:
+    saturated, below = point(CACHE), point({**CACHE, "kv_usage_mean": 0.4, "waiting_mean": 0.0})
+    engine = EngineConfig(model="m", kv_cache_memory_bytes=2**30)
+    found = diagnose(
+        Observation(saturated=saturated, below=below, gpu=A100, model=LLAMA_1B, engine=engine)
+    )
+    change = next(e for e in found.evidence if e.signal == "kv_usage_mean_change")
+    assert change.value == pytest.approx(0.59) and "0.40" in change.reading
+
+
+def test_headline_reads_as_a_sentence() -> None:
+    found = observe(CAPPED, model=LLAMA_1B, engine={"max_num_seqs": 32})
+    assert found.headline().startswith("scheduling (admission cap)-bound, confidence")
+    assert math.isclose(sum(found.scores.values()), 1.0, abs_tol=0.05)

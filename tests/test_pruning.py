@@ -1,0 +1,153 @@
+"""Knob pruning: the candidates a diagnosis leaves, in order, with reasons; and the knobs it
+rules out, gated by GPU, vLLM version, backend and workload."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kneepoint.config.catalog import knob_catalogue
+from kneepoint.policies.pruning import prune, search_space
+from kneepoint.records.diagnosis import Diagnosis, Observation
+from kneepoint.records.engine import EngineConfig
+from kneepoint.records.proposal import Pruning
+from kneepoint.records.workload import Workload
+from tests.test_diagnosis import A100, CACHE, CAPPED, COMPUTE, H100, LLAMA_1B, LLAMA_8B, point
+
+CATALOGUE = knob_catalogue()
+CHAT = Workload.model_validate({
+    "name": "chat",
+    "classes": [{"name": "c", "input_tokens": {"kind": "fixed", "tokens": 200},
+                 "output_tokens": {"kind": "fixed", "tokens": 100}}],
+})  # fmt: skip
+RAG = Workload.model_validate({
+    "name": "rag",
+    "prefix_groups": [{"name": "docs", "documents": 20, "prefix_tokens": 2000}],
+    "classes": [{"name": "c", "prefix_group": "docs",
+                 "input_tokens": {"kind": "fixed", "tokens": 100},
+                 "output_tokens": {"kind": "fixed", "tokens": 100}}],
+})  # fmt: skip
+
+
+def run(
+    binding: str,
+    signals: dict[str, Any],
+    *,
+    gpu: Any = H100,
+    model: Any = LLAMA_8B,
+    engine: dict[str, Any] | None = None,
+    workload: Workload = CHAT,
+    kind: str | None = None,
+    **options: Any,
+) -> tuple[Pruning, Observation]:
+    observation = Observation(
+        saturated=point(signals), gpu=gpu, model=model,
+        engine=EngineConfig(model=model.name, **(engine or {})), workload=workload,
+    )  # fmt: skip
+    diagnosis = Diagnosis(binding=binding, confidence=0.9, scheduling_kind=kind)  # type: ignore[arg-type]
+    return prune(diagnosis, observation, CATALOGUE, **options), observation
+
+
+def names(pruning: Pruning) -> list[str]:
+    return [c.knob.name for c in pruning.candidates]
+
+
+def why(pruning: Pruning, knob: str) -> str:
+    return next(r.reason for r in pruning.ruled_out if r.knob == knob)
+
+
+def test_compute_bound_on_hopper_tries_fp8_weights_first_and_flags_its_quality_check() -> None:
+    found, _ = run("compute", COMPUTE)
+    first = found.candidates[0]
+    assert (first.knob.name, first.direction, first.target) == ("quantization", "to", "fp8")
+    assert first.needs_quality_check and first.predicted_ratio > 1.3
+    assert "acts on cache, bandwidth; compute binds" in why(found, "kv_cache_dtype")
+    assert "acts on scheduling; compute binds" in why(found, "async_scheduling")
+
+
+def test_no_fp8_weights_against_a_compute_wall_on_ampere() -> None:
+    found, _ = run("compute", COMPUTE, gpu=A100)
+    assert "quantization" not in names(found)
+    assert "no fp8 tensor cores" in why(found, "quantization")
+
+
+def test_cache_bound_with_a_pinned_pool_grows_the_pool_not_the_fraction() -> None:
+    found, obs = run("cache", CACHE, gpu=A100, model=LLAMA_1B,
+                     engine={"kv_cache_memory_bytes": 2**30, "max_model_len": 32768})  # fmt: skip
+    assert set(names(found)[:2]) == {"kv_cache_memory_bytes", "kv_cache_dtype"}
+    assert "overrides it" in why(found, "gpu_memory_utilization")
+    assert "pinned" in why(found, "quantization")
+    space = search_space(found, obs, incumbent_objective=11.0)
+    assert space.current_values["kv_cache_memory_bytes"] == 2**30
+    assert space.incumbent_objective == 11.0
+
+
+def test_cache_bound_by_fraction_raises_it_with_a_priced_kv_gain() -> None:
+    found, obs = run("cache", CACHE, gpu=A100, model=LLAMA_1B, engine={"max_model_len": 32768})
+    by_name = {c.knob.name: c for c in found.candidates}
+    memory = by_name["gpu_memory_utilization"]
+    assert memory.direction == "up" and 1.0 < memory.predicted_ratio < 1.5
+    assert "0.92 -> 0.96" in memory.reason
+    assert by_name["quantization"].needs_quality_check  # fp8 weights free KV room
+    assert search_space(found, obs, None).current_values["gpu_memory_utilization"] == 0.92
+
+
+def test_an_admission_cap_raises_max_num_seqs_first() -> None:
+    found, _ = run("scheduling", CAPPED, model=LLAMA_1B, kind="admission_cap",
+                   engine={"max_num_seqs": 32, "async_scheduling": False})  # fmt: skip
+    assert names(found)[0] == "max_num_seqs"
+    assert found.candidates[0].direction == "up"
+    assert "async_scheduling" in names(found)
+    assert "CUDA graphs are already on" in why(found, "enforce_eager")
+
+
+def test_prefill_interference_shrinks_the_chunks() -> None:
+    found, _ = run("scheduling", COMPUTE, kind="prefill_interference")
+    by_name = {c.knob.name: c for c in found.candidates}
+    assert by_name["max_num_batched_tokens"].direction == "down"
+    assert by_name["long_prefill_token_threshold"].direction == "down"
+
+
+def test_prefix_caching_needs_shared_prefixes() -> None:
+    off = {"enable_prefix_caching": False}
+    plain, _ = run("compute", COMPUTE, engine=off)
+    assert "share no prefixes" in why(plain, "enable_prefix_caching")
+    shared, _ = run("compute", COMPUTE, engine=off, workload=RAG)
+    assert "enable_prefix_caching" in names(shared)
+
+
+def test_gating_by_version_backend_search_and_gpus() -> None:
+    found, _ = run("scheduling", CAPPED, model=LLAMA_1B, kind="cpu_overhead",
+                   engine={"async_scheduling": False}, vllm_version="0.9.0")  # fmt: skip
+    assert "does not know --async-scheduling" in why(found, "async_scheduling")
+    assert "one" in why(found, "tensor_parallel_size")
+    sim, _ = run("bandwidth", COMPUTE, backend="sim")
+    assert "does not model speculative decoding" in why(sim, "speculative_config")
+    narrow, _ = run("compute", COMPUTE, allowed=["max_num_seqs"])
+    assert not narrow.candidates
+    assert why(narrow, "quantization") == "not in the study's search.knobs"
+
+
+def test_attached_or_undiagnosed_servers_get_no_candidates() -> None:
+    attached, _ = run("compute", COMPUTE, backend="attach")
+    assert not attached.candidates
+    assert len(attached.ruled_out) == len(CATALOGUE.knobs)
+    under, _ = run("underloaded", COMPUTE)
+    assert not under.candidates
+    assert "the diagnosis is underloaded" in why(under, "max_num_seqs")
+
+
+def test_every_knob_is_either_a_candidate_or_ruled_out_with_a_reason() -> None:
+    for binding in ("compute", "scheduling", "bandwidth", "cache"):
+        found, _ = run(binding, CACHE, gpu=A100, model=LLAMA_1B, kind="cpu_overhead")
+        seen = names(found) + [r.knob for r in found.ruled_out]
+        assert sorted(seen) == sorted(CATALOGUE.names())
+        assert all(r.reason for r in found.ruled_out)
+        ratios = [c.predicted_ratio for c in found.candidates]
+        assert ratios == sorted(ratios, reverse=True)
+
+
+def test_a_change_that_would_not_start_is_ruled_out_with_the_refusal() -> None:
+    # 1 GiB holds 32k tokens of Llama-3.2-1B: the model's 128k context cannot start either way.
+    found, _ = run("cache", CACHE, gpu=A100, model=LLAMA_1B,
+                   engine={"kv_cache_memory_bytes": 2**30})  # fmt: skip
+    assert "would not start (max model len too long)" in why(found, "kv_cache_memory_bytes")
