@@ -30,10 +30,13 @@ def point(
     signals: dict[str, Any],
     *,
     violations: tuple[str, ...] = ("c ttft_p99 1200 ms > 1000 ms",),
-    itl: tuple[float, float] = (20.0, 30.0),
+    itl: tuple[float, float] | None = None,
     achieved: float = 10.0,
     lag_ms: float = 0.5,
 ) -> LoadPoint:
+    if itl is None:  # consistent with the step rate: a decode waits one step per token
+        step_ms = 1000.0 / signals["steps_per_s"] if signals.get("steps_per_s") else 20.0
+        itl = (step_ms, 1.5 * step_ms)
     return LoadPoint(
         rate_rps=10.0, window_start_s=0.0, window_end_s=60.0, sent=600, completed=600,
         failed=0, timed_out=0, achieved_rps=achieved, goodput_rps=achieved * 0.9,
@@ -62,11 +65,16 @@ COMPUTE = {
     "num_gpu_blocks": 28870, "block_size": 16, "gpu_util_pct": 94.0, "memory_util_pct": 13.0,
     "sm_util_pct": 88.0, "tensor_util_pct": 45.0, "dram_bw_util_pct": 6.5,
 }  # fmt: skip
-# Long answers decoding: ~34 sequences, one token each per step, HBM streaming weights and KV.
+# Long answers decoding on an L40S: ~34 sequences, one token each per step, HBM streaming
+# weights and KV; nothing queues (the ITL SLO fails first). The L40S has no GPM.
 BANDWIDTH = {
     "kv_usage_mean": 0.18, "running_mean": 34.0, "waiting_mean": 0.0, "preemptions_per_s": 0.0,
     "tokens_per_step_mean": 58.0, "steps_per_s": 26.9, "generation_tokens_per_s": 920.0,
     "num_gpu_blocks": 12940, "block_size": 16, "gpu_util_pct": 100.0, "memory_util_pct": 100.0,
+}  # fmt: skip
+# The same traffic on an H100 with GPM: ~10 ms steps, HBM busy, tensor cores idle.
+BANDWIDTH_H100 = {
+    **BANDWIDTH, "steps_per_s": 95.0, "generation_tokens_per_s": 3230.0, "num_gpu_blocks": 28870,
     "sm_util_pct": 47.0, "tensor_util_pct": 2.0, "dram_bw_util_pct": 71.0,
 }  # fmt: skip
 # A KV pool pinned small under long contexts: full, a long queue, preemption churn.
@@ -95,8 +103,8 @@ CASES = [
     ("compute/gpm", COMPUTE, LLAMA_8B, H100, {}, "compute", {"gpm", "nvml"}),
     ("compute/nvml", without(COMPUTE, *GPM), LLAMA_8B, H100, {}, "compute", {"nvml", "roofline"}),
     ("compute/none", without(COMPUTE, *GPM, *NVML), LLAMA_8B, H100, {}, "compute", {"roofline"}),
-    ("bandwidth/gpm", BANDWIDTH, LLAMA_8B, H100, {}, "bandwidth", {"gpm"}),
-    ("bandwidth/nvml", without(BANDWIDTH, *GPM), LLAMA_8B, L40S, {}, "bandwidth", {"roofline"}),
+    ("bandwidth/gpm", BANDWIDTH_H100, LLAMA_8B, H100, {}, "bandwidth", {"gpm"}),
+    ("bandwidth/nvml", BANDWIDTH, LLAMA_8B, L40S, {}, "bandwidth", {"roofline"}),
     ("bandwidth/none", without(BANDWIDTH, *GPM, *NVML), LLAMA_8B, L40S, {}, "bandwidth",
      {"roofline"}),
     ("cache/nvml", CACHE, LLAMA_1B, A100, {"kv_cache_memory_bytes": 2**30}, "cache", {"vllm"}),
@@ -145,7 +153,7 @@ def test_cpu_gaps_are_named_cpu_overhead() -> None:
 
 
 def test_prefill_interference_is_scheduling_when_itl_tails_fail() -> None:
-    mixed = {**BANDWIDTH, "waiting_mean": 1.5, "tokens_per_step_mean": 900.0}
+    mixed = {**BANDWIDTH_H100, "waiting_mean": 1.5, "tokens_per_step_mean": 900.0}
     failing = ("c itl_p99 180 ms > 100 ms",)
     found = observe(mixed, violations=failing, itl=(22.0, 180.0))
     assert (found.binding, found.scheduling_kind) == ("scheduling", "prefill_interference")
@@ -195,3 +203,19 @@ def test_headline_reads_as_a_sentence() -> None:
     found = observe(CAPPED, model=LLAMA_1B, engine={"max_num_seqs": 32})
     assert found.headline().startswith("scheduling (admission cap)-bound, confidence")
     assert math.isclose(sum(found.scores.values()), 1.0, abs_tol=0.05)
+
+
+def test_an_slo_missed_with_nothing_queued_is_read_per_step_not_from_nvml() -> None:
+    # Mistral-7B on an L4 at one request at a time: every decode step streams 14.5 GB at
+    # 0.3 TB/s, ~64 ms, over a 30 ms ITL limit. NVML reads 5% because the GPU idles between
+    # requests; that idleness is not a scheduling wall.
+    alone = {
+        "kv_usage_mean": 0.016, "running_mean": 1.0, "waiting_mean": 0.0,
+        "preemptions_per_s": 0.0, "tokens_per_step_mean": 1.4, "steps_per_s": 0.77,
+        "generation_tokens_per_s": 0.79, "num_gpu_blocks": 3088, "block_size": 16,
+        "gpu_util_pct": 5.0, "memory_util_pct": 5.0,
+    }  # fmt: skip
+    l4, mistral = gpu_catalogue()["l4"], model_catalogue()["mistral-7b"]
+    found = observe(alone, l4, mistral, violations=("c itl_p95 64 ms > 30 ms",), itl=(63.7, 64.7))
+    assert found.binding == "bandwidth", found.scores
+    assert any("idles between requests" in e.reading for e in found.evidence)

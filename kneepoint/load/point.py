@@ -49,6 +49,7 @@ def load_point(
         rate_rps=rate_rps,
         window_start_s=start,
         window_end_s=end,
+        duration_s=_duration(records),
         sent=len(window),
         completed=completed,
         failed=sum(not r.ok for r in window),
@@ -64,6 +65,14 @@ def load_point(
         client_bound=lag_p99 >= lag_limit_ms,
         signals=signals or Signals(),
     )
+
+
+def _duration(records: Sequence[RequestRecord]) -> float:
+    if not records:
+        return 0.0
+    ends = [r.end_s if r.end_s is not None else max(r.chunk_times_s, default=r.sent_s)
+            for r in records]  # fmt: skip
+    return max(0.0, max(ends) - min(r.scheduled_s for r in records))
 
 
 def _goodput_by_class(

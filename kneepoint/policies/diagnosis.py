@@ -13,6 +13,8 @@ a client that fell behind (``client_bound``) or a server that met its SLO with n
 
 from __future__ import annotations
 
+import math
+
 from kneepoint.physics.defaults import UnmodeledSettingError, resolve_engine
 from kneepoint.policies import evidence
 from kneepoint.policies.evidence import Tally
@@ -42,7 +44,7 @@ def diagnose(observation: Observation) -> Diagnosis:
         engine = None
     estimate = (
         estimate_step(point.signals, observation.gpu, observation.model, engine,
-                      observation.workload)
+                      observation.workload, observed_step_s=_step_when_idle(point))
         if engine is not None else None
     )  # fmt: skip
     tally = Tally()
@@ -60,6 +62,16 @@ def diagnose(observation: Observation) -> Diagnosis:
     return _verdict(point, tally)
 
 
+def _step_when_idle(point: LoadPoint) -> float | None:
+    """With nothing queued the engine idles between requests, so steps per second understate
+    the step rate while it works; the median gap between tokens is the step time then."""
+    if evidence.queued(point):
+        return None
+    gaps = [d["itl"].p50_ms for d in point.dists.values() if "itl" in d]
+    gaps = [g for g in gaps if 0 < g < math.inf]
+    return sum(gaps) / len(gaps) / 1000.0 if gaps else None
+
+
 def _gate(point: LoadPoint) -> Diagnosis | None:
     """A verdict that names no constraint, when the point cannot say what binds."""
     s = point.signals
@@ -72,8 +84,7 @@ def _gate(point: LoadPoint) -> Diagnosis | None:
         )  # fmt: skip
         return Diagnosis(binding="client_bound", confidence=1.0, evidence=(line,),
                          sources=("client",), rate_rps=point.rate_rps)  # fmt: skip
-    queued = s.waiting_mean is not None and s.waiting_mean >= evidence.WAITING
-    if point.meets_slo and not queued and not (s.preemptions_per_s or 0.0) > 0:
+    if point.meets_slo and not evidence.queued(point) and not (s.preemptions_per_s or 0.0) > 0:
         line = Evidence(
             signal="waiting_mean", value=s.waiting_mean, threshold=f"< {evidence.WAITING:g}",
             reading=f"every SLO met at {point.rate_rps:.2f} req/s with nothing queued: the "

@@ -86,6 +86,11 @@ class Tally:
         )
 
 
+def queued(point: LoadPoint) -> bool:
+    """Requests waited in front of the engine, so it stepped back to back."""
+    return (point.signals.waiting_mean or 0.0) >= WAITING
+
+
 def _clip(value: float) -> float:
     return min(1.0, max(0.0, value))
 
@@ -145,11 +150,11 @@ def admission_cap_share(point: LoadPoint, max_num_seqs: int, tally: Tally) -> fl
 def gpu_time(point: LoadPoint, estimate: StepEstimate | None, rest: float, tally: Tally) -> None:
     """Divide the time not held by a queue wall between idle/launch, math and memory."""
     s = point.signals
-    busy, launch = _busy(s, estimate, tally)
+    busy, launch = _busy(s, estimate, queued(point), tally)
     if busy is None:
         return
     idle = (1.0 - busy) + launch
-    if (s.waiting_mean or 0.0) >= WAITING or (s.running_mean or 0.0) > 0:
+    if queued(point) or (s.running_mean or 0.0) > 0:
         tally.add(
             "scheduling", rest * idle, signal="gpu_idle_or_launch_share", value=round(idle, 3),
             threshold="share of the time",
@@ -178,10 +183,22 @@ def gpu_time(point: LoadPoint, estimate: StepEstimate | None, rest: float, tally
     )  # fmt: skip
 
 
-def _busy(s: Signals, estimate: StepEstimate | None, tally: Tally) -> tuple[float | None, float]:
-    """(share of time the GPU ran kernels, share of the time that was launch overhead)."""
+def _busy(
+    s: Signals, estimate: StepEstimate | None, saturated: bool, tally: Tally
+) -> tuple[float | None, float]:
+    """(share of its working time the GPU ran kernels, share that was launch overhead).
+
+    NVML's utilisation counts every idle moment, so it is the GPU's busy share only while a
+    queue kept the engine stepping; otherwise the roofline's share of each observed step is."""
     launch = estimate.launch_fraction if estimate is not None else 0.0
-    if s.gpu_util_pct is not None:
+    if s.gpu_util_pct is not None and not saturated and estimate is not None:
+        tally.add(
+            None, 0.0, signal="gpu_util_pct", value=s.gpu_util_pct,
+            threshold="read per step when nothing queues",
+            reading=f"NVML: a kernel ran {s.gpu_util_pct:.0f}% of the time, but with nothing "
+            "queued the GPU also idles between requests; the step itself is what is slow",
+        )  # fmt: skip
+    elif s.gpu_util_pct is not None:
         tally.sources.add("nvml")
         tally.add(
             None, 0.0, signal="gpu_util_pct", value=s.gpu_util_pct,

@@ -54,8 +54,14 @@ def estimate_step(
     model: ModelSpec,
     engine: ResolvedEngine,
     workload: Workload | None = None,
+    *,
+    observed_step_s: float | None = None,
 ) -> StepEstimate | None:
-    """The average step's estimate; None when the metrics cannot describe a step."""
+    """The average step's estimate; None when the metrics cannot describe a step.
+
+    The observed step time is 1 / steps per second, which holds while the engine steps back
+    to back (a queue in front of it); an engine that idles between requests runs fewer steps
+    than that, so the caller passes the step time it saw instead (the median ITL)."""
     steps, tokens = signals.steps_per_s, signals.tokens_per_step_mean
     if not steps or not tokens:
         return None
@@ -72,7 +78,7 @@ def estimate_step(
     )
     cost = Roofline(gpu, model, engine).step(shape)
     return StepEstimate(
-        observed_step_s=1.0 / steps,
+        observed_step_s=observed_step_s or 1.0 / steps,
         gpu_s=cost.gpu_s,
         launch_s=cost.launch_s,
         compute_share=cost.compute_share,

@@ -47,6 +47,8 @@ class LoadPoint(Record):
     rate_rps: float = Field(gt=0.0)
     window_start_s: float
     window_end_s: float
+    duration_s: float = Field(default=0.0, ge=0.0)
+    """From the first scheduled send to the last response: how long the point held the server."""
     sent: int = Field(ge=0)
     """Requests in the stable window."""
     completed: int = Field(ge=0)

@@ -1,0 +1,133 @@
+"""Simulator scenarios for the policy benchmarks: models, GPUs, workloads and configurations.
+
+Each scenario is a study built in code from one of five traffic archetypes (prefill-heavy
+summarisation, long streamed answers, short chat under a sequence cap, short chat with the CPU
+in the way, long-running agents in a small KV pool) on a model and GPU drawn so that it fits,
+with the knobs perturbed per draw. The archetype only makes a scenario likely to bind somewhere;
+its label comes from the simulator's ground truth at the knee, and the diagnosis never sees
+either. Deterministic for a seed.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from kneepoint.config.catalog import gpu_catalogue, model_catalogue
+from kneepoint.physics.defaults import resolve_engine
+from kneepoint.physics.memory import plan_memory
+from kneepoint.records.study import StudySpec
+
+GPUS = gpu_catalogue()
+MODELS = model_catalogue()
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    archetype: str
+    study: StudySpec
+    start_rps: float
+
+
+def _lognormal(median: int, sigma: float, low: int, high: int) -> dict[str, Any]:
+    return {"kind": "lognormal", "median_tokens": median, "sigma": sigma,
+            "min_tokens": low, "max_tokens": high}  # fmt: skip
+
+
+def _prefill(rng: random.Random) -> dict[str, Any]:
+    return {
+        "models": ["llama-3.1-8b", "mistral-7b", "qwen2.5-14b"],
+        "gpus": ["h100-sxm", "h200-sxm", "a100-80gb-sxm", "l40s", "rtx-6000-ada"],
+        "input": _lognormal(rng.choice([1500, 2500, 3500]), 0.3, 512, 6000),
+        "output": {"kind": "uniform", "min_tokens": 4, "max_tokens": rng.choice([8, 16, 32])},
+        "slo": {"ttft_p99_ms": rng.choice([1500, 2500, 4000])},
+        "engine": {"max_num_batched_tokens": rng.choice([4096, 8192]), "max_model_len": 8192},
+        "start": 2.0,
+    }
+
+
+def _decode(rng: random.Random) -> dict[str, Any]:
+    return {
+        "models": ["llama-3.1-8b", "mistral-7b", "qwen2.5-14b"],
+        "gpus": ["l40s", "a100-80gb-sxm", "l4", "rtx-6000-ada", "h100-sxm"],
+        "input": _lognormal(rng.choice([256, 512]), 0.5, 32, 2048),
+        "output": _lognormal(rng.choice([512, 768, 1024]), 0.4, 128, 2048),
+        "slo": {"ttft_p99_ms": 3000, "itl_p95_ms": rng.choice([30, 40, 60])},
+        "engine": {"max_num_batched_tokens": 2048, "max_model_len": 8192},
+        "start": 0.5,
+    }
+
+
+def _capped(rng: random.Random) -> dict[str, Any]:
+    return {
+        "models": ["llama-3.2-1b"],
+        "gpus": ["h100-sxm", "h200-sxm", "a100-80gb-sxm"],
+        "input": _lognormal(rng.choice([96, 128, 192]), 0.6, 16, 1024),
+        "output": _lognormal(rng.choice([96, 128, 192]), 0.5, 16, 512),
+        "slo": {"ttft_p99_ms": rng.choice([400, 500, 800]), "itl_p95_ms": 30},
+        "engine": {"max_num_seqs": rng.choice([16, 24, 32, 48]), "max_model_len": 4096,
+                   "max_num_batched_tokens": 2048, "async_scheduling": rng.random() < 0.5},
+        "start": 8.0,
+    }  # fmt: skip
+
+
+def _cpu(rng: random.Random) -> dict[str, Any]:
+    return {
+        "models": ["llama-3.2-1b"],
+        "gpus": ["h100-sxm", "h200-sxm"],
+        "input": _lognormal(rng.choice([64, 96, 128]), 0.5, 16, 512),
+        "output": _lognormal(rng.choice([128, 192, 256]), 0.5, 16, 512),
+        "slo": {"ttft_p99_ms": 1000, "itl_p95_ms": rng.choice([6, 8, 10])},
+        "engine": {"max_num_seqs": 512, "max_model_len": 4096, "max_num_batched_tokens": 2048,
+                   "async_scheduling": False, "stream_interval": 1},
+        "start": 16.0,
+    }  # fmt: skip
+
+
+def _agents(rng: random.Random) -> dict[str, Any]:
+    return {
+        "models": ["llama-3.2-1b", "llama-3.1-8b", "mistral-7b"],
+        "gpus": ["a100-80gb-sxm", "h100-sxm", "l40s", "h200-sxm"],
+        "input": _lognormal(rng.choice([128, 256, 512]), 0.5, 16, 1024),
+        "output": _lognormal(rng.choice([1000, 1500, 2000]), 0.3, 256, 4096),
+        "slo": {"ttft_p99_ms": 10000, "itl_p95_ms": rng.choice([60, 80, 100])},
+        "engine": {"max_num_seqs": 256, "max_num_batched_tokens": 4096, "max_model_len": 16384,
+                   "kv_cache_memory_bytes": rng.choice([1, 2, 3]) * 2**30},
+        "start": 1.0,
+    }  # fmt: skip
+
+
+ARCHETYPES = {
+    "prefill": _prefill, "decode": _decode, "capped": _capped, "cpu": _cpu, "agents": _agents,
+}  # fmt: skip
+
+
+def _study(name: str, rng: random.Random, recipe: dict[str, Any]) -> StudySpec | None:
+    gpu, model = GPUS[rng.choice(recipe["gpus"])], MODELS[rng.choice(recipe["models"])]
+    spec = StudySpec.model_validate({
+        "name": name, "seed": rng.randrange(1000), "gpu": gpu, "model": model,
+        "engine": {"model": model.name, **recipe["engine"]},
+        "workload": {"name": name, "seed": rng.randrange(1000), "classes": [
+            {"name": "c", "input_tokens": recipe["input"], "output_tokens": recipe["output"]}]},
+        "slo": {"default": recipe["slo"]},
+    })  # fmt: skip
+    plan = plan_memory(gpu, model, resolve_engine(spec.engine, gpu, model))
+    return spec if plan.refusal is None else None
+
+
+def scenarios(count: int, seed: int = 0) -> Iterator[Scenario]:
+    """``count`` scenarios that start, archetypes in turn."""
+    rng = random.Random(seed)
+    names = sorted(ARCHETYPES)
+    made = tries = 0
+    while made < count and tries < count * 20:
+        archetype = names[tries % len(names)]
+        tries += 1
+        recipe = ARCHETYPES[archetype](rng)
+        study = _study(f"{archetype}-{made:02d}", rng, recipe)
+        if study is not None:
+            yield Scenario(study.name, archetype, study, recipe["start"])
+            made += 1
