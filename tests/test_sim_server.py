@@ -89,8 +89,11 @@ def test_httpx_streams_token_ids_with_a_usage_chunk(server: tuple[str, object]) 
     assert events[-2]["usage"] == {"prompt_tokens": 100, "completion_tokens": 7,
                                    "total_tokens": 107}  # fmt: skip
     tokens = events[:-2]
-    assert len(tokens) == 7
-    assert [e["choices"][0]["finish_reason"] for e in tokens] == [None] * 6 + ["length"]  # type: ignore[index]
+    # Like vLLM, the server merges tokens a slow reader has not taken yet into one chunk, so a
+    # busy machine can see fewer chunks than tokens; usage counts them all.
+    assert 1 <= len(tokens) <= 7
+    reasons = [e["choices"][0]["finish_reason"] for e in tokens]  # type: ignore[index]
+    assert reasons == [None] * (len(tokens) - 1) + ["length"]
 
 
 def test_openai_client_streams_completions_and_chat(server: tuple[str, object]) -> None:

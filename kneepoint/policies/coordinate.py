@@ -1,0 +1,239 @@
+"""Coordinate descent: one knob at a time, in the pruning's order, from a moving centre.
+
+Each candidate knob is walked from the centre (at first the incumbent) the way its candidate
+says. A numeric knob's first step doubles or halves a log-scale value and moves a linear one by
+a quarter of its range. A gain beyond ``min_gain`` moves the centre there and the walk goes on
+the same way with the same step; anything else halves the step back toward the centre, at most
+``max_halvings`` times, before the walk moves on to the next knob. A configuration that did not
+start, crashed or hung is a wall: the walk never goes that far that way again (bisecting back
+toward the centre is still allowed), and so is a change set EngineConfig rejects. Bools and
+choices set ``to`` a target are one try; choices walked ``up``/``down`` step one choice at a
+time while they gain. Later knobs step from the moved centre.
+
+The state is a pure function of the space and the history told: ``tell`` stores the outcome
+by configuration fingerprint and the walk then consumes every step whose configuration is
+already known (whoever proposed it) without proposing it, so a fresh instance told the same
+history stands exactly where the live one does, and no told configuration is proposed again.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import JsonValue
+
+from kneepoint.policies.space import (
+    build_config,
+    changes_from_incumbent,
+    contains,
+    effective,
+    first_step,
+    from_coord,
+    midpoint,
+    same,
+    show,
+    to_coord,
+)
+from kneepoint.records.engine import EngineConfig
+from kneepoint.records.knobs import BoolDomain, ChoiceDomain
+from kneepoint.records.proposal import KnobCandidate, Outcome, Prediction, Proposal, SearchSpace
+
+Result = Literal["better", "flat", "wall"]
+_WALLS = frozenset({"startup_failed", "crashed", "timed_out"})
+
+
+@dataclass
+class _Walk:
+    """Where the walk along one candidate knob stands."""
+
+    index: int
+    step: float
+    """The next numeric step, in the domain's coordinate (log2 on a log scale)."""
+    halvings: int = 0
+    limit: float | None = None
+    """Coordinate of a wall (a configuration that failed): never go this far again."""
+    tries: int = 0
+    finished: bool = False
+
+
+@dataclass(frozen=True)
+class _Step:
+    candidate: KnobCandidate
+    old: JsonValue
+    value: JsonValue
+    config: EngineConfig | None
+    one_shot: bool
+    """A single try (a target, a bool, a numeric knob with no known value), not a walk."""
+
+
+class CoordinateDescent:
+    """Single-knob steps along the candidates; see the module docstring.
+
+    ``seed`` is accepted for the common proposer signature: the walk draws nothing at random.
+    """
+
+    name = "coordinate"
+
+    def __init__(
+        self,
+        space: SearchSpace,
+        seed: int = 0,
+        *,
+        min_gain: float = 0.02,
+        max_halvings: int = 2,
+    ) -> None:
+        self.space = space
+        self.seed = seed
+        self.min_gain = min_gain
+        self.max_halvings = max_halvings
+        self._centre = space.incumbent
+        self._centre_objective = space.incumbent_objective
+        self._incumbent_key = space.incumbent.fingerprint()
+        self._known: dict[str, Outcome] = {}
+        self._walk = self._start(0)
+        self._pending: _Step | None = None
+        self._advance()
+
+    @property
+    def centre(self) -> EngineConfig:
+        """The best configuration the walk has found (the incumbent until something gains)."""
+        return self._centre
+
+    def ask(self) -> Proposal | None:
+        if self._pending is None or self._walk is None:
+            return None
+        step, walk = self._pending, self._walk
+        assert step.config is not None
+        candidate = step.candidate
+        name = candidate.knob.name
+        # Later steps on one knob are expected to give less than the first did.
+        ratio = 1.0 + (candidate.predicted_ratio - 1.0) * 0.5**walk.tries
+        moved = f"{name} {show(step.old)} -> {show(step.value)}"
+        later = f" (step {walk.tries + 1} on this knob: less expected)" if walk.tries else ""
+        return Proposal(
+            config=step.config,
+            changes=changes_from_incumbent(step.config, self.space),
+            proposer=self.name,
+            reason=f"{moved}: {candidate.reason}{later}",
+            prediction=Prediction(capacity_ratio=ratio, reason=f"{moved}: {candidate.reason}"),
+            params={"knob": name, "from": step.old, "to": step.value, "step": walk.tries + 1},
+        )
+
+    def tell(self, proposal: Proposal, outcome: Outcome) -> None:
+        # The first outcome of a configuration is the one the walk acted on (live or replayed).
+        self._known.setdefault(proposal.key(), outcome)
+        self._advance()
+
+    def _start(self, index: int) -> _Walk | None:
+        if index >= len(self.space.candidates):
+            return None
+        domain = self.space.candidates[index].knob.domain
+        if isinstance(domain, BoolDomain | ChoiceDomain):
+            return _Walk(index=index, step=0.0)
+        return _Walk(index=index, step=first_step(domain))
+
+    def _advance(self) -> None:
+        """Consume every next step whose result is already known; stop at the first unknown."""
+        while (step := self._next_step()) is not None:
+            if step.config is None:
+                self._apply(step, "wall", None)
+                continue
+            key = step.config.fingerprint()
+            outcome = self._known.get(key)
+            if outcome is not None:
+                self._apply(step, self._result(outcome), outcome)
+            elif key == self._incumbent_key:
+                self._apply(step, "flat", None)
+            else:
+                self._pending = step
+                return
+        self._pending = None
+
+    def _next_step(self) -> _Step | None:
+        while self._walk is not None:
+            step = None if self._walk.finished else self._step_of(self._walk)
+            if step is not None:
+                return step
+            self._walk = self._start(self._walk.index + 1)
+        return None
+
+    def _step_of(self, walk: _Walk) -> _Step | None:
+        candidate = self.space.candidates[walk.index]
+        domain = candidate.knob.domain
+        old = effective(self._centre, candidate.knob.name, self.space)
+        one_shot = True
+        # A 1-tuple holds the value to try (None is a value: a choice of the engine default).
+        found: tuple[JsonValue, ...]
+        if candidate.direction == "to":
+            found = (candidate.target,)
+        elif isinstance(domain, BoolDomain):
+            found = (candidate.direction == "up",)
+        elif isinstance(domain, ChoiceDomain):
+            found, one_shot = self._next_choice(domain.choices, old, candidate), False
+        elif isinstance(old, bool) or not isinstance(old, int | float):
+            found = (midpoint(domain),)  # nothing known to step from: try the middle once
+        else:
+            found, one_shot = self._next_number(walk, old, candidate), False
+        if not found or same(found[0], old) or not contains(domain, found[0]):
+            return None
+        value = found[0]
+        config = build_config(self._centre, {candidate.knob.name: value}, self.space)
+        return _Step(candidate, old, value, config, one_shot)
+
+    @staticmethod
+    def _next_choice(
+        choices: tuple[JsonValue, ...], old: JsonValue, candidate: KnobCandidate
+    ) -> tuple[JsonValue, ...]:
+        here = next((i for i, c in enumerate(choices) if same(c, old)), None)
+        if here is None:
+            return (choices[0] if candidate.direction == "up" else choices[-1],)
+        there = here + (1 if candidate.direction == "up" else -1)
+        return (choices[there],) if 0 <= there < len(choices) else ()
+
+    def _next_number(self, walk: _Walk, old: float, candidate: KnobCandidate) -> tuple[float, ...]:
+        domain = candidate.knob.domain
+        assert not isinstance(domain, BoolDomain | ChoiceDomain)
+        sign = 1.0 if candidate.direction == "up" else -1.0
+        centre = to_coord(domain, old)
+        target = centre + sign * walk.step
+        if walk.limit is not None and sign * (target - walk.limit) >= 0:
+            target = (centre + walk.limit) / 2.0  # bisect toward the wall, never onto it
+        value = from_coord(domain, target)
+        if sign * (value - old) <= 0:
+            return ()  # at the domain's edge, or the step rounds to nothing
+        if walk.limit is not None and sign * (to_coord(domain, value) - walk.limit) >= 0:
+            return ()
+        return (value,)
+
+    def _result(self, outcome: Outcome) -> Result:
+        if outcome.status in _WALLS:
+            return "wall"
+        if outcome.status != "ok" or outcome.objective is None:
+            return "flat"
+        reference = self._centre_objective
+        if reference is None:
+            return "better"  # nothing measured to compare with: any measurement is a start
+        threshold = reference + abs(reference) * self.min_gain
+        return "better" if outcome.objective > threshold else "flat"
+
+    def _apply(self, step: _Step, result: Result, outcome: Outcome | None) -> None:
+        walk = self._walk
+        assert walk is not None
+        walk.tries += 1
+        if result == "better" and step.config is not None and outcome is not None:
+            self._centre, self._centre_objective = step.config, outcome.objective
+            walk.finished = step.one_shot
+            return
+        domain = step.candidate.knob.domain
+        if step.one_shot or isinstance(domain, BoolDomain | ChoiceDomain):
+            walk.finished = True
+            return
+        assert isinstance(step.value, int | float) and isinstance(step.old, int | float)
+        tried, centre = to_coord(domain, step.value), to_coord(domain, step.old)
+        if result == "wall":
+            walk.limit = tried
+        walk.step = abs(tried - centre) / 2.0
+        walk.halvings += 1
+        walk.finished = walk.halvings > self.max_halvings or math.isclose(walk.step, 0.0)

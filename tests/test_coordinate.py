@@ -1,0 +1,152 @@
+"""Coordinate descent's walk: first steps, moving the centre, bisecting back, walls, choices,
+and the climb to a known optimum."""
+
+from __future__ import annotations
+
+from kneepoint.policies.coordinate import CoordinateDescent
+from kneepoint.policies.space import effective
+from kneepoint.records.engine import EngineConfig
+from kneepoint.records.proposal import Outcome, SearchSpace
+
+from .synthetic_space import CURRENT, OPTIMUM, PEAK_RPS, candidate, capacity, drive, make_space
+
+
+def _flat(config: EngineConfig) -> Outcome:
+    return Outcome(status="ok", objective=10.0, feasible=True)
+
+
+def _walked(space: SearchSpace, objective=_flat) -> list[tuple[str, object]]:  # type: ignore[no-untyped-def]
+    """(knob, value) of every proposal, in order."""
+    history = drive(CoordinateDescent(space), 100, objective)
+    return [(p.params["knob"], p.params["to"]) for p, _ in history]  # type: ignore[misc]
+
+
+def test_it_climbs_to_the_known_optimum_and_stops() -> None:
+    space = make_space()
+    proposer = CoordinateDescent(space)
+    history = drive(proposer, 100)
+    assert proposer.ask() is None
+    assert len(history) < 20
+    for name, value in OPTIMUM.items():
+        assert effective(proposer.centre, name, space) == value, name
+    assert capacity(proposer.centre).objective == PEAK_RPS
+
+
+def test_no_gain_bisects_back_toward_the_centre_then_moves_on() -> None:
+    space = make_space(incumbent_objective=10.0, candidates=(candidate("max_num_seqs", "up", 1.2),))
+    # log scale: doubling first, then 2**8.5 and 2**8.25 (rounded); nothing after two halvings
+    assert _walked(space) == [("max_num_seqs", 512), ("max_num_seqs", 362), ("max_num_seqs", 304)]
+
+
+def test_linear_and_float_knobs_step_a_quarter_of_their_range() -> None:
+    space = make_space(
+        incumbent_objective=10.0,
+        current_values={**CURRENT, "stream_interval": 1},
+        candidates=(
+            candidate("stream_interval", "up", 1.05),
+            candidate("gpu_memory_utilization", "down", 1.05),
+        ),
+    )
+    walked = _walked(space)
+    assert walked[0] == ("stream_interval", 5)  # 1 + 15/4, rounded
+    assert ("gpu_memory_utilization", 0.86) in walked  # 0.90 - 0.16/4, on the 0.01 grid
+
+
+def test_a_gain_moves_the_centre_and_the_walk_keeps_going_that_way() -> None:
+    def more_is_better(config: EngineConfig) -> Outcome:
+        seqs = config.max_num_seqs or 256
+        return Outcome(status="ok", objective=float(seqs), feasible=True)
+
+    space = make_space(
+        incumbent_objective=256.0, candidates=(candidate("max_num_seqs", "up", 1.2),)
+    )
+    proposer = CoordinateDescent(space)
+    walked = [p.config.max_num_seqs for p, _ in drive(proposer, 20, more_is_better)]
+    assert walked == [512, 1024]  # 1024 is the domain's top: nothing further up
+    assert proposer.centre.max_num_seqs == 1024
+
+
+def test_a_configuration_that_failed_is_a_wall_the_walk_never_passes() -> None:
+    def fails_above_600(config: EngineConfig) -> Outcome:
+        seqs = config.max_num_seqs or 256
+        if seqs > 600:
+            return Outcome(status="startup_failed", detail="out of memory")
+        return Outcome(status="ok", objective=float(seqs), feasible=True)
+
+    space = make_space(
+        incumbent_objective=256.0, candidates=(candidate("max_num_seqs", "up", 1.2),)
+    )
+    walked = [
+        p.config.max_num_seqs or 0 for p, _ in drive(CoordinateDescent(space), 20, fails_above_600)
+    ]
+    first_failure = walked.index(1024)
+    assert walked[: first_failure + 1] == [512, 1024]
+    walls = [1024]
+    for value in walked[first_failure + 1 :]:
+        assert value < min(walls)
+        if value > 600:
+            walls.append(value)
+
+
+def test_change_sets_engine_config_rejects_are_never_proposed() -> None:
+    incumbent = EngineConfig(model="synthetic/model", max_num_batched_tokens=512)
+    space = make_space(
+        incumbent,
+        incumbent_objective=1.0,
+        current_values={**CURRENT, "max_num_batched_tokens": 512},
+        candidates=(candidate("max_num_seqs", "up", 1.2),),
+    )
+
+    def more_is_better(config: EngineConfig) -> Outcome:
+        return Outcome(status="ok", objective=float(config.max_num_seqs or 256), feasible=True)
+
+    walked = [p.config.max_num_seqs for p, _ in drive(CoordinateDescent(space), 20, more_is_better)]
+    # 1024 and the bisections above 512 need more sequences than the 512-token budget allows
+    assert walked == [512]
+
+
+def test_choices_step_one_at_a_time_while_they_gain() -> None:
+    space = make_space(
+        incumbent_objective=1.0,
+        current_values={**CURRENT, "tensor_parallel_size": 1},
+        candidates=(candidate("tensor_parallel_size", "up", 1.5),),
+    )
+
+    def gains_until_4(config: EngineConfig) -> Outcome:
+        size = config.tensor_parallel_size or 1
+        return Outcome(status="ok", objective=float(min(size, 4)), feasible=True)
+
+    assert _walked(space, gains_until_4) == [
+        ("tensor_parallel_size", 2),
+        ("tensor_parallel_size", 4),
+        ("tensor_parallel_size", 8),
+    ]
+
+
+def test_targets_are_one_try_and_a_value_already_set_is_skipped() -> None:
+    space = make_space(
+        incumbent_objective=10.0,
+        candidates=(
+            candidate("speculative_config", "to", 1.05, None),  # already off: nothing to try
+            candidate("async_scheduling", "to", 1.1, True),
+        ),
+    )
+    assert _walked(space) == [("async_scheduling", True)]
+
+
+def test_predictions_carry_the_candidates_reason_and_shrink_with_later_steps() -> None:
+    space = make_space(incumbent_objective=10.0, candidates=(candidate("max_num_seqs", "up", 1.2),))
+    history = drive(CoordinateDescent(space), 10, _flat)
+    first, second = history[0][0], history[1][0]
+    assert first.prediction.capacity_ratio == 1.2
+    assert 1.0 < second.prediction.capacity_ratio < 1.2
+    assert first.reason.startswith("max_num_seqs 256 -> 512: the diagnosis points at max_num_seqs")
+    assert first.changes == {"max_num_seqs": 512}
+
+
+def test_with_no_incumbent_objective_the_first_measurement_sets_the_bar() -> None:
+    space = make_space(incumbent_objective=None, candidates=(candidate("max_num_seqs", "up", 1.2),))
+    proposer = CoordinateDescent(space)
+    walked = [p.config.max_num_seqs for p, _ in drive(proposer, 10, _flat)]
+    assert walked == [512, 1024, 724, 609]  # 512 became the centre; nothing beat its 10 req/s
+    assert proposer.centre.max_num_seqs == 512

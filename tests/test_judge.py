@@ -1,0 +1,156 @@
+"""The judge promotes only gains beyond noise and the minimum effect; t quantiles are right."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kneepoint.policies.judge import is_finalist, judge
+from kneepoint.policies.stats import t_cdf, t_quantile
+from kneepoint.records.judgement import Judgement
+
+BASE = [10.0, 10.2, 9.9]
+
+
+@pytest.mark.parametrize(
+    ("incumbent", "challenger", "promote", "method", "says"),
+    [
+        # a clear gain over tight paired repeats
+        (BASE, [10.9, 11.2, 10.7], True, "paired_t", "exceeds the 3% minimum effect: promote"),
+        # +6% on average, but one pair went the other way: the interval reaches below 0
+        ([10.0, 12.0, 9.0], [10.5, 11.0, 11.5], False, "paired_t", "could be noise"),
+        # real (+2%, tight) but below the minimum effect
+        (
+            [10.0, 10.01, 10.02, 9.99],
+            [10.2, 10.21, 10.22, 10.19],
+            False,
+            "paired_t",
+            "is real but below the 3% minimum effect",
+        ),
+        # a single repeat never promotes, however large the gain
+        ([10.0], [15.0], False, "paired_t", "a single repeat of an arm cannot tell"),
+        ([10.0, 10.1], [15.0], False, "welch", "a single repeat of an arm cannot tell"),
+        # unequal counts: Welch
+        (BASE, [11.0, 11.1, 10.9, 11.05], True, "welch", "over 3 vs 4 repeats (Welch)"),
+    ],
+)
+def test_judgement_table(
+    incumbent: list[float], challenger: list[float], promote: bool, method: str, says: str
+) -> None:
+    verdict = judge(incumbent, challenger)
+    assert verdict.promote is promote
+    assert verdict.method == method
+    assert says in verdict.reason
+    assert verdict.reason.endswith("promote" if promote else "keep the incumbent")
+    assert verdict.n_incumbent == len(incumbent) and verdict.n_challenger == len(challenger)
+
+
+def test_a_promotion_reads_as_gain_interval_repeats_and_verdict() -> None:
+    verdict = judge(BASE, [10.9, 11.2, 10.7])
+    assert verdict.gain_rel == pytest.approx(32.8 / 30.1 - 1)
+    assert verdict.gain_low_rel is not None and verdict.gain_high_rel is not None
+    assert 0 < verdict.gain_low_rel < verdict.gain_rel < verdict.gain_high_rel
+    assert verdict.reason == (
+        f"{verdict.gain_rel:+.1%} [{verdict.gain_low_rel:+.1%}, {verdict.gain_high_rel:+.1%}] "
+        "over 3 paired repeats exceeds the 3% minimum effect: promote"
+    )
+
+
+def test_pairing_removes_drift_that_welch_counts_as_noise() -> None:
+    # The machine drifts across the interleaved repeats; the challenger is 5% faster in each.
+    incumbent = [10.0, 12.0, 14.0, 16.0]
+    challenger = [10.52, 12.58, 14.71, 16.82]
+    paired, welch = judge(incumbent, challenger), judge(incumbent, challenger, method="welch")
+    assert paired.promote and paired.method == "paired_t"
+    assert not welch.promote and "could be noise" in welch.reason
+    assert paired.gain_rel == pytest.approx(welch.gain_rel)
+    assert paired.min_detectable_effect_rel is not None
+    assert welch.min_detectable_effect_rel is not None
+    assert paired.min_detectable_effect_rel < welch.min_detectable_effect_rel / 5
+
+
+@pytest.mark.parametrize("shift", [0.0, 8.0])
+def test_bootstrap_agrees_with_t_on_normal_data(shift: float) -> None:
+    rng = np.random.default_rng(11)
+    incumbent = rng.normal(100.0, 5.0, 30).tolist()
+    challenger = rng.normal(100.0 + shift, 5.0, 30).tolist()
+    t, boot = judge(incumbent, challenger), judge(incumbent, challenger, method="bootstrap")
+    assert boot.method == "bootstrap" and "(bootstrap)" in boot.reason
+    assert boot.promote is t.promote is (shift > 0)
+    assert boot.gain_rel == pytest.approx(t.gain_rel)
+    for ends in ((boot.gain_low_rel, t.gain_low_rel), (boot.gain_high_rel, t.gain_high_rel)):
+        assert ends[0] == pytest.approx(ends[1], abs=0.01)
+
+
+def test_more_repeats_detect_smaller_effects() -> None:
+    incumbent, challenger = [10.0, 10.5, 9.5], [10.5, 10.0, 9.5]
+    few, many = judge(incumbent, challenger), judge(incumbent * 4, challenger * 4)
+    assert few.min_detectable_effect_rel is not None and many.min_detectable_effect_rel is not None
+    assert many.min_detectable_effect_rel < few.min_detectable_effect_rel / 2
+
+
+def test_an_incumbent_that_measured_nothing_loses_to_any_clear_measurement() -> None:
+    verdict = judge([0.0, 0.0], [4.0, 4.4])
+    assert verdict.promote and verdict.gain_rel is None
+    assert "the incumbent's objective averaged 0" in verdict.reason
+
+
+def test_bad_inputs_are_errors() -> None:
+    with pytest.raises(ValueError, match="no measurements"):
+        judge([], [1.0])
+    with pytest.raises(ValueError, match="finite"):
+        judge([1.0, float("nan")], [1.0, 2.0])
+    with pytest.raises(ValueError, match="as many repeats"):
+        judge([1.0, 2.0], [1.0, 2.0, 3.0], method="paired_t")
+
+
+def test_a_judgement_round_trips_through_json() -> None:
+    verdict = judge(BASE, [10.9, 11.1, 10.8])
+    assert Judgement.model_validate_json(verdict.model_dump_json()) == verdict
+
+
+@pytest.mark.parametrize(
+    ("screen", "incumbent", "noise", "finalist", "says"),
+    [
+        (12.0, 10.0, 0.05, True, "screened +20.0% clears 5%"),
+        (10.4, 10.0, 0.05, False, "within the incumbent's 5% noise"),
+        (10.2, 10.0, 0.01, False, "below the 3% minimum effect"),
+        (None, 10.0, 0.01, False, "the screen measured no objective"),
+        (5.0, 0.0, 0.01, True, "the incumbent has no positive objective"),
+    ],
+)
+def test_finalists_beat_the_incumbent_beyond_its_noise(
+    screen: float | None, incumbent: float, noise: float, finalist: bool, says: str
+) -> None:
+    check = is_finalist(screen, incumbent, noise, min_effect=0.03)
+    assert check.finalist is finalist
+    assert says in check.reason
+    assert check.threshold_rel == max(0.03, noise)
+
+
+@pytest.mark.parametrize(
+    ("df", "quantile"),
+    [(1, 12.706), (2, 4.303), (4, 2.776), (10, 2.228), (30, 2.042), (1e6, 1.960)],
+)
+def test_t_quantiles_match_the_table(df: float, quantile: float) -> None:
+    assert t_quantile(0.975, df) == pytest.approx(quantile, abs=5e-4)
+    assert t_quantile(0.025, df) == pytest.approx(-quantile, abs=5e-4)
+
+
+@settings(max_examples=60, deadline=None)
+@given(p=st.floats(0.001, 0.999), df=st.floats(0.5, 500.0))
+def test_t_quantile_inverts_the_cdf(p: float, df: float) -> None:
+    assert t_cdf(t_quantile(p, df), df) == pytest.approx(p, abs=1e-9)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("scipy") is None, reason="scipy not installed")
+@settings(max_examples=60, deadline=None)
+@given(p=st.floats(0.001, 0.999), df=st.floats(0.5, 500.0))
+def test_t_quantile_matches_scipy(p: float, df: float) -> None:
+    from scipy import stats
+
+    assert t_quantile(p, df) == pytest.approx(float(stats.t.ppf(p, df)), rel=1e-7, abs=1e-9)

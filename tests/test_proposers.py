@@ -1,0 +1,178 @@
+"""The contract every proposer keeps (one suite over coordinate descent, Optuna TPE and, where
+torch is installed, Optuna GP): asks stay in the space, the same seed asks the same, a fresh
+proposer replayed with the history asks what the live one asks, failures are outcomes that
+are never re-proposed, no configuration is proposed twice, and the search ends or stays valid.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable
+from itertools import cycle
+
+import pytest
+
+from kneepoint.policies.coordinate import CoordinateDescent
+from kneepoint.policies.optuna_search import OptunaProposer
+from kneepoint.policies.proposer import Proposer, replay
+from kneepoint.policies.space import contains, effective
+from kneepoint.records.engine import EngineConfig
+from kneepoint.records.proposal import Outcome, Prediction, Proposal, SearchSpace
+
+from .synthetic_space import capacity, drive, make_space
+
+Factory = Callable[[SearchSpace, int], Proposer]
+HAS_GP = all(importlib.util.find_spec(m) is not None for m in ("torch", "scipy"))
+
+
+def _coordinate(space: SearchSpace, seed: int) -> Proposer:
+    return CoordinateDescent(space, seed)
+
+
+def _tpe(space: SearchSpace, seed: int) -> Proposer:
+    return OptunaProposer(space, seed, sampler="tpe", n_startup_trials=4)
+
+
+def _gp(space: SearchSpace, seed: int) -> Proposer:
+    return OptunaProposer(space, seed, sampler="gp", n_startup_trials=4)
+
+
+# Rounds per proposer: enough to leave the random start of the Optuna samplers, few for GP
+# (each of its asks fits a Gaussian process).
+FACTORIES = [
+    pytest.param(_coordinate, 40, id="coordinate"),
+    pytest.param(_tpe, 24, id="optuna-tpe"),
+    pytest.param(
+        _gp, 6, id="optuna-gp", marks=pytest.mark.skipif(not HAS_GP, reason="needs torch, scipy")
+    ),
+]
+FAILURES = ("startup_failed", "crashed", "timed_out", "invalid_measurement")
+
+
+def _failing_every_other() -> Callable[[EngineConfig], Outcome]:
+    """Every other trial fails, through each kind of failure in turn."""
+    statuses = cycle(FAILURES)
+    turn = cycle((True, False))
+
+    def objective(config: EngineConfig) -> Outcome:
+        if next(turn):
+            return Outcome(status=next(statuses), detail="synthetic failure")  # type: ignore[arg-type]
+        return capacity(config)
+
+    return objective
+
+
+@pytest.mark.parametrize(("factory", "rounds"), FACTORIES)
+def test_every_ask_stays_in_the_space(factory: Factory, rounds: int) -> None:
+    space = make_space()
+    proposer = factory(space, 0)
+    history = drive(proposer, rounds)
+    assert history
+    for proposal, _ in history:
+        config = proposal.config
+        assert EngineConfig.model_validate(config.model_dump()) == config
+        changed = config.changes_from(space.incumbent)
+        assert changed and set(changed) <= set(space.knob_names())
+        assert proposal.changes == {name: new for name, (_, new) in changed.items()}
+        for candidate in space.candidates:
+            value = effective(config, candidate.knob.name, space)
+            assert contains(candidate.knob.domain, value), (candidate.knob.name, value)
+        assert proposal.proposer == proposer.name
+        assert isinstance(proposal.prediction, Prediction) and proposal.prediction.reason
+
+
+@pytest.mark.parametrize(("factory", "rounds"), FACTORIES)
+def test_the_same_seed_asks_the_same(factory: Factory, rounds: int) -> None:
+    first = drive(factory(make_space(), 7), rounds)
+    second = drive(factory(make_space(), 7), rounds)
+    assert [p.key() for p, _ in first] == [p.key() for p, _ in second]
+    assert [p.params for p, _ in first] == [p.params for p, _ in second]
+
+
+@pytest.mark.parametrize(("factory", "rounds"), FACTORIES)
+@pytest.mark.parametrize("failing", [False, True], ids=["measured", "with-failures"])
+def test_a_replayed_history_asks_what_the_live_proposer_asked(
+    factory: Factory, rounds: int, failing: bool
+) -> None:
+    objective = _failing_every_other() if failing else capacity
+    space = make_space()
+    live = factory(space, 3)
+    history = drive(live, rounds, objective)
+    next_live = live.ask()
+    assert len(history) >= 3
+    for cut in (0, 2, len(history) - 1):
+        fresh = replay(factory(space, 3), history[:cut])
+        asked = fresh.ask()
+        assert asked is not None and asked.key() == history[cut][0].key(), cut
+        assert asked.params == history[cut][0].params
+        assert asked.prediction == history[cut][0].prediction
+    resumed = replay(factory(space, 3), history).ask()
+    assert (resumed and resumed.key()) == (next_live and next_live.key())
+
+
+@pytest.mark.parametrize(("factory", "rounds"), FACTORIES)
+def test_failed_trials_are_outcomes_and_never_proposed_again(factory: Factory, rounds: int) -> None:
+    proposer = factory(make_space(), 0)
+    history = drive(proposer, rounds, _failing_every_other())
+    failed = {p.key() for p, o in history if o.failed}
+    assert {o.status for _, o in history} >= set(FAILURES) or len(history) < 8
+    assert failed
+    later = drive(proposer, rounds)
+    assert not failed & {p.key() for p, _ in later}
+
+
+@pytest.mark.parametrize(("factory", "rounds"), FACTORIES)
+def test_no_configuration_is_proposed_twice(factory: Factory, rounds: int) -> None:
+    space = make_space()
+    history = drive(factory(space, 1), rounds * 2)
+    keys = [p.key() for p, _ in history]
+    assert len(keys) == len(set(keys))
+    assert space.incumbent.fingerprint() not in keys
+
+
+@pytest.mark.parametrize(("factory", "rounds"), FACTORIES)
+def test_tell_takes_proposals_made_elsewhere(factory: Factory, rounds: int) -> None:
+    space = make_space()
+    proposer = factory(space, 0)
+    first = proposer.ask()  # asked, then overtaken by outcomes from elsewhere
+    assert first is not None
+    foreign = [
+        _foreign(space.incumbent.replace(max_num_seqs=512, async_scheduling=True)),
+        _foreign(space.incumbent.replace(enforce_eager=True)),  # a knob outside the space
+        _foreign(space.incumbent.replace(max_num_seqs=4096)),  # beyond the knob's domain
+    ]
+    history = [(proposal, capacity(proposal.config)) for proposal in foreign]
+    for proposal, outcome in history:
+        proposer.tell(proposal, outcome)
+    history += drive(proposer, rounds)
+    keys = [p.key() for p, _ in history[len(foreign) :]]
+    assert not set(keys) & {p.key() for p in foreign}
+    live_next, fresh_next = proposer.ask(), replay(factory(space, 0), history).ask()
+    assert (live_next and live_next.key()) == (fresh_next and fresh_next.key())
+
+
+@pytest.mark.parametrize(("factory", "rounds"), FACTORIES)
+def test_ask_repeats_itself_until_told(factory: Factory, rounds: int) -> None:
+    proposer = factory(make_space(), 0)
+    first, again = proposer.ask(), proposer.ask()
+    assert first is not None and again is not None and first.key() == again.key()
+
+
+@pytest.mark.parametrize(("factory", "rounds"), FACTORIES)
+def test_the_search_ends_or_stays_valid(factory: Factory, rounds: int) -> None:
+    proposer = factory(make_space(), 0)
+    history = drive(proposer, rounds * 2)
+    best = max(o.objective or 0.0 for _, o in history)
+    assert best > (make_space().incumbent_objective or 0.0)
+    if len(history) < rounds * 2:
+        assert proposer.ask() is None
+
+
+def _foreign(config: EngineConfig) -> Proposal:
+    return Proposal(
+        config=config,
+        changes={},
+        proposer="manual",
+        reason="set by hand",
+        prediction=Prediction(capacity_ratio=1.0, reason="no idea"),
+    )
