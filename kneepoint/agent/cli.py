@@ -17,7 +17,9 @@ import structlog
 import yaml
 
 from kneepoint import __version__
+from kneepoint.agent.cli_report import add_report_command
 from kneepoint.agent.cli_sweep import add_sweep_command
+from kneepoint.agent.cli_tune import add_tune_command
 from kneepoint.agent.files import write_atomically
 from kneepoint.agent.logs import configure_logging
 from kneepoint.config import ConfigError, load_study, study_file_schema
@@ -75,6 +77,8 @@ def _parser() -> argparse.ArgumentParser:
     add_serve_arguments(serve)
     serve.set_defaults(run=_sim_serve, takes_unknown=True)
     add_sweep_command(commands)
+    add_tune_command(commands)
+    add_report_command(commands)
     return parser
 
 

@@ -128,7 +128,7 @@ def _verdict(point: LoadPoint, tally: Tally) -> Diagnosis:
     }  # fmt: skip
     if total < MIN_COVERAGE or confidence < MIN_CONFIDENCE:
         return Diagnosis(binding="inconclusive", confidence=confidence, **base)
-    kind = None
-    if top == "scheduling" and tally.kinds:
-        kind = max(tally.kinds, key=lambda k: tally.kinds[k])
+    # The kind is kept whenever scheduling holds time, so a scheduling runner-up still says
+    # which scheduling knobs would act on it.
+    kind = max(tally.kinds.items(), key=lambda item: item[1])[0] if tally.kinds else None
     return Diagnosis(binding=top, confidence=confidence, scheduling_kind=kind, **base)

@@ -28,6 +28,9 @@ from kneepoint.records.proposal import KnobCandidate, Pruning, RuledOut, SearchS
 from kneepoint.records.workload import TraceArrivals, Workload
 
 BackendKind = Literal["sim", "vllm", "attach"]
+# Below this confidence the runner-up's knobs are tried too, if it holds this share of time.
+CLEAR_CUT = 0.6
+RUNNER_UP_SHARE = 0.2
 # What the simulator does not model: a change it would silently ignore proves nothing.
 _SIM_UNMODELED = {"speculative_config": "the simulator does not model speculative decoding"}
 
@@ -70,15 +73,19 @@ def prune(
 
 
 def _targets(diagnosis: Diagnosis) -> tuple[Constraint, ...]:
-    """Constraints to aim at: the binding one; when inconclusive, the two best scored."""
-    if diagnosis.constraint is not None:
-        return (diagnosis.constraint,)
-    if diagnosis.binding != "inconclusive":
-        return ()
+    """Constraints to aim at: the binding one, and the runner-up where the verdict is not
+    clear-cut (it may bind as soon as the first wall moves); when inconclusive, the two best
+    scored."""
     scored = sorted(
         (c for c, v in diagnosis.scores.items() if v > 0), key=lambda c: -diagnosis.scores[c]
     )
-    return tuple(scored[:2])
+    binding, runner = diagnosis.constraint, diagnosis.runner_up
+    if binding is not None:
+        close = diagnosis.confidence < CLEAR_CUT and runner is not None
+        if close and runner is not None and diagnosis.scores.get(runner, 0.0) >= RUNNER_UP_SHARE:
+            return (binding, runner)
+        return (binding,)
+    return tuple(scored[:2]) if diagnosis.binding == "inconclusive" else ()
 
 
 def _situation(diagnosis: Diagnosis, observation: Observation) -> Situation | None:

@@ -44,6 +44,8 @@ class Endpoint:
     process: ServerProcess | None = None
     kv_capacity_tokens: int | None = None
     notes: tuple[str, ...] = field(default=())
+    version: str | None = None
+    """The engine release the server reports at ``/version`` (None: it does not say)."""
 
     def failure(self) -> Failure | None:
         """Why the server is gone, if its process has exited (None: still up, or not ours)."""
@@ -126,9 +128,20 @@ class LaunchBackend:
                     url, served,
                     Instruments(sim_telemetry=self.sim_telemetry, nvml_index=self.nvml_index,
                                 engine_pid=proc.pid),
-                    proc, kv_capacity_tokens(proc.log_text()), notes,
+                    proc, kv_capacity_tokens(proc.log_text()), notes, server_version(url),
                 )  # fmt: skip
                 return
+
+
+def server_version(url: str) -> str | None:
+    """The release a vLLM server reports at ``/version``; None where it has no such route."""
+    try:
+        with httpx.Client(timeout=5.0) as client:
+            response = client.get(f"{url}/version")
+        version = response.json().get("version") if response.status_code == 200 else None
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return None
+    return str(version) if version else None
 
 
 def check_identity(url: str, served: str, config: EngineConfig) -> tuple[str, ...]:
@@ -198,4 +211,7 @@ class AttachBackend:
         names = [m.get("id") for m in models.get("data", [])]
         if not names:
             raise ServerFailedError(Failure("crashed", f"{self.url} serves no model", None, ()))
-        yield Endpoint(self.url, str(names[0]), Instruments(nvml_index=self.nvml_index))
+        yield Endpoint(
+            self.url, str(names[0]), Instruments(nvml_index=self.nvml_index),
+            version=server_version(self.url),
+        )  # fmt: skip

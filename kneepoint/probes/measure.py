@@ -42,6 +42,8 @@ class Measured:
     records: tuple[RequestRecord, ...]
     scrapes: tuple[Scrape, ...]
     gpu: tuple[GpuSample, ...]
+    metrics_text: tuple[str, ...] = ()
+    """The raw ``/metrics`` text before and after the load (the point's snapshots)."""
 
 
 async def measure_async(
@@ -81,7 +83,8 @@ async def measure_async(
     point = load_point(
         rate_rps, records, slo, signals=signals, trim=trim, lag_limit_ms=lag_limit_ms
     )
-    return Measured(point, tuple(records), tuple(scrapes), tuple(gpu))
+    texts = tuple(t for t in (sampler.first_text, sampler.last_text) if t is not None)
+    return Measured(point, tuple(records), tuple(scrapes), tuple(gpu), texts)
 
 
 def measure(

@@ -106,6 +106,9 @@ class ServerProcess:
             self.argv, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
             env={**os.environ, **(env or {})}, start_new_session=True,
         )  # fmt: skip
+        # If the agent dies without stopping it, the next run reaps the group by this file.
+        self.pid_path = log_path.with_suffix(".pid")
+        self.pid_path.write_text(f"{self.proc.pid}\n{_started(self.proc.pid)}\n")
 
     def __enter__(self) -> ServerProcess:
         return self
@@ -161,6 +164,7 @@ class ServerProcess:
                 self.proc.wait(timeout=grace_s)
         finally:
             self._log.close()
+            self.pid_path.unlink(missing_ok=True)
         return self.proc.returncode
 
     def _signal_group(self, sig: signal.Signals) -> None:
@@ -171,3 +175,31 @@ class ServerProcess:
 def address_in_use(log: str) -> bool:
     """Whether a failed start was a port race (worth one retry on another port)."""
     return bool(_ADDRESS_IN_USE.search(log))
+
+
+def _started(pid: int) -> str:
+    """When a process started (clock ticks since boot, from /proc): with the pid, an identity
+    no later process can share. '' where it cannot be read."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    return stat.rsplit(")", 1)[-1].split()[19]
+
+
+def reap_orphans(folder: Path) -> list[int]:
+    """Stop the process groups of servers a killed agent left running under ``folder`` (found
+    by their ``.pid`` files; a pid since reused by another process is left alone). Returns the
+    pids stopped."""
+    stopped = []
+    for pid_file in sorted(folder.rglob("*.pid")):
+        lines = pid_file.read_text().splitlines()
+        if len(lines) < 2 or not lines[0].isdigit():
+            continue
+        pid, started = int(lines[0]), lines[1]
+        if started and _started(pid) == started:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
+                stopped.append(pid)
+        pid_file.unlink(missing_ok=True)
+    return stopped

@@ -32,6 +32,9 @@ class HttpSampler:
         self.sim_telemetry = sim_telemetry
         self._raw: list[tuple[float, str]] = []
         self._parsed: list[Scrape] = []
+        self.first_text: str | None = None
+        self.last_text: str | None = None
+        """The first and last ``/metrics`` text, kept as the point's metric snapshots."""
         self.gpu: list[GpuSample] = []
         self.errors = 0
 
@@ -46,6 +49,9 @@ class HttpSampler:
             log.debug("metrics.scrape_failed", url=self.url, error=str(exc))
             return
         self._raw.append((self.clock.now(), response.text))
+        if self.first_text is None:
+            self.first_text = response.text
+        self.last_text = response.text
 
     def scrapes(self) -> list[Scrape]:
         """Every scrape so far, parsed (unparseable ones are counted in ``errors``)."""

@@ -35,17 +35,23 @@ SCREEN_FRACTIONS = (0.8, 0.9, 1.0, 1.1, 1.25)
 VALIDATE_FRACTIONS = (0.5, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2, 1.35)
 
 
-class _Run:
-    """Points measured so far, and the wall-clock cap."""
+Clock = Callable[[], float]
+"""Seconds on whatever clock a time cap counts (wall time, or a target's device time)."""
 
-    def __init__(self, slo: Slo | None, time_cap_s: float | None) -> None:
+
+class _Run:
+    """Points measured so far, and the time cap."""
+
+    def __init__(
+        self, slo: Slo | None, time_cap_s: float | None, clock: Clock = time.monotonic
+    ) -> None:
         self.slo, self.points = slo, list[SweepPoint]()
-        self.started = time.monotonic()
+        self.clock, self.started = clock, clock()
         self.time_cap_s = time_cap_s
         self.capped = False
 
     def over_time(self) -> bool:
-        if self.time_cap_s is not None and time.monotonic() - self.started >= self.time_cap_s:
+        if self.time_cap_s is not None and self.clock() - self.started >= self.time_cap_s:
             self.capped = True
         return self.capped
 
@@ -79,7 +85,7 @@ class _Run:
             capacity_low_rps=low, capacity_high_rps=high, capacity_by_repeat=tuple(by_repeat),
             knee_rps=max(passing) if passing else None,
             invalid_points=len(mine) - len(valid), capped=self.capped,
-            elapsed_s=time.monotonic() - self.started,
+            elapsed_s=self.clock() - self.started,
         )  # fmt: skip
 
 
@@ -92,8 +98,9 @@ def knee_search(
     rel_tol: float = 0.05,
     max_rps: float = 1e4,
     time_cap_s: float | None = None,
+    clock: Clock = time.monotonic,
 ) -> SweepResult:
-    run = _Run(slo, time_cap_s)
+    run = _Run(slo, time_cap_s, clock)
 
     def passes(rate: float) -> bool:
         if run.over_time():
@@ -113,10 +120,11 @@ def screen(
     *,
     fractions: Sequence[float] = SCREEN_FRACTIONS,
     time_cap_s: float = 120.0,
+    clock: Clock = time.monotonic,
 ) -> SweepResult:
     """A few rates around ``around_rps``, lowest first, until the cap; stops early once two
     rates in a row fail (the knee is behind)."""
-    run, failures = _Run(slo, time_cap_s), 0
+    run, failures = _Run(slo, time_cap_s, clock), 0
     for fraction in sorted(fractions):
         if run.over_time() or failures >= 2:
             break
@@ -144,6 +152,48 @@ def validate(
             for arm in order:
                 run.measure(probes[arm], around_rps * fraction, repeat, arm)
     return {arm: run.result("validate", configs[arm], arm) for arm in arms}
+
+
+def measure_rates(
+    probe: Prober,
+    config: EngineConfig,
+    slo: Slo | None,
+    rates: Sequence[float],
+    *,
+    repeat: int = 0,
+    arm: str = "incumbent",
+    kind: SweepKind = "validate",
+) -> SweepResult:
+    """Every rate, lowest first, as repeat ``repeat`` of ``arm``: one leg of a validation."""
+    run = _Run(slo, None)
+    for rate in sorted(rates):
+        run.measure(probe, rate, repeat, arm)
+    return run.result(kind, config, arm)
+
+
+def merge(results: Sequence[SweepResult], kind: SweepKind = "validate") -> SweepResult:
+    """One configuration's legs (repeats measured apart) as one result, its capacity read per
+    repeat and summarised with its interval."""
+    run = _Run(None, None)
+    run.points = [p for r in results for p in r.points]
+    arm = run.points[0].arm if run.points else "incumbent"
+    merged = run.result(kind, results[0].config, arm)
+    elapsed = sum(r.elapsed_s for r in results)
+    return merged.model_copy(
+        update={"elapsed_s": elapsed, "capped": any(r.capped for r in results)}
+    )
+
+
+def validation_rates(
+    *knees_rps: float, fractions: Sequence[float] = VALIDATE_FRACTIONS
+) -> list[float]:
+    """The full range around each knee given (the incumbent's and the challenger's), merged:
+    rates within 3% of one another are measured once."""
+    rates: list[float] = []
+    for rate in sorted(k * f for k in knees_rps if k > 0 for f in fractions):
+        if not rates or rate > rates[-1] * 1.03:
+            rates.append(rate)
+    return rates
 
 
 def saturation_points(result: SweepResult) -> tuple[LoadPoint | None, LoadPoint | None]:

@@ -8,13 +8,16 @@ driven by the load generator. A server that dies between load points raises
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kneepoint.config.trace import workload_trace
 from kneepoint.load.plan import plan_requests
+from kneepoint.physics.defaults import resolve_engine
+from kneepoint.physics.startup import startup_seconds
 from kneepoint.probes.backends import (
     AttachBackend,
     Backend,
@@ -29,6 +32,7 @@ from kneepoint.probes.process import ServerFailedError
 from kneepoint.probes.sweep import Prober
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.loadpoint import LoadPoint
+from kneepoint.records.measure import RequestRecord
 from kneepoint.records.study import AttachBackend as AttachSpec
 from kneepoint.records.study import SimBackend, StudySpec
 from kneepoint.records.workload import TraceEntry
@@ -47,27 +51,70 @@ class PointSize:
 
 
 @dataclass(frozen=True, slots=True)
+class PointArtifacts:
+    """What one measured point leaves behind besides its LoadPoint."""
+
+    rate_rps: float
+    repeat: int
+    point: LoadPoint
+    records: tuple[RequestRecord, ...]
+    metrics_text: tuple[str, ...] = ()
+    """``/metrics`` before and after the load (HTTP backends only)."""
+
+
+Keep = Callable[[PointArtifacts], None]
+
+
+@dataclass
+class DeviceClock:
+    """Device time a target has held: wall time while a real server is up (times its GPUs);
+    on the virtual clock, the modelled start-up plus the simulated length of every point."""
+
+    gpus: int = 1
+    virtual_s: float | None = None
+    started: float = field(default_factory=time.monotonic)
+
+    def seconds(self) -> float:
+        held = self.virtual_s if self.virtual_s is not None else time.monotonic() - self.started
+        return held * self.gpus
+
+
+@dataclass(frozen=True, slots=True)
 class Target:
     probe: Prober
     endpoint: Endpoint | None
     """None on the virtual clock."""
+    clock: DeviceClock = field(default_factory=DeviceClock)
 
 
 @contextmanager
 def open_target(
-    study: StudySpec, config: EngineConfig, trial_dir: Path, size: PointSize = PointSize()
+    study: StudySpec,
+    config: EngineConfig,
+    trial_dir: Path,
+    size: PointSize = PointSize(),
+    keep: Keep | None = None,
 ) -> Iterator[Target]:
+    """The study's backend serving ``config`` for the length of the ``with``; ``keep`` gets
+    every measured point's records (and metric snapshots) as it is measured."""
     spec = study.backend
     trace = workload_trace(study.workload)  # read once for every load point
+    gpus = config.tensor_parallel_size or 1
     if isinstance(spec, SimBackend) and spec.clock == "virtual":
+        engine = resolve_engine(config, study.gpu, study.model)
+        clock = DeviceClock(gpus, virtual_s=startup_seconds(study.model, engine))
 
         def virtual(rate: float, repeat: int) -> LoadPoint:
             seed = study.workload.seed + repeat
-            return simulate_load_point(
+            simulated = simulate_load_point(
                 study, rate, size.requests(rate), config, seed, trace=trace
-            ).point
+            )
+            clock.virtual_s = (clock.virtual_s or 0.0) + simulated.point.duration_s
+            if keep is not None:
+                keep(PointArtifacts(rate, repeat, simulated.point, simulated.load.records))
+            return simulated.point
 
-        yield Target(virtual, None)
+        yield Target(virtual, None, clock)
         return
     if isinstance(spec, SimBackend):
         backend: Backend = LaunchBackend(
@@ -80,12 +127,17 @@ def open_target(
             vllm_argv(spec), env=spec.env, host=spec.host, port=spec.port,
             startup_timeout_s=spec.startup_timeout_s, nvml_index=0,
         )  # fmt: skip
+    clock = DeviceClock(gpus)
     with backend.serve(config, trial_dir) as endpoint:
-        yield Target(_http_prober(study, endpoint, size, trace), endpoint)
+        yield Target(_http_prober(study, endpoint, size, trace, keep), endpoint, clock)
 
 
 def _http_prober(
-    study: StudySpec, endpoint: Endpoint, size: PointSize, trace: Sequence[TraceEntry]
+    study: StudySpec,
+    endpoint: Endpoint,
+    size: PointSize,
+    trace: Sequence[TraceEntry],
+    keep: Keep | None,
 ) -> Prober:
     options = LoadOptions(model=endpoint.served_model)
 
@@ -97,6 +149,9 @@ def _http_prober(
         measured = measure(
             endpoint.url, plan, rate, options, study.slo, instruments=endpoint.instruments
         )
+        if keep is not None:
+            keep(PointArtifacts(rate, repeat, measured.point, measured.records,
+                                measured.metrics_text))  # fmt: skip
         failure = endpoint.failure()
         if failure is not None:
             raise ServerFailedError(failure)

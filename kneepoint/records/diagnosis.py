@@ -54,7 +54,7 @@ class Diagnosis(Record):
     """Share of the evidence behind the verdict (0 for no verdict)."""
     runner_up: Constraint | None = None
     scheduling_kind: SchedulingKind | None = None
-    """Set when the binding constraint is scheduling."""
+    """Which scheduling wall holds the most time, when scheduling holds any."""
     scores: dict[Constraint, float] = Field(default_factory=dict)
     evidence: tuple[Evidence, ...] = ()
     sources: tuple[SignalSource, ...] = ()
@@ -70,7 +70,9 @@ class Diagnosis(Record):
     def headline(self) -> str:
         if self.constraint is None:
             return f"{self.binding} (no constraint named)"
-        kind = f" ({self.scheduling_kind.replace('_', ' ')})" if self.scheduling_kind else ""
+        kind = ""
+        if self.binding == "scheduling" and self.scheduling_kind is not None:
+            kind = f" ({self.scheduling_kind.replace('_', ' ')})"
         runner = f"; runner-up {self.runner_up}" if self.runner_up else ""
         return f"{self.binding}{kind}-bound, confidence {self.confidence:.0%}{runner}"
 

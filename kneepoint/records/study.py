@@ -50,6 +50,9 @@ class VllmBackend(Record):
     startup_timeout_s: float = Field(default=900.0, gt=0.0)
     vllm_version: str | None = None
     """The release being launched; None asks the environment at run time."""
+    preflight_memory: bool = True
+    """Refuse configurations the memory model says cannot start. Turn off where the study's
+    GPU entry does not describe the device (vLLM's CPU build)."""
 
 
 class AttachBackend(Record):
@@ -86,6 +89,33 @@ class SearchSpec(Record):
         return knobs
 
 
+class TuningSpec(Record):
+    """How the loop measures and decides: sizes of its sweeps, its statistics, its proposers."""
+
+    start_rps: float = Field(default=1.0, gt=0.0)
+    """First rate of the baseline's knee search (it doubles from here)."""
+    screen_seconds: float = Field(default=15.0, gt=0.0)
+    """Arrivals per screening load point, in seconds (at least 40 requests)."""
+    screen_time_cap_s: float = Field(default=120.0, gt=0.0)
+    """Hard cap on one screening sweep, in device seconds."""
+    validate_seconds: float = Field(default=30.0, gt=0.0)
+    """Arrivals per validation load point, in seconds (at least 40 requests)."""
+    validate_repeats: int = Field(default=3, ge=2, le=10)
+    """Repeats of a validation: one run cannot tell signal from noise."""
+    min_effect_rel: float = Field(default=0.03, ge=0.0, lt=1.0)
+    """Smallest relative gain worth promoting, whatever the noise."""
+    confidence: float = Field(default=0.95, gt=0.5, lt=1.0)
+    proposer: Literal["auto", "coordinate", "optuna"] = "auto"
+    """auto: coordinate descent over the pruned knobs, then Optuna when it runs out."""
+    sampler: Literal["tpe", "gp"] = "tpe"
+    """Optuna's sampler (gp needs torch and scipy)."""
+    quality_threshold: float = Field(default=0.9, ge=0.0, le=1.0)
+    """Least share of greedy output tokens that must match the incumbent's for an
+    output-changing knob (quantization, fp8 KV) to be accepted."""
+    quality_prompts: int = Field(default=8, ge=1, le=256)
+    quality_tokens: int = Field(default=32, ge=1, le=1024)
+
+
 class StudySpec(Record):
     """Everything one tuning study needs, validated and resolved."""
 
@@ -103,6 +133,7 @@ class StudySpec(Record):
     objective: Objective = SloCapacity()
     budget: Budget = Budget()
     search: SearchSpec = SearchSpec()
+    tuning: TuningSpec = TuningSpec()
 
     @model_validator(mode="after")
     def _slo_matches_workload(self) -> StudySpec:

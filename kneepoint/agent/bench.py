@@ -1,0 +1,146 @@
+"""The loop's measuring hand: each kind of sweep the loop asks for, on the study's backend,
+with every point's records kept in the trial's folder and the device time it cost.
+
+A server that will not start, dies or hangs becomes a ``TrialFailedError`` carrying the trial
+status it means and the device time already spent; the loop records it as an outcome.
+Validation restarts the two servers in turn for every repeat (A B, then B A), so drift in the
+machine and start-up variance hit both arms alike, and one GPU is enough.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from kneepoint.agent.progress import Progress
+from kneepoint.agent.run_folder import RunFolder
+from kneepoint.physics.defaults import UnmodeledSettingError
+from kneepoint.probes import sweep
+from kneepoint.probes.process import FailureKind, ServerFailedError
+from kneepoint.probes.sweep import Prober
+from kneepoint.probes.targets import PointArtifacts, PointSize, Target, open_target
+from kneepoint.records.engine import EngineConfig
+from kneepoint.records.loadpoint import LoadPoint
+from kneepoint.records.proposal import TrialStatus
+from kneepoint.records.study import StudySpec
+from kneepoint.records.sweep import SweepResult
+from kneepoint.sim.engine import EngineRefusedError
+
+_STATUS: dict[FailureKind, TrialStatus] = {
+    "startup_oom": "startup_failed", "bad_argument": "startup_failed", "crashed": "crashed",
+    "hung": "timed_out", "timed_out": "timed_out",
+}  # fmt: skip
+
+
+class TrialFailedError(RuntimeError):
+    def __init__(self, status: TrialStatus, cause: str, device_s: float) -> None:
+        super().__init__(f"{status}: {cause}")
+        self.status, self.cause, self.device_s = status, cause, device_s
+
+
+@dataclass
+class Bench:
+    study: StudySpec
+    folder: RunFolder
+    progress: Progress
+
+    @contextmanager
+    def session(
+        self, config: EngineConfig, trial_dir: Path, label: str, seconds: float
+    ) -> Iterator[tuple[Prober, Target]]:
+        """The backend serving ``config``; every point it measures is kept under ``label``."""
+
+        def keep(artifacts: PointArtifacts) -> None:
+            self.folder.keep_point(trial_dir, label, artifacts)
+
+        target: Target | None = None
+        try:
+            with open_target(
+                self.study, config, trial_dir, PointSize(seconds=seconds), keep
+            ) as target:
+                yield self._reporting(target.probe, label), target
+        except ServerFailedError as exc:
+            spent = target.clock.seconds() if target is not None else 0.0
+            raise TrialFailedError(_STATUS[exc.failure.kind], str(exc.failure), spent) from exc
+        except (EngineRefusedError, UnmodeledSettingError) as exc:
+            raise TrialFailedError("startup_failed", str(exc), 0.0) from exc
+
+    def _reporting(self, probe: Prober, label: str) -> Prober:
+        def reported(rate: float, repeat: int) -> LoadPoint:
+            point = probe(rate, repeat)
+            self.progress.point(label, rate, repeat, point)
+            return point
+
+        return reported
+
+    def knee(self, config: EngineConfig, trial_dir: Path) -> tuple[SweepResult, float]:
+        """A coarse knee search for a configuration whose knee is unknown."""
+        tuning = self.study.tuning
+        with self.session(config, trial_dir, "knee", tuning.screen_seconds) as (probe, target):
+            result = sweep.knee_search(probe, config, self.study.slo, tuning.start_rps)
+        self.folder.keep_sweep(trial_dir, "knee", result)
+        return result, target.clock.seconds()
+
+    def repeats(
+        self, config: EngineConfig, trial_dir: Path, rates: list[float]
+    ) -> tuple[SweepResult, float]:
+        """One configuration over ``rates``, repeated: its capacity and its noise."""
+        tuning, legs = self.study.tuning, []
+        label = "repeats"
+        with self.session(config, trial_dir, label, tuning.validate_seconds) as (probe, target):
+            for repeat in range(tuning.validate_repeats):
+                legs.append(sweep.measure_rates(probe, config, self.study.slo, rates,
+                                                repeat=repeat))  # fmt: skip
+        result = sweep.merge(legs)
+        self.folder.keep_sweep(trial_dir, label, result)
+        return result, target.clock.seconds()
+
+    def screen(
+        self, config: EngineConfig, trial_dir: Path, around_rps: float
+    ) -> tuple[SweepResult, float]:
+        """The cheap look: a few rates around the incumbent's knee under a hard device-time cap;
+        a challenger that passes them all is followed up until it fails (within the cap)."""
+        tuning, slo = self.study.tuning, self.study.slo
+        cap = tuning.screen_time_cap_s
+        with self.session(config, trial_dir, "screen", tuning.screen_seconds) as (probe, target):
+            clock: Callable[[], float] = target.clock.seconds
+            first = sweep.screen(probe, config, slo, around_rps, time_cap_s=cap, clock=clock)
+            legs = [first]
+            left = cap - first.elapsed_s
+            if not any(p.margin > 1.0 for p in first.points) and left > 0 and first.points:
+                top = max(p.rate_rps for p in first.points)
+                legs.append(sweep.knee_search(probe, config, slo, top * 1.25,
+                                              time_cap_s=left, clock=clock))  # fmt: skip
+        result = sweep.merge(legs, kind="screen")
+        self.folder.keep_sweep(trial_dir, "screen", result)
+        return result, target.clock.seconds()
+
+    def validate(
+        self, incumbent: EngineConfig, challenger: EngineConfig, trial_dir: Path,
+        rates: list[float], repeats: range,
+    ) -> tuple[SweepResult, SweepResult, float]:  # fmt: skip
+        """Both arms over the full range, for each repeat, interleaved A B / B A by repeat."""
+        tuning, slo = self.study.tuning, self.study.slo
+        arms = {"incumbent": incumbent, "challenger": challenger}
+        legs: dict[str, list[SweepResult]] = {"incumbent": [], "challenger": []}
+        spent = 0.0
+        for repeat in repeats:
+            order = list(arms) if repeat % 2 == 0 else list(arms)[::-1]
+            for arm in order:
+                label = f"validate-{arm}"
+                try:
+                    with self.session(arms[arm], trial_dir, label, tuning.validate_seconds) as (
+                        probe, target,
+                    ):  # fmt: skip
+                        legs[arm].append(sweep.measure_rates(
+                            probe, arms[arm], slo, rates, repeat=repeat, arm=arm))  # fmt: skip
+                except TrialFailedError as exc:
+                    exc.device_s += spent
+                    raise
+                spent += target.clock.seconds()
+        results = {arm: sweep.merge(legs[arm]) for arm in arms}
+        for arm, result in results.items():
+            self.folder.keep_sweep(trial_dir, f"validate-{arm}-r{repeats.start}", result)
+        return results["incumbent"], results["challenger"], spent

@@ -1,0 +1,84 @@
+"""``kneepoint tune``: the overnight job. Starts a run from a study file, or resumes one.
+
+    kneepoint tune configs/studies/quickstart.yaml      a new run under runs/
+    kneepoint tune runs/quickstart-20261122-231500      resume that run
+    kneepoint tune --resume runs/quickstart-...         the same
+
+At the end it writes the report (Markdown and HTML), best.yaml and the winner's exact
+`vllm serve` command into the run folder, and prints where they are.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import datetime
+from pathlib import Path
+
+from kneepoint.agent.cli_progress import progress_for
+from kneepoint.agent.ledger import LedgerError
+from kneepoint.agent.loop import Tuner
+from kneepoint.agent.report import write_report
+from kneepoint.agent.run_folder import RunFolder, RunFolderError
+from kneepoint.config import ConfigError, knob_catalogue, load_study
+from kneepoint.config.errors import Problem
+
+EXIT_INTERRUPTED = 130
+
+
+def add_tune_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    tune = commands.add_parser(
+        "tune", help="tune a study overnight (or resume a run folder) and write its report"
+    )
+    tune.add_argument("target", type=Path, nargs="?", help="a study YAML file, or a run folder")
+    tune.add_argument("--resume", type=Path, metavar="RUN", help="resume this run folder")
+    tune.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where runs go")
+    tune.add_argument(
+        "--set", dest="overrides", action="append", default=[], metavar="PATH=VALUE",
+        help="override a study field (new runs only)",
+    )  # fmt: skip
+    tune.set_defaults(run=run_tune)
+
+
+def _open(args: argparse.Namespace) -> RunFolder:
+    target: Path | None = args.resume or args.target
+    if target is None:
+        raise ConfigError([Problem("kneepoint tune", None, (), "give a study file or a run")])
+    if target.is_dir():
+        if args.overrides:
+            raise ConfigError([Problem("--set", None, (), "a resumed run keeps its study")])
+        try:
+            return RunFolder.existing(target)
+        except RunFolderError as exc:
+            raise ConfigError([Problem(str(target), None, (), str(exc))]) from exc
+    study = load_study(target, args.overrides)
+    return RunFolder.create(args.runs_dir, study, datetime.now())
+
+
+def run_tune(args: argparse.Namespace) -> int:
+    folder = _open(args)
+    try:
+        study = folder.study()
+        tuner = Tuner(folder, study, progress_for(sys.stderr), knob_catalogue())
+    except (RunFolderError, LedgerError) as exc:
+        raise ConfigError([Problem(str(folder.path), None, (), str(exc))]) from exc
+    tuner.progress.phase("run", f"{study.name} in {folder.path}")
+    try:
+        state = tuner.run()
+    except KeyboardInterrupt:
+        print(f"\ninterrupted; resume with: kneepoint tune {folder.path}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    markdown, html = write_report(folder)
+    finished = state.finished
+    reason = f"{finished.reason}: {finished.detail}" if finished else "not finished"
+    start = state.baseline.repeats.capacity_rps if state.baseline else None
+    best = state.incumbent_objective
+    lines = [
+        f"run: {folder.path}  ({reason})",
+        f"SLO capacity: {start or 0:.2f} -> {best or 0:.2f} req/s "
+        f"after {state.trials_run} trials, {state.device_s / 3600:.2f} device-hours",
+        f"report: {markdown}  {html}",
+        f"best: {folder.path / 'best.yaml'}  command: {folder.path / 'best-command.txt'}",
+    ]
+    sys.stdout.write("\n".join(lines) + "\n")
+    return 0

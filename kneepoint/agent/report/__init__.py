@@ -1,0 +1,21 @@
+"""``kneepoint report``: a run folder's report, as Markdown and as one self-contained HTML page
+with PNG plots (written into the run folder)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kneepoint.agent.files import write_atomically
+from kneepoint.agent.report.data import gather
+from kneepoint.agent.report.document import to_html, to_markdown
+from kneepoint.agent.report.sections import build
+from kneepoint.agent.run_folder import RunFolder
+
+
+def write_report(folder: RunFolder) -> tuple[Path, Path]:
+    """Write report.md and report.html into the run folder; returns their paths."""
+    doc = build(gather(folder))
+    markdown, html = folder.path / "report.md", folder.path / "report.html"
+    write_atomically(markdown, to_markdown(doc, folder.path))
+    write_atomically(html, to_html(doc))
+    return markdown, html

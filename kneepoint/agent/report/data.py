@@ -1,0 +1,111 @@
+"""What a report reads from a run folder: the study, the state its ledger rebuilds, the curves
+of the starting configuration and the winner, and the overall gain with its interval."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from kneepoint.agent.run_folder import RunFolder, serve_command
+from kneepoint.agent.state import RunState, TrialState
+from kneepoint.policies.judge import judge
+from kneepoint.probes.sweep import saturation_points
+from kneepoint.records.judgement import Judgement
+from kneepoint.records.loadpoint import LoadPoint
+from kneepoint.records.study import StudySpec
+from kneepoint.records.sweep import SweepResult
+
+
+@dataclass(frozen=True)
+class CurvePoint:
+    """One offered rate of a curve, summarised over its repeats."""
+
+    rate_rps: float
+    values_ms: dict[str, float]
+    """Per SLO metric label (``chat ttft_p99``): the mean over repeats."""
+    goodput_rps: float
+    meets_slo: bool
+
+
+@dataclass(frozen=True)
+class Curve:
+    label: str
+    result: SweepResult
+    points: tuple[CurvePoint, ...]
+
+
+@dataclass(frozen=True)
+class ReportData:
+    folder: RunFolder
+    study: StudySpec
+    state: RunState
+    start: Curve | None
+    final: Curve | None
+    """The incumbent at the end, when it is not the starting configuration."""
+    overall: Judgement | None
+    command: str
+
+    @property
+    def trials(self) -> list[TrialState]:
+        return [self.state.trials[n] for n in sorted(self.state.trials)]
+
+    def knee_point(self, curve: Curve) -> LoadPoint | None:
+        saturated, _ = saturation_points(curve.result)
+        return saturated
+
+
+def slo_metrics(study: StudySpec) -> list[tuple[str, str, int, float]]:
+    """(label, metric, percentile, limit ms) for every class's SLO limits."""
+    if study.slo is None:
+        return []
+    found = []
+    for name in study.workload.class_names():
+        limits = study.slo.for_class(name)
+        for (metric, pct), limit in (limits.limits_ms() if limits else {}).items():
+            found.append((f"{name} {metric}_p{pct}", metric, pct, limit))
+    return found
+
+
+def curve(study: StudySpec, label: str, result: SweepResult) -> Curve:
+    by_rate: dict[float, list[LoadPoint]] = {}
+    for entry in result.points:
+        if entry.point.valid:
+            by_rate.setdefault(round(entry.rate_rps, 6), []).append(entry.point)
+    points = []
+    for rate, loads in sorted(by_rate.items()):
+        values = {}
+        for metric_label, metric, pct, _ in slo_metrics(study):
+            name = metric_label.split(" ", 1)[0]
+            seen = [p.dists[name][metric].at(pct) for p in loads if name in p.dists]
+            finite = [v for v in seen if math.isfinite(v)]
+            values[metric_label] = statistics.fmean(finite) if finite else math.inf
+        points.append(CurvePoint(rate, values, statistics.fmean(p.goodput_rps for p in loads),
+                                 all(p.meets_slo for p in loads)))  # fmt: skip
+    return Curve(label, result, tuple(points))
+
+
+def _overall(start: Sequence[float], final: Sequence[float], study: StudySpec) -> Judgement | None:
+    if len(start) < 2 or len(final) < 2:
+        return None
+    tuning = study.tuning
+    # Measured at different times on different servers: unpaired.
+    return judge(start, final, min_effect=tuning.min_effect_rel, confidence=tuning.confidence,
+                 method="welch")  # fmt: skip
+
+
+def gather(folder: RunFolder) -> ReportData:
+    study = folder.study()
+    state = RunState.replay(folder.ledger.read())
+    start = final = overall = None
+    if state.baseline is not None:
+        start = curve(study, "start", state.baseline.repeats)
+    if state.promotions:
+        last = state.promotions[-1]
+        final = curve(study, "winner", last.repeats)
+        if state.baseline is not None:
+            overall = _overall(state.baseline.repeats.capacity_by_repeat,
+                               last.repeats.capacity_by_repeat, study)  # fmt: skip
+    config = state.incumbent or study.engine
+    return ReportData(folder, study, state, start, final, overall, serve_command(study, config))

@@ -1,0 +1,120 @@
+"""The run folder ``runs/<study>-<timestamp>/``: what a tuning run leaves on disk.
+
+    study.yaml          the resolved study, every default filled in
+    ledger.jsonl        every decision and measurement, append-only (kneepoint.agent.ledger)
+    trials/NNN-<fp>/    per trial: sweeps (JSON), server logs, per-point request records
+                        (JSON lines, gzip) and /metrics snapshots
+    optuna.db           the Optuna storage (SQLite; optuna-dashboard opens it)
+    report.md, report.html, plots/
+    best.yaml           the winning engine configuration
+    best-command.txt    the exact `vllm serve` command of the winner
+
+Files other than the ledger are written whole or not at all.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shlex
+import shutil
+from datetime import datetime
+from pathlib import Path
+
+import yaml
+from pydantic import ValidationError
+
+from kneepoint.agent.files import write_atomically
+from kneepoint.agent.ledger import Ledger
+from kneepoint.probes.targets import PointArtifacts
+from kneepoint.records.engine import EngineConfig
+from kneepoint.records.study import StudySpec, VllmBackend
+from kneepoint.records.sweep import SweepResult
+
+
+class RunFolderError(ValueError):
+    """A folder that is not a kneepoint run (or not this study's)."""
+
+
+class RunFolder:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.ledger = Ledger(path / "ledger.jsonl")
+
+    @classmethod
+    def create(cls, runs_dir: Path, study: StudySpec, now: datetime) -> RunFolder:
+        stem = f"{study.name}-{now.strftime('%Y%m%d-%H%M%S')}"
+        path, n = runs_dir / stem, 1
+        while path.exists():  # two runs of a study started within the same second
+            n += 1
+            path = runs_dir / f"{stem}-{n}"
+        # Built beside and renamed into place: a run folder exists whole or not at all.
+        partial = runs_dir / f".{path.name}.partial"
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
+        write_atomically(partial / "study.yaml", _yaml(study.model_dump(mode="json")))
+        (partial / "ledger.jsonl").touch()
+        partial.rename(path)
+        return cls(path)
+
+    @classmethod
+    def existing(cls, path: Path) -> RunFolder:
+        if not (path / "study.yaml").is_file() or not (path / "ledger.jsonl").is_file():
+            raise RunFolderError("not a kneepoint run folder (no study.yaml and ledger.jsonl)")
+        return cls(path)
+
+    def study(self) -> StudySpec:
+        """The run's own resolved study (a resumed run keeps it, whatever the file says now)."""
+        try:
+            return StudySpec.model_validate(yaml.safe_load((self.path / "study.yaml").read_text()))
+        except (ValidationError, yaml.YAMLError) as exc:
+            raise RunFolderError(f"study.yaml is damaged: {str(exc).splitlines()[0]}") from exc
+
+    @property
+    def optuna_url(self) -> str:
+        return f"sqlite:///{(self.path / 'optuna.db').resolve()}"
+
+    def trial_dir(self, trial: int, config: EngineConfig) -> Path:
+        name = "000-baseline" if trial == 0 else f"{trial:03d}-{config.fingerprint()[:8]}"
+        path = self.path / "trials" / name
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def keep_sweep(self, trial_dir: Path, label: str, result: SweepResult) -> None:
+        write_atomically(trial_dir / f"{label}.json", result.model_dump_json(indent=1) + "\n")
+
+    def keep_point(self, trial_dir: Path, label: str, artifacts: PointArtifacts) -> None:
+        """A point's request records (gzip JSON lines) and metric snapshots."""
+        stem = f"{label}-r{artifacts.repeat}-{artifacts.rate_rps:.4g}rps"
+        points = trial_dir / "points"
+        points.mkdir(exist_ok=True)
+        lines = "".join(r.model_dump_json() + "\n" for r in artifacts.records)
+        tmp = points / f".{stem}.requests.jsonl.gz.tmp"
+        with gzip.open(tmp, "wt", encoding="utf-8") as handle:
+            handle.write(lines)
+        tmp.replace(points / f"{stem}.requests.jsonl.gz")
+        write_atomically(points / f"{stem}.point.json", artifacts.point.model_dump_json() + "\n")
+        for when, text in zip(("before", "after"), artifacts.metrics_text, strict=False):
+            write_atomically(points / f"{stem}.metrics-{when}.prom", text)
+
+    def write_best(self, study: StudySpec, config: EngineConfig) -> None:
+        body = {"engine": config.model_dump(mode="json", exclude_defaults=True)}
+        write_atomically(self.path / "best.yaml", _yaml(body))
+        write_atomically(self.path / "best-command.txt", serve_command(study, config) + "\n")
+
+    def write_json(self, name: str, body: object) -> None:
+        write_atomically(self.path / name, json.dumps(body, indent=1) + "\n")
+
+
+def serve_command(study: StudySpec, config: EngineConfig) -> str:
+    """The exact command that serves ``config``, quoted for a POSIX shell."""
+    backend = study.backend
+    if isinstance(backend, VllmBackend):
+        argv = config.serve_argv(backend.command, backend.model_as)
+    else:
+        argv = config.serve_argv()
+    return shlex.join(argv)
+
+
+def _yaml(body: object) -> str:
+    return yaml.safe_dump(body, sort_keys=False, allow_unicode=True)

@@ -1,0 +1,187 @@
+"""A tuning run's state, rebuilt from its ledger: the incumbent, what binds, the trials so far,
+the device time spent, and where the loop stands.
+
+The state is a pure function of the ledger's events, which is what makes resuming exact: the
+loop asks it for the next step (``next_step``) and the answer depends on nothing else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from kneepoint.records.diagnosis import Diagnosis
+from kneepoint.records.engine import EngineConfig
+from kneepoint.records.ledger import (
+    Baseline,
+    Event,
+    Finished,
+    Promoted,
+    Proposed,
+    QualityChecked,
+    RunStarted,
+    Screened,
+    Validated,
+)
+from kneepoint.records.proposal import Outcome, Proposal, Pruning
+from kneepoint.records.sweep import SweepResult
+
+Step = Literal["start", "baseline", "propose", "screen", "quality", "validate", "promote", "done"]
+
+
+@dataclass
+class TrialState:
+    """One trial's events so far."""
+
+    trial: int
+    proposal: Proposal
+    quality_check: bool = False
+    against: float | None = None
+    """The incumbent's objective when the trial was proposed (what its prediction is against)."""
+    screened: Screened | None = None
+    quality: QualityChecked | None = None
+    validated: Validated | None = None
+    promoted: Promoted | None = None
+
+    def measured_objective(self) -> float | None:
+        """The objective as measured: validated where it was validated, else screened."""
+        challenger = self.validated.challenger if self.validated is not None else None
+        if challenger is not None and challenger.capacity_rps is not None:
+            return challenger.capacity_rps
+        return self.screened.outcome.objective if self.screened is not None else None
+
+    def measured_ratio(self) -> float | None:
+        """The measured objective over the incumbent's, as the prediction was made."""
+        measured = self.measured_objective()
+        return measured / self.against if measured is not None and self.against else None
+
+    def outcome(self) -> Outcome | None:
+        """What the proposers are told. A validated trial reports its validated objective, but
+        one the judge did not promote is told as no better than the incumbent it was judged
+        against: its gain was not shown beyond the noise, and the search must not build on it
+        (the search moves its centre by promotions)."""
+        if self.screened is None:
+            return None
+        outcome, validated = self.screened.outcome, self.validated
+        if validated is not None and validated.failure is not None:
+            return validated.failure
+        if validated is None or validated.challenger is None or validated.incumbent is None:
+            return outcome
+        objective = validated.challenger.capacity_rps
+        if objective is None:
+            return outcome
+        if not validated.promote and validated.incumbent.capacity_rps is not None:
+            objective = min(objective, validated.incumbent.capacity_rps)
+        return outcome.model_copy(update={"objective": objective})
+
+    def next_step(self) -> Step | None:
+        """The step this trial still needs, or None when it is over."""
+        if self.screened is None:
+            return "screen"
+        rejected = self.quality is not None and not self.quality.passed
+        if not self.screened.finalist or rejected:
+            return None
+        if self.quality_check and self.quality is None:
+            return "quality"
+        if self.validated is None:
+            return "validate"
+        return "promote" if self.validated.promote and self.promoted is None else None
+
+
+@dataclass
+class RunState:
+    started: RunStarted | None = None
+    baseline: Baseline | None = None
+    incumbent: EngineConfig | None = None
+    incumbent_objective: float | None = None
+    incumbent_repeats: SweepResult | None = None
+    diagnosis: Diagnosis | None = None
+    pruning: Pruning | None = None
+    promotions: list[Promoted] = field(default_factory=list)
+    trials: dict[int, TrialState] = field(default_factory=dict)
+    device_s: float = 0.0
+    finished: Finished | None = None
+
+    @classmethod
+    def replay(cls, events: Iterable[Event]) -> RunState:
+        state = cls()
+        for event in events:
+            state.apply(event)
+        return state
+
+    def apply(self, event: Event) -> None:
+        if isinstance(event, RunStarted):
+            self.started = event
+        elif isinstance(event, Baseline):
+            self.baseline = event
+            self._set_incumbent(event.config, event.repeats, event.diagnosis, event.pruning)
+        elif isinstance(event, Proposed):
+            self.trials[event.trial] = TrialState(
+                event.trial, event.proposal, event.quality_check, self.incumbent_objective
+            )
+        elif isinstance(event, Screened | QualityChecked | Validated | Promoted):
+            self._apply_trial_event(event)
+        elif isinstance(event, Finished):
+            self.finished = event
+        self.device_s += getattr(event, "device_s", 0.0)
+
+    def _apply_trial_event(self, event: Screened | QualityChecked | Validated | Promoted) -> None:
+        trial = self.trials[event.trial]
+        if isinstance(event, Screened):
+            trial.screened = event
+        elif isinstance(event, QualityChecked):
+            trial.quality = event
+        elif isinstance(event, Validated):
+            trial.validated = event
+        else:
+            trial.promoted = event
+            self.promotions.append(event)
+            self._set_incumbent(event.config, event.repeats, event.diagnosis, event.pruning)
+
+    def _set_incumbent(
+        self, config: EngineConfig, repeats: SweepResult, diagnosis: Diagnosis, pruning: Pruning
+    ) -> None:
+        self.incumbent, self.incumbent_repeats = config, repeats
+        self.incumbent_objective = repeats.capacity_rps
+        self.diagnosis, self.pruning = diagnosis, pruning
+
+    @property
+    def current_trial(self) -> TrialState | None:
+        """The newest trial, if it still has a step to take."""
+        if not self.trials:
+            return None
+        newest = self.trials[max(self.trials)]
+        return newest if newest.next_step() is not None else None
+
+    def next_step(self) -> tuple[Step, TrialState | None]:
+        if self.finished is not None:
+            return "done", None
+        if self.started is None:
+            return "start", None
+        if self.baseline is None:
+            return "baseline", None
+        trial = self.current_trial
+        if trial is not None:
+            step = trial.next_step()
+            assert step is not None
+            return step, trial
+        return "propose", None
+
+    def history(self) -> list[tuple[Proposal, Outcome]]:
+        """Every finished trial's proposal and outcome, in order (what proposers replay)."""
+        done = []
+        for number in sorted(self.trials):
+            trial = self.trials[number]
+            outcome = trial.outcome()
+            if outcome is not None and trial.next_step() is None:
+                done.append((trial.proposal, outcome))
+        return done
+
+    @property
+    def trials_run(self) -> int:
+        """Trials that spent their screening (what max_trials counts)."""
+        return sum(t.screened is not None for t in self.trials.values())
+
+    def next_trial_number(self) -> int:
+        return max(self.trials, default=0) + 1

@@ -1,0 +1,196 @@
+"""The loop's steps that measure: each runs its sweeps through the bench and returns the event
+the ledger records. Pure decisions (diagnosis, pruning, finalist, judge) come from policies.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+import structlog
+
+from kneepoint.agent.bench import Bench, TrialFailedError
+from kneepoint.physics.defaults import UnmodeledSettingError, resolve_engine
+from kneepoint.physics.memory import plan_memory
+from kneepoint.policies.diagnosis import diagnose
+from kneepoint.policies.judge import is_finalist, judge
+from kneepoint.policies.pruning import BackendKind, prune
+from kneepoint.probes.quality import PROMPTS, QualityCheckError, greedy_outputs, token_agreement
+from kneepoint.probes.sweep import merge, saturation_points, validation_rates
+from kneepoint.records.diagnosis import Diagnosis, Observation
+from kneepoint.records.engine import EngineConfig
+from kneepoint.records.knobs import KnobCatalogue
+from kneepoint.records.ledger import Baseline, Promoted, QualityChecked, Screened, Validated
+from kneepoint.records.proposal import Outcome, Proposal, Pruning
+from kneepoint.records.study import StudySpec, VllmBackend
+from kneepoint.records.sweep import SweepResult
+
+log = structlog.get_logger(__name__)
+
+
+def noise_rel(repeats: SweepResult) -> float:
+    """Run-to-run relative standard deviation of a configuration's capacity."""
+    values = repeats.capacity_by_repeat
+    mean = statistics.fmean(values) if values else 0.0
+    return statistics.stdev(values) / mean if len(values) > 1 and mean > 0 else 0.0
+
+
+@dataclass
+class Steps:
+    study: StudySpec
+    bench: Bench
+    catalogue: KnobCatalogue
+    vllm_version: str | None = None
+
+    def diagnose(self, config: EngineConfig, result: SweepResult) -> Diagnosis:
+        saturated, below = saturation_points(result)
+        if saturated is None:  # every rate passed: the sweep never saw the wall
+            saturated = max(result.points, key=lambda p: p.rate_rps).point
+        return diagnose(Observation(
+            saturated=saturated, below=below, gpu=self.study.gpu, model=self.study.model,
+            engine=config, workload=self.study.workload,
+        ))  # fmt: skip
+
+    def prune(self, diagnosis: Diagnosis, config: EngineConfig, result: SweepResult) -> Pruning:
+        saturated, below = saturation_points(result)
+        point = saturated or max(result.points, key=lambda p: p.rate_rps).point
+        observation = Observation(
+            saturated=point, below=below, gpu=self.study.gpu, model=self.study.model,
+            engine=config, workload=self.study.workload,
+        )  # fmt: skip
+        backend: BackendKind = self.study.backend.kind
+        return prune(diagnosis, observation, self.catalogue, allowed=self.study.search.knobs,
+                     vllm_version=self.vllm_version, backend=backend)  # fmt: skip
+
+    def baseline(self) -> Baseline:
+        config = self.study.engine
+        trial_dir = self.bench.folder.trial_dir(0, config)
+        self.bench.progress.phase("baseline", "knee search of the starting configuration")
+        knee, knee_s = self.bench.knee(config, trial_dir)
+        around = knee.capacity_rps or min(p.rate_rps for p in knee.points)
+        self.bench.progress.phase("baseline", "the starting configuration, repeated")
+        repeats, repeats_s = self.bench.repeats(config, trial_dir, validation_rates(around))
+        diagnosis = self.diagnose(config, knee)
+        return Baseline(
+            config=config, knee=knee, repeats=repeats, diagnosis=diagnosis,
+            pruning=self.prune(diagnosis, config, knee), device_s=knee_s + repeats_s,
+        )  # fmt: skip
+
+    def preflight(self, trial: int, proposal: Proposal) -> Screened | None:
+        """A refusal without starting anything, when the memory model says it cannot start."""
+        backend = self.study.backend
+        if isinstance(backend, VllmBackend) and not backend.preflight_memory:
+            return None
+        try:
+            engine = resolve_engine(proposal.config, self.study.gpu, self.study.model)
+        except UnmodeledSettingError as exc:
+            refusal = f"not modelled: {exc}"
+        else:
+            plan = plan_memory(self.study.gpu, self.study.model, engine)
+            if plan.refusal is None:
+                return None
+            refusal = plan.refusal.message
+        outcome = Outcome(status="startup_failed", detail=f"preflight: {refusal}")
+        return Screened(trial=trial, outcome=outcome, reason=f"preflight refused: {refusal}")
+
+    def screen(
+        self, trial: int, proposal: Proposal, incumbent_knee: float, incumbent: SweepResult
+    ) -> Screened:
+        config = proposal.config
+        trial_dir = self.bench.folder.trial_dir(trial, config)
+        try:
+            result, spent = self.bench.screen(config, trial_dir, incumbent_knee)
+        except TrialFailedError as exc:
+            outcome = Outcome(status=exc.status, detail=exc.cause)
+            return Screened(trial=trial, outcome=outcome, reason=exc.cause, device_s=exc.device_s)
+        capacity = result.capacity_rps
+        if result.invalid_points and capacity is None:
+            outcome = Outcome(status="invalid_measurement", detail="the client fell behind")
+        elif capacity is None:
+            outcome = Outcome(status="infeasible", objective=0.0, detail="no rate met the SLO")
+        else:
+            outcome = Outcome(status="ok", objective=capacity, feasible=True)
+        check = is_finalist(capacity, incumbent.capacity_rps, noise_rel(incumbent),
+                            self.study.tuning.min_effect_rel)  # fmt: skip
+        return Screened(
+            trial=trial, outcome=outcome, sweep=result, diagnosis=self.diagnose(config, result),
+            finalist=check.finalist, reason=check.reason, device_s=spent,
+        )  # fmt: skip
+
+    def quality(
+        self, trial: int, incumbent: EngineConfig, challenger: EngineConfig
+    ) -> QualityChecked:
+        """Greedy answers to fixed prompts from both configurations, compared token by token."""
+        tuning = self.study.tuning
+        threshold = tuning.quality_threshold
+        if self.study.backend.kind == "sim":
+            reason = ("skipped: the simulator has no real model outputs; the change is judged "
+                      "on its measured effect alone")  # fmt: skip
+            log.warning("quality.skipped", trial=trial, reason=reason)
+            return QualityChecked(trial=trial, passed=True, threshold=threshold, reason=reason)
+        prompts = [PROMPTS[i % len(PROMPTS)] for i in range(tuning.quality_prompts)]
+        outputs, spent = [], 0.0
+        trial_dir = self.bench.folder.trial_dir(trial, challenger)
+        for arm, config in (("incumbent", incumbent), ("challenger", challenger)):
+            try:
+                with self.bench.session(config, trial_dir, f"quality-{arm}", 1.0) as (_, target):
+                    assert target.endpoint is not None
+                    endpoint = target.endpoint
+                    outputs.append(greedy_outputs(endpoint.url, endpoint.served_model, prompts,
+                                                  tuning.quality_tokens))  # fmt: skip
+            except (TrialFailedError, QualityCheckError) as exc:
+                reason = f"quality check could not run on the {arm}: {exc}"
+                return QualityChecked(trial=trial, passed=False, threshold=threshold,
+                                      reason=reason, device_s=spent)  # fmt: skip
+            spent += target.clock.seconds()
+        agreement = token_agreement(outputs[0], outputs[1])
+        passed = agreement >= threshold
+        verdict = "accepted" if passed else "rejected"
+        reason = (f"{agreement:.1%} of greedy tokens match the incumbent's over {len(prompts)} "
+                  f"prompts (threshold {threshold:.0%}): {verdict}")  # fmt: skip
+        return QualityChecked(trial=trial, passed=passed, agreement=agreement,
+                              threshold=threshold, reason=reason, device_s=spent)  # fmt: skip
+
+    def validate(
+        self, trial: int, incumbent: EngineConfig, incumbent_repeats: SweepResult,
+        screened: Screened, challenger: EngineConfig,
+    ) -> Validated:  # fmt: skip
+        """The finalist and the incumbent, interleaved, over the full range; when the gain
+        looks worth having but the repeats cannot tell it from noise, as many repeats again
+        (once), then the judge decides on all of them."""
+        knees = [incumbent_repeats.capacity_rps or 0.0]
+        if screened.sweep is not None and screened.sweep.capacity_rps:
+            knees.append(screened.sweep.capacity_rps)
+        rates, tuning = validation_rates(*knees), self.study.tuning
+        trial_dir = self.bench.folder.trial_dir(trial, challenger)
+        n, spent = tuning.validate_repeats, 0.0
+        legs: list[tuple[SweepResult, SweepResult]] = []
+        for repeats in (range(n), range(n, 2 * n)):
+            try:
+                inc, chal, cost = self.bench.validate(incumbent, challenger, trial_dir, rates,
+                                                      repeats)  # fmt: skip
+            except TrialFailedError as exc:
+                failure = Outcome(status=exc.status, detail=f"during validation: {exc.cause}")
+                return Validated(trial=trial, failure=failure, device_s=spent + exc.device_s)
+            legs.append((inc, chal))
+            spent += cost
+            inc, chal = merge([a for a, _ in legs]), merge([b for _, b in legs])
+            verdict = judge(list(inc.capacity_by_repeat), list(chal.capacity_by_repeat),
+                            min_effect=tuning.min_effect_rel, confidence=tuning.confidence,
+                            seed=self.study.seed)  # fmt: skip
+            worth = (verdict.gain_rel or 0.0) >= tuning.min_effect_rel
+            underpowered = not verdict.promote and worth and (verdict.gain_low_rel or 0.0) <= 0.0
+            if not underpowered:
+                break
+            log.info("validate.more_repeats", trial=trial, reason=verdict.reason)
+        return Validated(trial=trial, incumbent=inc, challenger=chal, judgement=verdict,
+                         device_s=spent)  # fmt: skip
+
+    def promote(self, trial: int, config: EngineConfig, validated: Validated) -> Promoted:
+        repeats = validated.challenger
+        assert repeats is not None  # a promoted validation measured the challenger
+        diagnosis = self.diagnose(config, repeats)
+        return Promoted(
+            trial=trial, config=config, objective=repeats.capacity_rps or 0.0, repeats=repeats,
+            diagnosis=diagnosis, pruning=self.prune(diagnosis, config, repeats),
+        )  # fmt: skip

@@ -1,0 +1,129 @@
+"""The events of a tuning run, as the ledger records them (one JSON object per line).
+
+Every decision is written (and fsynced) before the agent acts on it, and every measurement
+after it is taken, so the ledger alone rebuilds the run: a killed agent replays it and goes on
+from the first step without its record. Events carry the device time they spent, so budgets
+and costs survive a restart too.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from kneepoint.records.base import Record
+from kneepoint.records.diagnosis import Diagnosis
+from kneepoint.records.engine import EngineConfig
+from kneepoint.records.judgement import Judgement
+from kneepoint.records.proposal import Outcome, Proposal, Pruning
+from kneepoint.records.sweep import SweepResult
+
+StopReason = Literal[
+    "max_trials",
+    "max_device_hours",
+    "deadline",
+    "nothing_to_try",
+    "exhausted",
+    "baseline_failed",
+]
+
+
+class RunStarted(Record):
+    event: Literal["run_started"] = "run_started"
+    study_name: str
+    seed: int
+    kneepoint_version: str
+    started_at: datetime
+
+
+class Baseline(Record):
+    """The starting configuration measured: knee search, repeats, diagnosis and pruning."""
+
+    event: Literal["baseline"] = "baseline"
+    config: EngineConfig
+    knee: SweepResult
+    repeats: SweepResult
+    """The incumbent re-measured around its knee, repeated: its capacity and noise."""
+    diagnosis: Diagnosis
+    pruning: Pruning
+    device_s: float = Field(ge=0.0)
+
+
+class Proposed(Record):
+    """A trial about to run: what, why and what is expected (written before it runs)."""
+
+    event: Literal["proposed"] = "proposed"
+    trial: int = Field(ge=1)
+    proposal: Proposal
+    quality_check: bool = False
+    """A knob it changes alters model outputs: it must pass a quality check to be promoted."""
+
+
+class Screened(Record):
+    """A trial's cheap look (or its preflight refusal), and whether it goes on."""
+
+    event: Literal["screened"] = "screened"
+    trial: int = Field(ge=1)
+    outcome: Outcome
+    sweep: SweepResult | None = None
+    diagnosis: Diagnosis | None = None
+    finalist: bool = False
+    reason: str
+    device_s: float = Field(default=0.0, ge=0.0)
+
+
+class QualityChecked(Record):
+    """Greedy outputs of fixed prompts compared with the incumbent's."""
+
+    event: Literal["quality_checked"] = "quality_checked"
+    trial: int = Field(ge=1)
+    passed: bool
+    agreement: float | None = None
+    """Share of output tokens equal, position by position (None: not checked)."""
+    threshold: float
+    reason: str
+    device_s: float = Field(default=0.0, ge=0.0)
+
+
+class Validated(Record):
+    """A finalist and the incumbent measured in turn over the full range, repeated; or the
+    failure that stopped it (then the trial is over and the incumbent stays)."""
+
+    event: Literal["validated"] = "validated"
+    trial: int = Field(ge=1)
+    incumbent: SweepResult | None = None
+    challenger: SweepResult | None = None
+    judgement: Judgement | None = None
+    failure: Outcome | None = None
+    """Set when a server failed during validation: what the trial's outcome becomes."""
+    device_s: float = Field(default=0.0, ge=0.0)
+
+    @property
+    def promote(self) -> bool:
+        return self.judgement is not None and self.judgement.promote
+
+
+class Promoted(Record):
+    """A challenger became the incumbent; the wall moved, so it is diagnosed again."""
+
+    event: Literal["promoted"] = "promoted"
+    trial: int = Field(ge=1)
+    config: EngineConfig
+    objective: float
+    repeats: SweepResult
+    diagnosis: Diagnosis
+    pruning: Pruning
+
+
+class Finished(Record):
+    event: Literal["finished"] = "finished"
+    reason: StopReason
+    detail: str = ""
+
+
+Event = Annotated[
+    RunStarted | Baseline | Proposed | Screened | QualityChecked | Validated | Promoted | Finished,
+    Field(discriminator="event"),
+]

@@ -1,0 +1,79 @@
+"""Killing the agent with SIGKILL at random moments and resuming gives the same run as one left
+alone: the same trials in the same order with the same results, the same final incumbent, and
+no trial lost or repeated."""
+
+from __future__ import annotations
+
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from kneepoint.agent.ledger import Ledger
+from kneepoint.agent.state import RunState
+from kneepoint.records.ledger import Proposed, Screened
+
+from .test_tune import SMALL
+
+MAX_KILLS = 8
+
+
+def _tune(target: Path, runs: Path) -> subprocess.Popen[bytes]:
+    argv = [
+        sys.executable,
+        "-m",
+        "kneepoint.agent.cli",
+        "tune",
+        str(target),
+        "--runs-dir",
+        str(runs),
+    ]
+    return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def _runs(runs: Path) -> list[Path]:
+    """Run folders (a folder still being created is hidden until it is whole)."""
+    return [f for f in runs.iterdir() if not f.name.startswith(".")] if runs.exists() else []
+
+
+def _summary(folder: Path) -> list[tuple[object, ...]]:
+    state = RunState.replay(Ledger(folder / "ledger.jsonl").read())
+    rows: list[tuple[object, ...]] = []
+    for number in sorted(state.trials):
+        trial = state.trials[number]
+        outcome = trial.outcome()
+        assert outcome is not None
+        rows.append((number, trial.proposal.key(), outcome.status, outcome.objective,
+                     trial.validated is not None, trial.promoted is not None))  # fmt: skip
+    return rows
+
+
+def test_sigkill_at_random_moments_then_resume_gives_the_same_run(tmp_path: Path) -> None:
+    reference_runs, killed_runs = tmp_path / "reference", tmp_path / "killed"
+    assert _tune(SMALL, reference_runs).wait(timeout=600) == 0
+    (reference,) = _runs(reference_runs)
+
+    rng, kills = random.Random(11), 0
+    while True:
+        folders = _runs(killed_runs)
+        proc = _tune(folders[0] if folders else SMALL, killed_runs)
+        if kills < MAX_KILLS:
+            time.sleep(rng.uniform(0.5, 3.5))
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGKILL)
+                proc.wait()
+                kills += 1
+                continue
+        assert proc.wait(timeout=600) == 0
+        break
+    assert kills >= 3  # the run really was cut short, more than once
+    (resumed,) = _runs(killed_runs)
+
+    assert _summary(resumed) == _summary(reference)
+    assert (resumed / "best.yaml").read_text() == (reference / "best.yaml").read_text()
+    events = Ledger(resumed / "ledger.jsonl").read()
+    proposed = [e.trial for e in events if isinstance(e, Proposed)]
+    screened = [e.trial for e in events if isinstance(e, Screened)]
+    assert proposed == screened == list(range(1, len(proposed) + 1))  # none lost, none repeated

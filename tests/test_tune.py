@@ -1,0 +1,148 @@
+"""`kneepoint tune` end to end on the simulator: the run folder, the ledger, the winner, the
+report, budgets, and plain answers when nothing can help or the input is wrong."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kneepoint.agent.cli import main
+from kneepoint.agent.ledger import Ledger
+from kneepoint.agent.state import RunState
+from kneepoint.records.ledger import Baseline, Finished, Proposed, RunStarted, Screened
+from kneepoint.records.measure import RequestRecord
+
+from .conftest import CONFIGS, REPO
+
+SMALL = REPO / "tests" / "fixtures" / "studies" / "small-tune.yaml"
+REPORT_SECTIONS = (
+    "## Summary", "## What binds and why", "## Latency vs load", "## Signals at the knee",
+    "## Knobs pruned and why", "## Trials", "## How well the predictions held up",
+)  # fmt: skip
+
+
+def run_dir(runs: Path) -> Path:
+    (found,) = runs.iterdir()
+    return found
+
+
+@pytest.fixture(scope="module")
+def small_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    runs = tmp_path_factory.mktemp("runs")
+    assert main(["tune", str(SMALL), "--runs-dir", str(runs)]) == 0
+    return run_dir(runs)
+
+
+def test_a_run_leaves_its_folder_ledger_winner_and_report(small_run: Path) -> None:
+    events = Ledger(small_run / "ledger.jsonl").read()
+    assert isinstance(events[0], RunStarted) and isinstance(events[1], Baseline)
+    assert isinstance(events[-1], Finished) and events[-1].reason == "max_trials"
+    state = RunState.replay(events)
+    assert state.trials_run == 4 and len(state.promotions) >= 2
+    assert state.incumbent_objective and state.baseline is not None
+    assert state.incumbent_objective > 2 * (state.baseline.repeats.capacity_rps or 0)
+    best = yaml.safe_load((small_run / "best.yaml").read_text())["engine"]
+    assert best["max_num_seqs"] > 2 and best == state.incumbent.model_dump(  # type: ignore[union-attr]
+        mode="json", exclude_defaults=True
+    )
+    command = (small_run / "best-command.txt").read_text()
+    assert command.startswith("vllm serve meta-llama/Llama-3.1-8B") and "--max-num-seqs" in command
+    assert yaml.safe_load((small_run / "study.yaml").read_text())["name"] == "small-tune"
+
+
+def test_every_decision_is_recorded_before_the_next_one(small_run: Path) -> None:
+    events = Ledger(small_run / "ledger.jsonl").read()
+    proposed = [e.trial for e in events if isinstance(e, Proposed)]
+    screened = [e.trial for e in events if isinstance(e, Screened)]
+    assert proposed == screened == list(range(1, len(proposed) + 1))
+    for event in events:
+        if isinstance(event, Screened):
+            before = events[: events.index(event)]
+            assert any(isinstance(e, Proposed) and e.trial == event.trial for e in before)
+            assert event.outcome.status == "ok" or event.outcome.detail
+
+
+def test_trial_folders_keep_sweeps_and_request_records(small_run: Path) -> None:
+    trials = sorted((small_run / "trials").iterdir())
+    assert trials[0].name == "000-baseline" and len(trials) == 5
+    screen = json.loads((trials[1] / "screen.json").read_text())
+    assert screen["kind"] == "screen" and screen["points"]
+    records = sorted((trials[1] / "points").glob("screen-*.requests.jsonl.gz"))
+    assert records
+    with gzip.open(records[0], "rt") as handle:
+        first = RequestRecord.model_validate_json(handle.readline())
+    assert first.scheduled_s >= 0 and first.traffic_class == "short"
+
+
+def test_the_markdown_report_has_every_section(small_run: Path) -> None:
+    report = (small_run / "report.md").read_text()
+    for section in REPORT_SECTIONS:
+        assert section in report, section
+    assert "Recommended command:" in report and "vllm serve" in report
+    assert "running is pinned at max_num_seqs" in report
+    assert "Direction right in" in report
+    for image in ("latency-vs-load", "goodput-vs-load", "signals-at-knee", "predictions"):
+        assert (small_run / "plots" / f"{image}.png").stat().st_size > 5000
+    html = (small_run / "report.html").read_text()
+    assert html.count("data:image/png;base64,") == 4 and "<table>" in html
+
+
+def test_a_finished_run_resumed_does_nothing_more(small_run: Path) -> None:
+    before = (small_run / "ledger.jsonl").read_text()
+    assert main(["tune", str(small_run)]) == 0
+    assert (small_run / "ledger.jsonl").read_text() == before
+
+
+def test_it_says_plainly_when_nothing_it_can_change_would_help(tmp_path: Path) -> None:
+    # A compute wall on an H100 with only scheduling knobs to search: nothing acts on it.
+    study = CONFIGS / "scenarios" / "compute-bound.yaml"
+    sets = [
+        "search.knobs=[async_scheduling]", "tuning.validate_repeats=2", "tuning.screen_seconds=8",
+        "tuning.validate_seconds=8", "tuning.start_rps=4",
+    ]  # fmt: skip
+    args = ["tune", str(study), "--runs-dir", str(tmp_path)]
+    args += [item for s in sets for item in ("--set", s)]
+    assert main(args) == 0
+    folder = run_dir(tmp_path)
+    finished = Ledger(folder / "ledger.jsonl").read()[-1]
+    assert isinstance(finished, Finished) and finished.reason == "nothing_to_try"
+    assert "compute-bound" in finished.detail
+    assert "nothing kneepoint can change would help" in (folder / "report.md").read_text()
+
+
+def test_a_device_budget_stops_the_run(tmp_path: Path) -> None:
+    args = [
+        "tune",
+        str(SMALL),
+        "--runs-dir",
+        str(tmp_path),
+        "--set",
+        "budget.max_device_hours=0.05",
+    ]
+    assert main(args) == 0
+    finished = Ledger(run_dir(tmp_path) / "ledger.jsonl").read()[-1]
+    assert isinstance(finished, Finished) and finished.reason == "max_device_hours"
+
+
+def test_a_past_deadline_stops_before_the_first_trial(tmp_path: Path) -> None:
+    args = ["tune", str(SMALL), "--runs-dir", str(tmp_path),
+            "--set", "budget.deadline=2000-01-01T00:00:00+00:00"]  # fmt: skip
+    assert main(args) == 0
+    state = RunState.replay(Ledger(run_dir(tmp_path) / "ledger.jsonl").read())
+    assert state.finished is not None and state.finished.reason == "deadline"
+    assert state.trials_run == 0 and state.baseline is not None
+
+
+def test_bad_input_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["tune", str(tmp_path / "missing.yaml")]) == 2
+    assert main(["tune", str(tmp_path)]) == 2  # a folder that is not a run
+    errors = capsys.readouterr().err.strip().splitlines()
+    assert len(errors) == 2 and all(line.startswith("kneepoint: ") for line in errors)
+    assert "not a kneepoint run folder" in errors[1]
+    assert not list(tmp_path.iterdir())  # nothing half-written
