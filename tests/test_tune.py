@@ -5,8 +5,13 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
+import shutil
+import subprocess
 from pathlib import Path
 
+import matplotlib.image
+import numpy as np
 import pytest
 import yaml
 
@@ -146,3 +151,27 @@ def test_bad_input_is_one_line_and_exit_2(
     assert len(errors) == 2 and all(line.startswith("kneepoint: ") for line in errors)
     assert "not a kneepoint run folder" in errors[1]
     assert not list(tmp_path.iterdir())  # nothing half-written
+
+
+def _chromium() -> str:
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("CI must install chromium (.ci/run does) to render the report")
+        pytest.skip("chromium is not installed here")
+    return found
+
+
+def test_the_html_report_renders_in_headless_chromium(small_run: Path, tmp_path: Path) -> None:
+    shot = tmp_path / "report.png"
+    argv = [
+        _chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+        "--no-first-run", "--disable-background-networking", "--disable-component-update",
+        "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1200,2400",
+        f"--screenshot={shot}", (small_run / "report.html").as_uri(),
+    ]  # fmt: skip
+    subprocess.run(argv, check=True, capture_output=True, timeout=120)
+    pixels = matplotlib.image.imread(shot)[:, :, :3]
+    inked = (pixels.min(axis=2) < 0.9).mean()
+    colours = len(np.unique((pixels * 255).astype(np.uint8).reshape(-1, 3), axis=0))
+    assert inked > 0.03 and colours > 100, (inked, colours)  # text, tables and plots drawn

@@ -119,9 +119,10 @@ class Bench:
 
     def validate(
         self, incumbent: EngineConfig, challenger: EngineConfig, trial_dir: Path,
-        rates: list[float], repeats: range,
+        rates: dict[str, list[float]], repeats: range,
     ) -> tuple[SweepResult, SweepResult, float]:  # fmt: skip
-        """Both arms over the full range, for each repeat, interleaved A B / B A by repeat."""
+        """Both arms, each over the full range around its own knee (``rates`` by arm), for
+        each repeat, interleaved A B / B A by repeat."""
         tuning, slo = self.study.tuning, self.study.slo
         arms = {"incumbent": incumbent, "challenger": challenger}
         legs: dict[str, list[SweepResult]] = {"incumbent": [], "challenger": []}
@@ -135,7 +136,7 @@ class Bench:
                         probe, target,
                     ):  # fmt: skip
                         legs[arm].append(sweep.measure_rates(
-                            probe, arms[arm], slo, rates, repeat=repeat, arm=arm))  # fmt: skip
+                            probe, arms[arm], slo, rates[arm], repeat=repeat, arm=arm))  # fmt: skip
                 except TrialFailedError as exc:
                     exc.device_s += spent
                     raise

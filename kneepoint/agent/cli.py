@@ -17,6 +17,7 @@ import structlog
 import yaml
 
 from kneepoint import __version__
+from kneepoint.agent.cli_diagnose import add_diagnose_command
 from kneepoint.agent.cli_report import add_report_command
 from kneepoint.agent.cli_sweep import add_sweep_command
 from kneepoint.agent.cli_tune import add_tune_command
@@ -78,6 +79,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.set_defaults(run=_sim_serve, takes_unknown=True)
     add_sweep_command(commands)
     add_tune_command(commands)
+    add_diagnose_command(commands)
     add_report_command(commands)
     return parser
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from kneepoint.agent.cli_progress import progress_for
 from kneepoint.agent.ledger import LedgerError
+from kneepoint.agent.logs import configure_logging
 from kneepoint.agent.loop import Tuner
 from kneepoint.agent.report import write_report
 from kneepoint.agent.run_folder import RunFolder, RunFolderError
@@ -57,6 +58,8 @@ def _open(args: argparse.Namespace) -> RunFolder:
 
 def run_tune(args: argparse.Namespace) -> int:
     folder = _open(args)
+    # The run's own structured log lives with it, unless the user sent it elsewhere.
+    configure_logging(level=args.log_level, log_file=args.log_file or folder.path / "events.jsonl")
     try:
         study = folder.study()
         tuner = Tuner(folder, study, progress_for(sys.stderr), knob_catalogue())

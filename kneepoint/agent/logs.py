@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import optuna
 import structlog
 
 _MARK = "_kneepoint_handler"
@@ -62,12 +63,23 @@ def configure_logging(
     for old in [h for h in root.handlers if getattr(h, _MARK, False)]:
         root.removeHandler(old)
         old.close()
-    root.addHandler(_handler(sys.stderr, console))
+    on_console = _handler(sys.stderr, console)
+    on_console.setLevel(level.upper())
+    root.addHandler(on_console)
+    levels = [logging.getLevelName(level.upper())]
     if log_file is not None:
-        root.addHandler(_handler(log_file, structlog.processors.JSONRenderer()))
-    root.setLevel(level.upper())
-    for noisy in ("httpx", "httpcore"):
+        # The file is the unattended run's record: it keeps progress events whatever the
+        # console shows.
+        in_file = _handler(log_file, structlog.processors.JSONRenderer())
+        in_file.setLevel(min(logging.INFO, levels[0]))
+        root.addHandler(in_file)
+        levels.append(in_file.level)
+    root.setLevel(min(levels))
+    for noisy in ("httpx", "httpcore", "optuna"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    # Optuna prints through a handler of its own; send its records through ours instead.
+    optuna.logging.disable_default_handler()
+    optuna.logging.enable_propagation()
     structlog.configure(
         processors=[*_shared_processors(), structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
         logger_factory=structlog.stdlib.LoggerFactory(),

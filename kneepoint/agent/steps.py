@@ -158,10 +158,13 @@ class Steps:
         """The finalist and the incumbent, interleaved, over the full range; when the gain
         looks worth having but the repeats cannot tell it from noise, as many repeats again
         (once), then the judge decides on all of them."""
-        knees = [incumbent_repeats.capacity_rps or 0.0]
-        if screened.sweep is not None and screened.sweep.capacity_rps:
-            knees.append(screened.sweep.capacity_rps)
-        rates, tuning = validation_rates(*knees), self.study.tuning
+        incumbent_knee = incumbent_repeats.capacity_rps or 0.0
+        screened_knee = screened.sweep.capacity_rps if screened.sweep is not None else None
+        # Each arm around its own knee: a challenger twice as fast would otherwise spend half
+        # its points far below its knee, and the incumbent half of its far past its own.
+        rates = {"incumbent": validation_rates(incumbent_knee),
+                 "challenger": validation_rates(screened_knee or incumbent_knee)}  # fmt: skip
+        tuning = self.study.tuning
         trial_dir = self.bench.folder.trial_dir(trial, challenger)
         n, spent = tuning.validate_repeats, 0.0
         legs: list[tuple[SweepResult, SweepResult]] = []

@@ -9,7 +9,7 @@ from kneepoint.config.catalog import (
 )
 from kneepoint.config.errors import ConfigError, Problem
 from kneepoint.config.schema import study_file_schema
-from kneepoint.config.study import WorkloadFile, load_study
+from kneepoint.config.study import WorkloadFile, load_study, study_from_mapping
 
 __all__ = [
     "ConfigError",
@@ -22,4 +22,5 @@ __all__ = [
     "model_catalogue",
     "model_from_hf_config",
     "study_file_schema",
+    "study_from_mapping",
 ]

@@ -129,7 +129,19 @@ def _absolute_trace(workload: Any, base: Path) -> None:
 
 def load_study(path: Path, overrides: Sequence[str] = ()) -> StudySpec:
     """Read, resolve, override and validate a study file."""
-    doc = read_mapping(path)
+    return resolve_study(read_mapping(path), overrides)
+
+
+def study_from_mapping(
+    data: dict[str, Any], source: str, overrides: Sequence[str] = ()
+) -> StudySpec:
+    """A study given as a mapping (built from command-line options) rather than a file;
+    problems name ``source`` instead of a file and line."""
+    return resolve_study(YamlDoc(source, data, None), overrides)
+
+
+def resolve_study(doc: YamlDoc, overrides: Sequence[str] = ()) -> StudySpec:
+    """Resolve references, apply overrides and validate a study document."""
     parsed = [parse_override(text) for text in overrides]
     resolver = _Resolver(doc, parsed)
     raw: dict[str, Any] = copy.deepcopy(doc.data)

@@ -32,7 +32,7 @@ Prober = Callable[[float, int], LoadPoint]
 """(offered rate, repeat) -> the measured load point."""
 
 SCREEN_FRACTIONS = (0.8, 0.9, 1.0, 1.1, 1.25)
-VALIDATE_FRACTIONS = (0.5, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2, 1.35)
+VALIDATE_FRACTIONS = (0.6, 0.8, 0.9, 1.0, 1.1, 1.2, 1.35)
 
 
 Clock = Callable[[], float]

@@ -69,7 +69,7 @@ def summary(data: ReportData, doc: Document) -> None:
             Code(data.command))  # fmt: skip
 
 
-def _evidence(diagnosis: Diagnosis) -> Table:
+def evidence_table(diagnosis: Diagnosis) -> Table:
     rows = [
         [e.signal, "-" if e.value is None else f"{e.value:g}", e.threshold, e.reading,
          e.supports or "context", f"{e.weight:.2f}"]
@@ -90,7 +90,7 @@ def bottleneck(data: ReportData, doc: Document) -> None:
         sources = ", ".join(diagnosis.sources) or "none"
         doc.add(Heading(title, 3),
                 Paragraph(f"{diagnosis.headline()}. Shares of wall time: {scores}. Sources: "
-                          f"{sources}."), _evidence(diagnosis))  # fmt: skip
+                          f"{sources}."), evidence_table(diagnosis))  # fmt: skip
 
 
 def _curve_table(curve: Curve) -> Table:
@@ -137,7 +137,7 @@ def _show(value: object) -> str:
     return f"{value:.3g}" if isinstance(value, float) else str(value)
 
 
-def _pruning_tables(pruning: Pruning) -> list[Table]:
+def pruning_tables(pruning: Pruning) -> list[Table]:
     tried = [[c.knob.name, c.direction + (f" {c.target}" if c.target is not None else ""),
               f"{c.predicted_ratio:.2f}x", c.relieves, c.reason,
               "yes" if c.needs_quality_check else ""] for c in pruning.candidates]  # fmt: skip
@@ -154,7 +154,7 @@ def pruned(data: ReportData, doc: Document) -> None:
         stages.append(("At the start", state.baseline.pruning))
     stages += [(f"After trial {p.trial}", p.pruning) for p in state.promotions]
     for title, pruning in stages:
-        doc.add(Heading(title, 3), *_pruning_tables(pruning))
+        doc.add(Heading(title, 3), *pruning_tables(pruning))
 
 
 def _verdict(trial: TrialState) -> str:

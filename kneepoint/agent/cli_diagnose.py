@@ -1,0 +1,80 @@
+"""``kneepoint diagnose``: what binds on a server, and what would help. Changes nothing.
+
+    kneepoint diagnose STUDY.yaml                           the study's backend and config
+    kneepoint diagnose STUDY.yaml --url http://host:8000    a running server, the study's traffic
+    kneepoint diagnose --url http://host:8000 --gpu h100-sxm --model llama-3.1-8b [--workload chat]
+
+The report goes to stdout and, with the measured points, into runs/diagnose-<study>-<time>/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from kneepoint.agent.cli_progress import progress_for
+from kneepoint.agent.diagnose import findings_document, measure_and_diagnose
+from kneepoint.agent.files import write_atomically
+from kneepoint.agent.report.document import to_markdown
+from kneepoint.config import ConfigError, Problem, knob_catalogue, load_study, study_from_mapping
+from kneepoint.probes.process import ServerFailedError
+from kneepoint.records.study import StudySpec
+
+EXIT_SERVER_FAILED = 4
+
+
+def add_diagnose_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    cmd = commands.add_parser(
+        "diagnose", help="name what binds on a server and the knobs worth trying (changes nothing)"
+    )
+    cmd.add_argument("study", type=Path, nargs="?", help="a study YAML file")
+    cmd.add_argument("--url", help="diagnose this running server (attach)")
+    cmd.add_argument("--gpu", help="the server's GPU (catalogue name), without a study")
+    cmd.add_argument("--model", help="the served model (catalogue name or config.json path)")
+    cmd.add_argument("--workload", default="chat", help="workload preset (default: chat)")
+    cmd.add_argument("--knee-rps", type=float, help="a known knee: probe past and below it only")
+    cmd.add_argument("--runs-dir", type=Path, default=Path("runs"))
+    cmd.add_argument(
+        "--set", dest="overrides", action="append", default=[], metavar="PATH=VALUE",
+        help="override a study field, e.g. engine.max_num_seqs=256 (what the server runs)",
+    )  # fmt: skip
+    cmd.set_defaults(run=run_diagnose)
+
+
+def _study(args: argparse.Namespace) -> StudySpec:
+    overrides = list(args.overrides)
+    if args.url:
+        overrides.append(f"backend={{kind: attach, url: '{args.url}'}}")
+    if args.study is not None:
+        return load_study(args.study, overrides)
+    missing = [flag for flag, value in (("--url", args.url), ("--gpu", args.gpu),
+                                        ("--model", args.model)) if not value]  # fmt: skip
+    if missing:
+        message = f"without a study file, give {', '.join(missing)}"
+        raise ConfigError([Problem("kneepoint diagnose", None, (), message)])
+    raw: dict[str, Any] = {"name": "attached", "gpu": args.gpu, "model": args.model,
+                           "workload": args.workload, "engine": {}}  # fmt: skip
+    return study_from_mapping(raw, "kneepoint diagnose", overrides)
+
+
+def run_diagnose(args: argparse.Namespace) -> int:
+    study = _study(args)
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    folder = args.runs_dir / f"diagnose-{study.name}-{stamp}"
+    try:
+        findings = measure_and_diagnose(study, folder, knob_catalogue(),
+                                        progress_for(sys.stderr), args.knee_rps)  # fmt: skip
+    except ServerFailedError as exc:
+        print(f"kneepoint: the server failed: {exc}", file=sys.stderr)
+        return EXIT_SERVER_FAILED
+    text = to_markdown(findings_document(study, findings), folder)
+    write_atomically(folder / "diagnosis.md", text)
+    body = {"diagnosis": findings.diagnosis.model_dump(mode="json"),
+            "pruning": findings.pruning.model_dump(mode="json")}  # fmt: skip
+    write_atomically(folder / "diagnosis.json", json.dumps(body, indent=1) + "\n")
+    sys.stdout.write(text + f"\nwritten: {folder}\n")
+    return 0

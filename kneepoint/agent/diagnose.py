@@ -1,0 +1,88 @@
+"""A one-off bottleneck diagnosis of a server: where it saturates, what binds there and why,
+the knobs worth trying and the ones not worth trying. No knob is changed.
+
+With a known knee it measures one point past it and one below it; otherwise a coarse knee
+search (geometric ramp, loose bisection) finds them. Everything measured is kept in a folder
+``runs/diagnose-<study>-<timestamp>/`` beside the report.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from kneepoint.agent.files import write_atomically
+from kneepoint.agent.progress import Progress
+from kneepoint.agent.report.document import Document, Heading, Paragraph, Table
+from kneepoint.agent.report.sections import evidence_table, pruning_tables
+from kneepoint.policies.diagnosis import diagnose
+from kneepoint.policies.pruning import BackendKind, prune
+from kneepoint.probes import sweep
+from kneepoint.probes.targets import PointSize, open_target
+from kneepoint.records.diagnosis import Diagnosis, Observation
+from kneepoint.records.knobs import KnobCatalogue
+from kneepoint.records.proposal import Pruning
+from kneepoint.records.study import StudySpec
+from kneepoint.records.sweep import SweepResult
+
+# A coarse search: the diagnosis needs a point past the knee, not the knee to 5%.
+COARSE_TOLERANCE = 0.15
+
+
+@dataclass(frozen=True)
+class Findings:
+    result: SweepResult
+    diagnosis: Diagnosis
+    pruning: Pruning
+
+
+def measure_and_diagnose(
+    study: StudySpec, folder: Path, catalogue: KnobCatalogue, progress: Progress,
+    knee_rps: float | None = None,
+) -> Findings:  # fmt: skip
+    config, slo = study.engine, study.slo
+    size = PointSize(seconds=study.tuning.screen_seconds)
+    with open_target(study, config, folder, size) as target:
+        if knee_rps is None:
+            progress.phase("diagnose", "coarse knee search")
+            result = sweep.knee_search(target.probe, config, slo, study.tuning.start_rps,
+                                       rel_tol=COARSE_TOLERANCE)  # fmt: skip
+        else:
+            progress.phase("diagnose", f"one point past {knee_rps:g} req/s and one below", 2)
+            rates = [0.6 * knee_rps, 1.2 * knee_rps]
+            result = sweep.measure_rates(target.probe, config, slo, rates, kind="knee")
+        version = target.endpoint.version if target.endpoint is not None else None
+    write_atomically(folder / "sweep.json", result.model_dump_json(indent=1) + "\n")
+    saturated, below = sweep.saturation_points(result)
+    point = saturated or max(result.points, key=lambda p: p.rate_rps).point
+    observation = Observation(saturated=point, below=below, gpu=study.gpu, model=study.model,
+                              engine=config, workload=study.workload)  # fmt: skip
+    diagnosis = diagnose(observation)
+    # Advice for whoever runs the server, even when kneepoint itself cannot change it.
+    backend: BackendKind = "vllm" if study.backend.kind == "attach" else study.backend.kind
+    pruning = prune(diagnosis, observation, catalogue, allowed=study.search.knobs,
+                    vllm_version=version, backend=backend)  # fmt: skip
+    return Findings(result, diagnosis, pruning)
+
+
+def findings_document(study: StudySpec, findings: Findings) -> Document:
+    doc = Document(f"kneepoint diagnosis: {study.name}")
+    result, diagnosis = findings.result, findings.diagnosis
+    capacity = (f"SLO capacity about {result.capacity_rps:.2f} req/s"
+                if result.capacity_rps else "no rate tried met the SLO")  # fmt: skip
+    rate = f" at {diagnosis.rate_rps:.2f} req/s" if diagnosis.rate_rps else ""
+    doc.add(
+        Paragraph(f"{study.model.name} on {study.gpu.name} ({study.backend.kind}); {capacity}."),
+        Heading("What binds"),
+        Paragraph(f"{diagnosis.headline()}{rate}."),
+        evidence_table(diagnosis),
+        Heading("Knobs worth trying, and not"),
+        *pruning_tables(findings.pruning),
+        Heading("Measured points"),
+        Table(["rate req/s", "SLO margin", "goodput req/s", "meets SLO", "client-bound"], [
+            [f"{p.rate_rps:.2f}", f"{p.margin:.2f}", f"{p.point.goodput_rps:.2f}",
+             "yes" if p.point.meets_slo else "no", "yes" if p.point.client_bound else "no"]
+            for p in sorted(result.points, key=lambda p: p.rate_rps)
+        ]),
+    )  # fmt: skip
+    return doc

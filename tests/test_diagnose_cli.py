@@ -1,0 +1,80 @@
+"""`kneepoint diagnose`: what binds and what would help, from a study or a running server,
+without changing a knob."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kneepoint.agent.cli import main
+from kneepoint.probes.process import ServerProcess, free_port
+
+from .conftest import CONFIGS
+
+
+def test_a_study_is_diagnosed_with_the_knobs_worth_trying(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    study = CONFIGS / "scenarios" / "cache-bound.yaml"
+    assert main(["diagnose", str(study), "--runs-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "cache-bound, confidence" in out and "preemptions/s" in out
+    (folder,) = tmp_path.iterdir()
+    found = json.loads((folder / "diagnosis.json").read_text())
+    assert found["diagnosis"]["binding"] == "cache"
+    worth = [c["knob"]["name"] for c in found["pruning"]["candidates"]]
+    assert "kv_cache_memory_bytes" in worth and "quantization" not in worth
+    assert (folder / "diagnosis.md").read_text().startswith("# kneepoint diagnosis")
+
+
+def test_a_known_knee_costs_two_points(tmp_path: Path) -> None:
+    study = CONFIGS / "scenarios" / "scheduling-bound.yaml"
+    args = ["diagnose", str(study), "--runs-dir", str(tmp_path), "--knee-rps", "80"]
+    assert main(args) == 0
+    (folder,) = tmp_path.iterdir()
+    sweep = json.loads((folder / "sweep.json").read_text())
+    assert [round(p["rate_rps"]) for p in sweep["points"]] == [48, 96]
+    assert json.loads((folder / "diagnosis.json").read_text())["diagnosis"]["binding"] == (
+        "scheduling"
+    )
+
+
+@pytest.fixture(scope="module")
+def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    port = free_port()
+    argv = [sys.executable, "-m", "kneepoint.agent.cli", "sim", "serve", "--gpu", "h100",
+            "--model", "llama-3.2-1b", "--port", str(port), "--max-num-seqs", "16",
+            "--max-model-len", "8192", "--no-async-scheduling"]  # fmt: skip
+    with ServerProcess(argv, tmp_path_factory.mktemp("server") / "server.log") as proc:
+        url = f"http://127.0.0.1:{port}"
+        proc.wait_healthy(url, timeout_s=60)
+        yield url
+
+
+def test_a_running_server_is_diagnosed_over_http_without_a_study_file(
+    running: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["diagnose", "--url", running, "--gpu", "h100-sxm", "--model", "llama-3.2-1b",
+            "--knee-rps", "40", "--runs-dir", str(tmp_path),
+            "--set", "engine.max_num_seqs=16", "--set", "engine.max_model_len=8192",
+            "--set", "tuning.screen_seconds=6"]  # fmt: skip
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "(attach)" in out
+    (folder,) = tmp_path.iterdir()
+    found = json.loads((folder / "diagnosis.json").read_text())
+    assert found["diagnosis"]["binding"] == "scheduling", found["diagnosis"]["scores"]
+    assert found["diagnosis"]["scheduling_kind"] == "admission_cap"
+    # Advice for the server's owner: kneepoint cannot change an attached server, but says what
+    # would help.
+    assert found["pruning"]["candidates"][0]["knob"]["name"] == "max_num_seqs"
+
+
+def test_without_a_study_the_missing_flags_are_named(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["diagnose", "--url", "http://127.0.0.1:9"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "kneepoint: kneepoint diagnose: without a study file, give --gpu, --model"
