@@ -78,6 +78,7 @@ class Bench:
     def knee(self, config: EngineConfig, trial_dir: Path) -> tuple[SweepResult, float]:
         """A coarse knee search for a configuration whose knee is unknown."""
         tuning = self.study.tuning
+        self.progress.sweep("knee", None)
         with self.session(config, trial_dir, "knee", tuning.screen_seconds) as (probe, target):
             result = sweep.knee_search(probe, config, self.study.slo, tuning.start_rps)
         self.folder.keep_sweep(trial_dir, "knee", result)
@@ -89,6 +90,7 @@ class Bench:
         """One configuration over ``rates``, repeated: its capacity and its noise."""
         tuning, legs = self.study.tuning, []
         label = "repeats"
+        self.progress.sweep(label, tuning.validate_repeats * len(rates))
         with self.session(config, trial_dir, label, tuning.validate_seconds) as (probe, target):
             for repeat in range(tuning.validate_repeats):
                 legs.append(sweep.measure_rates(probe, config, self.study.slo, rates,
@@ -104,6 +106,7 @@ class Bench:
         a challenger that passes them all is followed up until it fails (within the cap)."""
         tuning, slo = self.study.tuning, self.study.slo
         cap = tuning.screen_time_cap_s
+        self.progress.sweep("screen", len(sweep.SCREEN_FRACTIONS))
         with self.session(config, trial_dir, "screen", tuning.screen_seconds) as (probe, target):
             clock: Callable[[], float] = target.clock.seconds
             first = sweep.screen(probe, config, slo, around_rps, time_cap_s=cap, clock=clock)
@@ -127,10 +130,13 @@ class Bench:
         arms = {"incumbent": incumbent, "challenger": challenger}
         legs: dict[str, list[SweepResult]] = {"incumbent": [], "challenger": []}
         spent = 0.0
+        total = len(repeats) * sum(len(r) for r in rates.values())
+        self.progress.sweep("validate", total)
         for repeat in repeats:
             order = list(arms) if repeat % 2 == 0 else list(arms)[::-1]
             for arm in order:
                 label = f"validate-{arm}"
+                self.progress.sweep(label, len(rates[arm]))
                 try:
                     with self.session(arms[arm], trial_dir, label, tuning.validate_seconds) as (
                         probe, target,

@@ -29,13 +29,19 @@ class ConsoleProgress(LogProgress):
 
     def phase(self, name: str, detail: str = "", expected_points: int | None = None) -> None:
         super().phase(name, detail, expected_points)
-        self._done, self._expected = 0, expected_points or 0
+        self._label, self._done, self._expected = "", 0, expected_points or 0
         self._line(f"> {name}: {detail}" if detail else f"> {name}")
+
+    def sweep(self, label: str, expected_points: int | None) -> None:
+        super().sweep(label, expected_points)
+        if self._open_line:
+            self._line("")
+        self._label, self._done, self._expected = label, 0, expected_points or 0
 
     def point(self, label: str, rate_rps: float, repeat: int, point: LoadPoint) -> None:
         super().point(label, rate_rps, repeat, point)
         if label != self._label:
-            self._label, self._done = label, 0
+            self._label, self._done, self._expected = label, 0, 0
         self._done += 1
         expected = max(self._expected, self._done)
         filled = round(_BAR * self._done / expected) if self._expected else _BAR

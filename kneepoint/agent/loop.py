@@ -143,8 +143,11 @@ class Tuner:
         self._after(trial)
 
     def _after(self, trial: TrialState) -> None:
-        """Tell the live proposer what finished trials gave."""
-        if self._proposer is None or trial.next_step() is not None:
+        """Report a finished trial and tell the live proposer what finished trials gave."""
+        if trial.next_step() is not None:
+            return
+        self.progress.status(self._standing(trial))
+        if self._proposer is None:
             return
         history = self.state.history()
         for proposal, outcome in history[self._told :]:
@@ -178,6 +181,23 @@ class Tuner:
             return optuna()
         coordinate = CoordinateDescent(space, seed, min_gain=tuning.min_effect_rel)
         return coordinate if tuning.proposer == "coordinate" else Phased(coordinate, optuna)
+
+    def _standing(self, trial: TrialState) -> str:
+        """One line: the trial's result, the incumbent and the budget left."""
+        state, budget = self.state, self.study.budget
+        measured = trial.measured_objective()
+        verdict = "promoted" if trial.promoted else "kept the incumbent"
+        parts = [f"trial {trial.trial}: {measured or 0:.2f} req/s, {verdict}",
+                 f"incumbent {state.incumbent_objective or 0:.2f} req/s"]  # fmt: skip
+        hours = state.device_s / 3600.0
+        if budget.max_trials is not None:
+            parts.append(f"{budget.max_trials - state.trials_run} trials left")
+        used = f"{hours:.2f} device-h used"
+        if budget.max_device_hours is not None:
+            used += f" of {budget.max_device_hours:g}"
+        if budget.price_per_gpu_hour_usd is not None:
+            used += f" (${hours * budget.price_per_gpu_hour_usd:.2f})"
+        return " | ".join([*parts, used])
 
     def _budget_stop(self) -> Finished | None:
         budget, state = self.study.budget, self.state

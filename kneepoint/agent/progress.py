@@ -21,6 +21,10 @@ class Progress(Protocol):
         """A new stage of the run (baseline, screening trial 3, validation ...)."""
         ...
 
+    def sweep(self, label: str, expected_points: int | None) -> None:
+        """A sweep starts (its points will be reported under ``label``)."""
+        ...
+
     def point(self, label: str, rate_rps: float, repeat: int, point: LoadPoint) -> None:
         """One load point measured."""
         ...
@@ -35,6 +39,9 @@ class LogProgress:
 
     def phase(self, name: str, detail: str = "", expected_points: int | None = None) -> None:
         log.info("run.phase", phase=name, detail=detail, expected_points=expected_points)
+
+    def sweep(self, label: str, expected_points: int | None) -> None:
+        log.info("run.sweep", sweep=label, expected_points=expected_points)
 
     def point(self, label: str, rate_rps: float, repeat: int, point: LoadPoint) -> None:
         log.info("run.point", sweep=label, rate_rps=round(rate_rps, 3), repeat=repeat,

@@ -15,6 +15,25 @@ from kneepoint.records.measure import RequestRecord
 from kneepoint.records.slo import Slo
 
 DEFAULT_LAG_LIMIT_MS = 10.0
+# The client's lag may not exceed this share of the tightest SLO limit: below it, the lag
+# cannot move a request across its limit by more than the measurement noise does.
+LAG_SHARE_OF_SLO = 0.05
+
+
+def lag_limit_for(slo: Slo | None) -> float:
+    """How late the client may run at p99 before a point says more about it than about the
+    server: 10 ms, or 5% of the tightest limit a late send moves (TTFT and e2e count from the
+    scheduled time; ITL and TPOT do not see the send) where that is looser."""
+    if slo is None:
+        return DEFAULT_LAG_LIMIT_MS
+    sets = [*slo.classes.values(), *([slo.default] if slo.default is not None else [])]
+    moved = [v for limits in sets for (metric, _), v in limits.limits_ms().items()
+             if metric in ("ttft", "e2e")]  # fmt: skip
+    return (
+        max(DEFAULT_LAG_LIMIT_MS, LAG_SHARE_OF_SLO * min(moved))
+        if moved
+        else (DEFAULT_LAG_LIMIT_MS)
+    )
 
 
 def window_bounds(records: Sequence[RequestRecord], trim: float) -> tuple[float, float]:

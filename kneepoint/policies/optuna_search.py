@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import optuna
-from optuna.samplers import BaseSampler, GPSampler, TPESampler
+from optuna.samplers import BaseSampler, GPSampler, RandomSampler, TPESampler
 from optuna.storages import BaseStorage
 from optuna.trial import Trial, TrialState, create_trial
 
@@ -72,7 +72,7 @@ class OptunaProposer:
         storage: str | BaseStorage | None = None,
         study_name: str | None = None,
         n_startup_trials: int = 10,
-        max_attempts: int = 5,
+        max_attempts: int = 24,
     ) -> None:
         if not hasattr(Trial, "set_constraint"):
             raise ImportError(f"kneepoint needs optuna>=5.0 (found {optuna.__version__})")
@@ -99,7 +99,12 @@ class OptunaProposer:
         if self._pending is not None:
             return self._pending.proposal
         for attempt in range(self.max_attempts):
-            self.study.sampler = self._sampler(_derived_seed(self.seed, self._n_told, attempt))
+            # A model-based sampler keeps returning its favourite once it has converged; after
+            # a few repeats the later attempts sample at random, so a small space (a grid of
+            # choices) is searched to the end instead of given up on.
+            explore = attempt >= _MODEL_ATTEMPTS
+            seed = _derived_seed(self.seed, self._n_told, attempt)
+            self.study.sampler = RandomSampler(seed=seed) if explore else self._sampler(seed)
             trial = self.study.ask(self._distributions)
             config = build_config(
                 self.space.incumbent, values_of(trial.params, self.space), self.space
@@ -219,6 +224,9 @@ def _space_id(space: SearchSpace) -> str:
     """A short stable name for a space: a new space (a new incumbent, other knobs) gets a
     study of its own, and the same space resumes the same study."""
     return hashlib.sha256(space.model_dump_json().encode()).hexdigest()[:8]
+
+
+_MODEL_ATTEMPTS = 4
 
 
 def _derived_seed(seed: int, n_told: int, attempt: int) -> int:

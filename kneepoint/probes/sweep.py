@@ -108,7 +108,9 @@ def knee_search(
         entry = run.measure(probe, rate)
         return entry.point.valid and entry.margin <= 1.0
 
-    find_capacity(passes, start_rps, rel_tol=rel_tol, max_rps=max_rps)
+    # Below a 64th of the start rate a point of min_requests takes hours of device time, and
+    # an SLO missed by one request at a time is not a capacity to search for.
+    find_capacity(passes, start_rps, rel_tol=rel_tol, max_rps=max_rps, min_rps=start_rps / 64)
     return run.result("knee", config)
 
 

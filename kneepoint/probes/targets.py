@@ -16,6 +16,7 @@ from pathlib import Path
 
 from kneepoint.config.trace import workload_trace
 from kneepoint.load.plan import plan_requests
+from kneepoint.load.point import lag_limit_for
 from kneepoint.physics.defaults import resolve_engine
 from kneepoint.physics.startup import startup_seconds
 from kneepoint.probes.backends import (
@@ -28,7 +29,7 @@ from kneepoint.probes.backends import (
 )
 from kneepoint.probes.loadgen import LoadOptions
 from kneepoint.probes.measure import measure
-from kneepoint.probes.process import ServerFailedError
+from kneepoint.probes.process import Failure, ServerFailedError
 from kneepoint.probes.sweep import Prober
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.loadpoint import LoadPoint
@@ -112,6 +113,9 @@ def open_target(
             clock.virtual_s = (clock.virtual_s or 0.0) + simulated.point.duration_s
             if keep is not None:
                 keep(PointArtifacts(rate, repeat, simulated.point, simulated.load.records))
+            failure = rejected(simulated.load.records)
+            if failure is not None:
+                raise ServerFailedError(failure)
             return simulated.point
 
         yield Target(virtual, None, clock)
@@ -132,6 +136,19 @@ def open_target(
         yield Target(_http_prober(study, endpoint, size, trace, keep), endpoint, clock)
 
 
+def rejected(records: Sequence[RequestRecord]) -> Failure | None:
+    """A server that refused every request of a point with a client error: the workload does
+    not fit it (token ids beyond its vocabulary, prompts past max_model_len). That is no
+    capacity to measure, and lower rates would only refuse the same requests more slowly."""
+    if not records or any(r.ok for r in records):
+        return None
+    refused = [r.error for r in records if r.error and r.error.startswith("HTTP 4")]
+    if len(refused) < len(records):
+        return None
+    message = f"the server refuses the workload's requests: {refused[0]}"
+    return Failure("bad_argument", message, None, ())
+
+
 def _http_prober(
     study: StudySpec,
     endpoint: Endpoint,
@@ -144,15 +161,16 @@ def _http_prober(
     def probe(rate: float, repeat: int) -> LoadPoint:
         plan = plan_requests(
             study.workload, rate, num_requests=size.requests(rate),
-            seed=study.workload.seed + repeat, trace=trace,
+            seed=study.workload.seed + repeat, trace=trace, vocab_size=study.model.vocab_size,
         )  # fmt: skip
         measured = measure(
-            endpoint.url, plan, rate, options, study.slo, instruments=endpoint.instruments
-        )
+            endpoint.url, plan, rate, options, study.slo, instruments=endpoint.instruments,
+            lag_limit_ms=lag_limit_for(study.slo),
+        )  # fmt: skip
         if keep is not None:
             keep(PointArtifacts(rate, repeat, measured.point, measured.records,
                                 measured.metrics_text))  # fmt: skip
-        failure = endpoint.failure()
+        failure = endpoint.failure() or rejected(measured.records)
         if failure is not None:
             raise ServerFailedError(failure)
         return measured.point

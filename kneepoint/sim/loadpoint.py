@@ -56,8 +56,9 @@ def simulate_load_point(
     if trace is None:
         trace = workload_trace(study.workload)
     plan = plan_requests(
-        study.workload, rate_rps, num_requests=num_requests, seed=seed, trace=trace
-    )
+        study.workload, rate_rps, num_requests=num_requests, seed=seed, trace=trace,
+        vocab_size=study.model.vocab_size,
+    )  # fmt: skip
     load = run_plan(sim, plan, timeout_s=_TIMEOUT_S)
     result = score(load.records, study.slo)
     start, end = window_bounds(load.records, trim=0.1)

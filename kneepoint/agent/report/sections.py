@@ -78,14 +78,20 @@ def evidence_table(diagnosis: Diagnosis) -> Table:
     return Table(["signal", "value", "threshold", "reading", "points to", "weight"], rows)
 
 
+def _stages(data: ReportData) -> list[tuple[str, Diagnosis, Pruning]]:
+    """Each incumbent's diagnosis and pruning: the start's, then one per promotion."""
+    state = data.state
+    stages = []
+    if state.baseline is not None:
+        stages.append(("At the start", state.baseline.diagnosis, state.baseline.pruning))
+    stages += [(f"After trial {p.trial} was promoted", p.diagnosis, p.pruning)
+               for p in state.promotions]  # fmt: skip
+    return stages
+
+
 def bottleneck(data: ReportData, doc: Document) -> None:
     doc.add(Heading("What binds and why"))
-    state = data.state
-    stages: list[tuple[str, Diagnosis]] = []
-    if state.baseline is not None:
-        stages.append(("At the start", state.baseline.diagnosis))
-    stages += [(f"After trial {p.trial} was promoted", p.diagnosis) for p in state.promotions]
-    for title, diagnosis in stages:
+    for title, diagnosis, _ in _stages(data):
         scores = ", ".join(f"{c} {v:.0%}" for c, v in diagnosis.scores.items())
         sources = ", ".join(diagnosis.sources) or "none"
         doc.add(Heading(title, 3),
@@ -142,18 +148,14 @@ def pruning_tables(pruning: Pruning) -> list[Table]:
               f"{c.predicted_ratio:.2f}x", c.relieves, c.reason,
               "yes" if c.needs_quality_check else ""] for c in pruning.candidates]  # fmt: skip
     ruled = [[r.knob, r.reason] for r in pruning.ruled_out]
-    return [Table(["worth trying", "move", "predicted", "relieves", "why", "quality check"],
-                  tried), Table(["ruled out", "why"], ruled)]  # fmt: skip
+    header = ["worth trying", "move", "predicted", "relieves", "why", "quality check"]
+    return [Table(header, tried or [["(none)", "", "", "", "", ""]]),
+            Table(["ruled out", "why"], ruled or [["(none)", ""]])]  # fmt: skip
 
 
 def pruned(data: ReportData, doc: Document) -> None:
     doc.add(Heading("Knobs pruned and why"))
-    state = data.state
-    stages: list[tuple[str, Pruning]] = []
-    if state.baseline is not None:
-        stages.append(("At the start", state.baseline.pruning))
-    stages += [(f"After trial {p.trial}", p.pruning) for p in state.promotions]
-    for title, pruning in stages:
+    for title, _, pruning in _stages(data):
         doc.add(Heading(title, 3), *pruning_tables(pruning))
 
 
