@@ -97,7 +97,8 @@ class Bench:
 
     def _knee(self, config: EngineConfig) -> Measurement:
         try:
-            with open_target(self.study, config, self.folder, PointSize(seconds=12)) as target:
+            size = PointSize.for_study(self.study, 12)
+            with open_target(self.study, config, self.folder, size) as target:
                 result = knee_search(target.probe, config, self.study.slo, START_RPS[self.name])
                 spent = target.clock.seconds()
         except Exception as exc:  # a config that does not start still costs its attempt

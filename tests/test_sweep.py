@@ -63,11 +63,18 @@ def test_client_bound_points_never_count_as_capacity() -> None:
     assert all(p.rate_rps <= 10 for p in result.points if p.point.valid)
 
 
-def test_screen_stops_after_two_failures_in_a_row() -> None:
-    calls, probe = linear_server(20.0)
-    result = screen(probe, CONFIG, SLO, 20.0, fractions=(0.5, 0.8, 1.1, 1.3, 1.6))  # type: ignore[arg-type]
-    assert calls == [10.0, 16.0, 22.0, 26.0]
-    assert result.capacity_rps == pytest.approx(20.0)
+def test_screen_starts_at_the_incumbents_knee_and_climbs_until_a_rate_fails() -> None:
+    calls, probe = linear_server(24.0)  # the challenger is better than the incumbent's 20
+    result = screen(probe, CONFIG, SLO, 20.0, fractions=(0.5, 0.8, 1.0, 1.1, 1.3, 1.6))  # type: ignore[arg-type]
+    assert calls == [20.0, 22.0, 26.0]
+    assert result.capacity_rps == pytest.approx(24.0)
+
+
+def test_screen_descends_when_the_challenger_fails_at_the_incumbents_knee() -> None:
+    calls, probe = linear_server(15.0)  # worse than the incumbent's 20
+    result = screen(probe, CONFIG, SLO, 20.0, fractions=(0.5, 0.8, 1.0, 1.1, 1.3))  # type: ignore[arg-type]
+    assert calls == [20.0, 16.0, 10.0]
+    assert result.capacity_rps == pytest.approx(15.0)
 
 
 def test_screen_respects_its_time_cap() -> None:

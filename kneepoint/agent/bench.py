@@ -14,6 +14,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import structlog
+
 from kneepoint.agent.progress import Progress
 from kneepoint.agent.run_folder import RunFolder
 from kneepoint.physics.defaults import UnmodeledSettingError
@@ -28,10 +30,16 @@ from kneepoint.records.study import StudySpec
 from kneepoint.records.sweep import SweepResult
 from kneepoint.sim.engine import EngineRefusedError
 
+log = structlog.get_logger(__name__)
 _STATUS: dict[FailureKind, TrialStatus] = {
     "startup_oom": "startup_failed", "bad_argument": "startup_failed", "crashed": "crashed",
     "hung": "timed_out", "timed_out": "timed_out",
 }  # fmt: skip
+
+
+SCREEN_MIN_POINTS = 3
+CLIMB = 4
+"""Rates a leg may add above its range when the range never reached its knee."""
 
 
 class TrialFailedError(RuntimeError):
@@ -58,7 +66,7 @@ class Bench:
         target: Target | None = None
         try:
             with open_target(
-                self.study, config, trial_dir, PointSize(seconds=seconds), keep
+                self.study, config, trial_dir, PointSize.for_study(self.study, seconds), keep
             ) as target:
                 yield self._reporting(target.probe, label), target
         except ServerFailedError as exc:
@@ -94,7 +102,7 @@ class Bench:
         with self.session(config, trial_dir, label, tuning.validate_seconds) as (probe, target):
             for repeat in range(tuning.validate_repeats):
                 legs.append(sweep.measure_rates(probe, config, self.study.slo, rates,
-                                                repeat=repeat))  # fmt: skip
+                                                repeat=repeat, climb=CLIMB))  # fmt: skip
         result = sweep.merge(legs)
         self.folder.keep_sweep(trial_dir, label, result)
         return result, target.clock.seconds()
@@ -105,7 +113,13 @@ class Bench:
         """The cheap look: a few rates around the incumbent's knee under a hard device-time cap;
         a challenger that passes them all is followed up until it fails (within the cap)."""
         tuning, slo = self.study.tuning, self.study.slo
-        cap = tuning.screen_time_cap_s
+        # Three points must fit under the cap, or the screen answers nothing: long requests
+        # need long points (see kneepoint.load.settle), whatever the cap says.
+        size = PointSize.for_study(self.study, tuning.screen_seconds)
+        point_s = max(size.seconds, size.settle_s) + size.warmup_s
+        cap = max(tuning.screen_time_cap_s, SCREEN_MIN_POINTS * point_s)
+        if cap > tuning.screen_time_cap_s:
+            log.info("screen.cap_raised", cap_s=round(cap), point_s=round(point_s))
         self.progress.sweep("screen", len(sweep.SCREEN_FRACTIONS))
         with self.session(config, trial_dir, "screen", tuning.screen_seconds) as (probe, target):
             clock: Callable[[], float] = target.clock.seconds
@@ -142,7 +156,8 @@ class Bench:
                         probe, target,
                     ):  # fmt: skip
                         legs[arm].append(sweep.measure_rates(
-                            probe, arms[arm], slo, rates[arm], repeat=repeat, arm=arm))  # fmt: skip
+                            probe, arms[arm], slo, rates[arm], repeat=repeat, arm=arm,
+                            climb=CLIMB))  # fmt: skip
                 except TrialFailedError as exc:
                     exc.device_s += spent
                     raise

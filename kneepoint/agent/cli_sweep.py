@@ -49,7 +49,8 @@ def run_sweep(args: argparse.Namespace) -> int:
     out = args.out or Path("runs") / study.name / f"sweep-{config.fingerprint()}.json"
     trial_dir = out.parent / f"sweep-{config.fingerprint()}"
     try:
-        with open_target(study, config, trial_dir, PointSize(seconds=args.seconds)) as target:
+        size = PointSize.for_study(study, args.seconds)
+        with open_target(study, config, trial_dir, size) as target:
             result = knee_search(
                 target.probe, config, study.slo, args.start_rps, rel_tol=args.rel_tol
             )

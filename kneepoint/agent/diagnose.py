@@ -41,7 +41,7 @@ def measure_and_diagnose(
     knee_rps: float | None = None,
 ) -> Findings:  # fmt: skip
     config, slo = study.engine, study.slo
-    size = PointSize(seconds=study.tuning.screen_seconds)
+    size = PointSize.for_study(study, study.tuning.screen_seconds)
     with open_target(study, config, folder, size) as target:
         if knee_rps is None:
             progress.phase("diagnose", "coarse knee search")

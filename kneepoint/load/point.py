@@ -36,9 +36,11 @@ def lag_limit_for(slo: Slo | None) -> float:
     )
 
 
-def window_bounds(records: Sequence[RequestRecord], trim: float) -> tuple[float, float]:
+def window_bounds(
+    records: Sequence[RequestRecord], trim: float, warmup_s: float = 0.0
+) -> tuple[float, float]:
     """The stable window's span of scheduled times (0, 0 for no records)."""
-    return _span(stable_window(records, trim))
+    return _span(stable_window(records, trim, warmup_s))
 
 
 def _span(window: Sequence[RequestRecord]) -> tuple[float, float]:
@@ -56,10 +58,11 @@ def load_point(
     trim: float = 0.1,
     lag_limit_ms: float = DEFAULT_LAG_LIMIT_MS,
     scored: Score | None = None,
+    warmup_s: float = 0.0,
 ) -> LoadPoint:
-    """``scored``: ``score(records, slo, trim)`` where the caller has it already."""
-    result = scored or score(records, slo, trim)
-    window = stable_window(records, trim)
+    """``scored``: ``score(records, slo, trim, warmup_s)`` where the caller has it already."""
+    result = scored or score(records, slo, trim, warmup_s)
+    window = stable_window(records, trim, warmup_s)
     start, end = _span(window)
     lags = [max(0.0, r.client_lag_s) * 1000.0 for r in window]
     lag_p99 = percentile(lags, 99) if lags else 0.0

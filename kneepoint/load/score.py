@@ -45,13 +45,19 @@ def summarize(values: Sequence[float]) -> Dist:
     )
 
 
-def stable_window(records: Sequence[RequestRecord], trim: float = 0.1) -> list[RequestRecord]:
-    """The requests scheduled inside the middle of the run."""
+def stable_window(
+    records: Sequence[RequestRecord], trim: float = 0.1, warmup_s: float = 0.0
+) -> list[RequestRecord]:
+    """The requests scheduled inside the middle of the run: ``trim`` of the scheduled span cut
+    at each end, and at the start at least ``warmup_s`` (the time the server takes to fill up
+    to steady state, about one request's length), while that leaves half the span."""
     if not records:
         return []
     first = min(r.scheduled_s for r in records)
     last = max(r.scheduled_s for r in records)
-    low, high = first + (last - first) * trim, last - (last - first) * trim
+    span = last - first
+    low = first + max(span * trim, min(warmup_s, span / 2))
+    high = last - span * trim
     return [r for r in records if low <= r.scheduled_s <= high]
 
 
@@ -102,9 +108,11 @@ class Score:
         return self.good / self.window_s if self.window_s > 0 else 0.0
 
 
-def score(records: Sequence[RequestRecord], slo: Slo | None, trim: float = 0.1) -> Score:
+def score(
+    records: Sequence[RequestRecord], slo: Slo | None, trim: float = 0.1, warmup_s: float = 0.0
+) -> Score:
     """Percentiles per class over the stable window, and whether every class met its SLO."""
-    window = stable_window(records, trim)
+    window = stable_window(records, trim, warmup_s)
     by_class: dict[str, list[RequestRecord]] = {}
     for rec in window:
         by_class.setdefault(rec.traffic_class, []).append(rec)

@@ -56,6 +56,7 @@ async def measure_async(
     instruments: Instruments = Instruments(),
     trim: float = 0.1,
     lag_limit_ms: float = DEFAULT_LAG_LIMIT_MS,
+    warmup_s: float = 0.0,
 ) -> Measured:
     clock = Clock.start()
     sampler = HttpSampler(
@@ -78,11 +79,12 @@ async def measure_async(
         await sampling
         gpu = [*sampler.gpu, *(nvml.stop() if nvml is not None else [])]
     scrapes = sampler.scrapes()
-    start, end = window_bounds(records, trim)
+    start, end = window_bounds(records, trim, warmup_s)
     signals = summarize_signals(scrapes, gpu, start, end, engine_cpu_pct=cpu.percent())
     point = load_point(
-        rate_rps, records, slo, signals=signals, trim=trim, lag_limit_ms=lag_limit_ms
-    )
+        rate_rps, records, slo, signals=signals, trim=trim, lag_limit_ms=lag_limit_ms,
+        warmup_s=warmup_s,
+    )  # fmt: skip
     texts = tuple(t for t in (sampler.first_text, sampler.last_text) if t is not None)
     return Measured(point, tuple(records), tuple(scrapes), tuple(gpu), texts)
 
@@ -97,6 +99,7 @@ def measure(
     instruments: Instruments = Instruments(),
     trim: float = 0.1,
     lag_limit_ms: float = DEFAULT_LAG_LIMIT_MS,
+    warmup_s: float = 0.0,
 ) -> Measured:
     """``measure_async`` on a fresh event loop."""
     return asyncio.run(
@@ -109,5 +112,6 @@ def measure(
             instruments=instruments,
             trim=trim,
             lag_limit_ms=lag_limit_ms,
+            warmup_s=warmup_s,
         )
     )

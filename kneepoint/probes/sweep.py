@@ -31,7 +31,10 @@ log = structlog.get_logger(__name__)
 Prober = Callable[[float, int], LoadPoint]
 """(offered rate, repeat) -> the measured load point."""
 
-SCREEN_FRACTIONS = (0.8, 0.9, 1.0, 1.1, 1.25)
+SCREEN_FRACTIONS = (0.7, 0.85, 1.0, 1.1, 1.25)
+CLIMB_STEP = 1.2
+PLAIN_FAILURE = 1.5
+"""An SLO margin this far over the limit leaves no doubt the knee is behind."""
 VALIDATE_FRACTIONS = (0.6, 0.8, 0.9, 1.0, 1.1, 1.2, 1.35)
 
 
@@ -124,14 +127,23 @@ def screen(
     time_cap_s: float = 120.0,
     clock: Clock = time.monotonic,
 ) -> SweepResult:
-    """A few rates around ``around_rps``, lowest first, until the cap; stops early once two
-    rates in a row fail (the knee is behind)."""
-    run, failures = _Run(slo, time_cap_s, clock), 0
-    for fraction in sorted(fractions):
-        if run.over_time() or failures >= 2:
-            break
-        entry = run.measure(probe, around_rps * fraction)
-        failures = failures + 1 if entry.margin > 1.0 else 0
+    """Does a challenger beat the incumbent whose knee is ``around_rps``? Measured first at
+    that knee; if it holds there, at the higher rates (in turn, until one fails), else at the
+    lower ones (down, until one holds): the few points that answer the question and bracket
+    the challenger's own knee, under a hard time cap."""
+    run = _Run(slo, time_cap_s, clock)
+    ladder = sorted(fractions)
+    first = min(range(len(ladder)), key=lambda i: abs(ladder[i] - 1.0))
+    entry = None if run.over_time() else run.measure(probe, around_rps * ladder[first])
+    if entry is not None:
+        holds = entry.point.valid and entry.margin <= 1.0
+        onward = ladder[first + 1 :] if holds else ladder[:first][::-1]
+        for fraction in onward:
+            if run.over_time():
+                break
+            entry = run.measure(probe, around_rps * fraction)
+            if (entry.point.valid and entry.margin <= 1.0) != holds:
+                break  # the knee is bracketed
     return run.result("screen", config)
 
 
@@ -165,10 +177,25 @@ def measure_rates(
     repeat: int = 0,
     arm: str = "incumbent",
     kind: SweepKind = "validate",
+    climb: int = 0,
 ) -> SweepResult:
-    """Every rate, lowest first, as repeat ``repeat`` of ``arm``: one leg of a validation."""
-    run = _Run(slo, None)
+    """The rates, lowest first, as repeat ``repeat`` of ``arm``: one leg of a validation.
+    Rates past the knee stop once it is plain (two failures in a row, or one by half again
+    the limit): the capacity reads off the first failure, and points deep in overload cost
+    the most device time and say the least. When every rate met the SLO the knee lies above
+    them all: up to ``climb`` more rates, each a fifth above the last, until one fails (else
+    the capacity is only a lower bound)."""
+    run, failed = _Run(slo, None), 0
     for rate in sorted(rates):
+        entry = run.measure(probe, rate, repeat, arm)
+        failed = failed + 1 if entry.point.valid and entry.margin > 1.0 else 0
+        if failed >= 2 or (failed and entry.margin >= PLAIN_FAILURE):
+            break
+    rate = max(rates, default=0.0)
+    for _ in range(climb):
+        if any(p.margin > 1.0 and p.point.valid for p in run.points):
+            break
+        rate *= CLIMB_STEP
         run.measure(probe, rate, repeat, arm)
     return run.result(kind, config, arm)
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from kneepoint.config.trace import workload_trace
 from kneepoint.load.plan import plan_requests
 from kneepoint.load.point import lag_limit_for
+from kneepoint.load.settle import request_seconds, settle_seconds
 from kneepoint.physics.defaults import resolve_engine
 from kneepoint.physics.startup import startup_seconds
 from kneepoint.probes.backends import (
@@ -42,13 +43,24 @@ from kneepoint.sim.loadpoint import simulate_load_point
 
 @dataclass(frozen=True, slots=True)
 class PointSize:
-    """How much load one point sends: ``seconds`` of arrivals, at least ``min_requests``."""
+    """How much load one point sends: ``seconds`` of arrivals (at least ``settle_s``, the
+    span a point needs to reach steady state), and at least ``min_requests``."""
 
     seconds: float = 20.0
     min_requests: int = 40
+    settle_s: float = 0.0
+    warmup_s: float = 0.0
+    """Least time cut from the start of the stable window (one request's lifetime)."""
 
     def requests(self, rate_rps: float) -> int:
-        return max(self.min_requests, round(rate_rps * self.seconds))
+        return max(self.min_requests, round(rate_rps * max(self.seconds, self.settle_s)))
+
+    @classmethod
+    def for_study(cls, study: StudySpec, seconds: float) -> PointSize:
+        """``seconds`` of arrivals, stretched to what the study's requests need to settle."""
+        lifetime = request_seconds(study.workload, study.slo)
+        return cls(seconds, settle_s=settle_seconds(study.workload, study.slo),
+                   warmup_s=lifetime)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,8 +120,9 @@ def open_target(
         def virtual(rate: float, repeat: int) -> LoadPoint:
             seed = study.workload.seed + repeat
             simulated = simulate_load_point(
-                study, rate, size.requests(rate), config, seed, trace=trace
-            )
+                study, rate, size.requests(rate), config, seed, trace=trace,
+                warmup_s=size.warmup_s,
+            )  # fmt: skip
             clock.virtual_s = (clock.virtual_s or 0.0) + simulated.point.duration_s
             if keep is not None:
                 keep(PointArtifacts(rate, repeat, simulated.point, simulated.load.records))
@@ -165,7 +178,7 @@ def _http_prober(
         )  # fmt: skip
         measured = measure(
             endpoint.url, plan, rate, options, study.slo, instruments=endpoint.instruments,
-            lag_limit_ms=lag_limit_for(study.slo),
+            lag_limit_ms=lag_limit_for(study.slo), warmup_s=size.warmup_s,
         )  # fmt: skip
         if keep is not None:
             keep(PointArtifacts(rate, repeat, measured.point, measured.records,

@@ -18,4 +18,7 @@ class Record(BaseModel):
         extra="forbid",
         validate_default=True,
         use_attribute_docstrings=True,
+        # Latencies of failed requests are infinite; JSON has no infinity, so it is written as
+        # the string "Infinity" (and read back as the float), never silently as null.
+        ser_json_inf_nan="strings",
     )

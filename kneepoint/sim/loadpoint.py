@@ -49,9 +49,11 @@ def simulate_load_point(
     seed: int | None = None,
     *,
     trace: Sequence[TraceEntry] | None = None,
+    warmup_s: float = 0.0,
 ) -> SimLoadPoint:
     """Run ``num_requests`` of the study's workload at ``rate_rps`` on a fresh engine
-    (``trace``: the workload's trace, already read; None reads it)."""
+    (``trace``: the workload's trace, already read; None reads it; ``warmup_s``: the least
+    time cut from the start of the stable window)."""
     sim = SimEngine(study.gpu, study.model, engine or study.engine)
     if trace is None:
         trace = workload_trace(study.workload)
@@ -60,8 +62,8 @@ def simulate_load_point(
         vocab_size=study.model.vocab_size,
     )  # fmt: skip
     load = run_plan(sim, plan, timeout_s=_TIMEOUT_S)
-    result = score(load.records, study.slo)
-    start, end = window_bounds(load.records, trim=0.1)
+    result = score(load.records, study.slo, warmup_s=warmup_s)
+    start, end = window_bounds(load.records, trim=0.1, warmup_s=warmup_s)
     signals = virtual_signals(sim, load.run.steps, start, end)
     return SimLoadPoint(
         rate_rps=rate_rps,
@@ -69,7 +71,9 @@ def simulate_load_point(
         truth=load.truth(start, end),
         preemptions=sum(step.preempted for step in load.run.steps),
         load=load,
-        point=load_point(rate_rps, load.records, study.slo, signals=signals, scored=result),
+        point=load_point(
+            rate_rps, load.records, study.slo, signals=signals, scored=result, warmup_s=warmup_s
+        ),
     )
 
 

@@ -1,0 +1,37 @@
+"""How long a load point must run before it says anything about steady state.
+
+A server under a constant offered rate fills up over about one request's lifetime (a request
+admitted at the start finishes only then); a point that stops sending sooner measures the
+ramp, not the load. So a point's arrivals must span a few lifetimes, and its stable window
+must skip at least the first one. A lifetime is estimated before anything is measured: a
+request's output tokens at the pace its SLO allows (three quarters of its ITL or TPOT limit,
+where decode sits near the knee), or a typical decode step where the SLO sets no pace.
+"""
+
+from __future__ import annotations
+
+from kneepoint.records.slo import Slo
+from kneepoint.records.workload import Workload, mean_length_tokens
+
+TYPICAL_TOKEN_S = 0.03
+PACE_SHARE_OF_LIMIT = 0.75
+SETTLE_LIFETIMES = 3.0
+"""Arrivals span at least this many request lifetimes."""
+
+
+def request_seconds(workload: Workload, slo: Slo | None) -> float:
+    """A typical request's lifetime near the knee, weighted over the traffic classes."""
+    total = sum(c.weight for c in workload.classes)
+    seconds = 0.0
+    for cls in workload.classes:
+        limits = slo.for_class(cls.name) if slo is not None else None
+        paced = [v for (metric, _), v in (limits.limits_ms().items() if limits else ())
+                 if metric in ("itl", "tpot")]  # fmt: skip
+        token_s = PACE_SHARE_OF_LIMIT * min(paced) / 1000.0 if paced else TYPICAL_TOKEN_S
+        seconds += cls.weight / total * mean_length_tokens(cls.output_tokens) * token_s
+    return seconds
+
+
+def settle_seconds(workload: Workload, slo: Slo | None) -> float:
+    """The least span of arrivals a load point needs to reach and hold steady state."""
+    return SETTLE_LIFETIMES * request_seconds(workload, slo)
