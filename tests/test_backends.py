@@ -127,3 +127,39 @@ def test_startup_log_readers() -> None:
     oom = classify("ValueError: No available memory for the cache blocks. Try increasing", 1)
     assert oom.kind == "startup_oom"
     assert classify("", -9).kind == "crashed"
+
+
+def test_orphans_are_reaped_even_when_their_group_leader_is_dead(tmp_path: Path) -> None:
+    import subprocess
+
+    from kneepoint.probes.process import _started, reap_orphans
+
+    # A leader that forks a long-lived child into its group and exits: what an agent killed
+    # mid-run leaves when vLLM's API server died before its engine core.
+    script = "import subprocess; print(subprocess.Popen(['sleep', '300']).pid, flush=True)"
+    leader = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
+    started = _started(leader.pid)
+    assert leader.stdout is not None
+    child = int(leader.stdout.readline())
+    leader.wait()
+    (tmp_path / "server.pid").write_text(f"{leader.pid}\n{started}\n")
+    (tmp_path / "stale.pid").write_text("999999999\n1\n")  # long gone: left alone
+    assert psutil.pid_exists(child)
+    assert reap_orphans(tmp_path) == [leader.pid]
+    assert _dead_within(child, 5.0)
+    assert not list(tmp_path.glob("*.pid"))
+
+
+def _dead_within(pid: int, seconds: float) -> bool:
+    """Gone, or a zombie its new parent has not reaped yet (containers' init may not)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        time.sleep(0.05)
+    return False

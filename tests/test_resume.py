@@ -4,12 +4,15 @@ no trial lost or repeated."""
 
 from __future__ import annotations
 
+import os
 import random
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+import pytest
 
 from kneepoint.agent.ledger import Ledger
 from kneepoint.agent.state import RunState
@@ -77,3 +80,35 @@ def test_sigkill_at_random_moments_then_resume_gives_the_same_run(tmp_path: Path
     proposed = [e.trial for e in events if isinstance(e, Proposed)]
     screened = [e.trial for e in events if isinstance(e, Screened)]
     assert proposed == screened == list(range(1, len(proposed) + 1))  # none lost, none repeated
+
+
+def test_sigterm_stops_the_server_with_the_agent_and_the_run_resumes(tmp_path: Path) -> None:
+    study = tmp_path / "http.yaml"
+    study.write_text(SMALL.read_text().replace("clock: virtual", "clock: http"))
+    runs = tmp_path / "runs"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kneepoint.agent.cli", "tune", str(study), "--runs-dir", str(runs)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not _server_pids(runs) and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.1)
+    servers = _server_pids(runs)
+    assert servers, "a simulated server was started"
+    time.sleep(1.0)  # mid-measurement
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 130
+    assert proc.stderr is not None and b"resume with: kneepoint tune" in proc.stderr.read()
+    for pid in servers:  # the whole group went with the agent, and no pid file is left
+        with pytest.raises(ProcessLookupError):
+            os.killpg(pid, 0)
+    assert not _server_pids(runs)
+
+
+def _server_pids(runs: Path) -> list[int]:
+    found = []
+    for pid_file in runs.rglob("*.pid"):
+        text = pid_file.read_text().split()
+        if text and text[0].isdigit():
+            found.append(int(text[0]))
+    return found

@@ -2,16 +2,20 @@
 
 Exit status: 0 success, 2 bad input (a configuration problem or a usage error), 3 the
 simulated engine refused to start (vLLM's reason), 4 a measured server failed (its failure
-named), each printed as one line on stderr with no traceback.
+named), 130 interrupted (Ctrl-C, SIGTERM or SIGHUP: any server it held is stopped first),
+each printed as one line on stderr with no traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
+from types import FrameType
 
 import structlog
 import yaml
@@ -20,7 +24,7 @@ from kneepoint import __version__
 from kneepoint.agent.cli_diagnose import add_diagnose_command
 from kneepoint.agent.cli_report import add_report_command
 from kneepoint.agent.cli_sweep import add_sweep_command
-from kneepoint.agent.cli_tune import add_tune_command
+from kneepoint.agent.cli_tune import EXIT_INTERRUPTED, add_tune_command
 from kneepoint.agent.files import write_atomically
 from kneepoint.agent.logs import configure_logging
 from kneepoint.config import ConfigError, load_study, study_file_schema
@@ -117,6 +121,22 @@ def _config_schema(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+@contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM and SIGHUP (a scheduler's stop, a closed terminal) unwind like Ctrl-C, so the
+    server being measured is stopped with its whole process group rather than orphaned."""
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args, unknown = parser.parse_known_args(argv)
@@ -124,12 +144,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     args.unknown = unknown
     configure_logging(level=args.log_level, log_file=args.log_file)
+    # The simulated server handles its own signals; every other command may hold a server.
+    guard = nullcontext() if args.command == "sim" else _terminate_as_interrupt()
     try:
-        code: int = args.run(args)
+        with guard:
+            code: int = args.run(args)
     except ConfigError as exc:
         for line in exc.lines():
             print(f"kneepoint: {line}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("kneepoint: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     return code
 
 

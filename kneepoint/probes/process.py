@@ -177,27 +177,47 @@ def address_in_use(log: str) -> bool:
     return bool(_ADDRESS_IN_USE.search(log))
 
 
-def _started(pid: int) -> str:
-    """When a process started (clock ticks since boot, from /proc): with the pid, an identity
-    no later process can share. '' where it cannot be read."""
+def _stat_fields(pid: int) -> list[str]:
+    """The fields of /proc/PID/stat after the command name (state first); [] if unreadable."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
-        return ""
-    return stat.rsplit(")", 1)[-1].split()[19]
+        return []
+    return stat.rsplit(")", 1)[-1].split()
+
+
+def _started(pid: int) -> str:
+    """When a process started (clock ticks since boot, from /proc): with the pid, an identity
+    no later process can share. '' where it cannot be read."""
+    fields = _stat_fields(pid)
+    return fields[19] if len(fields) > 19 else ""
+
+
+def _group_members(pgid: int, started: str) -> list[int]:
+    """Live processes in group ``pgid`` that started no earlier than its leader did: what
+    is left of a server whose leader already died (vLLM's engine core and workers)."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        fields = _stat_fields(int(entry.name))
+        if len(fields) > 19 and fields[2] == str(pgid) and int(fields[19]) >= int(started):
+            members.append(int(entry.name))
+    return members
 
 
 def reap_orphans(folder: Path) -> list[int]:
     """Stop the process groups of servers a killed agent left running under ``folder`` (found
-    by their ``.pid`` files; a pid since reused by another process is left alone). Returns the
-    pids stopped."""
+    by their ``.pid`` files; a pid since reused by another process is left alone, and a
+    group whose leader died is found by its members). Returns the group ids stopped."""
     stopped = []
     for pid_file in sorted(folder.rglob("*.pid")):
         lines = pid_file.read_text().splitlines()
-        if len(lines) < 2 or not lines[0].isdigit():
+        if len(lines) < 2 or not lines[0].isdigit() or not lines[1].isdigit():
+            pid_file.unlink(missing_ok=True)
             continue
         pid, started = int(lines[0]), lines[1]
-        if started and _started(pid) == started:
+        if _started(pid) == started or _group_members(pid, started):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGKILL)
                 stopped.append(pid)
