@@ -23,6 +23,7 @@ from kneepoint.agent.report import write_report
 from kneepoint.agent.run_folder import RunFolder, RunFolderError
 from kneepoint.config import ConfigError, knob_catalogue, load_study
 from kneepoint.config.errors import Problem
+from kneepoint.config.yamlio import read_mapping
 
 EXIT_INTERRUPTED = 130
 
@@ -53,6 +54,13 @@ def _open(args: argparse.Namespace) -> RunFolder:
         except RunFolderError as exc:
             raise ConfigError([Problem(str(target), None, (), str(exc))]) from exc
     study = load_study(target, args.overrides)
+    if study.objective.kind != "slo_capacity":
+        # Screens, validation legs and the judge all measure SLO capacity; a study that asks
+        # for another objective must not be silently tuned for this one.
+        line = read_mapping(target).line_of(("objective", "kind"))
+        raise ConfigError([Problem(str(target), line, ("objective", "kind"),
+                                   f"kneepoint tune maximises slo_capacity only, not "
+                                   f"{study.objective.kind}")])  # fmt: skip
     return RunFolder.create(args.runs_dir, study, datetime.now())
 
 
