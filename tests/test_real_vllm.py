@@ -16,6 +16,7 @@ from kneepoint.probes.backends import Endpoint, LaunchBackend, vllm_argv
 from kneepoint.probes.loadgen import LoadOptions
 from kneepoint.probes.measure import measure
 from kneepoint.probes.process import ServerFailedError
+from kneepoint.probes.quality import PROMPTS, greedy_outputs, token_agreement
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.study import VllmBackend
 from tests.conftest import REPO, client_server_gaps
@@ -98,6 +99,18 @@ def test_client_and_server_latency_agree_under_load(endpoint: Endpoint) -> None:
     assert signals.block_size and signals.num_gpu_blocks
     assert signals.num_gpu_blocks * signals.block_size == 32_768
     assert signals.generation_tokens_per_s and signals.tokens_per_step_mean
+
+
+def test_the_quality_check_reads_greedy_tokens_from_the_real_server(endpoint: Endpoint) -> None:
+    # Dummy weights still decode deterministically: the same server answers the same prompts
+    # with the same tokens, which is what the spot-check compares across configurations.
+    prompts = PROMPTS[:3]
+    first = greedy_outputs(endpoint.url, endpoint.served_model, prompts, max_tokens=8)
+    again = greedy_outputs(endpoint.url, endpoint.served_model, prompts, max_tokens=8)
+    assert [len(tokens) for tokens in first] == [8, 8, 8]
+    assert token_agreement(first, again) == 1.0
+    shifted = [(*tokens[1:], "<other>") for tokens in first]
+    assert token_agreement(first, shifted) < 1.0
 
 
 def test_a_bad_flag_is_classified_from_vllms_output(
