@@ -28,6 +28,7 @@ from kneepoint.agent.cli_tune import EXIT_INTERRUPTED, add_tune_command
 from kneepoint.agent.files import write_atomically
 from kneepoint.agent.logs import configure_logging
 from kneepoint.config import ConfigError, load_study, study_file_schema
+from kneepoint.config.overrides import add_overrides_argument
 from kneepoint.physics.defaults import UnmodeledSettingError
 from kneepoint.sim.engine import EngineRefusedError
 from kneepoint.sim.serve_args import add_serve_arguments, resolve_serve_args
@@ -56,13 +57,8 @@ def _parser() -> argparse.ArgumentParser:
         "check", help="validate a study file and print it resolved, with every default"
     )
     check.add_argument("file", type=Path, help="the study YAML file")
-    check.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="PATH=VALUE",
-        help="override a field, e.g. --set engine.max_num_seqs=128 (repeatable)",
+    add_overrides_argument(
+        check, "override a field, e.g. --set engine.max_num_seqs=128 (repeatable)"
     )
     check.add_argument("--json", action="store_true", help="print JSON instead of YAML")
     check.set_defaults(run=_config_check)

@@ -21,6 +21,7 @@ from kneepoint.agent.diagnose import findings_document, measure_and_diagnose
 from kneepoint.agent.files import write_atomically
 from kneepoint.agent.report.document import to_markdown
 from kneepoint.config import ConfigError, Problem, knob_catalogue, load_study, study_from_mapping
+from kneepoint.config.overrides import add_overrides_argument
 from kneepoint.probes.process import ServerFailedError
 from kneepoint.records.study import StudySpec
 
@@ -38,10 +39,9 @@ def add_diagnose_command(commands: argparse._SubParsersAction[argparse.ArgumentP
     cmd.add_argument("--workload", default="chat", help="workload preset (default: chat)")
     cmd.add_argument("--knee-rps", type=float, help="a known knee: probe past and below it only")
     cmd.add_argument("--runs-dir", type=Path, default=Path("runs"))
-    cmd.add_argument(
-        "--set", dest="overrides", action="append", default=[], metavar="PATH=VALUE",
-        help="override a study field, e.g. engine.max_num_seqs=256 (what the server runs)",
-    )  # fmt: skip
+    add_overrides_argument(
+        cmd, "override a study field, e.g. engine.max_num_seqs=256 (what the server runs)"
+    )
     cmd.set_defaults(run=run_diagnose)
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from kneepoint.agent.files import write_atomically
 from kneepoint.config import load_study
+from kneepoint.config.overrides import add_overrides_argument
 from kneepoint.probes.process import ServerFailedError
 from kneepoint.probes.sweep import knee_search
 from kneepoint.probes.targets import PointSize, open_target
@@ -31,10 +32,7 @@ def add_sweep_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
         "--config-set", dest="knobs", action="append", default=[], metavar="KNOB=VALUE",
         help="set an engine knob, e.g. max_num_seqs=128",
     )  # fmt: skip
-    sweep.add_argument(
-        "--set", dest="overrides", action="append", default=[], metavar="PATH=VALUE",
-        help="override any study field",
-    )  # fmt: skip
+    add_overrides_argument(sweep, "override any study field")
     sweep.add_argument("--start-rps", type=float, default=1.0, help="first rate of the ramp")
     sweep.add_argument("--rel-tol", type=float, default=0.05, help="bisection tolerance")
     sweep.add_argument("--seconds", type=float, default=20.0, help="arrivals per load point")

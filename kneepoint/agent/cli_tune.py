@@ -23,6 +23,7 @@ from kneepoint.agent.report import write_report
 from kneepoint.agent.run_folder import RunFolder, RunFolderError
 from kneepoint.config import ConfigError, knob_catalogue, load_study
 from kneepoint.config.errors import Problem
+from kneepoint.config.overrides import add_overrides_argument
 from kneepoint.config.yamlio import read_mapping
 
 EXIT_INTERRUPTED = 130
@@ -35,10 +36,7 @@ def add_tune_command(commands: argparse._SubParsersAction[argparse.ArgumentParse
     tune.add_argument("target", type=Path, nargs="?", help="a study YAML file, or a run folder")
     tune.add_argument("--resume", type=Path, metavar="RUN", help="resume this run folder")
     tune.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where runs go")
-    tune.add_argument(
-        "--set", dest="overrides", action="append", default=[], metavar="PATH=VALUE",
-        help="override a study field (new runs only)",
-    )  # fmt: skip
+    add_overrides_argument(tune, "override a study field (new runs only)")
     tune.set_defaults(run=run_tune)
 
 

@@ -8,6 +8,7 @@ as error messages print it, ``workload.classes[0].weight=2``.
 
 from __future__ import annotations
 
+import argparse
 import re
 from dataclasses import dataclass
 from typing import Any, NoReturn
@@ -18,6 +19,14 @@ from kneepoint.config.errors import ConfigError, Loc, Problem
 
 _KEY = re.compile(r"^[A-Za-z_][\w\-]*$")
 _INDEXED = re.compile(r"^([A-Za-z_][\w\-]*)((?:\[\d+\])+)$")
+
+
+def add_overrides_argument(parser: argparse.ArgumentParser, help_text: str) -> None:
+    """The repeatable ``--set PATH=VALUE`` option, collected into ``args.overrides``."""
+    parser.add_argument(
+        "--set", dest="overrides", action="append", default=[], metavar="PATH=VALUE",
+        help=help_text,
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
