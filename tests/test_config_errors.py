@@ -120,6 +120,17 @@ def test_several_problems_one_line_each(tmp_path: Path, capsys: pytest.CaptureFi
         ("  max_trials: 12", "  deadline: 7am", "budget.deadline", "time of day"),
         ("kind: slo_capacity", "kind: goodput_at_rate", "objective.rate_rps", "missing"),
         ("kind: sim", "kind: simulator", "backend", "does not match any of the expected tags"),
+        # An infinite budget would silently switch the limit off; NaN was already refused.
+        ("max_device_hours: 8", "max_device_hours: .inf", "budget.max_device_hours", "finite"),
+        ("max_device_hours: 8", "max_device_hours: .nan", "budget.max_device_hours", "finite"),
+        # The absurd value is named, not the sane one it is compared with.
+        (
+            "max_num_seqs: 256",
+            "max_num_seqs: 100000000000000000000000000000",
+            "engine.max_num_seqs",
+            "exceeds max_num_batched_tokens",
+        ),
+        ("max_num_seqs: 256", "max_num_seqs: 1.0e+29", "engine.max_num_seqs", "integer"),
     ],
 )
 def test_semantic_problems_are_located(

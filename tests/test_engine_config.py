@@ -119,7 +119,10 @@ def test_config_file_keeps_what_vllm_would_drop_on_the_command_line() -> None:
         ({"max_num_seqs": 0}, "greater than or equal to 1"),
         ({"block_size": 24}, "must be one of"),
         ({"kv_cache_dtype": "int4"}, "kv_cache_dtype"),
-        ({"max_num_seqs": 512, "max_num_batched_tokens": 256}, "must be >= max_num_seqs"),
+        (
+            {"max_num_seqs": 512, "max_num_batched_tokens": 256},
+            r"512 exceeds max_num_batched_tokens \(256\)",
+        ),
         ({"gpu_memory_utilization": 0.9, "kv_cache_memory_bytes": 2**30}, "not both"),
         ({"extra_args": ("--max-num-seqs=4",)}, "modeled knob"),
         ({"extra_args": ("--no-enforce-eager",)}, "modeled knob"),

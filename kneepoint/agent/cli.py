@@ -14,6 +14,7 @@ import signal
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, nullcontext
+from datetime import datetime
 from pathlib import Path
 from types import FrameType
 
@@ -47,8 +48,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Autonomous tuning agent for LLM serving engines (vLLM first).",
     )
     parser.add_argument("--version", action="version", version=f"kneepoint {__version__}")
-    parser.add_argument("--log-level", default="warning", choices=["debug", "info", "warning"])
-    parser.add_argument("--log-file", type=Path, help="also write JSON-lines events here")
+    _add_global_options(parser, defaults=True)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     config = commands.add_parser("config", help="validate study files and print their schema")
@@ -61,11 +61,11 @@ def _parser() -> argparse.ArgumentParser:
         check, "override a field, e.g. --set engine.max_num_seqs=128 (repeatable)"
     )
     check.add_argument("--json", action="store_true", help="print JSON instead of YAML")
-    check.set_defaults(run=_config_check)
+    check.set_defaults(handler=_config_check)
 
     schema = config_commands.add_parser("schema", help="print the JSON Schema of study files")
     schema.add_argument("--output", type=Path, help="write it to this file instead of stdout")
-    schema.set_defaults(run=_config_schema)
+    schema.set_defaults(handler=_config_schema)
 
     sim = commands.add_parser("sim", help="the built-in simulated serving engine")
     sim_commands = sim.add_subparsers(dest="sim_command", required=True, metavar="ACTION")
@@ -76,12 +76,34 @@ def _parser() -> argparse.ArgumentParser:
         "simulator models (e.g. --max-num-seqs 128 --no-enable-prefix-caching).",
     )
     add_serve_arguments(serve)
-    serve.set_defaults(run=_sim_serve, takes_unknown=True)
+    serve.set_defaults(handler=_sim_serve, takes_unknown=True)
     add_sweep_command(commands)
     add_tune_command(commands)
     add_diagnose_command(commands)
     add_report_command(commands)
+    _global_options_everywhere(parser)
     return parser
+
+
+def _add_global_options(parser: argparse.ArgumentParser, *, defaults: bool) -> None:
+    # A subcommand's copy of an option has no default of its own (SUPPRESS), so it only
+    # overrides the top-level value when it is actually given after the subcommand.
+    level = "warning" if defaults else argparse.SUPPRESS
+    log_file = None if defaults else argparse.SUPPRESS
+    parser.add_argument("--log-level", default=level, choices=["debug", "info", "warning"],
+                        help="console log level (default: warning)")  # fmt: skip
+    parser.add_argument("--log-file", type=Path, default=log_file,
+                        help="also write JSON-lines events here")  # fmt: skip
+
+
+def _global_options_everywhere(parser: argparse.ArgumentParser) -> None:
+    """Accept --log-level and --log-file after any subcommand too (``kneepoint tune X
+    --log-level info``), not only before it."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                _add_global_options(sub, defaults=False)
+                _global_options_everywhere(sub)
 
 
 def _sim_serve(args: argparse.Namespace) -> int:
@@ -105,6 +127,10 @@ def _config_check(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(f"# {args.file}: valid; resolved study with every default\n")
         sys.stdout.write(yaml.safe_dump(resolved, sort_keys=False, allow_unicode=True))
+        deadline = study.budget.deadline_after(datetime.now().astimezone())
+        if deadline is not None:
+            sys.stdout.write(f"# budget.deadline: a run started now stops starting new work "
+                             f"at {deadline.isoformat(timespec='minutes')}\n")  # fmt: skip
     return EXIT_OK
 
 
@@ -144,7 +170,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     guard = nullcontext() if args.command == "sim" else _terminate_as_interrupt()
     try:
         with guard:
-            code: int = args.run(args)
+            code: int = args.handler(args)
     except ConfigError as exc:
         for line in exc.lines():
             print(f"kneepoint: {line}", file=sys.stderr)

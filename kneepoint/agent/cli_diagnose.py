@@ -42,7 +42,7 @@ def add_diagnose_command(commands: argparse._SubParsersAction[argparse.ArgumentP
     add_overrides_argument(
         cmd, "override a study field, e.g. engine.max_num_seqs=256 (what the server runs)"
     )
-    cmd.set_defaults(run=run_diagnose)
+    cmd.set_defaults(handler=run_diagnose)
 
 
 def _study(args: argparse.Namespace) -> StudySpec:

@@ -9,22 +9,28 @@ import argparse
 import sys
 from pathlib import Path
 
+import structlog
+
+from kneepoint.agent.ledger import LedgerError
 from kneepoint.agent.report import write_report
 from kneepoint.agent.run_folder import RunFolder, RunFolderError
 from kneepoint.config import ConfigError, Problem
+
+log = structlog.get_logger(__name__)
 
 
 def add_report_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     report = commands.add_parser("report", help="write a run folder's report (Markdown + HTML)")
     report.add_argument("run", type=Path, help="the run folder (runs/<study>-<timestamp>)")
-    report.set_defaults(run=run_report)
+    report.set_defaults(handler=run_report)
 
 
 def run_report(args: argparse.Namespace) -> int:
     try:
         folder = RunFolder.existing(args.run)
-    except RunFolderError as exc:
+        markdown, html = write_report(folder)
+    except (RunFolderError, LedgerError) as exc:
         raise ConfigError([Problem(str(args.run), None, (), str(exc))]) from exc
-    markdown, html = write_report(folder)
+    log.info("report.written", markdown=str(markdown), html=str(html))
     sys.stdout.write(f"{markdown}\n{html}\n")
     return 0

@@ -37,7 +37,7 @@ def add_sweep_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
     sweep.add_argument("--rel-tol", type=float, default=0.05, help="bisection tolerance")
     sweep.add_argument("--seconds", type=float, default=20.0, help="arrivals per load point")
     sweep.add_argument("--out", type=Path, help="JSON result (default: runs/<study>/...)")
-    sweep.set_defaults(run=run_sweep)
+    sweep.set_defaults(handler=run_sweep)
 
 
 def run_sweep(args: argparse.Namespace) -> int:

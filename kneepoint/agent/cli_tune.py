@@ -16,6 +16,7 @@ from datetime import datetime
 from pathlib import Path
 
 from kneepoint.agent.cli_progress import progress_for
+from kneepoint.agent.deadline import deadline_problem
 from kneepoint.agent.ledger import LedgerError
 from kneepoint.agent.logs import configure_logging
 from kneepoint.agent.loop import Tuner
@@ -37,7 +38,7 @@ def add_tune_command(commands: argparse._SubParsersAction[argparse.ArgumentParse
     tune.add_argument("--resume", type=Path, metavar="RUN", help="resume this run folder")
     tune.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where runs go")
     add_overrides_argument(tune, "override a study field (new runs only)")
-    tune.set_defaults(run=run_tune)
+    tune.set_defaults(handler=run_tune)
 
 
 def _open(args: argparse.Namespace) -> RunFolder:
@@ -59,7 +60,14 @@ def _open(args: argparse.Namespace) -> RunFolder:
         raise ConfigError([Problem(str(target), line, ("objective", "kind"),
                                    f"kneepoint tune maximises slo_capacity only, not "
                                    f"{study.objective.kind}")])  # fmt: skip
-    return RunFolder.create(args.runs_dir, study, datetime.now())
+    now = datetime.now().astimezone()
+    late = deadline_problem(study, now)
+    if late is not None:
+        # Refused before anything starts: a baseline cut off by the deadline is device time
+        # spent for no measurement.
+        line = read_mapping(target).line_of(("budget", "deadline"))
+        raise ConfigError([Problem(str(target), line, ("budget", "deadline"), late)])
+    return RunFolder.create(args.runs_dir, study, now)
 
 
 def run_tune(args: argparse.Namespace) -> int:

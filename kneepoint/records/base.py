@@ -22,3 +22,11 @@ class Record(BaseModel):
         # the string "Infinity" (and read back as the float), never silently as null.
         ser_json_inf_nan="strings",
     )
+
+
+class InputRecord(Record):
+    """A record read from a person's file (study, catalogues, workloads): every number in it
+    must be finite. Measurements may be infinite (a failed request's latency); a budget of
+    ``.inf`` hours or a rate of ``.nan`` is a typo that would silently switch a limit off."""
+
+    model_config = ConfigDict(allow_inf_nan=False)

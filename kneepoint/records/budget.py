@@ -1,7 +1,8 @@
 """How much a study may spend: trials, device-hours and a wall-clock deadline.
 
 The deadline is either a time of day ("07:00": the next such moment after the study starts,
-in local time) or an absolute ISO-8601 datetime.
+in local time) or an absolute ISO-8601 datetime; one written without a UTC offset means local
+time and is stored with the machine's offset, so it always compares with the clock.
 """
 
 from __future__ import annotations
@@ -11,23 +12,33 @@ from typing import Annotated, Any
 
 from pydantic import Field, PlainSerializer, PlainValidator
 
-from kneepoint.records.base import Record
+from kneepoint.records.base import InputRecord
+
+
+def _local(moment: datetime) -> datetime:
+    """A naive moment read as local time (its offset from this machine's time zone)."""
+    return moment.astimezone() if moment.tzinfo is None else moment
 
 
 def _parse_deadline(value: Any) -> datetime | time | None:
-    if value is None or isinstance(value, datetime | time):
+    if value is None or isinstance(value, time):
         return value
+    if isinstance(value, datetime):
+        return _local(value)
     if not isinstance(value, str):
         raise ValueError("expected a time of day like '07:00' or an ISO datetime")
     text = value.strip()
-    for parse in (time.fromisoformat, datetime.fromisoformat):
-        try:
-            return parse(text)
-        except ValueError:
-            continue
+    try:
+        return time.fromisoformat(text)
+    except ValueError:
+        pass
+    try:
+        return _local(datetime.fromisoformat(text))
+    except ValueError:
+        pass
     raise ValueError(
         f"{value!r} is neither a time of day like '07:00' nor an ISO datetime "
-        "like '2026-11-23T07:00'"
+        "like '2026-11-23T07:00' (local time unless it has an offset)"
     )
 
 
@@ -38,7 +49,7 @@ Deadline = Annotated[
 ]
 
 
-class Budget(Record):
+class Budget(InputRecord):
     """Limits on a study; it stops at the first one reached. Unset limits do not apply."""
 
     max_trials: int | None = Field(default=40, ge=1)

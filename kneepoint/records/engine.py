@@ -15,7 +15,7 @@ from typing import Any, Literal, NamedTuple
 import yaml
 from pydantic import Field, JsonValue, field_validator, model_validator
 
-from kneepoint.records.base import Record
+from kneepoint.records.base import InputRecord
 
 # The union over vLLM 0.3 - 0.33; which of them a given release accepts varies.
 KvCacheDtype = Literal[
@@ -42,7 +42,7 @@ def flag_for(field_name: str) -> str:
     return "--" + field_name.replace("_", "-")
 
 
-class EngineConfig(Record):
+class EngineConfig(InputRecord):
     """One server's configuration. Unset (``None``) knobs are the engine's defaults."""
 
     model: str = Field(min_length=1)
@@ -109,9 +109,10 @@ class EngineConfig(Record):
             )
         seqs, tokens = self.max_num_seqs, self.max_num_batched_tokens
         if seqs is not None and tokens is not None and tokens < seqs:
+            # Named on the sequence cap, with both values: either may be the typo.
             raise ValueError(
-                f"max_num_batched_tokens: must be >= max_num_seqs ({seqs}), as vLLM "
-                f"requires (got {tokens})"
+                f"max_num_seqs: {seqs} exceeds max_num_batched_tokens ({tokens}); vLLM "
+                "needs a step budget of at least one token per running sequence"
             )
         return self
 

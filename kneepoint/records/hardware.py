@@ -12,13 +12,13 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from kneepoint.records.base import Record
+from kneepoint.records.base import InputRecord
 
 MIB = 1024**2
 GIB = 1024**3
 
 
-class GpuSpec(Record):
+class GpuSpec(InputRecord):
     """One GPU model's peaks and memory."""
 
     name: str = Field(min_length=1)
@@ -53,7 +53,7 @@ class GpuSpec(Record):
         return self.bf16_tflops * 1e12 / (self.hbm_tb_s * 1e12)
 
 
-class ModelSpec(Record):
+class ModelSpec(InputRecord):
     """A decoder-only transformer's shape (the text part) and parameter counts."""
 
     name: str = Field(min_length=1)

@@ -14,7 +14,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 from pydantic import Field, JsonValue, field_validator, model_validator
 
-from kneepoint.records.base import Record
+from kneepoint.records.base import InputRecord
 
 Constraint = Literal["compute", "scheduling", "bandwidth", "cache"]
 CONSTRAINTS: tuple[Constraint, ...] = ("compute", "scheduling", "bandwidth", "cache")
@@ -23,7 +23,7 @@ Condition = Literal["fp8_tensor_cores", "multiple_gpus", "shared_prefixes"]
 """Conditions outside the engine without which a knob cannot help."""
 
 
-class IntDomain(Record):
+class IntDomain(InputRecord):
     kind: Literal["int"] = "int"
     low: int
     high: int
@@ -39,7 +39,7 @@ class IntDomain(Record):
         return self
 
 
-class FloatDomain(Record):
+class FloatDomain(InputRecord):
     kind: Literal["float"] = "float"
     low: float
     high: float
@@ -52,11 +52,11 @@ class FloatDomain(Record):
         return self
 
 
-class BoolDomain(Record):
+class BoolDomain(InputRecord):
     kind: Literal["bool"] = "bool"
 
 
-class ChoiceDomain(Record):
+class ChoiceDomain(InputRecord):
     kind: Literal["choice"] = "choice"
     choices: tuple[JsonValue, ...] = Field(min_length=2)
 
@@ -67,7 +67,7 @@ KnobDomain = Annotated[
 ]
 
 
-class Knob(Record):
+class Knob(InputRecord):
     """One tunable engine knob."""
 
     name: str = Field(min_length=1)
@@ -103,7 +103,7 @@ class Knob(Record):
         return SpecifierSet(self.vllm_versions).contains(version, prereleases=True)
 
 
-class KnobCatalogue(Record):
+class KnobCatalogue(InputRecord):
     """All knobs kneepoint may search, by name."""
 
     knobs: tuple[Knob, ...] = Field(min_length=1)

@@ -11,23 +11,23 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from kneepoint.records.base import Record
+from kneepoint.records.base import InputRecord
 
 
-class SloCapacity(Record):
+class SloCapacity(InputRecord):
     """Maximise the highest offered rate (requests/s) at which all classes meet their SLOs."""
 
     kind: Literal["slo_capacity"] = "slo_capacity"
 
 
-class GoodputAtRate(Record):
+class GoodputAtRate(InputRecord):
     """Maximise good requests per second at one fixed offered rate."""
 
     kind: Literal["goodput_at_rate"] = "goodput_at_rate"
     rate_rps: float = Field(gt=0.0)
 
 
-class PeakThroughput(Record):
+class PeakThroughput(InputRecord):
     """Maximise saturated throughput, ignoring latency (batch and offline jobs)."""
 
     kind: Literal["peak_throughput"] = "peak_throughput"

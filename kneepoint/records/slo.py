@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
-from kneepoint.records.base import Record
+from kneepoint.records.base import InputRecord
 
 METRICS = ("ttft", "itl", "tpot", "e2e")
 PERCENTILES = (50, 90, 95, 99)
@@ -20,7 +20,7 @@ PERCENTILES = (50, 90, 95, 99)
 _Limit = Field(default=None, gt=0.0)
 
 
-class ClassSlo(Record):
+class ClassSlo(InputRecord):
     """Latency limits for one traffic class, in milliseconds; unset limits do not apply.
 
     ttft: scheduled send to first token. itl: gap between token-carrying chunks.
@@ -66,7 +66,7 @@ class ClassSlo(Record):
         return found
 
 
-class Slo(Record):
+class Slo(InputRecord):
     """SLOs by traffic class name; ``default`` applies to classes not listed."""
 
     classes: dict[str, ClassSlo] = Field(default_factory=dict)

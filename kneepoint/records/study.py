@@ -18,7 +18,7 @@ from pydantic import (
     model_validator,
 )
 
-from kneepoint.records.base import Record
+from kneepoint.records.base import InputRecord
 from kneepoint.records.budget import Budget
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.hardware import GpuSpec, ModelSpec
@@ -28,14 +28,14 @@ from kneepoint.records.slo import Slo
 from kneepoint.records.workload import Workload
 
 
-class SimBackend(Record):
+class SimBackend(InputRecord):
     """The embedded simulator: in-process on a virtual clock, or as an HTTP server."""
 
     kind: Literal["sim"] = "sim"
     clock: Literal["virtual", "http"] = "virtual"
 
 
-class VllmBackend(Record):
+class VllmBackend(InputRecord):
     """Launch real vLLM servers, one per trial, with a configurable command."""
 
     kind: Literal["vllm"] = "vllm"
@@ -55,7 +55,7 @@ class VllmBackend(Record):
     GPU entry does not describe the device (vLLM's CPU build)."""
 
 
-class AttachBackend(Record):
+class AttachBackend(InputRecord):
     """A server someone else started: measure and diagnose only, no knob can change."""
 
     kind: Literal["attach"] = "attach"
@@ -74,7 +74,7 @@ def _known_knob(name: str, info: ValidationInfo) -> str:
     return name
 
 
-class SearchSpec(Record):
+class SearchSpec(InputRecord):
     """Which knobs the study may change."""
 
     knobs: tuple[Annotated[str, AfterValidator(_known_knob)], ...] = ()
@@ -89,7 +89,7 @@ class SearchSpec(Record):
         return knobs
 
 
-class TuningSpec(Record):
+class TuningSpec(InputRecord):
     """How the loop measures and decides: sizes of its sweeps, its statistics, its proposers."""
 
     start_rps: float = Field(default=1.0, gt=0.0)
@@ -116,7 +116,7 @@ class TuningSpec(Record):
     quality_tokens: int = Field(default=32, ge=1, le=1024)
 
 
-class StudySpec(Record):
+class StudySpec(InputRecord):
     """Everything one tuning study needs, validated and resolved."""
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$", max_length=80)

@@ -12,17 +12,17 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from kneepoint.records.base import Record
+from kneepoint.records.base import InputRecord
 
 
-class FixedLength(Record):
+class FixedLength(InputRecord):
     """Every request has the same length."""
 
     kind: Literal["fixed"] = "fixed"
     tokens: int = Field(ge=1)
 
 
-class UniformLength(Record):
+class UniformLength(InputRecord):
     """Lengths drawn uniformly from an inclusive integer range."""
 
     kind: Literal["uniform"] = "uniform"
@@ -36,7 +36,7 @@ class UniformLength(Record):
         return self
 
 
-class LognormalLength(Record):
+class LognormalLength(InputRecord):
     """Lengths from a lognormal with the given median and shape, clipped to [min, max]."""
 
     kind: Literal["lognormal"] = "lognormal"
@@ -53,7 +53,7 @@ class LognormalLength(Record):
         return self
 
 
-class EmpiricalLength(Record):
+class EmpiricalLength(InputRecord):
     """Lengths drawn from observed values, optionally weighted."""
 
     kind: Literal["empirical"] = "empirical"
@@ -97,7 +97,7 @@ def mean_length_tokens(dist: LengthDist) -> float:
     return min(float(dist.max_tokens), max(float(dist.min_tokens), mean))
 
 
-class PrefixGroup(Record):
+class PrefixGroup(InputRecord):
     """A corpus of documents that requests of a class share as prompt prefixes (RAG-style),
     so prefix caching has something to catch."""
 
@@ -111,7 +111,7 @@ class PrefixGroup(Record):
     """Skew of document popularity when ``popularity`` is zipf."""
 
 
-class TrafficClass(Record):
+class TrafficClass(InputRecord):
     """One kind of request: its share of arrivals and its prompt and output lengths."""
 
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_\-]+$")
@@ -125,26 +125,26 @@ class TrafficClass(Record):
     """Name of a prefix group whose documents prefix this class's prompts."""
 
 
-class PoissonArrivals(Record):
+class PoissonArrivals(InputRecord):
     """Independent arrivals: exponential gaps at the offered rate."""
 
     kind: Literal["poisson"] = "poisson"
 
 
-class GammaArrivals(Record):
+class GammaArrivals(InputRecord):
     """Gamma-distributed gaps; burstiness is the shape (1 = Poisson, < 1 burstier)."""
 
     kind: Literal["gamma"] = "gamma"
     burstiness: float = Field(gt=0.0)
 
 
-class ConstantArrivals(Record):
+class ConstantArrivals(InputRecord):
     """Evenly spaced arrivals at the offered rate."""
 
     kind: Literal["constant"] = "constant"
 
 
-class TraceArrivals(Record):
+class TraceArrivals(InputRecord):
     """Replay of a JSONL trace (timestamp_s, input_tokens, output_tokens, prefix_id per line),
     time-scaled to the offered rate."""
 
@@ -158,7 +158,7 @@ ArrivalProcess = Annotated[
 ]
 
 
-class Workload(Record):
+class Workload(InputRecord):
     """Traffic classes, shared-prefix corpora and the arrival process, with a seed."""
 
     name: str = Field(min_length=1)
@@ -203,7 +203,7 @@ def _require_unique(field: str, names: list[str]) -> None:
         seen.add(name)
 
 
-class TraceEntry(Record):
+class TraceEntry(InputRecord):
     """One line of an arrival trace (JSONL)."""
 
     timestamp_s: float = Field(ge=0.0)
