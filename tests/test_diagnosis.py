@@ -11,6 +11,8 @@ import pytest
 
 from kneepoint.config.catalog import gpu_catalogue, model_catalogue
 from kneepoint.policies.diagnosis import diagnose
+from kneepoint.policies.evidence import _roofline_reading
+from kneepoint.policies.step_estimate import StepEstimate
 from kneepoint.records.diagnosis import Observation
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.loadpoint import LoadPoint, Signals
@@ -219,3 +221,20 @@ def test_an_slo_missed_with_nothing_queued_is_read_per_step_not_from_nvml() -> N
     found = observe(alone, l4, mistral, violations=("c itl_p95 64 ms > 30 ms",), itl=(63.7, 64.7))
     assert found.binding == "bandwidth", found.scores
     assert any("idles between requests" in e.reading for e in found.evidence)
+
+
+@pytest.mark.parametrize(
+    ("gpu_ms", "step_ms", "words"),
+    [
+        (20.27, 17.94, "underrates this GPU by 13%"),
+        (9.0, 18.0, "accounts for 9.00 ms of GPU work (50%)"),
+    ],
+)
+def test_the_roofline_reading_never_says_more_gpu_time_than_the_step(
+    gpu_ms: float, step_ms: float, words: str
+) -> None:
+    # Once read "prices the observed step at 20.27 ms of GPU time of its 17.94 ms".
+    estimate = StepEstimate(observed_step_s=step_ms / 1e3, gpu_s=gpu_ms / 1e3, launch_s=0.0,
+                            compute_share=0.5, context_tokens=512.0)  # fmt: skip
+    reading = _roofline_reading(estimate)
+    assert words in reading and "of its" not in reading

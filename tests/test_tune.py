@@ -8,6 +8,8 @@ import json
 import os
 import shutil
 import subprocess
+import sys
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import matplotlib.image
@@ -21,9 +23,10 @@ from kneepoint.agent.state import RunState
 from kneepoint.records.ledger import Baseline, Finished, Proposed, RunStarted, Screened
 from kneepoint.records.measure import RequestRecord
 
-from .conftest import CONFIGS, REPO
+from .conftest import CONFIGS, QUICKSTART, REPO
 
 SMALL = REPO / "tests" / "fixtures" / "studies" / "small-tune.yaml"
+KNEEPOINT = str(Path(sys.executable).parent / "kneepoint")
 REPORT_SECTIONS = (
     "## Summary", "## What binds and why", "## Latency vs load", "## Signals at the knee",
     "## Knobs pruned and why", "## Trials", "## How well the predictions held up",
@@ -133,13 +136,41 @@ def test_a_device_budget_stops_the_run(tmp_path: Path) -> None:
     assert isinstance(finished, Finished) and finished.reason == "max_device_hours"
 
 
-def test_a_past_deadline_stops_before_the_first_trial(tmp_path: Path) -> None:
-    args = ["tune", str(SMALL), "--runs-dir", str(tmp_path),
-            "--set", "budget.deadline=2000-01-01T00:00:00+00:00"]  # fmt: skip
-    assert main(args) == 0
-    state = RunState.replay(Ledger(run_dir(tmp_path) / "ledger.jsonl").read())
-    assert state.finished is not None and state.finished.reason == "deadline"
-    assert state.trials_run == 0 and state.baseline is not None
+def test_a_naive_deadline_is_local_time_and_the_run_goes_on(tmp_path: Path) -> None:
+    # The format the validator suggests, with no offset: it used to pass `config check` and
+    # then crash `tune` comparing naive and aware times after the baseline's device time.
+    soon = (datetime.now() + timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M")
+    done = subprocess.run([KNEEPOINT, "tune", str(SMALL), "--runs-dir", str(tmp_path),
+                           "--set", f"budget.deadline={soon}"],
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    study = yaml.safe_load((run_dir(tmp_path) / "study.yaml").read_text())
+    resolved = datetime.fromisoformat(study["budget"]["deadline"])
+    assert resolved == datetime.fromisoformat(soon).astimezone()  # stored with its offset
+
+
+@pytest.mark.parametrize(
+    ("deadline", "words"),
+    [("2000-01-01T00:00:00+00:00", "is already past"),
+     ((datetime.now() - timedelta(minutes=5)).strftime("%Y-%m-%dT%H:%M"), "is already past"),
+     ((datetime.now() + timedelta(minutes=3)).strftime("%Y-%m-%dT%H:%M"),
+      "less than one baseline needs")],
+)  # fmt: skip
+def test_a_deadline_past_or_too_close_is_refused_before_any_server_starts(
+    tmp_path: Path, deadline: str, words: str
+) -> None:
+    # Over HTTP a baseline of the quickstart takes at least ~11 minutes of load points.
+    study = tmp_path / "http.yaml"
+    study.write_text(QUICKSTART.read_text().replace("clock: virtual", "clock: http"))
+    runs = tmp_path / "runs"
+    done = subprocess.run([KNEEPOINT, "tune", str(study), "--runs-dir", str(runs),
+                           "--set", f"budget.deadline={deadline}"],
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    assert done.returncode == 2
+    [line] = done.stderr.splitlines()
+    assert line.startswith(f"kneepoint: {study}:") and ": budget.deadline: " in line
+    assert words in line
+    assert not runs.exists()  # nothing started, nothing written
 
 
 def test_bad_input_is_one_line_and_exit_2(
@@ -160,6 +191,12 @@ def test_bad_input_is_one_line_and_exit_2(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["throughput.yaml"]  # nothing written
 
 
+HEADLESS = (
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+)  # fmt: skip
+
+
 def _chromium() -> str:
     found = shutil.which("chromium") or shutil.which("chromium-browser")
     if found is None:
@@ -172,10 +209,8 @@ def _chromium() -> str:
 def test_the_html_report_renders_in_headless_chromium(small_run: Path, tmp_path: Path) -> None:
     shot = tmp_path / "report.png"
     argv = [
-        _chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-        "--no-first-run", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1200,2400",
-        f"--screenshot={shot}", (small_run / "report.html").as_uri(),
+        _chromium(), *HEADLESS, f"--user-data-dir={tmp_path / 'profile'}",
+        "--window-size=1200,2400", f"--screenshot={shot}", (small_run / "report.html").as_uri(),
     ]  # fmt: skip
     subprocess.run(argv, check=True, capture_output=True, timeout=120)
     pixels = matplotlib.image.imread(shot)[:, :, :3]

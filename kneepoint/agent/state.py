@@ -75,11 +75,16 @@ class TrialState:
             objective = min(objective, validated.incumbent.capacity_rps)
         return outcome.model_copy(update={"objective": objective})
 
+    @property
+    def unchecked_quality(self) -> bool:
+        """It changes model outputs and went on without a quality check."""
+        return self.quality is not None and self.quality.verdict == "skipped"
+
     def next_step(self) -> Step | None:
         """The step this trial still needs, or None when it is over."""
         if self.screened is None:
             return "screen"
-        rejected = self.quality is not None and not self.quality.passed
+        rejected = self.quality is not None and self.quality.rejects
         if not self.screened.finalist or rejected:
             return None
         if self.quality_check and self.quality is None:

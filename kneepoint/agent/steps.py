@@ -4,6 +4,7 @@ the ledger records. Pure decisions (diagnosis, pruning, finalist, judge) come fr
 
 from __future__ import annotations
 
+import itertools
 import statistics
 from dataclasses import dataclass
 
@@ -33,6 +34,17 @@ def noise_rel(repeats: SweepResult) -> float:
     values = repeats.capacity_by_repeat
     mean = statistics.fmean(values) if values else 0.0
     return statistics.stdev(values) / mean if len(values) > 1 and mean > 0 else 0.0
+
+
+def _no_real_outputs(study: StudySpec, config: EngineConfig) -> str | None:
+    """Why greedy outputs of this server would say nothing about quality (None: they would)."""
+    if study.backend.kind == "sim":
+        return "the simulator has no real model outputs"
+    args = config.extra_args
+    dummy = any(a == "--load-format=dummy" for a in args) or any(
+        a == "--load-format" and b == "dummy" for a, b in itertools.pairwise(args)
+    )
+    return "the server runs random weights (--load-format dummy)" if dummy else None
 
 
 @dataclass
@@ -123,11 +135,12 @@ class Steps:
         """Greedy answers to fixed prompts from both configurations, compared token by token."""
         tuning = self.study.tuning
         threshold = tuning.quality_threshold
-        if self.study.backend.kind == "sim":
-            reason = ("skipped: the simulator has no real model outputs; the change is judged "
-                      "on its measured effect alone")  # fmt: skip
+        unjudgeable = _no_real_outputs(self.study, challenger)
+        if unjudgeable is not None:
+            reason = f"skipped: {unjudgeable}; the change is judged on its measured effect alone"
             log.warning("quality.skipped", trial=trial, reason=reason)
-            return QualityChecked(trial=trial, passed=True, threshold=threshold, reason=reason)
+            return QualityChecked(trial=trial, verdict="skipped", threshold=threshold,
+                                  reason=reason)  # fmt: skip
         prompts = [PROMPTS[i % len(PROMPTS)] for i in range(tuning.quality_prompts)]
         outputs, spent = [], 0.0
         trial_dir = self.bench.folder.trial_dir(trial, challenger)
@@ -140,7 +153,7 @@ class Steps:
                                                   tuning.quality_tokens))  # fmt: skip
             except (TrialFailedError, QualityCheckError) as exc:
                 reason = f"quality check could not run on the {arm}: {exc}"
-                return QualityChecked(trial=trial, passed=False, threshold=threshold,
+                return QualityChecked(trial=trial, verdict="failed", threshold=threshold,
                                       reason=reason, device_s=spent)  # fmt: skip
             spent += target.clock.seconds()
         agreement = token_agreement(outputs[0], outputs[1])
@@ -148,8 +161,9 @@ class Steps:
         verdict = "accepted" if passed else "rejected"
         reason = (f"{agreement:.1%} of greedy tokens match the incumbent's over {len(prompts)} "
                   f"prompts (threshold {threshold:.0%}): {verdict}")  # fmt: skip
-        return QualityChecked(trial=trial, passed=passed, agreement=agreement,
-                              threshold=threshold, reason=reason, device_s=spent)  # fmt: skip
+        return QualityChecked(trial=trial, verdict="passed" if passed else "failed",
+                              agreement=agreement, threshold=threshold, reason=reason,
+                              device_s=spent)  # fmt: skip
 
     def validate(
         self, trial: int, incumbent: EngineConfig, incumbent_repeats: SweepResult,

@@ -214,10 +214,21 @@ def _busy(
     tally.add(
         None, 0.0, signal="roofline_busy_fraction", value=round(busy, 3),
         threshold="< 0.9 means idle gaps",
-        reading=f"the roofline prices the observed step at {estimate.gpu_s * 1e3:.2f} ms of "
-        f"GPU time of its {estimate.observed_step_s * 1e3:.2f} ms",
+        reading=_roofline_reading(estimate),
     )  # fmt: skip
     return busy, launch
+
+
+def _roofline_reading(estimate: StepEstimate) -> str:
+    gpu_ms, step_ms = estimate.gpu_s * 1e3, estimate.observed_step_s * 1e3
+    if gpu_ms > step_ms:
+        # The model's efficiencies are below this GPU's: the estimate cannot exceed the step
+        # the engine actually ran, so it is read as no idle time at all.
+        return (f"the roofline estimates {gpu_ms:.2f} ms of GPU work for a step measured at "
+                f"{step_ms:.2f} ms (it underrates this GPU by {gpu_ms / step_ms - 1:.0%}): "
+                "no idle time between steps")  # fmt: skip
+    return (f"of each {step_ms:.2f} ms step the roofline accounts for {gpu_ms:.2f} ms of GPU "
+            f"work ({gpu_ms / step_ms:.0%}); the rest is idle or CPU-side time")  # fmt: skip
 
 
 def _compute_share(s: Signals, estimate: StepEstimate | None, tally: Tally) -> float | None:

@@ -74,17 +74,26 @@ class Screened(Record):
     device_s: float = Field(default=0.0, ge=0.0)
 
 
+QualityVerdict = Literal["passed", "failed", "skipped"]
+
+
 class QualityChecked(Record):
-    """Greedy outputs of fixed prompts compared with the incumbent's."""
+    """Greedy outputs of fixed prompts compared with the incumbent's, or why they were not:
+    ``skipped`` lets the trial go on, judged on its measured effect alone, and every report
+    of it says it was not quality-checked."""
 
     event: Literal["quality_checked"] = "quality_checked"
     trial: int = Field(ge=1)
-    passed: bool
+    verdict: QualityVerdict
     agreement: float | None = None
     """Share of output tokens equal, position by position (None: not checked)."""
     threshold: float
     reason: str
     device_s: float = Field(default=0.0, ge=0.0)
+
+    @property
+    def rejects(self) -> bool:
+        return self.verdict == "failed"
 
 
 class Validated(Record):

@@ -15,7 +15,7 @@ from kneepoint.probes.sweep import saturation_points
 from kneepoint.records.judgement import Judgement
 from kneepoint.records.loadpoint import LoadPoint
 from kneepoint.records.study import StudySpec
-from kneepoint.records.sweep import SweepResult
+from kneepoint.records.sweep import SweepPoint, SweepResult
 
 
 @dataclass(frozen=True)
@@ -26,7 +26,15 @@ class CurvePoint:
     values_ms: dict[str, float]
     """Per SLO metric label (``chat ttft_p99``): the mean over repeats."""
     goodput_rps: float
-    meets_slo: bool
+    repeats: int
+    misses: tuple[str, ...]
+    """Each repeat that missed the SLO at this rate, with what it missed (``r1: chat
+    itl_p95 53 ms > 50 ms``)."""
+
+    @property
+    def meets_slo(self) -> bool:
+        """Every repeat met the SLO at this rate."""
+        return not self.misses
 
 
 @dataclass(frozen=True)
@@ -68,21 +76,43 @@ def slo_metrics(study: StudySpec) -> list[tuple[str, str, int, float]]:
     return found
 
 
+def slo_lines(study: StudySpec) -> list[str]:
+    """Each class's limits in words: ``chat: TTFT p99 <= 1000 ms, ITL p95 <= 50 ms``."""
+    if study.slo is None:
+        return []
+    lines = []
+    for name in study.workload.class_names():
+        limits = study.slo.for_class(name)
+        found = limits.limits_ms() if limits else {}
+        said = [
+            f"{metric.upper()} p{pct} <= {limit:g} ms" for (metric, pct), limit in found.items()
+        ]
+        lines.append(f"{name}: {', '.join(said)}")
+    return lines
+
+
+def _miss(entry: SweepPoint) -> str:
+    said = "; ".join(entry.point.violations) or "no request completed in the window"
+    return f"r{entry.repeat}: {said}"
+
+
 def curve(study: StudySpec, label: str, result: SweepResult) -> Curve:
-    by_rate: dict[float, list[LoadPoint]] = {}
+    by_rate: dict[float, list[SweepPoint]] = {}
     for entry in result.points:
         if entry.point.valid:
-            by_rate.setdefault(round(entry.rate_rps, 6), []).append(entry.point)
+            by_rate.setdefault(round(entry.rate_rps, 6), []).append(entry)
     points = []
-    for rate, loads in sorted(by_rate.items()):
+    for rate, entries in sorted(by_rate.items()):
+        loads = [e.point for e in entries]
         values = {}
         for metric_label, metric, pct, _ in slo_metrics(study):
             name = metric_label.split(" ", 1)[0]
             seen = [p.dists[name][metric].at(pct) for p in loads if name in p.dists]
             finite = [v for v in seen if math.isfinite(v)]
             values[metric_label] = statistics.fmean(finite) if finite else math.inf
-        points.append(CurvePoint(rate, values, statistics.fmean(p.goodput_rps for p in loads),
-                                 all(p.meets_slo for p in loads)))  # fmt: skip
+        misses = tuple(_miss(e) for e in entries if not e.point.meets_slo)
+        goodput = statistics.fmean(p.goodput_rps for p in loads)
+        points.append(CurvePoint(rate, values, goodput, len(entries), misses))
     return Curve(label, result, tuple(points))
 
 

@@ -89,7 +89,9 @@ h1 { border-bottom: 2px solid #444; } h2 { border-bottom: 1px solid #ccc; margin
 table { border-collapse: collapse; margin: 1em 0; font-size: 0.9em; }
 th, td { border: 1px solid #bbb; padding: 0.3em 0.6em; text-align: left; vertical-align: top; }
 th { background: #eef; } tr:nth-child(even) td { background: #f7f7fb; }
-pre { background: #f4f4f4; padding: 0.8em; overflow-x: auto; border-radius: 4px; }
+pre { background: #f4f4f4; padding: 0.8em; border-radius: 4px; white-space: pre-wrap;
+      overflow-wrap: anywhere; }
+td { overflow-wrap: anywhere; }
 figure { margin: 1em 0; } img { max-width: 100%; border: 1px solid #ddd; }
 figcaption { font-size: 0.85em; color: #555; }
 """

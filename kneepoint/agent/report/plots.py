@@ -8,7 +8,9 @@ import math
 from pathlib import Path
 
 # The object API draws straight to files (Agg): no pyplot state, no display needed.
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.ticker import LogFormatter
 
 from kneepoint.agent.report.data import Curve, ReportData, slo_metrics
 
@@ -18,6 +20,14 @@ _SIGNALS = (
     ("sm_util_pct", "SM active", 1.0), ("tensor_util_pct", "tensor active", 1.0),
     ("dram_bw_util_pct", "DRAM bandwidth", 1.0),
 )  # fmt: skip
+
+
+def plain_log_y(ax: Axes) -> None:
+    """A log y axis labelled in plain numbers: by default a range under one decade (an ITL
+    between 20 and 50 ms) is labelled 3x10^1, 4x10^1."""
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(LogFormatter(labelOnlyBase=False))
+    ax.yaxis.set_minor_formatter(LogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.4)))
 
 
 def _save(fig: Figure, path: Path) -> Path:
@@ -49,7 +59,7 @@ def latency_curves(data: ReportData, out: Path) -> Path | None:
             if c.result.capacity_rps:
                 ax.axvline(c.result.capacity_rps, color=colour, ls=":", lw=1.2)
         ax.axhline(limit, color="#d62728", ls="--", lw=1, label=f"SLO {limit:g} ms")
-        ax.set_yscale("log")
+        plain_log_y(ax)
         ax.set(title=label, xlabel="offered rate (req/s)", ylabel="ms")
         ax.legend(fontsize=8)
     return _save(fig, out / "latency-vs-load.png")

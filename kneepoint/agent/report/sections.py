@@ -8,8 +8,8 @@ import math
 import statistics
 from pathlib import Path
 
-from kneepoint.agent.report import plots
-from kneepoint.agent.report.data import Curve, ReportData
+from kneepoint.agent.report import measured, plots
+from kneepoint.agent.report.data import ReportData
 from kneepoint.agent.report.document import (
     Bullets,
     Code,
@@ -19,53 +19,66 @@ from kneepoint.agent.report.document import (
     Paragraph,
     Table,
 )
+from kneepoint.agent.report.measured import capacity_text
 from kneepoint.agent.state import TrialState
 from kneepoint.records.diagnosis import Diagnosis
 from kneepoint.records.proposal import Pruning
-from kneepoint.records.sweep import SweepResult
-
-
-def _cap(result: SweepResult | None) -> str:
-    if result is None or result.capacity_rps is None:
-        return "no rate met the SLO"
-    low, high = result.capacity_low_rps, result.capacity_high_rps
-    spread = f" [{low:.2f}, {high:.2f}]" if low is not None and high is not None else ""
-    return f"{result.capacity_rps:.2f} req/s{spread}"
 
 
 def _pct(value: float | None) -> str:
     return "n/a" if value is None else f"{value:+.1%}"
 
 
-def summary(data: ReportData, doc: Document) -> None:
-    state, study = data.state, data.study
-    start = state.baseline
+def _unchecked(data: ReportData) -> list[TrialState]:
+    """Promoted trials that changed model outputs without a quality check."""
+    return [t for t in data.trials if t.promoted is not None and t.unchecked_quality]
+
+
+def _progress_items(data: ReportData) -> list[str]:
+    state = data.state
     items = []
-    if start is not None:
-        items.append(f"Started at {_cap(start.repeats)} (95% interval over "
-                     f"{len(start.repeats.capacity_by_repeat)} repeats); "
-                     f"{start.diagnosis.headline()}.")  # fmt: skip
+    start = state.baseline
+    if start is None:
+        return ["The baseline has not finished: no capacity has been measured yet."]
+    items.append(f"Started at {capacity_text(start.repeats)} (95% interval over "
+                 f"{len(start.repeats.capacity_by_repeat)} repeats); "
+                 f"{start.diagnosis.headline()}.")  # fmt: skip
     if state.promotions:
-        last = state.promotions[-1]
-        gain = data.overall
+        last, gain = state.promotions[-1], data.overall
         gain_text = (f"{_pct(gain.gain_rel)} [{_pct(gain.gain_low_rel)}, "
-                     f"{_pct(gain.gain_high_rel)}] over the start" if gain else "")  # fmt: skip
-        items.append(f"Now {_cap(last.repeats)}: {gain_text} after {len(state.promotions)} "
-                     f"promotion(s).")  # fmt: skip
-    elif start is not None:
+                     f"{_pct(gain.gain_high_rel)}] over the start " if gain else "")  # fmt: skip
+        items.append(f"Now {capacity_text(last.repeats)}: {gain_text}after "
+                     f"{len(state.promotions)} promotion(s).")  # fmt: skip
+    elif state.finished is not None and state.trials_run:
         items.append("No change beat the starting configuration beyond the noise: keep it.")
+    for trial in _unchecked(data):
+        items.append(f"Not quality-checked: trial {trial.trial} ({trial.proposal.reason}) "
+                     f"changes model outputs and was accepted without a check "
+                     f"({trial.quality.reason if trial.quality else ''}). Compare its outputs "
+                     "with the starting configuration's before serving it.")  # fmt: skip
     if state.diagnosis is not None:
         items.append(f"What binds now: {state.diagnosis.headline()}.")
+    return items
+
+
+def summary(data: ReportData, doc: Document) -> None:
+    state, study = data.state, data.study
+    items = _progress_items(data)
     if state.finished is not None:
         items.append(f"Stopped: {state.finished.reason.replace('_', ' ')}: "
                      f"{state.finished.detail}.")  # fmt: skip
+    else:
+        items.append(f"The run is still running or was interrupted; resume it with "
+                     f"`kneepoint tune {data.folder.path}`.")  # fmt: skip
     hours = state.device_s / 3600.0
     price = study.budget.price_per_gpu_hour_usd
     cost = f", ${hours * price:.2f} at ${price:g}/GPU-hour" if price is not None else ""
     validated = sum(t.validated is not None for t in state.trials.values())
     items.append(f"Search cost: {state.trials_run} trials ({validated} validated, "
                  f"{len(state.promotions)} promoted), {hours:.2f} device-hours{cost}.")  # fmt: skip
-    doc.add(Heading("Summary"), Bullets(items), Paragraph("Recommended command:"),
+    caveat = " (not quality-checked: see above)" if _unchecked(data) else ""
+    said = "Recommended command" if state.baseline else "Starting command (not measured yet)"
+    doc.add(Heading("Summary"), Bullets(items), Paragraph(f"{said}{caveat}:"),
             Code(data.command))  # fmt: skip
 
 
@@ -99,50 +112,6 @@ def bottleneck(data: ReportData, doc: Document) -> None:
                           f"{sources}."), evidence_table(diagnosis))  # fmt: skip
 
 
-def _curve_table(curve: Curve) -> Table:
-    labels = list(curve.points[0].values_ms) if curve.points else []
-    rows = [
-        [f"{p.rate_rps:.2f}", f"{p.goodput_rps:.2f}", "yes" if p.meets_slo else "no",
-         *(("inf" if math.isinf(p.values_ms[k]) else f"{p.values_ms[k]:.1f}") for k in labels)]
-        for p in curve.points
-    ]  # fmt: skip
-    return Table(["rate req/s", "goodput req/s", "meets SLO", *(f"{k} ms" for k in labels)], rows)
-
-
-def curves(data: ReportData, doc: Document, out: Path) -> None:
-    doc.add(Heading("Latency vs load"),
-            Paragraph("Mean over repeats at each offered rate; dotted lines mark each "
-                      "configuration's SLO capacity, dashed lines the SLO."))  # fmt: skip
-    for make in (plots.latency_curves, plots.goodput_curves):
-        path = make(data, out)
-        if path is not None:
-            doc.add(Image(path, path.stem.replace("-", " ")))
-    for curve in (data.start, data.final):
-        if curve is not None:
-            doc.add(Heading(f"{curve.label}: {_cap(curve.result)}", 3), _curve_table(curve))
-
-
-def signals(data: ReportData, doc: Document, out: Path) -> None:
-    doc.add(Heading("Signals at the knee"))
-    path = plots.knee_signals(data, out)
-    if path is not None:
-        doc.add(Image(path, "signals just past the knee"))
-    columns = [(c.label, data.knee_point(c)) for c in (data.start, data.final) if c is not None]
-    known = [(label, point) for label, point in columns if point is not None]
-    if not known:
-        doc.add(Paragraph("No measured point past the knee."))
-        return
-    names = [n for n, v in known[0][1].signals.model_dump().items() if v is not None]
-    rows = [[n, *(_show(getattr(p.signals, n)) for _, p in known)] for n in names]
-    doc.add(Table(["signal", *(f"{label} @ {p.rate_rps:.2f} req/s" for label, p in known)], rows))
-
-
-def _show(value: object) -> str:
-    if value is None:
-        return "-"
-    return f"{value:.3g}" if isinstance(value, float) else str(value)
-
-
 def pruning_tables(pruning: Pruning) -> list[Table]:
     tried = [[c.knob.name, c.direction + (f" {c.target}" if c.target is not None else ""),
               f"{c.predicted_ratio:.2f}x", c.relieves, c.reason,
@@ -163,12 +132,12 @@ def _verdict(trial: TrialState) -> str:
     if trial.screened is None:
         return "not measured yet"
     if trial.promoted is not None:
-        return "promoted"
+        return "promoted, not quality-checked" if trial.unchecked_quality else "promoted"
     if trial.validated is not None and trial.validated.failure is not None:
         return f"failed {trial.validated.failure.detail}"
     if trial.validated is not None and trial.validated.judgement is not None:
         return f"not promoted: {trial.validated.judgement.reason}"
-    if trial.quality is not None and not trial.quality.passed:
+    if trial.quality is not None and trial.quality.rejects:
         return f"rejected by the quality check: {trial.quality.reason}"
     return trial.screened.reason
 
@@ -218,16 +187,24 @@ def build(data: ReportData) -> Document:
     setting = f"{study.model.name} on {study.gpu.name} ({study.backend.kind} backend)"
     doc.add(Paragraph(f"{setting}, workload {study.workload.name}; objective "
                       f"{study.objective.kind}."))  # fmt: skip
+    measured.slo(data, doc)
     summary(data, doc)
     bottleneck(data, doc)
-    curves(data, doc, out)
-    signals(data, doc, out)
+    measured.curves(data, doc, out)
+    measured.signals(data, doc, out)
     pruned(data, doc)
     trials(data, doc)
     predictions(data, doc, out)
-    doc.add(Heading("The run folder"),
-            Bullets([f"{data.folder.path}", "ledger.jsonl: every decision and measurement",
-                     "trials/: sweeps, server logs, request records, metric snapshots",
-                     f"optuna.db: optuna-dashboard {data.folder.optuna_url}",
-                     "best.yaml and best-command.txt: the winner"]))  # fmt: skip
+    doc.add(Heading("The run folder"), Bullets(_folder_items(data)))
     return doc
+
+
+def _folder_items(data: ReportData) -> list[str]:
+    folder = data.folder
+    items = [f"{folder.path}", "ledger.jsonl: every decision and measurement",
+             "trials/: sweeps, server logs, request records, metric snapshots"]  # fmt: skip
+    if (folder.path / "optuna.db").is_file():
+        items.append(f"optuna.db: open with optuna-dashboard {folder.optuna_url}")
+    if (folder.path / "best.yaml").is_file():
+        items.append("best.yaml and best-command.txt: the winner")
+    return items

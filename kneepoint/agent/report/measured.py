@@ -1,0 +1,95 @@
+"""The report's measured sections: the SLO and what its verdicts mean, the latency/load curves of
+the start and the winner (every rate, how many repeats met the SLO and what the others missed),
+and the signals at the knee."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from kneepoint.agent.report import plots
+from kneepoint.agent.report.data import Curve, CurvePoint, ReportData, slo_lines
+from kneepoint.agent.report.document import Bullets, Document, Heading, Image, Paragraph, Table
+from kneepoint.records.sweep import SweepResult
+
+DEFINITIONS = (
+    "Meets SLO (one offered rate, one repeat): for every class, each limited percentile over "
+    "the stable window (requests scheduled after the warm-up and before the drain; failed and "
+    "timed-out requests count as infinitely slow) is within its limit. This is the only verdict "
+    "kneepoint decides by, here and on the console.",
+    "Goodput: requests per second in that window that completed and met every limit on their "
+    "own (their TTFT, their own p95 gap between tokens, ...). A rate can meet the SLO while "
+    "some requests miss: a p99 limit lets 1% of requests exceed it, a p95 ITL limit 5% of the "
+    "gaps, and one stall fails a short answer's own p95.",
+    "SLO capacity: the highest offered rate that meets the SLO, interpolated between the last "
+    "rate that meets it and the first that does not; over repeats, their mean with a 95% "
+    "interval.",
+)
+
+
+def capacity_text(result: SweepResult | None) -> str:
+    if result is None or result.capacity_rps is None:
+        return "no rate met the SLO"
+    low, high = result.capacity_low_rps, result.capacity_high_rps
+    spread = f" [{low:.2f}, {high:.2f}]" if low is not None and high is not None else ""
+    return f"{result.capacity_rps:.2f} req/s{spread}"
+
+
+def slo(data: ReportData, doc: Document) -> None:
+    """The SLO at the top, with the definitions every later table uses."""
+    lines = slo_lines(data.study)
+    doc.add(Heading("Service-level objective"))
+    doc.add(Bullets(lines) if lines else Paragraph("No SLO: the study measures throughput."))
+    doc.add(Bullets(DEFINITIONS))
+
+
+def _met(point: CurvePoint) -> str:
+    met = f"{point.repeats - len(point.misses)}/{point.repeats} repeats"
+    return f"yes ({met})" if not point.misses else f"no ({met}): " + "; ".join(point.misses)
+
+
+def _curve_table(curve: Curve) -> Table:
+    labels = list(curve.points[0].values_ms) if curve.points else []
+    rows = [
+        [f"{p.rate_rps:.2f}", _met(p), f"{p.goodput_rps:.2f} ({p.goodput_rps / p.rate_rps:.0%})",
+         *(("inf" if math.isinf(p.values_ms[k]) else f"{p.values_ms[k]:.1f}") for k in labels)]
+        for p in curve.points
+    ]  # fmt: skip
+    header = ["rate req/s", "meets SLO", "goodput req/s (of offered)"]
+    return Table([*header, *(f"{k} ms (mean)" for k in labels)], rows)
+
+
+def curves(data: ReportData, doc: Document, out: Path) -> None:
+    doc.add(Heading("Latency vs load"),
+            Paragraph("Latencies are the mean over repeats at each offered rate; the verdict "
+                      "is per repeat. Dotted lines mark each configuration's SLO capacity, "
+                      "dashed lines the SLO."))  # fmt: skip
+    for make in (plots.latency_curves, plots.goodput_curves):
+        path = make(data, out)
+        if path is not None:
+            doc.add(Image(path, path.stem.replace("-", " ")))
+    for curve in (data.start, data.final):
+        if curve is not None:
+            doc.add(Heading(f"{curve.label}: {capacity_text(curve.result)}", 3),
+                    _curve_table(curve))  # fmt: skip
+
+
+def signals(data: ReportData, doc: Document, out: Path) -> None:
+    doc.add(Heading("Signals at the knee"))
+    path = plots.knee_signals(data, out)
+    if path is not None:
+        doc.add(Image(path, "signals just past the knee"))
+    columns = [(c.label, data.knee_point(c)) for c in (data.start, data.final) if c is not None]
+    known = [(label, point) for label, point in columns if point is not None]
+    if not known:
+        doc.add(Paragraph("No measured point past the knee."))
+        return
+    names = [n for n, v in known[0][1].signals.model_dump().items() if v is not None]
+    rows = [[n, *(_show(getattr(p.signals, n)) for _, p in known)] for n in names]
+    doc.add(Table(["signal", *(f"{label} @ {p.rate_rps:.2f} req/s" for label, p in known)], rows))
+
+
+def _show(value: object) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.3g}" if isinstance(value, float) else str(value)

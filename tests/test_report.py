@@ -1,0 +1,114 @@
+"""The report says what it measured without contradicting itself: the SLO at the top with one
+definition of "meets SLO" (and goodput beside it), a repeat that missed named in its row, and
+"not quality-checked" wherever an output-changing knob went through without a check."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+from pathlib import Path
+
+import pytest
+from matplotlib.figure import Figure
+
+from kneepoint.agent.cli import main
+from kneepoint.agent.ledger import Ledger
+from kneepoint.agent.report.data import curve
+from kneepoint.agent.report.document import Code, Document, Table, to_html
+from kneepoint.agent.report.measured import DEFINITIONS
+from kneepoint.agent.report.plots import plain_log_y
+from kneepoint.agent.run_folder import RunFolder
+from kneepoint.agent.state import RunState
+from kneepoint.records.ledger import QualityChecked
+
+from .conftest import CONFIGS
+from .test_tune import HEADLESS, _chromium, run_dir
+
+FP8_ONLY = [
+    "search.knobs=[quantization]", "tuning.validate_repeats=2", "tuning.screen_seconds=8",
+    "tuning.validate_seconds=8", "tuning.start_rps=4",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def fp8_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A compute-bound H100 where fp8 weights are the one knob left: promoted on the
+    simulator, which has no real outputs to check."""
+    runs = tmp_path_factory.mktemp("runs")
+    args = ["tune", str(CONFIGS / "scenarios" / "compute-bound.yaml"), "--runs-dir", str(runs)]
+    assert main(args + [a for s in FP8_ONLY for a in ("--set", s)]) == 0
+    return run_dir(runs)
+
+
+def test_a_skipped_quality_check_is_recorded_as_skipped(fp8_run: Path) -> None:
+    events = Ledger(fp8_run / "ledger.jsonl").read()
+    [checked] = [e for e in events if isinstance(e, QualityChecked)]
+    assert checked.verdict == "skipped" and "simulator has no real model outputs" in checked.reason
+    state = RunState.replay(events)
+    assert state.promotions and state.trials[checked.trial].unchecked_quality
+
+
+def test_the_report_says_not_quality_checked_in_the_summary_and_the_trial(fp8_run: Path) -> None:
+    report = (fp8_run / "report.md").read_text()
+    summary = report.split("## Summary", 1)[1].split("## What binds", 1)[0]
+    assert "Not quality-checked: trial 1" in summary
+    assert "Recommended command (not quality-checked: see above):" in summary
+    trials = report.split("## Trials", 1)[1].split("##", 1)[0]
+    assert "promoted, not quality-checked" in trials
+
+
+def test_the_slo_and_its_definitions_come_first(fp8_run: Path) -> None:
+    report = (fp8_run / "report.md").read_text()
+    slo = report.index("## Service-level objective")
+    assert slo < report.index("## Summary")
+    assert "- summarise: TTFT p99 <= 2000 ms" in report[slo:]
+    for definition in DEFINITIONS:
+        assert definition in report
+    assert "meets SLO" in report and "goodput req/s (of offered)" in report
+
+
+def test_a_repeat_that_missed_is_named_in_its_row(fp8_run: Path) -> None:
+    folder = RunFolder(fp8_run)
+    state = RunState.replay(folder.ledger.read())
+    assert state.baseline is not None
+    result = state.baseline.repeats
+    # Make the second repeat of the lowest rate miss, as one noisy repeat does.
+    first = min(result.points, key=lambda p: (p.rate_rps, -p.repeat))
+    missed = first.point.model_copy(
+        update={"meets_slo": False, "violations": ("chat itl_p95 53 ms > 50 ms",)}
+    )
+    points = tuple(p.model_copy(update={"point": missed}) if p is first else p
+                   for p in result.points)  # fmt: skip
+    rows = curve(folder.study(), "start", result.model_copy(update={"points": points})).points
+    row = rows[0]
+    assert not row.meets_slo and row.repeats >= 2
+    assert row.misses == (f"r{first.repeat}: chat itl_p95 53 ms > 50 ms",)
+    assert all(r.meets_slo for r in rows[1:3])
+
+
+def test_a_long_command_wraps_instead_of_widening_the_page(tmp_path: Path) -> None:
+    # A launch command with a venv path and twenty flags used to run off a 1400 px window.
+    doc = Document("wide")
+    doc.add(Code("/opt/venvs/vllm/bin/python -m vllm.entrypoints.cli.main serve "
+                 + " ".join(f"--flag-number-{i} value-{i}" for i in range(40))),
+            Table(["signal", "reading"], [["x", "y" * 400]]))  # fmt: skip
+    probe = (
+        "<script>document.title = document.documentElement.scrollWidth <= innerWidth "
+        "? 'fits' : 'overflows';</script></body>"
+    )
+    page = tmp_path / "page.html"
+    page.write_text(to_html(doc).replace("</body>", probe))
+    argv = [_chromium(), *HEADLESS, f"--user-data-dir={tmp_path / 'profile'}",
+            "--window-size=1400,900", "--dump-dom", page.as_uri()]  # fmt: skip
+    dom = subprocess.run(argv, check=True, capture_output=True, text=True, timeout=120).stdout
+    assert "<title>fits</title>" in dom
+
+
+def test_latency_axes_are_labelled_in_plain_numbers() -> None:
+    fig = Figure()
+    ax = fig.subplots()
+    ax.plot([1, 2, 3], [22.0, 31.0, 47.0])  # an ITL curve inside one decade
+    plain_log_y(ax)
+    fig.savefig(io.BytesIO(), format="png")
+    labels = [t.get_text() for t in ax.get_yticklabels(minor=True) if t.get_text()]
+    assert labels and all(text.replace(".", "").isdigit() for text in labels), labels
