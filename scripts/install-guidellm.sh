@@ -15,7 +15,7 @@ VENV="${KNEEPOINT_GUIDELLM_VENV:-$HOME/.cache/kneepoint/guidellm-$VERSION}"
 CHECK="import guidellm.__main__"
 
 venv_ready "$VENV" "$CHECK"
-venv_begin "$VENV"
+venv_begin "$VENV" "about 1 GB with torch's CPU build"
 # Both in one resolve, so guidellm's requirements cannot replace the pinned torch.
 "${PIP[@]}" "torch==2.13.0" "guidellm==$VERSION" >&2
 venv_finish "$VENV" "$CHECK"

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
+import os
 from pathlib import Path
 
 import numpy as np
+import pytest
+from _pytest.terminal import TerminalReporter
 
 from kneepoint.probes.measure import Measured
 
@@ -31,3 +35,40 @@ def client_server_gaps(measured: Measured) -> dict[str, tuple[float, float, floa
         server_ms = delta.sum / delta.count * 1e3
         gaps[metric] = (float(np.mean(values)) - server_ms, server_ms, delta.count)
     return gaps
+
+
+TIERS = {
+    "slow": "pytest -m slow",
+    "gp": "pip install torch scipy; pytest -m gp",
+    "real_vllm": "pytest -m real_vllm (installs vLLM's CPU build, ~3.5 GB, on first use)",
+}
+_deselected: dict[str, int] = {}
+
+
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    for item in items:
+        for tier in TIERS:
+            if item.get_closest_marker(tier) is not None:
+                _deselected[tier] = _deselected.get(tier, 0) + 1
+                break
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """GP tests need torch: skipped with the way to get it, except in CI, where every tier
+    must really run."""
+    if item.get_closest_marker("gp") is None:
+        return
+    missing = [m for m in ("torch", "scipy") if importlib.util.find_spec(m) is None]
+    if missing:
+        message = f"the gp tier needs {', '.join(missing)}: pip install torch scipy"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+def pytest_terminal_summary(terminalreporter: TerminalReporter) -> None:
+    if not _deselected:
+        return
+    terminalreporter.section("tiers not run")
+    for tier, count in _deselected.items():
+        terminalreporter.write_line(f"{tier}: {count} tests left out; run them with {TIERS[tier]}")

@@ -16,6 +16,7 @@ from kneepoint.probes.process import ServerProcess, free_port
 from .conftest import CONFIGS
 
 
+@pytest.mark.slow  # a full knee search of agent sessions (~25 s)
 def test_a_study_is_diagnosed_with_the_knobs_worth_trying(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -55,6 +56,7 @@ def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield url
 
 
+@pytest.mark.slow  # a minute of simulated serving over HTTP in real time
 def test_a_running_server_is_diagnosed_over_http_without_a_study_file(
     running: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

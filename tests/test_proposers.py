@@ -6,7 +6,6 @@ are never re-proposed, no configuration is proposed twice, and the search ends o
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Callable
 from itertools import cycle
 
@@ -22,7 +21,6 @@ from kneepoint.records.proposal import Outcome, Prediction, Proposal, SearchSpac
 from .synthetic_space import capacity, drive, make_space
 
 Factory = Callable[[SearchSpace, int], Proposer]
-HAS_GP = all(importlib.util.find_spec(m) is not None for m in ("torch", "scipy"))
 
 
 def _coordinate(space: SearchSpace, seed: int) -> Proposer:
@@ -42,9 +40,7 @@ def _gp(space: SearchSpace, seed: int) -> Proposer:
 FACTORIES = [
     pytest.param(_coordinate, 40, id="coordinate"),
     pytest.param(_tpe, 24, id="optuna-tpe"),
-    pytest.param(
-        _gp, 6, id="optuna-gp", marks=pytest.mark.skipif(not HAS_GP, reason="needs torch, scipy")
-    ),
+    pytest.param(_gp, 6, id="optuna-gp", marks=pytest.mark.gp),
 ]
 FAILURES = ("startup_failed", "crashed", "timed_out", "invalid_measurement")
 

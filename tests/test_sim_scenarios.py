@@ -53,7 +53,10 @@ def test_every_scenario_file_is_tested() -> None:
     assert {p.stem for p in SCENARIOS.glob("*.yaml")} == set(SIZING)
 
 
-@pytest.mark.parametrize("name", sorted(SIZING))
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param(n, marks=pytest.mark.slow) if n == "cache-bound" else n for n in sorted(SIZING)],
+)  # the cache-bound knee needs long agent sessions to settle (~12 s)
 def test_scenario_is_dominated_by_its_label_at_its_knee(name: str) -> None:
     _, at, past = knee(name)
     truth: Attribution = at.truth + past.truth
@@ -62,6 +65,7 @@ def test_scenario_is_dominated_by_its_label_at_its_knee(name: str) -> None:
     assert (dominant, share >= 0.7) == (label, True), truth.shares()
 
 
+@pytest.mark.slow  # several knee searches on the virtual clock
 def test_fp8_weights_lift_compute_bound_h100_far_more_than_cache_bound_a100() -> None:
     # Hopper's fp8 tensor cores double the GEMM peak; on Ampere fp8 only halves weight bytes,
     # and the cache-bound scenario's pool is pinned, so only the (minor) weight reads shrink.
@@ -77,6 +81,7 @@ def test_async_scheduling_lifts_scheduling_bound_not_compute_bound() -> None:
     assert abs(gain("compute-bound", "engine.async_scheduling=false") - 1.0) <= 0.02
 
 
+@pytest.mark.slow  # several knee searches on the virtual clock
 def test_more_kv_memory_relieves_the_cache_scenario() -> None:
     spec = study("cache-bound")
     rate = knee("cache-bound")[0]
@@ -90,6 +95,7 @@ def test_more_kv_memory_relieves_the_cache_scenario() -> None:
     assert gain("cache-bound", "engine.kv_cache_memory_bytes=2147483648") >= 1.3
 
 
+@pytest.mark.slow  # several knee searches on the virtual clock
 def test_raising_max_num_seqs_helps_until_the_kv_pool_binds() -> None:
     # Pin a small pool under the scheduling scenario: past some cap, blocks run out first.
     pool = "engine.kv_cache_memory_bytes=536870912"

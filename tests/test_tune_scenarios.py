@@ -15,6 +15,8 @@ from kneepoint.agent.state import RunState
 
 from .conftest import CONFIGS
 
+pytestmark = pytest.mark.slow  # whole tuning runs: minutes each
+
 # What an engineer would change, per scenario: (knob, value) pairs, any of which counts.
 EXPECTED = {
     "compute-bound": {("quantization", "fp8")},

@@ -1,0 +1,31 @@
+"""The install scripts' shared library under the scripts' own `set -euo pipefail`: a finished
+environment is moved into place with its console scripts pointing there, whatever else bin/
+holds (a __pycache__ folder made the first install exit 2 after it had done all its work)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from .conftest import REPO
+
+
+def test_venv_finish_moves_an_environment_with_a_pycache_in_bin(tmp_path: Path) -> None:
+    target = tmp_path / "tool"
+    partial = Path(f"{target}.partial")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(partial)], check=True)
+    script = partial / "bin" / "tool-cli"
+    script.write_text(f"#!{partial}/bin/python\nprint('hi')\n")
+    script.chmod(0o755)
+    (partial / "bin" / "__pycache__").mkdir()
+    lib = REPO / "scripts" / "venv-lib.sh"
+    done = subprocess.run(
+        ["bash", "-c", f'set -euo pipefail; source "{lib}"; venv_finish "$1" "import sys"',
+         "bash", str(target)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == str(target)
+    assert not partial.exists()
+    assert (target / "bin" / "tool-cli").read_text().startswith(f"#!{target}/bin/python\n")
