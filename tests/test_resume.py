@@ -105,6 +105,42 @@ def test_sigterm_stops_the_server_with_the_agent_and_the_run_resumes(tmp_path: P
     assert not _server_pids(runs)
 
 
+def test_sigkill_of_the_agent_takes_its_server_down_too(tmp_path: Path) -> None:
+    # kill -9 runs no handler: only the watchdog, woken by the agent's end of a pipe closing,
+    # can stop the server (which on a GPU would otherwise hold it until someone resumes).
+    study = tmp_path / "http.yaml"
+    study.write_text(SMALL.read_text().replace("clock: virtual", "clock: http"))
+    runs = tmp_path / "runs"
+    proc = _tune(study, runs)
+    deadline = time.monotonic() + 120
+    while not _server_pids(runs) and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.1)
+    servers = _server_pids(runs)
+    assert servers, "a simulated server was started"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    gone_by = time.monotonic() + 20
+    while time.monotonic() < gone_by and (
+        _server_pids(runs) or any(_group_exists(pid) for pid in servers)
+    ):
+        time.sleep(0.1)
+    assert not any(_group_exists(pid) for pid in servers)
+    assert not _server_pids(runs)  # the watchdog removed the pid file it acted on
+
+
+def _group_exists(pgid: int) -> bool:
+    """A live (not zombie) process in group ``pgid``: an orphaned zombie is dead, whether or
+    not this machine's init has reaped it yet."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[-1].split()
+        except OSError:
+            continue
+        if fields[2] == str(pgid) and fields[0] != "Z":
+            return True
+    return False
+
+
 def _server_pids(runs: Path) -> list[int]:
     found = []
     for pid_file in runs.rglob("*.pid"):

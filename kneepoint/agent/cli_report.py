@@ -13,8 +13,7 @@ import structlog
 
 from kneepoint.agent.ledger import LedgerError
 from kneepoint.agent.report import write_report
-from kneepoint.agent.run_folder import RunFolder, RunFolderError
-from kneepoint.config import ConfigError, Problem
+from kneepoint.agent.run_folder import RunFolder, RunFolderError, run_folder_error
 
 log = structlog.get_logger(__name__)
 
@@ -30,7 +29,7 @@ def run_report(args: argparse.Namespace) -> int:
         folder = RunFolder.existing(args.run)
         markdown, html = write_report(folder)
     except (RunFolderError, LedgerError) as exc:
-        raise ConfigError([Problem(str(args.run), None, (), str(exc))]) from exc
+        raise run_folder_error(args.run, exc) from exc
     log.info("report.written", markdown=str(markdown), html=str(html))
     sys.stdout.write(f"{markdown}\n{html}\n")
     return 0

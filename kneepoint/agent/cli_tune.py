@@ -21,7 +21,7 @@ from kneepoint.agent.ledger import LedgerError
 from kneepoint.agent.logs import configure_logging
 from kneepoint.agent.loop import Tuner
 from kneepoint.agent.report import write_report
-from kneepoint.agent.run_folder import RunFolder, RunFolderError
+from kneepoint.agent.run_folder import RunFolder, RunFolderError, run_folder_error
 from kneepoint.config import ConfigError, knob_catalogue, load_study
 from kneepoint.config.errors import Problem
 from kneepoint.config.overrides import add_overrides_argument
@@ -37,6 +37,9 @@ def add_tune_command(commands: argparse._SubParsersAction[argparse.ArgumentParse
     tune.add_argument("target", type=Path, nargs="?", help="a study YAML file, or a run folder")
     tune.add_argument("--resume", type=Path, metavar="RUN", help="resume this run folder")
     tune.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where runs go")
+    tune.add_argument("--repair-ledger", action="store_true",
+                      help="resuming: keep the ledger's valid events before a damaged line and "
+                      "move the rest aside (to ledger.jsonl.rejected-lineN)")  # fmt: skip
     add_overrides_argument(tune, "override a study field (new runs only)")
     tune.set_defaults(handler=run_tune)
 
@@ -49,9 +52,16 @@ def _open(args: argparse.Namespace) -> RunFolder:
         if args.overrides:
             raise ConfigError([Problem("--set", None, (), "a resumed run keeps its study")])
         try:
-            return RunFolder.existing(target)
+            folder = RunFolder.existing(target)
+            folder.check_resumable()
         except RunFolderError as exc:
-            raise ConfigError([Problem(str(target), None, (), str(exc))]) from exc
+            raise run_folder_error(target, exc) from exc
+        if args.repair_ledger:
+            _repair(folder)
+        return folder
+    if args.repair_ledger:
+        raise ConfigError([Problem("--repair-ledger", None, (), "repairs a run folder's "
+                                   "ledger; give the run, not a study file")])  # fmt: skip
     study = load_study(target, args.overrides)
     if study.objective.kind != "slo_capacity":
         # Screens, validation legs and the judge all measure SLO capacity; a study that asks
@@ -70,6 +80,16 @@ def _open(args: argparse.Namespace) -> RunFolder:
     return RunFolder.create(args.runs_dir, study, now)
 
 
+def _repair(folder: RunFolder) -> None:
+    kept, aside = folder.ledger.repair()
+    if aside is None:
+        print(f"kneepoint: {folder.ledger.path}: every line is a valid event; nothing to repair",
+              file=sys.stderr)  # fmt: skip
+    else:
+        print(f"kneepoint: {folder.ledger.path}: kept {kept} events; the rest moved to {aside}",
+              file=sys.stderr)  # fmt: skip
+
+
 def run_tune(args: argparse.Namespace) -> int:
     folder = _open(args)
     # The run's own structured log lives with it, unless the user sent it elsewhere.
@@ -78,7 +98,7 @@ def run_tune(args: argparse.Namespace) -> int:
         study = folder.study()
         tuner = Tuner(folder, study, progress_for(sys.stderr), knob_catalogue())
     except (RunFolderError, LedgerError) as exc:
-        raise ConfigError([Problem(str(folder.path), None, (), str(exc))]) from exc
+        raise run_folder_error(folder.path, exc) from exc
     tuner.progress.phase("run", f"{study.name} in {folder.path}")
     try:
         state = tuner.run()

@@ -3,6 +3,8 @@ before the agent acts on it, so nothing decided is lost when the agent or the ma
 
 A line cut short by a crash mid-write is the only damage a crash can do; reading skips it (and
 rewrites the file without it before appending, so the next event starts on a line of its own).
+Any other bad line (an editor's slip, a disk error) stops the reading with its line number and
+the way forward: ``repair`` keeps the valid events before it and moves the rest aside, whole.
 """
 
 from __future__ import annotations
@@ -22,6 +24,13 @@ _EVENT: TypeAdapter[Event] = TypeAdapter(Event)
 
 class LedgerError(ValueError):
     """A ledger line that is whole but not a known event: the file is not ours, or damaged."""
+
+    def __init__(self, path: Path, line: int, detail: str) -> None:
+        super().__init__(f"{path}:{line}: {detail}")
+        self.path, self.line, self.detail = path, line, detail
+
+
+REPAIR_HINT = "kneepoint tune --resume {run} --repair-ledger"
 
 
 class Ledger:
@@ -45,10 +54,35 @@ class Ledger:
             try:
                 events.append(_EVENT.validate_json(line))
             except ValidationError as exc:
-                first = exc.errors()[0]
-                where = ".".join(str(p) for p in first["loc"])
-                raise LedgerError(f"{self.path}:{number}: {where}: {first['msg']}") from exc
+                hint = REPAIR_HINT.format(run=self.path.parent)
+                raise LedgerError(
+                    self.path, number, f"not a ledger event ({_first_problem(exc)}); to resume "
+                    f"from the {len(events)} valid events before it: {hint}",
+                ) from exc  # fmt: skip
         return events
+
+    def repair(self) -> tuple[int, Path | None]:
+        """Keep the valid events before the first bad line; move that line and everything
+        after it, unchanged, to a file beside the ledger. Returns (events kept, where the
+        rest went; None when there was nothing to move)."""
+        lines = self.path.read_bytes().splitlines(keepends=True)
+        kept = 0
+        for line in lines:
+            if line.strip():
+                try:
+                    _EVENT.validate_json(line)
+                except ValidationError:
+                    break
+            kept += 1
+        rest = lines[kept:]
+        if not rest:
+            return sum(bool(line.strip()) for line in lines), None
+        aside = self.path.with_name(f"{self.path.name}.rejected-line{kept + 1}")
+        aside.write_bytes(b"".join(rest))
+        good = b"".join(line if line.endswith(b"\n") else line + b"\n" for line in lines[:kept])
+        self._rewrite(good)
+        log.warning("ledger.repaired", path=str(self.path), kept_lines=kept, moved_to=str(aside))
+        return sum(bool(line.strip()) for line in lines[:kept]), aside
 
     def append(self, event: Event) -> None:
         """Write one event and make it durable before returning."""
@@ -64,6 +98,9 @@ class Ledger:
         for event in events:
             self.append(event)
 
+    def is_empty(self) -> bool:
+        return not self.path.exists() or not self.path.read_bytes().strip()
+
     def _rewrite(self, data: bytes) -> None:
         tmp = self.path.with_suffix(".tmp")
         with tmp.open("wb") as handle:
@@ -71,3 +108,9 @@ class Ledger:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, self.path)
+
+
+def _first_problem(exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"])
+    return f"{where}: {first['msg']}" if where else str(first["msg"])

@@ -25,7 +25,8 @@ import yaml
 from pydantic import ValidationError
 
 from kneepoint.agent.files import write_atomically
-from kneepoint.agent.ledger import Ledger
+from kneepoint.agent.ledger import Ledger, LedgerError
+from kneepoint.config.errors import ConfigError, Problem
 from kneepoint.probes.targets import PointArtifacts
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.study import StudySpec, VllmBackend
@@ -62,6 +63,18 @@ class RunFolder:
         if not (path / "study.yaml").is_file() or not (path / "ledger.jsonl").is_file():
             raise RunFolderError("not a kneepoint run folder (no study.yaml and ledger.jsonl)")
         return cls(path)
+
+    def check_resumable(self) -> None:
+        """Refuse a folder whose ledger cannot be what its trials came from: an empty ledger
+        beside trial folders would silently start the run over them."""
+        trials = self.path / "trials"
+        found = sorted(p.name for p in trials.iterdir()) if trials.is_dir() else []
+        if found and self.ledger.is_empty():
+            raise RunFolderError(
+                f"ledger.jsonl is empty but trials/ holds {len(found)} trial folder(s) "
+                f"({', '.join(found[:3])}{', ...' if len(found) > 3 else ''}): the run's record "
+                "is lost; restore ledger.jsonl from a backup, or start a new run from the study"
+            )
 
     def study(self) -> StudySpec:
         """The run's own resolved study (a resumed run keeps it, whatever the file says now)."""
@@ -104,6 +117,13 @@ class RunFolder:
 
     def write_json(self, name: str, body: object) -> None:
         write_atomically(self.path / name, json.dumps(body, indent=1) + "\n")
+
+
+def run_folder_error(path: Path, exc: RunFolderError | LedgerError) -> ConfigError:
+    """A run folder's problem as the one line the CLI prints (a bad ledger line by number)."""
+    if isinstance(exc, LedgerError):
+        return ConfigError([Problem(str(exc.path), exc.line, (), exc.detail)])
+    return ConfigError([Problem(str(path), None, (), str(exc))])
 
 
 def serve_command(study: StudySpec, config: EngineConfig) -> str:

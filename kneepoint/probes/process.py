@@ -14,6 +14,7 @@ import re
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -106,9 +107,12 @@ class ServerProcess:
             self.argv, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
             env={**os.environ, **(env or {})}, start_new_session=True,
         )  # fmt: skip
-        # If the agent dies without stopping it, the next run reaps the group by this file.
+        # If the agent dies without stopping it, its watchdog stops the group at once, and
+        # failing that the next run reaps the group by this file.
         self.pid_path = log_path.with_suffix(".pid")
-        self.pid_path.write_text(f"{self.proc.pid}\n{_started(self.proc.pid)}\n")
+        started = _started(self.proc.pid)
+        self.pid_path.write_text(f"{self.proc.pid}\n{started}\n")
+        self._lifeline, self._watchdog = _watch(self.proc.pid, started, self.pid_path)
 
     def __enter__(self) -> ServerProcess:
         return self
@@ -165,11 +169,30 @@ class ServerProcess:
         finally:
             self._log.close()
             self.pid_path.unlink(missing_ok=True)
+            os.close(self._lifeline)  # the watchdog wakes, finds nothing left, and exits
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._watchdog.wait(timeout=grace_s)
         return self.proc.returncode
 
     def _signal_group(self, sig: signal.Signals) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, sig)
+
+
+def _watch(pgid: int, started: str, pid_path: Path) -> tuple[int, subprocess.Popen[bytes]]:
+    """Start the group's watchdog (kneepoint.probes.watchdog); returns the pipe end whose
+    closing, by this process or by its death, tells the watchdog to act."""
+    read_end, write_end = os.pipe()  # not inherited by later children (PEP 446)
+    try:
+        watchdog = subprocess.Popen(
+            [sys.executable, "-m", "kneepoint.probes.watchdog", str(pgid), started,
+             str(pid_path)],
+            stdin=read_end, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )  # fmt: skip
+    finally:
+        os.close(read_end)
+    return write_end, watchdog
 
 
 def address_in_use(log: str) -> bool:
@@ -188,9 +211,10 @@ def _stat_fields(pid: int) -> list[str]:
 
 def _started(pid: int) -> str:
     """When a process started (clock ticks since boot, from /proc): with the pid, an identity
-    no later process can share. '' where it cannot be read."""
+    no later process can share. '' where it cannot be read, or the process is a zombie (dead,
+    waiting for a parent that may never reap it)."""
     fields = _stat_fields(pid)
-    return fields[19] if len(fields) > 19 else ""
+    return fields[19] if len(fields) > 19 and fields[0] != "Z" else ""
 
 
 def _group_members(pgid: int, started: str) -> list[int]:
@@ -201,9 +225,18 @@ def _group_members(pgid: int, started: str) -> list[int]:
         if not entry.name.isdigit():
             continue
         fields = _stat_fields(int(entry.name))
-        if len(fields) > 19 and fields[2] == str(pgid) and int(fields[19]) >= int(started):
+        if (len(fields) > 19 and fields[0] != "Z" and fields[2] == str(pgid)
+                and int(fields[19]) >= int(started)):  # fmt: skip
             members.append(int(entry.name))
     return members
+
+
+def group_alive(pgid: int, started: str) -> bool:
+    """Whether the group whose leader was ``pgid``, started at ``started``, still has a live
+    process (the leader itself, or members that outlived it)."""
+    if not started.isdigit():  # no identity to check against: never signal a stranger
+        return False
+    return _started(pgid) == started or bool(_group_members(pgid, started))
 
 
 def reap_orphans(folder: Path) -> list[int]:
@@ -217,7 +250,7 @@ def reap_orphans(folder: Path) -> list[int]:
             pid_file.unlink(missing_ok=True)
             continue
         pid, started = int(lines[0]), lines[1]
-        if _started(pid) == started or _group_members(pid, started):
+        if group_alive(pid, started):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGKILL)
                 stopped.append(pid)

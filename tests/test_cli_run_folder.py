@@ -1,6 +1,8 @@
-"""`kneepoint report RUN` through the installed entry point, on a finished run, on a run killed
-mid-trial and on one killed during its baseline (a killed run leaves a prefix of its ledger,
-perhaps with a torn last line: that is all a kill can leave)."""
+"""Run folders through the installed entry point: `kneepoint report RUN` on a finished run, on a
+run killed mid-trial and on one killed during its baseline (a killed run leaves a prefix of its
+ledger, perhaps with a torn last line: that is all a kill can leave); a damaged ledger named by
+line with the way forward, and that way (`--repair-ledger`) taken; an empty ledger beside trial
+folders refused."""
 
 from __future__ import annotations
 
@@ -85,3 +87,54 @@ def test_global_options_go_before_or_after_the_command(finished: Path, tmp_path:
     kneepoint("report", finished, "--log-level", "info", "--log-file", log)
     kneepoint("--log-level", "info", "report", finished)
     assert log.stat().st_size > 0
+
+
+def _garbage_at(finished: Path, into: Path, line: int) -> Path:
+    folder = into / finished.name
+    shutil.copytree(finished, folder)
+    lines = (folder / "ledger.jsonl").read_text().splitlines(keepends=True)
+    lines.insert(line - 1, "this is not json\n")
+    (folder / "ledger.jsonl").write_text("".join(lines))
+    return folder
+
+
+def test_a_bad_ledger_line_is_named_with_the_way_forward(finished: Path, tmp_path: Path) -> None:
+    folder = _garbage_at(finished, tmp_path, 4)
+    for command in (["tune", folder], ["report", folder]):
+        done = kneepoint(*command, check=False)
+        assert done.returncode == 2
+        assert done.stderr == (
+            f"kneepoint: {folder / 'ledger.jsonl'}:4: not a ledger event (Invalid JSON: "
+            "expected ident at line 1 column 2); to resume from the 3 valid events before it: "
+            f"kneepoint tune --resume {folder} --repair-ledger\n"
+        )
+
+
+def test_repair_keeps_the_valid_prefix_moves_the_rest_aside_and_resumes(
+    finished: Path, tmp_path: Path
+) -> None:
+    folder = _garbage_at(finished, tmp_path, 4)
+    original = (finished / "ledger.jsonl").read_text().splitlines(keepends=True)
+    done = kneepoint("tune", "--resume", folder, "--repair-ledger")
+    assert f"kept 3 events; the rest moved to {folder / 'ledger.jsonl.rejected-line4'}" in (
+        done.stderr
+    )
+    aside = (folder / "ledger.jsonl.rejected-line4").read_text()
+    assert aside == "this is not json\n" + "".join(original[3:])  # nothing lost
+    resumed = (folder / "ledger.jsonl").read_text().splitlines()
+    assert resumed[:3] == [line.rstrip("\n") for line in original[:3]]
+    # The same run as the untouched one: the loop is deterministic for its seed.
+    assert len(resumed) == len(original) and '"event":"finished"' in resumed[-1]
+    assert (folder / "best.yaml").read_text() == (finished / "best.yaml").read_text()
+
+
+def test_an_empty_ledger_beside_trial_folders_is_refused(finished: Path, tmp_path: Path) -> None:
+    folder = tmp_path / finished.name
+    shutil.copytree(finished, folder)
+    (folder / "ledger.jsonl").write_text("")
+    before = sorted(p.name for p in (folder / "trials").iterdir())
+    done = kneepoint("tune", folder, check=False)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    assert "ledger.jsonl is empty but trials/ holds 5 trial folder(s)" in done.stderr
+    assert sorted(p.name for p in (folder / "trials").iterdir()) == before
+    assert (folder / "ledger.jsonl").read_text() == ""

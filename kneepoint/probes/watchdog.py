@@ -1,0 +1,56 @@
+"""A launched server's watchdog: stops the server's process group when the agent that launched
+it dies, however it dies (kill -9 included), so a server never holds a GPU all night.
+
+The agent keeps the write end of a pipe whose read end is this process's stdin. Nothing is
+ever written: when the agent exits for any reason the kernel closes its end, the read here
+returns end-of-file, and the watchdog stops the group (SIGTERM, then SIGKILL after a grace
+period), unless the leader is gone and no member of its group is left. The leader's identity
+is its pid plus its start time, so a pid reused by another process is never signalled. An
+agent that stops the server itself closes the pipe afterwards, and the watchdog finds nothing
+left to stop.
+
+    python -m kneepoint.probes.watchdog PGID STARTED PIDFILE   (stdin: the agent's pipe)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+from kneepoint.probes.process import group_alive
+
+GRACE_S = 15.0
+"""As ServerProcess.stop: vLLM frees the GPU and its workers on SIGTERM within seconds."""
+
+
+def stop_group(pgid: int, started: str, grace_s: float = GRACE_S) -> bool:
+    """SIGTERM the group, SIGKILL what is left after ``grace_s``; False if it was gone."""
+    if not group_alive(pgid, started):
+        return False
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline and group_alive(pgid, started):
+        time.sleep(0.1)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+    return True
+
+
+def main(argv: list[str]) -> int:
+    pgid, started, pid_file = int(argv[0]), argv[1], Path(argv[2])
+    # Ctrl-C at the agent's terminal must not take the watchdog down before the server.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    while sys.stdin.buffer.read(4096):  # only end-of-file ends this: the agent is gone
+        pass
+    if stop_group(pgid, started):
+        pid_file.unlink(missing_ok=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
