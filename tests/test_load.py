@@ -151,7 +151,7 @@ def test_failures_count_against_percentiles_and_goodput() -> None:
     assert math.isinf(result.dists["c"]["ttft"].p95_ms)  # 5 of 100 failed: p95 is among them
     assert result.meets_slo is False
     assert result.violations == ("c itl_p99 inf ms > 20 ms",)
-    assert result.goodput_rps == pytest.approx(95 / 99)
+    assert result.good_share == pytest.approx(0.95)
 
 
 def test_latency_counts_from_the_scheduled_time_and_the_window_trims() -> None:

@@ -86,7 +86,6 @@ def test_goodput_per_class_matches_a_hand_count(server: tuple[str, int]) -> None
     })  # fmt: skip
     measured = _measure(url, pid, 6.0, 48, "workload=mix", slo=slo, max_tokens=160)
     window = stable_window(measured.records, 0.1)
-    span = max(r.scheduled_s for r in window) - min(r.scheduled_s for r in window)
     by_hand: dict[str, int] = {}
     for rec in window:
         limits = slo.for_class(rec.traffic_class)
@@ -101,8 +100,10 @@ def test_goodput_per_class_matches_a_hand_count(server: tuple[str, int]) -> None
     point = measured.point
     assert len(by_hand) >= 2
     assert 0 < sum(by_hand.values()) < len(window), "the limits should split the requests"
-    assert point.goodput_by_class_rps == pytest.approx({k: v / span for k, v in by_hand.items()})
-    assert point.goodput_rps == pytest.approx(sum(by_hand.values()) / span)
+    # Goodput is the offered rate times the share of good requests, class by class.
+    share = {k: v / len(window) for k, v in by_hand.items()}
+    assert point.goodput_by_class_rps == pytest.approx({k: 6.0 * v for k, v in share.items()})
+    assert point.goodput_rps == pytest.approx(6.0 * sum(share.values()))
 
 
 def test_a_starved_client_is_flagged_not_blamed_on_the_server(server: tuple[str, int]) -> None:

@@ -77,8 +77,11 @@ def load_point(
         failed=sum(not r.ok for r in window),
         timed_out=sum(bool(r.error and r.error.startswith("timed out")) for r in window),
         achieved_rps=completed / result.window_s if result.window_s > 0 else 0.0,
-        goodput_rps=result.goodput_rps,
-        goodput_by_class_rps=_goodput_by_class(window, slo, result.window_s),
+        # The offered rate times the share of good requests: what the load asked for and was
+        # served within the SLO. Counting good requests over the window's span instead reads
+        # a Poisson draw that ran above its rate as goodput above the offered rate.
+        goodput_rps=rate_rps * result.good_share,
+        goodput_by_class_rps=_goodput_by_class(window, slo, rate_rps),
         meets_slo=result.meets_slo,
         violations=result.violations,
         dists=result.dists,
@@ -98,10 +101,13 @@ def _duration(records: Sequence[RequestRecord]) -> float:
 
 
 def _goodput_by_class(
-    window: Sequence[RequestRecord], slo: Slo | None, span_s: float
+    window: Sequence[RequestRecord], slo: Slo | None, rate_rps: float
 ) -> dict[str, float]:
+    """Each class's good requests as a share of the whole window, times the offered rate (so
+    the classes add up to the goodput)."""
     good: dict[str, int] = {}
     for rec in window:
         limits = slo.for_class(rec.traffic_class) if slo is not None else None
         good[rec.traffic_class] = good.get(rec.traffic_class, 0) + request_is_good(rec, limits)
-    return {name: n / span_s if span_s > 0 else 0.0 for name, n in sorted(good.items())}
+    total = len(window)
+    return {name: rate_rps * n / total for name, n in sorted(good.items())} if total else {}

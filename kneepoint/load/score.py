@@ -104,8 +104,9 @@ class Score:
     window_s: float
 
     @property
-    def goodput_rps(self) -> float:
-        return self.good / self.window_s if self.window_s > 0 else 0.0
+    def good_share(self) -> float:
+        """Share of the window's requests that were good (0 for an empty window)."""
+        return self.good / self.total if self.total else 0.0
 
 
 def score(

@@ -57,6 +57,8 @@ class LoadPoint(Record):
     achieved_rps: float = Field(ge=0.0)
     """Completions per second over the window."""
     goodput_rps: float = Field(ge=0.0)
+    """The offered rate times the share of the window's requests that completed and met every
+    limit of their class on their own (at most the offered rate)."""
     goodput_by_class_rps: dict[str, float] = Field(default_factory=dict)
     meets_slo: bool
     violations: tuple[str, ...] = ()

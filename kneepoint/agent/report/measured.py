@@ -17,8 +17,9 @@ DEFINITIONS = (
     "the stable window (requests scheduled after the warm-up and before the drain; failed and "
     "timed-out requests count as infinitely slow) is within its limit. This is the only verdict "
     "kneepoint decides by, here and on the console.",
-    "Goodput: requests per second in that window that completed and met every limit on their "
-    "own (their TTFT, their own p95 gap between tokens, ...). A rate can meet the SLO while "
+    "Goodput: the offered rate times the share of that window's requests that completed and "
+    "met every limit on their own (their TTFT, their own p95 gap between tokens, ...), so at "
+    "most the offered rate. A rate can meet the SLO while "
     "some requests miss: a p99 limit lets 1% of requests exceed it, a p95 ITL limit 5% of the "
     "gaps, and one stall fails a short answer's own p95.",
     "SLO capacity: the highest offered rate that meets the SLO, interpolated between the last "
