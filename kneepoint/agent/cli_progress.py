@@ -1,67 +1,152 @@
-"""A person's view of a running study on a terminal: the phase, a bar of the sweep's points,
-the incumbent and the budget. Off a terminal the run is reported as structured events only."""
+"""A person's view of a running study: the phase, each sweep's points with the time left, the
+standing after each trial. On a terminal a sweep is one bar redrawn in place; anywhere else
+(a log file, a pipe, a scheduler's capture) every line is plain, timestamped and final, so an
+unattended run's stderr shows where it is from its first minute. Every call is also a
+structured event (``LogProgress``) for the run's events.jsonl."""
 
 from __future__ import annotations
 
+import logging
 import sys
+import time
+from datetime import UTC, datetime
 from typing import TextIO
 
-from kneepoint.agent.progress import LogProgress
+from kneepoint.agent.progress import LogProgress, duration
 from kneepoint.records.loadpoint import LoadPoint
 
 _BAR = 20
 
 
-class ConsoleProgress(LogProgress):
-    """Structured events (to the log file, if any) plus lines a person can follow."""
+def point_words(rate_rps: float, repeat: int, point: LoadPoint) -> str:
+    verdict = "meets SLO" if point.meets_slo else "misses SLO"
+    if not point.valid:
+        verdict = "client-bound: not counted"
+    share = point.goodput_rps / rate_rps if rate_rps else 0.0
+    return (f"r{repeat} {rate_rps:8.2f} req/s: {verdict}, goodput {point.goodput_rps:.2f} "
+            f"({share:.0%})")  # fmt: skip
+
+
+class _Sweep:
+    """The points of the sweep being measured, and how long they took."""
+
+    def __init__(self, label: str = "", expected: int | None = None) -> None:
+        self.label, self.expected, self.done = label, expected or 0, 0
+        self.started = time.monotonic()
+
+    def left(self) -> str:
+        """Time left at the pace so far, where the sweep's length is known."""
+        if not self.expected or not self.done or self.done >= self.expected:
+            return ""
+        left = (time.monotonic() - self.started) / self.done * (self.expected - self.done)
+        return f", ~{duration(left)} left" if left >= 1.0 else ""
+
+    def count(self) -> str:
+        if self.expected and self.done <= self.expected:
+            return f"{self.done}/{self.expected}"
+        return f"point {self.done}"
+
+
+class LineProgress(LogProgress):
+    """Plain, final lines, each with its UTC time: for stderr that is not a terminal."""
 
     def __init__(self, stream: TextIO = sys.stderr) -> None:
         self.stream = stream
-        self._label, self._done, self._expected = "", 0, 0
-        self._open_line = False
+        self._sweep = _Sweep()
 
     def _line(self, text: str) -> None:
-        if self._open_line:
-            self.stream.write("\n")
-            self._open_line = False
-        self.stream.write(text + "\n")
+        stamp = datetime.now(UTC).strftime("%H:%M:%SZ")
+        self.stream.write(f"{stamp} {text}\n")
         self.stream.flush()
 
     def phase(self, name: str, detail: str = "", expected_points: int | None = None) -> None:
         super().phase(name, detail, expected_points)
-        self._label, self._done, self._expected = "", 0, expected_points or 0
         self._line(f"> {name}: {detail}" if detail else f"> {name}")
+        self._sweep = _Sweep("", expected_points)
 
     def sweep(self, label: str, expected_points: int | None) -> None:
         super().sweep(label, expected_points)
-        if self._open_line:
-            self._line("")
-        self._label, self._done, self._expected = label, 0, expected_points or 0
+        self._sweep = _Sweep(label, expected_points)
 
     def point(self, label: str, rate_rps: float, repeat: int, point: LoadPoint) -> None:
         super().point(label, rate_rps, repeat, point)
-        if label != self._label:
-            self._label, self._done, self._expected = label, 0, 0
-        self._done += 1
-        expected = max(self._expected, self._done)
-        filled = round(_BAR * self._done / expected) if self._expected else _BAR
-        bar = "#" * filled + "." * (_BAR - filled) if self._expected else ""
-        verdict = "meets SLO" if point.meets_slo else "misses SLO"
-        if not point.valid:
-            verdict = "client-bound: not counted"
-        count = f"{self._done}/{self._expected}" if self._expected else f"point {self._done}"
-        self.stream.write(
-            f"\r  {label:<20} [{bar}] {count:<9} r{repeat} {rate_rps:8.2f} req/s: {verdict}, "
-            f"goodput {point.goodput_rps:.2f}   "
-        )
-        self.stream.flush()
-        self._open_line = True
+        if label != self._sweep.label:
+            self._sweep = _Sweep(label)
+        self._sweep.done += 1
+        sweep = self._sweep
+        self._line(f"  {label} {sweep.count()} {point_words(rate_rps, repeat, point)}"
+                   f"{sweep.left()}")  # fmt: skip
 
     def status(self, line: str) -> None:
         super().status(line)
         self._line(f"  {line}")
 
 
+class ConsoleProgress(LineProgress):
+    """One bar per sweep, redrawn in place; a log line or the next phase first finishes it."""
+
+    def __init__(self, stream: TextIO = sys.stderr) -> None:
+        super().__init__(stream)
+        self._open = False
+        _finish_bars_before_logs(self)
+
+    def _line(self, text: str) -> None:
+        self.finish_bar()
+        self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def finish_bar(self) -> None:
+        """End the open bar's line, as complete: the points a sweep did not need (it found
+        its knee early) were never going to be measured."""
+        if not self._open:
+            return
+        sweep = self._sweep
+        took = duration(time.monotonic() - sweep.started)
+        self.stream.write(f"\r  {sweep.label:<20} [{'#' * _BAR}] {sweep.done} points in {took}"
+                          "\x1b[K\n")  # fmt: skip
+        self.stream.flush()
+        self._open = False
+
+    def sweep(self, label: str, expected_points: int | None) -> None:
+        self.finish_bar()
+        super().sweep(label, expected_points)
+
+    def point(self, label: str, rate_rps: float, repeat: int, point: LoadPoint) -> None:
+        LogProgress.point(self, label, rate_rps, repeat, point)
+        if label != self._sweep.label:
+            self.finish_bar()
+            self._sweep = _Sweep(label)
+        sweep = self._sweep
+        sweep.done += 1
+        shown = min(sweep.done, sweep.expected) if sweep.expected else 0
+        filled = round(_BAR * shown / sweep.expected) if sweep.expected else 0
+        bar = "#" * filled + "." * (_BAR - filled)
+        words = point_words(rate_rps, repeat, point)
+        self.stream.write(f"\r  {label:<20} [{bar}] {sweep.count():<9} {words}{sweep.left()}\x1b[K")
+        self.stream.flush()
+        self._open = True
+
+
+class _FinishBar(logging.Filter):
+    """Lets a log line through only after the open progress bar's line is ended, so a warning
+    never lands in the middle of a bar."""
+
+    def __init__(self, progress: ConsoleProgress) -> None:
+        super().__init__()
+        self.progress = progress
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        self.progress.finish_bar()
+        return True
+
+
+def _finish_bars_before_logs(progress: ConsoleProgress) -> None:
+    for handler in logging.getLogger().handlers:
+        stream = getattr(handler, "stream", None)
+        if stream is progress.stream:
+            handler.addFilter(_FinishBar(progress))
+
+
 def progress_for(stream: TextIO = sys.stderr) -> LogProgress:
-    """Lines for a person on a terminal; structured events only otherwise."""
-    return ConsoleProgress(stream) if stream.isatty() else LogProgress()
+    """Bars on a terminal; plain timestamped lines otherwise."""
+    return ConsoleProgress(stream) if stream.isatty() else LineProgress(stream)

@@ -21,11 +21,18 @@ from kneepoint.agent.ledger import LedgerError
 from kneepoint.agent.logs import configure_logging
 from kneepoint.agent.loop import Tuner
 from kneepoint.agent.report import write_report
-from kneepoint.agent.run_folder import RunFolder, RunFolderError, run_folder_error
+from kneepoint.agent.run_folder import (
+    RunFolder,
+    RunFolderError,
+    run_folder_error,
+    serve_command,
+)
+from kneepoint.agent.state import RunState
 from kneepoint.config import ConfigError, knob_catalogue, load_study
 from kneepoint.config.errors import Problem
 from kneepoint.config.overrides import add_overrides_argument
 from kneepoint.config.yamlio import read_mapping
+from kneepoint.records.study import StudySpec
 
 EXIT_INTERRUPTED = 130
 
@@ -112,10 +119,26 @@ def run_tune(args: argparse.Namespace) -> int:
     best = state.incumbent_objective
     lines = [
         f"run: {folder.path}  ({reason})",
-        f"SLO capacity: {start or 0:.2f} -> {best or 0:.2f} req/s "
+        f"SLO capacity: {_capacity(start)} -> {_capacity(best)} "
         f"after {state.trials_run} trials, {state.device_s / 3600:.2f} device-hours",
         f"report: {markdown}  {html}",
-        f"best: {folder.path / 'best.yaml'}  command: {folder.path / 'best-command.txt'}",
     ]
+    if state.incumbent is not None:
+        lines += _winner_lines(folder, study, state)
     sys.stdout.write("\n".join(lines) + "\n")
     return 0
+
+
+def _winner_lines(folder: RunFolder, study: StudySpec, state: RunState) -> list[str]:
+    assert state.incumbent is not None
+    unchecked = [str(t.trial) for t in state.trials.values() if t.promoted and t.unchecked_quality]
+    caveat = f" (not quality-checked: trial {', '.join(unchecked)})" if unchecked else ""
+    return [
+        f"serve the winner with{caveat}:",
+        f"  {serve_command(study, state.incumbent)}",
+        f"(also in {folder.path / 'best-command.txt'}; engine config in best.yaml)",
+    ]
+
+
+def _capacity(rps: float | None) -> str:
+    return "no rate met the SLO" if rps is None else f"{rps:.2f} req/s"

@@ -9,6 +9,8 @@ the state's history whenever the incumbent (and so the search space) changes, an
 
 from __future__ import annotations
 
+import statistics
+import time
 from collections.abc import Callable
 from datetime import datetime
 
@@ -16,7 +18,7 @@ import structlog
 
 from kneepoint import __version__
 from kneepoint.agent.bench import Bench, TrialFailedError
-from kneepoint.agent.progress import Progress
+from kneepoint.agent.progress import Progress, duration
 from kneepoint.agent.run_folder import RunFolder
 from kneepoint.agent.state import RunState, TrialState
 from kneepoint.agent.steps import Steps
@@ -50,6 +52,8 @@ class Tuner:
         self._proposer: Proposer | None = None
         self._built_for = -1
         self._told = 0
+        self._trial_wall_s: list[float] = []  # this session's trials, for the time left
+        self._trial_started = time.monotonic()
 
     def run(self) -> RunState:
         """Take steps until the run is finished; returns the final state."""
@@ -106,6 +110,7 @@ class Tuner:
         quality = any(knob is not None and knob.changes_outputs for knob in changed)
         number = self.state.next_trial_number()
         self._record(Proposed(trial=number, proposal=proposal, quality_check=quality))
+        self._trial_started = time.monotonic()
         self.progress.phase("screen", f"trial {number}: {proposal.reason}")
 
     def _screen(self, trial: TrialState) -> None:
@@ -146,6 +151,7 @@ class Tuner:
         """Report a finished trial and tell the live proposer what finished trials gave."""
         if trial.next_step() is not None:
             return
+        self._trial_wall_s.append(time.monotonic() - self._trial_started)
         self.progress.status(self._standing(trial))
         if self._proposer is None:
             return
@@ -197,7 +203,20 @@ class Tuner:
             used += f" of {budget.max_device_hours:g}"
         if budget.price_per_gpu_hour_usd is not None:
             used += f" (${hours * budget.price_per_gpu_hour_usd:.2f})"
-        return " | ".join([*parts, used])
+        return " | ".join([*parts, used, *self._time_left()])
+
+    def _time_left(self) -> list[str]:
+        """Wall time to the first limit, at this session's pace per trial (an estimate: a
+        trial that goes on to validation takes several times one that stops at its screen)."""
+        budget, state = self.study.budget, self.state
+        pace = statistics.fmean(self._trial_wall_s) if self._trial_wall_s else None
+        left: list[float] = []
+        if pace is not None and budget.max_trials is not None:
+            left.append(pace * max(0, budget.max_trials - state.trials_run))
+        deadline = budget.deadline_after(state.started.started_at) if state.started else None
+        if deadline is not None:
+            left.append(max(0.0, (deadline - self.now()).total_seconds()))
+        return [f"~{duration(min(left))} left"] if left else []
 
     def _budget_stop(self) -> Finished | None:
         budget, state = self.study.budget, self.state

@@ -16,6 +16,16 @@ from kneepoint.records.loadpoint import LoadPoint
 log = structlog.get_logger(__name__)
 
 
+def duration(seconds: float) -> str:
+    """``45s``, ``3m05s``, ``2h14m``."""
+    seconds = max(0.0, seconds)
+    if seconds < 60:
+        return f"{seconds:.0f}s"
+    if seconds < 3600:
+        return f"{seconds // 60:.0f}m{seconds % 60:02.0f}s"
+    return f"{seconds // 3600:.0f}h{seconds % 3600 // 60:02.0f}m"
+
+
 class Progress(Protocol):
     def phase(self, name: str, detail: str = "", expected_points: int | None = None) -> None:
         """A new stage of the run (baseline, screening trial 3, validation ...)."""
