@@ -97,6 +97,8 @@ def test_the_markdown_report_has_every_section(small_run: Path) -> None:
         assert (small_run / "plots" / f"{image}.png").stat().st_size > 5000
     html = (small_run / "report.html").read_text()
     assert html.count("data:image/png;base64,") == 4 and "<table>" in html
+    # Coordinate descent never needed Optuna here: no storage, so the report links none.
+    assert not (small_run / "optuna.db").exists() and "optuna.db" not in report
 
 
 def test_a_finished_run_resumed_does_nothing_more(small_run: Path) -> None:
@@ -218,3 +220,14 @@ def test_the_html_report_renders_in_headless_chromium(small_run: Path, tmp_path:
     inked = (pixels.min(axis=2) < 0.9).mean()
     colours = len(np.unique((pixels * 255).astype(np.uint8).reshape(-1, 3), axis=0))
     assert inked > 0.03 and colours > 100, (inked, colours)  # text, tables and plots drawn
+
+
+def test_an_optuna_run_links_its_storage(tmp_path: Path) -> None:
+    args = ["tune", str(SMALL), "--runs-dir", str(tmp_path), "--set", "tuning.proposer=optuna",
+            "--set", "budget.max_trials=1"]  # fmt: skip
+    assert main(args) == 0
+    folder = run_dir(tmp_path)
+    assert (folder / "optuna.db").is_file()
+    assert f"optuna-dashboard sqlite:///{folder.resolve()}/optuna.db" in (
+        folder / "report.md"
+    ).read_text()
