@@ -42,6 +42,9 @@ def test_a_known_knee_costs_two_points(tmp_path: Path) -> None:
     assert json.loads((folder / "diagnosis.json").read_text())["diagnosis"]["binding"] == (
         "scheduling"
     )
+    report = (folder / "diagnosis.md").read_text()  # the SLO and what its verdicts mean
+    assert report.index("## Service-level objective") < report.index("## What binds")
+    assert "| no: " in report  # the point past the knee says what it missed
 
 
 @pytest.fixture(scope="module")

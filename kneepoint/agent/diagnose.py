@@ -14,6 +14,7 @@ from pathlib import Path
 from kneepoint.agent.files import write_atomically
 from kneepoint.agent.progress import Progress
 from kneepoint.agent.report.document import Document, Heading, Paragraph, Table
+from kneepoint.agent.report.measured import slo
 from kneepoint.agent.report.sections import evidence_table, pruning_tables
 from kneepoint.policies.diagnosis import diagnose
 from kneepoint.policies.pruning import BackendKind, prune
@@ -72,7 +73,10 @@ def findings_document(study: StudySpec, findings: Findings) -> Document:
                 if result.capacity_rps else "no rate tried met the SLO")  # fmt: skip
     rate = f" at {diagnosis.rate_rps:.2f} req/s" if diagnosis.rate_rps else ""
     doc.add(
-        Paragraph(f"{study.model.name} on {study.gpu.name} ({study.backend.kind}); {capacity}."),
+        Paragraph(f"{study.model.name} on {study.gpu.name} ({study.backend.kind}); {capacity}.")
+    )
+    slo(study, doc)
+    doc.add(
         Heading("What binds"),
         Paragraph(f"{diagnosis.headline()}{rate}."),
         evidence_table(diagnosis),
@@ -81,7 +85,8 @@ def findings_document(study: StudySpec, findings: Findings) -> Document:
         Heading("Measured points"),
         Table(["rate req/s", "SLO margin", "goodput req/s", "meets SLO", "client-bound"], [
             [f"{p.rate_rps:.2f}", f"{p.margin:.2f}", f"{p.point.goodput_rps:.2f}",
-             "yes" if p.point.meets_slo else "no", "yes" if p.point.client_bound else "no"]
+             "yes" if p.point.meets_slo else "no: " + "; ".join(p.point.violations),
+             "yes" if p.point.client_bound else "no"]
             for p in sorted(result.points, key=lambda p: p.rate_rps)
         ]),
     )  # fmt: skip

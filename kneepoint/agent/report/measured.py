@@ -10,6 +10,7 @@ from pathlib import Path
 from kneepoint.agent.report import plots
 from kneepoint.agent.report.data import Curve, CurvePoint, ReportData, slo_lines
 from kneepoint.agent.report.document import Bullets, Document, Heading, Image, Paragraph, Table
+from kneepoint.records.study import StudySpec
 from kneepoint.records.sweep import SweepResult
 
 DEFINITIONS = (
@@ -36,9 +37,9 @@ def capacity_text(result: SweepResult | None) -> str:
     return f"{result.capacity_rps:.2f} req/s{spread}"
 
 
-def slo(data: ReportData, doc: Document) -> None:
+def slo(study: StudySpec, doc: Document) -> None:
     """The SLO at the top, with the definitions every later table uses."""
-    lines = slo_lines(data.study)
+    lines = slo_lines(study)
     doc.add(Heading("Service-level objective"))
     doc.add(Bullets(lines) if lines else Paragraph("No SLO: the study measures throughput."))
     doc.add(Bullets(DEFINITIONS))

@@ -187,7 +187,7 @@ def build(data: ReportData) -> Document:
     setting = f"{study.model.name} on {study.gpu.name} ({study.backend.kind} backend)"
     doc.add(Paragraph(f"{setting}, workload {study.workload.name}; objective "
                       f"{study.objective.kind}."))  # fmt: skip
-    measured.slo(data, doc)
+    measured.slo(data.study, doc)
     summary(data, doc)
     bottleneck(data, doc)
     measured.curves(data, doc, out)
