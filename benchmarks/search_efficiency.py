@@ -13,8 +13,15 @@ it picks, in the order it picks them, until one is within 3% of that optimum:
   pruned knobs, re-diagnosing after every gain (the loop of `kneepoint tune`, without its
   validation repeats: every strategy pays one measurement per configuration here).
 
-Every configuration is measured once and cached, so all strategies see the same numbers.
-Run: .venv/bin/python benchmarks/search_efficiency.py [--seeds 5] [--scenarios compute-bound,...]
+Every configuration is measured once and cached, so all strategies see the same numbers; the
+grid is measured by --workers processes at once (each measurement is independent and
+deterministic, so the figures do not depend on how many).
+
+Run: .venv/bin/python benchmarks/search_efficiency.py            # quick: ~7 minutes, 3 seeds
+     .venv/bin/python benchmarks/search_efficiency.py --full     # all four scenarios, 5 seeds
+The quick run leaves out cache-bound, whose 32 knee searches of long agent sessions take about
+20 minutes alone on 2 cores (a smaller grid there changes which configurations a pruned search
+can reach, so it would not measure the same thing); --full takes about 40 minutes.
 Goal: kneepoint <= 15% of the grid's device time, and >= 2x faster than unpruned Optuna.
 """
 
@@ -22,15 +29,18 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import os
 import random
 import statistics
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from kneepoint.agent.logs import configure_logging
+from kneepoint.agent.progress import duration
 from kneepoint.config import knob_catalogue, load_study
 from kneepoint.policies.coordinate import CoordinateDescent
 from kneepoint.policies.diagnosis import diagnose
@@ -86,8 +96,21 @@ class Bench:
 
     def __init__(self, name: str) -> None:
         self.name, self.study = name, load_study(SCENARIOS / f"{name}.yaml")
+        self.knobs = GRIDS[name]
         self.cache: dict[str, Measurement] = {}
         self.folder = Path(tempfile.mkdtemp(prefix=f"kp-search-{name}-"))
+
+    def measure_all(self, configs: list[EngineConfig], workers: int) -> None:
+        """Measure ``configs`` not yet cached, ``workers`` processes at once."""
+        todo = [c for c in configs if c.fingerprint() not in self.cache]
+        if workers <= 1:
+            for config in todo:
+                self.measure(config)
+            return
+        with ProcessPoolExecutor(workers) as pool:
+            found = pool.map(_measure_in_worker, [self.name] * len(todo), todo)
+            for config, measurement in zip(todo, found, strict=True):
+                self.cache[config.fingerprint()] = measurement
 
     def measure(self, config: EngineConfig) -> Measurement:
         key = config.fingerprint()
@@ -108,9 +131,14 @@ class Bench:
         return Measurement(result.capacity_rps or 0.0, spent, result)
 
     def grid(self) -> list[EngineConfig]:
-        knobs = GRIDS[self.name]
+        knobs = self.knobs
         return [self.study.engine.replace(**dict(zip(knobs, values, strict=True)))
                 for values in itertools.product(*knobs.values())]  # fmt: skip
+
+
+def _measure_in_worker(name: str, config: EngineConfig) -> Measurement:
+    configure_logging(level="warning")
+    return Bench(name).measure(config)
 
 
 def cost_to_reach(bench: Bench, picks: Iterator[EngineConfig], target: float) -> tuple[float, bool]:
@@ -147,11 +175,11 @@ def unpruned_space(bench: Bench, objective: float) -> SearchSpace:
             direction="to", target=values[-1], relieves="compute", predicted_ratio=1.0,  # type: ignore[arg-type]
             reason="unpruned grid knob",
         )
-        for name, values in GRIDS[bench.name].items()
+        for name, values in bench.knobs.items()
     )  # fmt: skip
     engine = bench.study.engine
-    current = {name: getattr(engine, name) for name in GRIDS[bench.name]}
-    current = {k: (v if v is not None else GRIDS[bench.name][k][0]) for k, v in current.items()}
+    current = {name: getattr(engine, name) for name in bench.knobs}
+    current = {k: (v if v is not None else bench.knobs[k][0]) for k, v in current.items()}
     return SearchSpace(
         incumbent=engine,
         incumbent_objective=objective,
@@ -176,7 +204,7 @@ def kneepoint_picks(bench: Bench, seed: int, limit: int = 60) -> Iterator[Engine
             engine=incumbent, workload=study.workload,
         )  # fmt: skip
         pruning = prune(diagnose(observation), observation, knob_catalogue(),
-                        allowed=tuple(GRIDS[bench.name]), backend="sim")  # fmt: skip
+                        allowed=tuple(bench.knobs), backend="sim")  # fmt: skip
         space = search_space(pruning, observation, found.capacity_rps)
         proposer = replay(Phased(CoordinateDescent(space, seed),
                                  lambda s=space: OptunaProposer(s, seed)), history)  # fmt: skip
@@ -205,10 +233,11 @@ def mean_cost(runs: list[tuple[float, bool]]) -> tuple[float, str]:
     return statistics.fmean(cost for cost, _ in runs), note
 
 
-def scenario_figures(name: str, seeds: int) -> dict[str, float]:
+def scenario_figures(name: str, seeds: int, workers: int) -> dict[str, float]:
     bench = Bench(name)
     grid = bench.grid()
     started = time.perf_counter()
+    bench.measure_all(grid, workers)
     results = {c.fingerprint(): bench.measure(c) for c in grid}
     best_config = max(grid, key=lambda c: results[c.fingerprint()].capacity_rps)
     optimum = results[best_config.fingerprint()].capacity_rps
@@ -232,23 +261,35 @@ def scenario_figures(name: str, seeds: int) -> dict[str, float]:
     figures: dict[str, float] = {"grid": grid_cost}
     print(f"  {'grid':<18} {grid_cost / 3600:8.2f} device-h   100.0% of the grid")
     for label, picks in strategies.items():
+        started = time.perf_counter()
         runs = [cost_to_reach(bench, picks(seed), target) for seed in range(seeds)]
         cost, note = mean_cost(runs)
         figures[label] = cost
+        wall = duration(time.perf_counter() - started)
         print(f"  {label:<18} {cost / 3600:8.2f} device-h   {cost / grid_cost:6.1%} of the "
-              f"grid{note}")  # fmt: skip
+              f"grid{note}   ({wall} wall)")  # fmt: skip
     return figures
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seeds", type=int, default=5)
-    parser.add_argument("--scenarios", default=",".join(GRIDS))
+    parser.add_argument("--full", action="store_true",
+                        help="cache-bound too, and 5 seeds (about 40 minutes)")  # fmt: skip
+    parser.add_argument("--seeds", type=int, help="seeds per strategy (default 3, --full 5)")
+    parser.add_argument("--scenarios", help=f"comma-separated, of {', '.join(GRIDS)}")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+                        help="processes measuring the grid (default: one per core)")  # fmt: skip
     args = parser.parse_args()
+    seeds = args.seeds or (5 if args.full else 3)
+    names = args.scenarios.split(",") if args.scenarios else [*GRIDS][: None if args.full else 3]
     configure_logging(level="warning")
+    started = time.perf_counter()
+    print(f"{'full' if args.full else 'quick'} run: {', '.join(names)}; {seeds} seeds, "
+          f"{args.workers} workers (--full adds cache-bound: its 32 knee searches of agent "
+          "sessions take ~20 minutes alone)")  # fmt: skip
     totals: dict[str, list[float]] = {}
-    for name in args.scenarios.split(","):
-        for label, cost in scenario_figures(name, args.seeds).items():
+    for name in names:
+        for label, cost in scenario_figures(name, seeds, args.workers).items():
             totals.setdefault(label, []).append(cost)
     grid = sum(totals["grid"])
     print("\nsummed over scenarios (device-hours; ratios measured in this run):")
@@ -257,6 +298,7 @@ def main() -> None:
     kp, opt = sum(totals["kneepoint"]), sum(totals["optuna (unpruned)"])
     print(f"  unpruned Optuna / kneepoint: {opt / kp:.1f}x   (goals: kneepoint <= 15% of the "
           "grid, >= 2x faster than unpruned Optuna)")  # fmt: skip
+    print(f"wall time: {duration(time.perf_counter() - started)}")
 
 
 if __name__ == "__main__":
