@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import pty
+import subprocess
+import sys
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +20,71 @@ from kneepoint.probes.measure import Measured
 REPO = Path(__file__).resolve().parent.parent
 CONFIGS = REPO / "configs"
 QUICKSTART = CONFIGS / "studies" / "quickstart.yaml"
+SMALL = REPO / "tests" / "fixtures" / "studies" / "small-tune.yaml"
+KNEEPOINT = str(Path(sys.executable).parent / "kneepoint")
+"""The installed entry point, as a user runs it."""
+# A compute-bound H100 where fp8 weights are the one knob: promoted on the simulator, which
+# has no real outputs to check, so its quality check is skipped with a warning mid-run.
+FP8_ONLY = (
+    "--set", "search.knobs=[quantization]", "--set", "tuning.validate_repeats=2",
+    "--set", "tuning.screen_seconds=8", "--set", "tuning.validate_seconds=8",
+    "--set", "tuning.start_rps=4",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class TuneRun:
+    """A finished `kneepoint tune` through the entry point: its folder and what it printed."""
+
+    folder: Path
+    stdout: str
+    stderr: str
+    """On a terminal (a pseudo-terminal) or not, as the fixture ran it."""
+
+
+def _only_run(runs: Path) -> Path:
+    (found,) = runs.iterdir()
+    return found
+
+
+@pytest.fixture(scope="session")
+def small_run(tmp_path_factory: pytest.TempPathFactory) -> TuneRun:
+    """small-tune to the end, stderr not a terminal, with a deadline written as a person
+    writes one (local time, no offset) two hours ahead. Shared: tests must not change it."""
+    runs = tmp_path_factory.mktemp("small-runs")
+    deadline = (datetime.now() + timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M")
+    done = subprocess.run(
+        [KNEEPOINT, "tune", str(SMALL), "--runs-dir", str(runs),
+         "--set", f"budget.deadline={deadline}"],
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return TuneRun(_only_run(runs), done.stdout, done.stderr)
+
+
+@pytest.fixture(scope="session")
+def fp8_run(tmp_path_factory: pytest.TempPathFactory) -> TuneRun:
+    """The compute-bound scenario with fp8 weights as the only knob, run on a terminal (a
+    pseudo-terminal as stderr). Shared: tests must not change it."""
+    runs = tmp_path_factory.mktemp("fp8-runs")
+    study = CONFIGS / "scenarios" / "compute-bound.yaml"
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([KNEEPOINT, "tune", str(study), "--runs-dir", str(runs), *FP8_ONLY],
+                            stdout=subprocess.PIPE, stderr=follower, text=True)  # fmt: skip
+    os.close(follower)
+    shown = bytearray()
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the terminal closed: the program exited
+            break
+        if not chunk:
+            break
+        shown += chunk
+    out, _ = proc.communicate(timeout=600)
+    os.close(leader)
+    assert proc.returncode == 0, shown.decode()
+    return TuneRun(_only_run(runs), out, shown.decode().replace("\r\n", "\n"))
 
 
 def client_server_gaps(measured: Measured) -> dict[str, tuple[float, float, float]]:

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from .test_tune import SMALL
+from kneepoint.agent.cli import main
 
-KNEEPOINT = str(Path(sys.executable).parent / "kneepoint")
+from .conftest import KNEEPOINT, TuneRun
 
 
 def kneepoint(*args: str | Path, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -27,11 +26,9 @@ def kneepoint(*args: str | Path, check: bool = True) -> subprocess.CompletedProc
 
 
 @pytest.fixture(scope="module")
-def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    runs = tmp_path_factory.mktemp("runs")
-    kneepoint("tune", SMALL, "--runs-dir", runs)
-    (folder,) = runs.iterdir()
-    return folder
+def finished(small_run: TuneRun) -> Path:
+    """The session's shared small-tune run (tests/conftest.py), by its folder."""
+    return small_run.folder
 
 
 def _killed_copy(finished: Path, into: Path, keep: int, torn: str = "") -> Path:
@@ -83,10 +80,10 @@ def test_report_of_a_folder_that_is_not_a_run_is_one_line(tmp_path: Path) -> Non
 
 
 def test_global_options_go_before_or_after_the_command(finished: Path, tmp_path: Path) -> None:
-    log = tmp_path / "events.jsonl"
-    kneepoint("report", finished, "--log-level", "info", "--log-file", log)
-    kneepoint("--log-level", "info", "report", finished)
-    assert log.stat().st_size > 0
+    after, before = tmp_path / "after.jsonl", tmp_path / "before.jsonl"
+    kneepoint("report", finished, "--log-level", "info", "--log-file", after)
+    assert main(["--log-level", "info", "--log-file", str(before), "report", str(finished)]) == 0
+    assert "report.written" in after.read_text() and "report.written" in before.read_text()
 
 
 def _garbage_at(finished: Path, into: Path, line: int) -> Path:

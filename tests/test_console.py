@@ -1,17 +1,14 @@
 """What a person watching `kneepoint tune` sees, through the installed entry point: on a
 terminal, one bar per sweep that ends complete however many points the sweep needed, warnings
 on lines of their own, and the winner's command itself at the end; off a terminal, plain
-timestamped lines from the first moment (an unattended run is never silent for minutes)."""
+timestamped lines from the first moment (an unattended run is never silent for minutes).
+The runs are the session's shared ones (tests/conftest.py)."""
 
 from __future__ import annotations
 
 import io
-import os
-import pty
 import re
-import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import structlog
@@ -20,66 +17,37 @@ from kneepoint.agent.cli_progress import ConsoleProgress
 from kneepoint.agent.logs import configure_logging
 from kneepoint.records.loadpoint import LoadPoint
 
-from .conftest import CONFIGS
+from .conftest import TuneRun
 
-KNEEPOINT = str(Path(sys.executable).parent / "kneepoint")
-# A compute-bound H100 where fp8 weights are the one knob: its quality check is skipped with a
-# warning, in the middle of the run's bars.
-FP8 = [
-    "tune", str(CONFIGS / "scenarios" / "compute-bound.yaml"),
-    "--set", "search.knobs=[quantization]", "--set", "tuning.validate_repeats=2",
-    "--set", "tuning.screen_seconds=8", "--set", "tuning.validate_seconds=8",
-    "--set", "tuning.start_rps=4",
-]  # fmt: skip
 BAR = re.compile(r"\[[#.]{20}\]")
 
 
-def _on_a_terminal(args: list[str]) -> tuple[str, str]:
-    """(stdout, what the terminal showed on stderr)."""
-    leader, follower = pty.openpty()
-    proc = subprocess.Popen([KNEEPOINT, *args], stdout=subprocess.PIPE, stderr=follower,
-                            text=True)  # fmt: skip
-    os.close(follower)
-    shown = bytearray()
-    while True:
-        try:
-            chunk = os.read(leader, 65536)
-        except OSError:  # the terminal closed: the program exited
-            break
-        if not chunk:
-            break
-        shown += chunk
-    out, _ = proc.communicate(timeout=300)
-    os.close(leader)
-    assert proc.returncode == 0, shown.decode()
-    return out, shown.decode().replace("\r\n", "\n")
-
-
-def test_a_terminal_gets_bars_that_finish_and_warnings_on_their_own_lines(tmp_path: Path) -> None:
-    out, shown = _on_a_terminal([*FP8, "--runs-dir", str(tmp_path)])
-    lines = shown.split("\n")
+def test_a_terminal_gets_bars_that_finish_and_warnings_on_their_own_lines(
+    fp8_run: TuneRun,
+) -> None:
+    lines = fp8_run.stderr.split("\n")
     finished = [line for line in lines if BAR.search(line)]
-    assert finished, shown
+    assert finished, fp8_run.stderr
     for line in finished:  # each bar's last redraw says it finished, with its point count
         last = line.split("\r")[-1]
         assert re.search(r"\[#{20}\] \d+ points in \d+s", last), line
     warnings = [line for line in lines if "quality.skipped" in line]
     assert warnings and all(not BAR.search(line) for line in warnings)
+    out = fp8_run.stdout
     assert "serve the winner with (not quality-checked: trial 1):" in out
     [command] = [line for line in out.splitlines() if line.startswith("  vllm serve ")]
     assert command.endswith(" --quantization fp8")
 
 
-def test_off_a_terminal_every_progress_line_is_plain_and_timestamped(tmp_path: Path) -> None:
-    done = subprocess.run([KNEEPOINT, *FP8, "--runs-dir", str(tmp_path)], capture_output=True,
-                          text=True, check=True, timeout=300)  # fmt: skip
-    assert "\r" not in done.stderr and "\x1b" not in done.stderr
-    lines = done.stderr.splitlines()
-    assert re.fullmatch(r"\d\d:\d\d:\d\dZ > run: compute-bound in .*", lines[0])
+def test_off_a_terminal_every_progress_line_is_plain_and_timestamped(small_run: TuneRun) -> None:
+    stderr = small_run.stderr
+    assert "\r" not in stderr and "\x1b" not in stderr
+    lines = stderr.splitlines()
+    assert re.fullmatch(r"\d\d:\d\d:\d\dZ > run: small-tune in .*", lines[0])
     progress = [line for line in lines if not line.startswith("{")]  # JSON lines are log events
     assert all(re.match(r"\d\d:\d\d:\d\dZ ", line) for line in progress)
     assert any("> baseline: knee search" in line for line in progress)
-    assert any(re.search(r"knee point 1 r0 +4\.00 req/s: meets SLO", line) for line in progress)
+    assert any(re.search(r"knee point 1 r0 +2\.00 req/s: meets SLO", line) for line in progress)
     assert any(" trials left | " in line for line in progress)
 
 

@@ -23,6 +23,8 @@ from kneepoint.probes.process import ServerProcess, free_port
 from kneepoint.records.slo import ClassSlo, Slo
 from tests.conftest import QUICKSTART, client_server_gaps
 
+pytestmark = pytest.mark.slow  # real-time HTTP load against `sim serve` (~30 s)
+
 MODEL = "llama-3.2-1b"
 
 

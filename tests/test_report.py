@@ -8,10 +8,8 @@ import io
 import subprocess
 from pathlib import Path
 
-import pytest
 from matplotlib.figure import Figure
 
-from kneepoint.agent.cli import main
 from kneepoint.agent.ledger import Ledger
 from kneepoint.agent.report.data import curve
 from kneepoint.agent.report.document import Code, Document, Table, to_html
@@ -21,35 +19,22 @@ from kneepoint.agent.run_folder import RunFolder
 from kneepoint.agent.state import RunState
 from kneepoint.records.ledger import QualityChecked
 
-from .conftest import CONFIGS
-from .test_tune import HEADLESS, _chromium, run_dir
-
-FP8_ONLY = [
-    "search.knobs=[quantization]", "tuning.validate_repeats=2", "tuning.screen_seconds=8",
-    "tuning.validate_seconds=8", "tuning.start_rps=4",
-]  # fmt: skip
+from .conftest import TuneRun
+from .test_tune import HEADLESS, _chromium
 
 
-@pytest.fixture(scope="module")
-def fp8_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A compute-bound H100 where fp8 weights are the one knob left: promoted on the
-    simulator, which has no real outputs to check."""
-    runs = tmp_path_factory.mktemp("runs")
-    args = ["tune", str(CONFIGS / "scenarios" / "compute-bound.yaml"), "--runs-dir", str(runs)]
-    assert main(args + [a for s in FP8_ONLY for a in ("--set", s)]) == 0
-    return run_dir(runs)
-
-
-def test_a_skipped_quality_check_is_recorded_as_skipped(fp8_run: Path) -> None:
-    events = Ledger(fp8_run / "ledger.jsonl").read()
+def test_a_skipped_quality_check_is_recorded_as_skipped(fp8_run: TuneRun) -> None:
+    events = Ledger(fp8_run.folder / "ledger.jsonl").read()
     [checked] = [e for e in events if isinstance(e, QualityChecked)]
     assert checked.verdict == "skipped" and "simulator has no real model outputs" in checked.reason
     state = RunState.replay(events)
     assert state.promotions and state.trials[checked.trial].unchecked_quality
 
 
-def test_the_report_says_not_quality_checked_in_the_summary_and_the_trial(fp8_run: Path) -> None:
-    report = (fp8_run / "report.md").read_text()
+def test_the_report_says_not_quality_checked_in_the_summary_and_the_trial(
+    fp8_run: TuneRun,
+) -> None:
+    report = (fp8_run.folder / "report.md").read_text()
     summary = report.split("## Summary", 1)[1].split("## What binds", 1)[0]
     assert "Not quality-checked: trial 1" in summary
     assert "Recommended command (not quality-checked: see above):" in summary
@@ -57,8 +42,8 @@ def test_the_report_says_not_quality_checked_in_the_summary_and_the_trial(fp8_ru
     assert "promoted, not quality-checked" in trials
 
 
-def test_the_slo_and_its_definitions_come_first(fp8_run: Path) -> None:
-    report = (fp8_run / "report.md").read_text()
+def test_the_slo_and_its_definitions_come_first(fp8_run: TuneRun) -> None:
+    report = (fp8_run.folder / "report.md").read_text()
     slo = report.index("## Service-level objective")
     assert slo < report.index("## Summary")
     assert "- summarise: TTFT p99 <= 2000 ms" in report[slo:]
@@ -67,8 +52,8 @@ def test_the_slo_and_its_definitions_come_first(fp8_run: Path) -> None:
     assert "meets SLO" in report and "goodput req/s (of offered)" in report
 
 
-def test_a_repeat_that_missed_is_named_in_its_row(fp8_run: Path) -> None:
-    folder = RunFolder(fp8_run)
+def test_a_repeat_that_missed_is_named_in_its_row(fp8_run: TuneRun) -> None:
+    folder = RunFolder(fp8_run.folder)
     state = RunState.replay(folder.ledger.read())
     assert state.baseline is not None
     result = state.baseline.repeats

@@ -18,7 +18,7 @@ from kneepoint.agent.ledger import Ledger
 from kneepoint.agent.state import RunState
 from kneepoint.records.ledger import Proposed, Screened
 
-from .test_tune import SMALL
+from .conftest import SMALL
 
 MAX_KILLS = 8
 
@@ -53,6 +53,7 @@ def _summary(folder: Path) -> list[tuple[object, ...]]:
     return rows
 
 
+@pytest.mark.slow  # eight kills and resumes (~25 s)
 def test_sigkill_at_random_moments_then_resume_gives_the_same_run(tmp_path: Path) -> None:
     reference_runs, killed_runs = tmp_path / "reference", tmp_path / "killed"
     assert _tune(SMALL, reference_runs).wait(timeout=600) == 0

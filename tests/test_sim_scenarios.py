@@ -53,10 +53,8 @@ def test_every_scenario_file_is_tested() -> None:
     assert {p.stem for p in SCENARIOS.glob("*.yaml")} == set(SIZING)
 
 
-@pytest.mark.parametrize(
-    "name",
-    [pytest.param(n, marks=pytest.mark.slow) if n == "cache-bound" else n for n in sorted(SIZING)],
-)  # the cache-bound knee needs long agent sessions to settle (~12 s)
+@pytest.mark.slow  # a knee search per scenario on the virtual clock (~25 s in all)
+@pytest.mark.parametrize("name", sorted(SIZING))
 def test_scenario_is_dominated_by_its_label_at_its_knee(name: str) -> None:
     _, at, past = knee(name)
     truth: Attribution = at.truth + past.truth
@@ -76,6 +74,7 @@ def test_fp8_weights_lift_compute_bound_h100_far_more_than_cache_bound_a100() ->
     assert compute - cache_gain >= 0.4
 
 
+@pytest.mark.slow  # several knee searches on the virtual clock
 def test_async_scheduling_lifts_scheduling_bound_not_compute_bound() -> None:
     assert gain("scheduling-bound", "engine.async_scheduling=true") >= 1.10
     assert abs(gain("compute-bound", "engine.async_scheduling=false") - 1.0) <= 0.02

@@ -8,7 +8,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -23,10 +22,8 @@ from kneepoint.agent.state import RunState
 from kneepoint.records.ledger import Baseline, Finished, Proposed, RunStarted, Screened
 from kneepoint.records.measure import RequestRecord
 
-from .conftest import CONFIGS, QUICKSTART, REPO
+from .conftest import CONFIGS, KNEEPOINT, QUICKSTART, SMALL, TuneRun
 
-SMALL = REPO / "tests" / "fixtures" / "studies" / "small-tune.yaml"
-KNEEPOINT = str(Path(sys.executable).parent / "kneepoint")
 REPORT_SECTIONS = (
     "## Summary", "## What binds and why", "## Latency vs load", "## Signals at the knee",
     "## Knobs pruned and why", "## Trials", "## How well the predictions held up",
@@ -39,10 +36,9 @@ def run_dir(runs: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def small_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    runs = tmp_path_factory.mktemp("runs")
-    assert main(["tune", str(SMALL), "--runs-dir", str(runs)]) == 0
-    return run_dir(runs)
+def small_run(small_run: TuneRun) -> Path:
+    """The session's shared small-tune run (tests/conftest.py), by its folder."""
+    return small_run.folder
 
 
 def test_a_run_leaves_its_folder_ledger_winner_and_report(small_run: Path) -> None:
@@ -138,17 +134,18 @@ def test_a_device_budget_stops_the_run(tmp_path: Path) -> None:
     assert isinstance(finished, Finished) and finished.reason == "max_device_hours"
 
 
-def test_a_naive_deadline_is_local_time_and_the_run_goes_on(tmp_path: Path) -> None:
-    # The format the validator suggests, with no offset: it used to pass `config check` and
-    # then crash `tune` comparing naive and aware times after the baseline's device time.
-    soon = (datetime.now() + timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M")
-    done = subprocess.run([KNEEPOINT, "tune", str(SMALL), "--runs-dir", str(tmp_path),
-                           "--set", f"budget.deadline={soon}"],
-                          capture_output=True, text=True, check=False)  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    study = yaml.safe_load((run_dir(tmp_path) / "study.yaml").read_text())
+def test_a_naive_deadline_is_local_time_and_the_run_goes_on(small_run: Path) -> None:
+    # The shared run was given a deadline two hours ahead with no offset (the format the
+    # validator suggests): it used to pass `config check` and then crash `tune` comparing
+    # naive and aware times after the baseline's device time.
+    study = yaml.safe_load((small_run / "study.yaml").read_text())
     resolved = datetime.fromisoformat(study["budget"]["deadline"])
-    assert resolved == datetime.fromisoformat(soon).astimezone()  # stored with its offset
+    assert resolved.utcoffset() == datetime.now().astimezone().utcoffset()  # stored as local
+    state = RunState.replay(Ledger(small_run / "ledger.jsonl").read())
+    assert state.started is not None and state.finished is not None
+    ahead = resolved - state.started.started_at
+    assert timedelta(hours=1, minutes=58) < ahead <= timedelta(hours=2)
+    assert state.finished.reason == "max_trials"
 
 
 @pytest.mark.parametrize(
@@ -228,6 +225,7 @@ def test_an_optuna_run_links_its_storage(tmp_path: Path) -> None:
     assert main(args) == 0
     folder = run_dir(tmp_path)
     assert (folder / "optuna.db").is_file()
-    assert f"optuna-dashboard sqlite:///{folder.resolve()}/optuna.db" in (
-        folder / "report.md"
-    ).read_text()
+    assert (
+        f"optuna-dashboard sqlite:///{folder.resolve()}/optuna.db"
+        in (folder / "report.md").read_text()
+    )
