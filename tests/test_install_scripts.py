@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 from .conftest import REPO
@@ -29,3 +30,13 @@ def test_venv_finish_moves_an_environment_with_a_pycache_in_bin(tmp_path: Path) 
     assert done.stdout.strip().splitlines()[-1] == str(target)
     assert not partial.exists()
     assert (target / "bin" / "tool-cli").read_text().startswith(f"#!{target}/bin/python\n")
+
+
+def test_the_fast_tier_installs_nothing_machine_local() -> None:
+    """The README's test command installs `.[test]`: no torch there (a pinned torch found a
+    local CPU wheel on our machines and a multi-GB CUDA build anywhere else); the tests that
+    need it are the gp tier, which brings its own."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+    assert not [d for d in extras["test"] if d.startswith(("torch", "vllm"))]
+    assert any(d.startswith("torch") for d in extras["gp"])
