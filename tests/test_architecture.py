@@ -20,7 +20,8 @@ ALLOWED = {
     "load": {"records"},
     "sim": {"records", "config", "physics", "load"},
     "probes": {"records", "config", "physics", "load", "sim"},
-    "agent": {"records", "config", "physics", "load", "probes", "policies", "sim"},
+    "calibration": {"records", "config", "physics", "load", "sim"},
+    "agent": {"records", "config", "physics", "load", "probes", "policies", "sim", "calibration"},
 }
 SIDE_EFFECT_MODULES = {"subprocess", "socket", "httpx", "pynvml", "psutil", "asyncio"}
 

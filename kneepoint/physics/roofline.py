@@ -13,34 +13,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from pydantic import Field
-
 from kneepoint.physics.defaults import ResolvedEngine
 from kneepoint.physics.memory import weight_bytes_per_gpu
-from kneepoint.records.base import Record
+from kneepoint.records.efficiency import Efficiency
 from kneepoint.records.hardware import GpuSpec, ModelSpec
 
-
-class Efficiency(Record):
-    """Fractions of peak that real kernels reach, and fixed costs (public vLLM-on-H100 models)."""
-
-    mfu: float = Field(default=0.5, gt=0.0, le=1.0)
-    """GEMM fraction of tensor-core peak at typical chunk sizes."""
-    weight_bandwidth: float = Field(default=0.78, gt=0.0, le=1.0)
-    kv_bandwidth: float = Field(default=0.5, gt=0.0, le=1.0)
-    smooth_max_power: float = Field(default=4.0, ge=1.0)
-    """p of (compute^p + memory^p)^(1/p): large p is a hard max, 1 is no overlap."""
-    step_overhead_s: float = Field(default=100e-6, ge=0.0)
-    layer_overhead_graph_s: float = Field(default=30e-6, ge=0.0)
-    layer_overhead_eager_s: float = Field(default=90e-6, ge=0.0)
-    request_overhead_s: float = Field(default=3e-6, ge=0.0)
-    allreduce_latency_s: float = Field(default=8e-6, ge=0.0)
-    cpu_step_s: float = Field(default=300e-6, ge=0.0)
-    """CPU-side scheduler and engine-core work per step."""
-    cpu_request_s: float = Field(default=6e-6, ge=0.0)
-    """CPU scheduling and bookkeeping per scheduled request."""
-    cpu_chunk_s: float = Field(default=12e-6, ge=0.0)
-    """Output processing per streamed chunk (detokenise, serialise, send)."""
+__all__ = ["BatchShape", "Efficiency", "Roofline", "StepCost", "step_cost"]
 
 
 @dataclass(frozen=True, slots=True)

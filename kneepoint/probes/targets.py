@@ -17,7 +17,7 @@ from pathlib import Path
 from kneepoint.config.trace import workload_trace
 from kneepoint.load.plan import plan_requests
 from kneepoint.load.point import lag_limit_for
-from kneepoint.load.settle import request_seconds, settle_seconds
+from kneepoint.load.size import PointSize
 from kneepoint.physics.defaults import resolve_engine
 from kneepoint.physics.startup import startup_seconds
 from kneepoint.probes.backends import (
@@ -40,27 +40,10 @@ from kneepoint.records.study import SimBackend, StudySpec
 from kneepoint.records.workload import TraceEntry
 from kneepoint.sim.loadpoint import simulate_load_point
 
+__all__ = ["Keep", "PointArtifacts", "PointSize", "Target", "open_target"]
 
-@dataclass(frozen=True, slots=True)
-class PointSize:
-    """How much load one point sends: ``seconds`` of arrivals (at least ``settle_s``, the
-    span a point needs to reach steady state), and at least ``min_requests``."""
 
-    seconds: float = 20.0
-    min_requests: int = 40
-    settle_s: float = 0.0
-    warmup_s: float = 0.0
-    """Least time cut from the start of the stable window (one request's lifetime)."""
-
-    def requests(self, rate_rps: float) -> int:
-        return max(self.min_requests, round(rate_rps * max(self.seconds, self.settle_s)))
-
-    @classmethod
-    def for_study(cls, study: StudySpec, seconds: float) -> PointSize:
-        """``seconds`` of arrivals, stretched to what the study's requests need to settle."""
-        lifetime = request_seconds(study.workload, study.slo)
-        return cls(seconds, settle_s=settle_seconds(study.workload, study.slo),
-                   warmup_s=lifetime)  # fmt: skip
+_DEFAULT_SIZE = PointSize()
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +88,7 @@ def open_target(
     study: StudySpec,
     config: EngineConfig,
     trial_dir: Path,
-    size: PointSize = PointSize(),
+    size: PointSize = _DEFAULT_SIZE,
     keep: Keep | None = None,
 ) -> Iterator[Target]:
     """The study's backend serving ``config`` for the length of the ``with``; ``keep`` gets

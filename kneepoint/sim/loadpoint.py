@@ -14,6 +14,7 @@ from kneepoint.load.knee import Capacity, find_capacity
 from kneepoint.load.plan import plan_requests
 from kneepoint.load.point import load_point, window_bounds
 from kneepoint.load.score import Score, score
+from kneepoint.records.efficiency import Efficiency
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.loadpoint import LoadPoint
 from kneepoint.records.study import StudySpec
@@ -50,11 +51,13 @@ def simulate_load_point(
     *,
     trace: Sequence[TraceEntry] | None = None,
     warmup_s: float = 0.0,
+    efficiency: Efficiency | None = None,
 ) -> SimLoadPoint:
     """Run ``num_requests`` of the study's workload at ``rate_rps`` on a fresh engine
     (``trace``: the workload's trace, already read; None reads it; ``warmup_s``: the least
-    time cut from the start of the stable window)."""
-    sim = SimEngine(study.gpu, study.model, engine or study.engine)
+    time cut from the start of the stable window; ``efficiency``: the roofline's constants,
+    by default the built-in ones)."""
+    sim = SimEngine(study.gpu, study.model, engine or study.engine, efficiency)
     if trace is None:
         trace = workload_trace(study.workload)
     plan = plan_requests(

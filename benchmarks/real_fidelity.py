@@ -1,0 +1,128 @@
+"""The simulator beside real engines: every recorded real sweep replayed at the same
+configuration, rates, repeats and load-point sizes on the virtual clock.
+
+For each recording it prints the SLO capacity (real, simulated, error), then per rate the ITL
+p50/p95, TTFT p50/p99, running sequences and KV use, real / simulated. For each pair of
+recordings of one study whose configurations differ by knobs, the effect of that change as the
+real engine measured it, as the simulator measures it, and as kneepoint's pruning predicted it
+from the first recording's diagnosis. A summary gives the figures the fidelity goals name.
+
+Run: .venv/bin/python benchmarks/real_fidelity.py [PATH ...]   (default: every recording in
+tests/fixtures/real; a PATH is a sweep.json, a folder with one, or a folder of such)
+Goals (uncalibrated): capacity within 10% and the fp8 effect within 5 points on every config.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from kneepoint.agent.logs import configure_logging
+from kneepoint.calibration.recorded import RecordedSweep, find_recorded
+from kneepoint.calibration.replay import replay
+from kneepoint.config import knob_catalogue
+from kneepoint.policies.diagnosis import diagnose
+from kneepoint.policies.pruning import prune
+from kneepoint.probes.sweep import saturation_points
+from kneepoint.records.diagnosis import Observation
+from kneepoint.records.sweep import SweepPoint, SweepResult
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_PATHS = [REPO / "tests" / "fixtures" / "real"]
+
+
+def _err(real: float | None, sim: float | None) -> str:
+    if not real or sim is None:
+        return "   n/a"
+    return f"{(sim - real) / real:+6.1%}"
+
+
+def _dist(point: SweepPoint, metric: str, pct: int) -> float:
+    return max(d[metric].at(pct) for d in point.point.dists.values())
+
+
+def rate_table(recorded: RecordedSweep, simulated: SweepResult) -> list[str]:
+    rows = [f"  {'rate':>6} {'meets':>6}  {'ITL p50 ms':>15} {'ITL p95 ms':>15} "
+            f"{'TTFT p50 ms':>17} {'TTFT p99 ms':>17} {'running':>13} {'KV use':>13}"]  # fmt: skip
+    sim_at = {(p.repeat, p.rate_rps): p for p in simulated.points}
+    for real in sorted(recorded.result.points, key=lambda p: (p.repeat, p.rate_rps)):
+        sim = sim_at[(real.repeat, real.rate_rps)]
+        cells = [f"{_dist(real, m, q):7.1f}/{_dist(sim, m, q):<7.1f}"
+                 for m, q in (("itl", 50), ("itl", 95))]  # fmt: skip
+        cells += [f"{_dist(real, 'ttft', q):8.0f}/{_dist(sim, 'ttft', q):<8.0f}" for q in (50, 99)]
+        rs, ss = real.point.signals, sim.point.signals
+        cells.append(f"{rs.running_mean or 0:6.1f}/{ss.running_mean or 0:<6.1f}")
+        cells.append(f"{rs.kv_usage_mean or 0:6.3f}/{ss.kv_usage_mean or 0:<6.3f}")
+        meets = ("y" if real.margin <= 1 else "n") + "/" + ("y" if sim.margin <= 1 else "n")
+        rows.append(f"  {real.rate_rps:6.1f} {meets:>6}  " + " ".join(cells))
+    return rows
+
+
+def predicted_ratio(base: RecordedSweep, other: RecordedSweep) -> tuple[str, float | None]:
+    """What kneepoint's pruning, reading ``base``'s sweep, predicted for the knob ``other``
+    changed (the first changed knob it has a rule for)."""
+    changes = other.result.config.changes_from(base.result.config)
+    saturated, below = saturation_points(base.result)
+    if saturated is None:
+        return ", ".join(changes), None
+    study = base.study
+    observation = Observation(saturated=saturated, below=below, gpu=study.gpu, model=study.model,
+                              engine=base.result.config, workload=study.workload)  # fmt: skip
+    pruning = prune(diagnose(observation), observation, knob_catalogue(), backend="vllm")
+    for candidate in pruning.candidates:
+        if candidate.knob.name in changes:
+            return ", ".join(changes), candidate.predicted_ratio
+    return ", ".join(changes), None
+
+
+def _nearest(recording: RecordedSweep, others: list[RecordedSweep]) -> RecordedSweep | None:
+    """The recording of the same study whose configuration differs by the fewest knobs (a
+    ``base`` first on ties): the change this one is an instance of."""
+    study_dir = recording.source.parent.parent
+    same = [o for o in others if o is not recording and o.source.parent.parent == study_dir]
+    if not same:
+        return None
+    config = recording.result.config
+    return min(same, key=lambda o: (len(config.changes_from(o.result.config)), o.name != "base"))
+
+
+def effects(recordings: list[RecordedSweep], simulated: dict[str, SweepResult]) -> list[str]:
+    rows = [f"  {'change':<58} {'real':>8} {'simulated':>10} {'predicted':>10}"]
+    for other in recordings:
+        base = _nearest(other, recordings)
+        if base is None or (other.name == "base" and base.name != "base"):
+            continue  # the base is the starting point of the changes, not one of them
+        real = (other.result.capacity_rps or 0) / (base.result.capacity_rps or 1)
+        sim = (simulated[other.name].capacity_rps or 0) / (simulated[base.name].capacity_rps or 1)
+        changed, predicted = predicted_ratio(base, other)
+        shown = "ruled out" if predicted is None else f"{predicted - 1:+.1%}"
+        rows.append(f"  {base.name + ' -> ' + other.name + ': ' + changed:<58.58} "
+                    f"{real - 1:+8.1%} {sim - 1:+10.1%} {shown:>10}")  # fmt: skip
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("paths", nargs="*", type=Path, help="recordings (default: shared)")
+    args = parser.parse_args()
+    configure_logging(level="warning")
+    roots = args.paths or [p for p in DEFAULT_PATHS if p.exists()]
+    recordings = find_recorded(roots)
+    started = time.perf_counter()
+    simulated = {r.name: replay(r) for r in recordings}
+    print(f"{len(recordings)} recordings from {', '.join(map(str, roots))}; "
+          f"replayed in {time.perf_counter() - started:.0f} s\n")  # fmt: skip
+    print(f"  {'recording':<12} {'real capacity':>14} {'simulated':>10} {'error':>7}")
+    for r in recordings:
+        real, sim = r.result.capacity_rps, simulated[r.name].capacity_rps
+        print(f"  {r.name:<12} {real or 0:14.2f} {sim or 0:10.2f} {_err(real, sim):>7}")
+    for r in recordings:
+        print(f"\n{r.name} ({r.source}): real/simulated")
+        print("\n".join(rate_table(r, simulated[r.name])))
+    print("\nknob effects on SLO capacity (real engine, simulator, kneepoint's prediction):")
+    print("\n".join(effects(recordings, simulated)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,80 @@
+"""Recorded real sweeps: what a real engine measured, with the study it was measured under.
+
+A recording is a ``sweep.json`` (what `kneepoint diagnose` and `kneepoint sweep` write, and what
+a run folder keeps per trial) beside, or one folder below, the ``study.yaml`` it was measured
+with; the sweep's own engine config is what ran. The study supplies the GPU, the model shape,
+the workload and the SLO; the simulator replays the recording under the same study on its
+virtual clock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from kneepoint.config import ConfigError, Problem, load_study
+from kneepoint.records.study import SimBackend, StudySpec
+from kneepoint.records.sweep import SweepResult
+
+
+@dataclass(frozen=True)
+class RecordedSweep:
+    """One configuration as a real engine measured it."""
+
+    name: str
+    """The recording's folder name (``base``, ``fp8``), or the file's stem."""
+    study: StudySpec
+    """The study it was measured under, its engine set to the sweep's own config."""
+    result: SweepResult
+    source: Path
+
+    def simulated(self) -> StudySpec:
+        """The same study on the simulator's virtual clock."""
+        return self.study.model_copy(update={"backend": SimBackend()})
+
+
+def _study_beside(sweep: Path) -> Path:
+    for folder in (sweep.parent, sweep.parent.parent):
+        if (folder / "study.yaml").is_file():
+            return folder / "study.yaml"
+    raise ConfigError([Problem(str(sweep), None, (),
+                               "no study.yaml beside it or one folder up: the recording "
+                               "needs the study it was measured under")])  # fmt: skip
+
+
+def _sweep_file(path: Path) -> Path:
+    if path.is_file():
+        return path
+    if (path / "sweep.json").is_file():
+        return path / "sweep.json"
+    raise ConfigError([Problem(str(path), None, (), "neither a sweep.json nor a folder with one")])
+
+
+def load_recorded(path: Path) -> RecordedSweep:
+    """One recording: a sweep.json, or a folder holding one."""
+    sweep = _sweep_file(path)
+    try:
+        result = SweepResult.model_validate_json(sweep.read_bytes())
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        problem = f"not a sweep: {where}: {first['msg']}"
+        raise ConfigError([Problem(str(sweep), None, (), problem)]) from exc
+    study = load_study(_study_beside(sweep)).model_copy(update={"engine": result.config})
+    name = sweep.parent.name if sweep.name == "sweep.json" else sweep.stem
+    return RecordedSweep(name, study, result, sweep)
+
+
+def find_recorded(roots: list[Path]) -> list[RecordedSweep]:
+    """Every recording under ``roots`` (files, folders, or folders of folders), by path."""
+    found: list[RecordedSweep] = []
+    for root in roots:
+        if root.is_file() or (root / "sweep.json").is_file():
+            found.append(load_recorded(root))
+            continue
+        if not root.is_dir():
+            raise ConfigError([Problem(str(root), None, (), "no such file or folder")])
+        found += [load_recorded(p) for p in sorted(root.rglob("sweep.json"))]
+    return found
