@@ -6,6 +6,7 @@ folders refused."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from kneepoint.agent.cli import main
+from kneepoint.records.ledger import QualityChecked
 
 from .conftest import KNEEPOINT, TuneRun
 
@@ -56,7 +58,10 @@ def test_report_works_on_a_run_killed_mid_trial(finished: Path, tmp_path: Path) 
     proposed = [i for i, line in enumerate(lines) if '"event":"proposed"' in line]
     # Killed while screening trial 2, halfway through writing a line.
     folder = _killed_copy(finished, tmp_path, proposed[1] + 1, torn='{"event":"scree')
+    ledger = (folder / "ledger.jsonl").read_bytes()
     kneepoint("report", folder)
+    # A report reads; only the agent drops a torn line (it may be a write still going on).
+    assert (folder / "ledger.jsonl").read_bytes() == ledger
     report = (folder / "report.md").read_text()
     assert "## Trials" in report and "not measured yet" in report
     assert "Stopped" not in report and "still running or was interrupted" in report
@@ -102,7 +107,7 @@ def test_a_bad_ledger_line_is_named_with_the_way_forward(finished: Path, tmp_pat
         assert done.returncode == 2
         assert done.stderr == (
             f"kneepoint: {folder / 'ledger.jsonl'}:4: not a ledger event (Invalid JSON: "
-            "expected ident at line 1 column 2); to resume from the 3 valid events before it: "
+            "expected ident at line 1 column 2); to resume from the 3 events before it: "
             f"kneepoint tune --resume {folder} --repair-ledger\n"
         )
 
@@ -135,3 +140,30 @@ def test_an_empty_ledger_beside_trial_folders_is_refused(finished: Path, tmp_pat
     assert "ledger.jsonl is empty but trials/ holds 5 trial folder(s)" in done.stderr
     assert sorted(p.name for p in (folder / "trials").iterdir()) == before
     assert (folder / "ledger.jsonl").read_text() == ""
+
+
+def test_an_event_out_of_order_is_named_and_repaired(finished: Path, tmp_path: Path) -> None:
+    folder = tmp_path / finished.name
+    shutil.copytree(finished, folder)
+    lines = (folder / "ledger.jsonl").read_text().splitlines(keepends=True)
+    lines.insert(5, lines[2])  # a whole, valid event where it cannot be (a hand edit)
+    (folder / "ledger.jsonl").write_text("".join(lines))
+    done = kneepoint("report", folder, check=False)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    assert f"ledger.jsonl:6: out of order: a {_kind(lines[2])} event where" in done.stderr
+    kneepoint("tune", "--resume", folder, "--repair-ledger")
+    assert (folder / "ledger.jsonl.rejected-line6").read_text().startswith(lines[2])
+
+
+def _kind(line: str) -> str:
+    return str(json.loads(line)["event"])
+
+
+def test_a_ledger_from_before_quality_verdicts_still_reads() -> None:
+    # `passed: true` with a "skipped:" reason is how a skipped check was recorded before.
+    old = {"event": "quality_checked", "trial": 1, "passed": True, "threshold": 0.9,
+           "reason": "skipped: the simulator has no real model outputs"}  # fmt: skip
+    checked = QualityChecked.model_validate(old)
+    assert checked.verdict == "skipped"
+    assert QualityChecked.model_validate({**old, "reason": "99% match"}).verdict == "passed"
+    assert QualityChecked.model_validate({**old, "passed": False}).verdict == "failed"

@@ -15,6 +15,7 @@ import structlog
 
 from kneepoint.agent.cli_progress import ConsoleProgress
 from kneepoint.agent.logs import configure_logging
+from kneepoint.agent.progress import duration
 from kneepoint.records.loadpoint import LoadPoint
 
 from .conftest import TuneRun
@@ -59,11 +60,7 @@ def test_a_warning_mid_sweep_ends_the_bar_before_it_is_written(
     configure_logging(level="warning", console_json=True)
     progress = ConsoleProgress(stream)
     progress.sweep("screen", 5)
-    point = LoadPoint(
-        rate_rps=4.0, window_start_s=0.0, window_end_s=10.0, sent=40, completed=40, failed=0,
-        timed_out=0, achieved_rps=4.0, goodput_rps=4.0, meets_slo=True, dists={},
-        send_lag_p50_ms=0.1, send_lag_p99_ms=0.5, client_bound=False,
-    )  # fmt: skip
+    point = _point(4.0)
     progress.point("screen", 4.0, 0, point)
     structlog.get_logger("kneepoint.test").warning("something.odd", detail="mid-sweep")
     progress.point("screen", 4.4, 0, point)
@@ -72,3 +69,31 @@ def test_a_warning_mid_sweep_ends_the_bar_before_it_is_written(
     [warning] = [line for line in lines if "something.odd" in line]
     assert warning.startswith("{")  # on a line of its own, not after a half-drawn bar
     assert lines[-2] == "  done"
+
+
+def test_progress_events_at_info_level_do_not_finish_the_bar(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    stream = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", stream)
+    configure_logging(level="info", console_json=True)  # --log-level info on a terminal
+    progress = ConsoleProgress(stream)
+    progress.sweep("screen", 5)
+    for rate in (4.0, 4.4, 4.8):
+        progress.point("screen", rate, 0, _point(rate))
+    assert "points in" not in stream.getvalue()  # no bar finished early, once per point
+
+
+@pytest.mark.parametrize(
+    ("seconds", "shown"), [(59.7, "1m00s"), (119.7, "2m00s"), (45, "45s"), (8000, "2h13m")]
+)
+def test_durations_round_before_they_are_split(seconds: float, shown: str) -> None:
+    assert duration(seconds) == shown
+
+
+def _point(rate: float) -> LoadPoint:
+    return LoadPoint(
+        rate_rps=rate, window_start_s=0.0, window_end_s=10.0, sent=40, completed=40, failed=0,
+        timed_out=0, achieved_rps=rate, goodput_rps=rate, meets_slo=True, dists={},
+        send_lag_p50_ms=0.1, send_lag_p99_ms=0.5, client_bound=False,
+    )  # fmt: skip

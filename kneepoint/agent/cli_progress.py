@@ -7,6 +7,7 @@ structured event (``LogProgress``) for the run's events.jsonl."""
 from __future__ import annotations
 
 import logging
+import shutil
 import sys
 import time
 from datetime import UTC, datetime
@@ -16,6 +17,7 @@ from kneepoint.agent.progress import LogProgress, duration
 from kneepoint.records.loadpoint import LoadPoint
 
 _BAR = 20
+_PROGRESS_LOGGER = "kneepoint.agent.progress"
 
 
 def point_words(rate_rps: float, repeat: int, point: LoadPoint) -> str:
@@ -122,7 +124,10 @@ class ConsoleProgress(LineProgress):
         filled = round(_BAR * shown / sweep.expected) if sweep.expected else 0
         bar = "#" * filled + "." * (_BAR - filled)
         words = point_words(rate_rps, repeat, point)
-        self.stream.write(f"\r  {label:<20} [{bar}] {sweep.count():<9} {words}{sweep.left()}\x1b[K")
+        line = f"  {label:<20} [{bar}] {sweep.count():<9} {words}{sweep.left()}"
+        # One screen line, or each redraw leaves the wrapped part of the last one behind.
+        width = shutil.get_terminal_size().columns - 1
+        self.stream.write(f"\r{line[:width]}\x1b[K")
         self.stream.flush()
         self._open = True
 
@@ -136,7 +141,8 @@ class _FinishBar(logging.Filter):
         self.progress = progress
 
     def filter(self, record: logging.LogRecord) -> bool:
-        self.progress.finish_bar()
+        if record.name != _PROGRESS_LOGGER:  # progress's own events are the bar's, not news
+            self.progress.finish_bar()
         return True
 
 

@@ -15,7 +15,7 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
-from kneepoint.agent.cli_progress import progress_for
+from kneepoint.agent.cli_progress import ConsoleProgress, progress_for
 from kneepoint.agent.deadline import deadline_problem
 from kneepoint.agent.ledger import LedgerError
 from kneepoint.agent.logs import configure_logging
@@ -60,11 +60,11 @@ def _open(args: argparse.Namespace) -> RunFolder:
             raise ConfigError([Problem("--set", None, (), "a resumed run keeps its study")])
         try:
             folder = RunFolder.existing(target)
-            folder.check_resumable()
+            if args.repair_ledger:
+                _repair(folder)
+            folder.check_resumable()  # after a repair too: it may have kept nothing
         except RunFolderError as exc:
             raise run_folder_error(target, exc) from exc
-        if args.repair_ledger:
-            _repair(folder)
         return folder
     if args.repair_ledger:
         raise ConfigError([Problem("--repair-ledger", None, (), "repairs a run folder's "
@@ -92,9 +92,10 @@ def _repair(folder: RunFolder) -> None:
     if aside is None:
         print(f"kneepoint: {folder.ledger.path}: every line is a valid event; nothing to repair",
               file=sys.stderr)  # fmt: skip
-    else:
-        print(f"kneepoint: {folder.ledger.path}: kept {kept} events; the rest moved to {aside}",
-              file=sys.stderr)  # fmt: skip
+        return
+    folder.set_optuna_aside(aside.name.rsplit(".", 1)[-1])
+    print(f"kneepoint: {folder.ledger.path}: kept {kept} events; the rest moved to {aside}",
+          file=sys.stderr)  # fmt: skip
 
 
 def run_tune(args: argparse.Namespace) -> int:
@@ -112,6 +113,8 @@ def run_tune(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print(f"\ninterrupted; resume with: kneepoint tune {folder.path}", file=sys.stderr)
         return EXIT_INTERRUPTED
+    if isinstance(tuner.progress, ConsoleProgress):
+        tuner.progress.finish_bar()  # the summary below starts on a line of its own
     markdown, html = write_report(folder)
     finished = state.finished
     reason = f"{finished.reason}: {finished.detail}" if finished else "not finished"

@@ -47,7 +47,7 @@ class Tuner:
         *, now: Now = _local_now, vllm_version: str | None = None,
     ) -> None:  # fmt: skip
         self.folder, self.study, self.progress, self.now = folder, study, progress, now
-        self.state = RunState.replay(folder.ledger.read())
+        self.state = RunState.replay(folder.ledger.recover())
         self.steps = Steps(study, Bench(study, folder, progress), catalogue, vllm_version)
         self._proposer: Proposer | None = None
         self._built_for = -1

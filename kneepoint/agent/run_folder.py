@@ -83,6 +83,13 @@ class RunFolder:
         except (ValidationError, yaml.YAMLError) as exc:
             raise RunFolderError(f"study.yaml is damaged: {str(exc).splitlines()[0]}") from exc
 
+    def set_optuna_aside(self, tag: str) -> None:
+        """Move the Optuna storage aside (``optuna.db.<tag>``): after a ledger repair it holds
+        trials the ledger no longer has, and the search is rebuilt from the ledger instead."""
+        storage = self.path / "optuna.db"
+        if storage.exists():
+            storage.rename(self.path / f"optuna.db.{tag}")
+
     @property
     def optuna_url(self) -> str:
         return f"sqlite:///{(self.path / 'optuna.db').resolve()}"

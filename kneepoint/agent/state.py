@@ -28,6 +28,16 @@ from kneepoint.records.proposal import Outcome, Proposal, Pruning
 from kneepoint.records.sweep import SweepResult
 
 Step = Literal["start", "baseline", "propose", "screen", "quality", "validate", "promote", "done"]
+_RECORDS: dict[Step, tuple[type, ...]] = {
+    "start": (RunStarted,), "baseline": (Baseline, Finished), "propose": (Proposed, Finished),
+    "screen": (Screened,), "quality": (QualityChecked,), "validate": (Validated,),
+    "promote": (Promoted,), "done": (),
+}  # fmt: skip
+"""The events each step records: a ledger is the loop's steps, in the loop's order."""
+
+
+class StateError(ValueError):
+    """An event that cannot follow the ones before it (a damaged or hand-edited ledger)."""
 
 
 @dataclass
@@ -116,6 +126,7 @@ class RunState:
         return state
 
     def apply(self, event: Event) -> None:
+        self._check_follows(event)
         if isinstance(event, RunStarted):
             self.started = event
         elif isinstance(event, Baseline):
@@ -130,6 +141,17 @@ class RunState:
         elif isinstance(event, Finished):
             self.finished = event
         self.device_s += getattr(event, "device_s", 0.0)
+
+    def _check_follows(self, event: Event) -> None:
+        step, trial = self.next_step()
+        if not isinstance(event, _RECORDS[step]):
+            where = f" of trial {trial.trial}" if trial is not None else ""
+            raise StateError(f"a {event.event} event where the run was at its {step} step{where}")
+        number = getattr(event, "trial", None)
+        expected = trial.trial if trial is not None else self.next_trial_number()
+        if number is not None and number != expected:
+            raise StateError(f"a {event.event} event for trial {number} where trial {expected} "
+                             "was next")  # fmt: skip
 
     def _apply_trial_event(self, event: Screened | QualityChecked | Validated | Promoted) -> None:
         trial = self.trials[event.trial]

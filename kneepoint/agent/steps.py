@@ -135,7 +135,9 @@ class Steps:
         """Greedy answers to fixed prompts from both configurations, compared token by token."""
         tuning = self.study.tuning
         threshold = tuning.quality_threshold
-        unjudgeable = _no_real_outputs(self.study, challenger)
+        unjudgeable = _no_real_outputs(self.study, challenger) or _no_real_outputs(
+            self.study, incumbent
+        )
         if unjudgeable is not None:
             reason = f"skipped: {unjudgeable}; the change is judged on its measured effect alone"
             log.warning("quality.skipped", trial=trial, reason=reason)

@@ -110,9 +110,17 @@ class ServerProcess:
         # If the agent dies without stopping it, its watchdog stops the group at once, and
         # failing that the next run reaps the group by this file.
         self.pid_path = log_path.with_suffix(".pid")
-        started = _started(self.proc.pid)
-        self.pid_path.write_text(f"{self.proc.pid}\n{started}\n")
-        self._lifeline, self._watchdog = _watch(self.proc.pid, started, self.pid_path)
+        try:
+            started = _started(self.proc.pid)
+            self.pid_path.write_text(f"{self.proc.pid}\n{started}\n{boot_id()}\n")
+            self._lifeline, self._watchdog = _watch(self.proc.pid, started, self.pid_path)
+        except BaseException:
+            # No watchdog and no caller to stop it: the server must not outlive this.
+            self._signal_group(signal.SIGKILL)
+            self.proc.wait()
+            self._log.close()
+            self.pid_path.unlink(missing_ok=True)
+            raise
 
     def __enter__(self) -> ServerProcess:
         return self
@@ -190,6 +198,9 @@ def _watch(pgid: int, started: str, pid_path: Path) -> tuple[int, subprocess.Pop
             stdin=read_end, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True,
         )  # fmt: skip
+    except BaseException:
+        os.close(write_end)
+        raise
     finally:
         os.close(read_end)
     return write_end, watchdog
@@ -236,7 +247,22 @@ def group_alive(pgid: int, started: str) -> bool:
     process (the leader itself, or members that outlived it)."""
     if not started.isdigit():  # no identity to check against: never signal a stranger
         return False
-    return _started(pgid) == started or bool(_group_members(pgid, started))
+    leader = _stat_fields(pgid)
+    if leader and leader[0] != "Z":
+        # A live process holds the pid. Linux does not hand out a pid that is still some
+        # live process's group id, so if this is not our leader, our group is gone and the
+        # pid (and any group it leads) belongs to a stranger.
+        return len(leader) > 19 and leader[19] == started
+    return bool(_group_members(pgid, started))
+
+
+def boot_id() -> str:
+    """This boot's id (''where unknown): pid files from an earlier boot name no process of
+    ours, however their numbers line up."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
 
 
 def reap_orphans(folder: Path) -> list[int]:
@@ -250,7 +276,8 @@ def reap_orphans(folder: Path) -> list[int]:
             pid_file.unlink(missing_ok=True)
             continue
         pid, started = int(lines[0]), lines[1]
-        if group_alive(pid, started):
+        same_boot = len(lines) < 3 or lines[2] == boot_id()
+        if same_boot and group_alive(pid, started):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGKILL)
                 stopped.append(pid)

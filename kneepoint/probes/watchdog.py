@@ -36,8 +36,9 @@ def stop_group(pgid: int, started: str, grace_s: float = GRACE_S) -> bool:
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline and group_alive(pgid, started):
         time.sleep(0.1)
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
+    if group_alive(pgid, started):  # never signal a group id that is no longer ours
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGKILL)
     return True
 
 
@@ -47,9 +48,16 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     while sys.stdin.buffer.read(4096):  # only end-of-file ends this: the agent is gone
         pass
-    if stop_group(pgid, started):
-        pid_file.unlink(missing_ok=True)
+    if stop_group(pgid, started) and _names(pid_file, pgid, started):
+        pid_file.unlink(missing_ok=True)  # a resumed run may have written its own since
     return 0
+
+
+def _names(pid_file: Path, pgid: int, started: str) -> bool:
+    try:
+        return pid_file.read_text().splitlines()[:2] == [str(pgid), started]
+    except OSError:
+        return False
 
 
 if __name__ == "__main__":

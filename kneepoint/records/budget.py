@@ -62,8 +62,19 @@ class Budget(InputRecord):
     """Used to report the search's cost in dollars."""
 
     def deadline_after(self, start: datetime) -> datetime | None:
-        """The deadline as an absolute moment, for a study that starts at ``start``."""
+        """The deadline as an absolute moment, for a study that starts at ``start``: a time
+        of day is the first such moment after it, in its own offset if it has one, else in
+        local time with the offset in force on that date (a night across a DST change)."""
         if self.deadline is None or isinstance(self.deadline, datetime):
             return self.deadline
-        moment = datetime.combine(start.date(), self.deadline, tzinfo=start.tzinfo)
-        return moment if moment > start else moment + timedelta(days=1)
+        when = self.deadline
+        if when.tzinfo is not None:
+            start = start.astimezone(when.tzinfo)
+            moment = datetime.combine(start.date(), when)
+            return moment if moment > start else moment + timedelta(days=1)
+        start = start.astimezone()
+        for day in (start.date(), start.date() + timedelta(days=1)):
+            local = datetime.combine(day, when).astimezone()
+            if local > start:
+                return local
+        raise AssertionError("a time of day recurs within a day")  # pragma: no cover

@@ -9,9 +9,9 @@ and costs survive a restart too.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from kneepoint.records.base import Record
 from kneepoint.records.diagnosis import Diagnosis
@@ -94,6 +94,18 @@ class QualityChecked(Record):
     @property
     def rejects(self) -> bool:
         return self.verdict == "failed"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_passed(cls, data: Any) -> Any:
+        # Ledgers written before the verdict had `passed: bool`, and a skipped check wrote
+        # passed=true with a reason starting "skipped": such runs still resume.
+        if isinstance(data, dict) and "passed" in data and "verdict" not in data:
+            data = dict(data)
+            passed = data.pop("passed")
+            skipped = passed and str(data.get("reason", "")).startswith("skipped")
+            data["verdict"] = "skipped" if skipped else ("passed" if passed else "failed")
+        return data
 
 
 class Validated(Record):

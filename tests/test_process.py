@@ -1,0 +1,69 @@
+"""A launched server's process group: identified by its leader's pid and start time, so a
+stale pid file never gets a stranger signalled, and never left running when its launch fails
+half-way."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kneepoint.probes import process
+from kneepoint.probes.process import ServerProcess, group_alive, reap_orphans
+
+
+def test_a_stale_pid_file_does_not_name_a_process_that_reused_the_pid(tmp_path: Path) -> None:
+    # A new group leader whose start time is not the one on file: e.g. a container restart
+    # handing out low pids again while a pid file survived.
+    stranger = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    try:
+        assert not group_alive(stranger.pid, "1")
+        (tmp_path / "server.pid").write_text(f"{stranger.pid}\n1\n")
+        assert reap_orphans(tmp_path) == []
+        assert stranger.poll() is None  # still running: never signalled
+    finally:
+        stranger.kill()
+        stranger.wait()
+
+
+def test_a_pid_file_from_another_boot_is_ignored(tmp_path: Path) -> None:
+    mine = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    try:
+        started = process._started(mine.pid)
+        (tmp_path / "server.pid").write_text(f"{mine.pid}\n{started}\nanother-boot\n")
+        assert group_alive(mine.pid, started)
+        assert reap_orphans(tmp_path) == [] and mine.poll() is None
+    finally:
+        mine.kill()
+        mine.wait()
+
+
+def test_a_launch_that_fails_after_the_server_started_stops_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_watchdog(*args: object) -> None:
+        raise OSError("too many open files")
+
+    monkeypatch.setattr(process, "_watch", no_watchdog)
+    with pytest.raises(OSError, match="too many open files"):
+        ServerProcess([sys.executable, "-c", "import time; time.sleep(60)"],
+                      tmp_path / "server.log")  # fmt: skip
+    assert not _running("time.sleep(60)")
+    assert not (tmp_path / "server.pid").exists()
+
+
+def _running(fragment: str) -> list[int]:
+    """Live (not zombie) processes whose command line holds ``fragment``."""
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            state = (entry / "stat").read_text().rsplit(")", 1)[-1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if fragment in cmdline and state != "Z" and int(entry.name) != os.getpid():
+            found.append(int(entry.name))
+    return found
