@@ -9,7 +9,9 @@ from the first recording's diagnosis. A summary gives the figures the fidelity g
 
 Run: .venv/bin/python benchmarks/real_fidelity.py [PATH ...]   (default: every recording in
 tests/fixtures/real; a PATH is a sweep.json, a folder with one, or a folder of such)
-Goals (uncalibrated): capacity within 10% and the fp8 effect within 5 points on every config.
+Goals: uncalibrated, capacity within 10% and the fp8 effect within 5 points on every config;
+calibrated leave-one-out, capacity within 5%, ITL p50 within 15% at every rate that meets the
+SLO, the fp8 effect within 3 points.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import time
 from pathlib import Path
 
 from kneepoint.agent.logs import configure_logging
+from kneepoint.calibration.calibrate import calibrate
 from kneepoint.calibration.recorded import RecordedSweep, find_recorded
 from kneepoint.calibration.replay import replay
 from kneepoint.config import knob_catalogue
@@ -102,6 +105,40 @@ def effects(recordings: list[RecordedSweep], simulated: dict[str, SweepResult]) 
     return rows
 
 
+def _itl_errors(recorded: RecordedSweep, simulated: SweepResult) -> list[float]:
+    """Relative ITL p50 error at every recorded rate that met the SLO."""
+    sim_at = {(p.repeat, p.rate_rps): p for p in simulated.points}
+    return [_dist(sim_at[(p.repeat, p.rate_rps)], "itl", 50) / _dist(p, "itl", 50) - 1
+            for p in recorded.result.points if p.margin <= 1.0]  # fmt: skip
+
+
+def leave_one_out(recordings: list[RecordedSweep]) -> list[str]:
+    """Fit on every other recording of the same study, replay the one held out."""
+    header = f"{'worst ITL p50 error (passing rates)':>36} {'effect real':>12} {'sim':>7}"
+    rows = [f"  {'held out':<12} {'real cap':>9} {'sim cap':>8} {'error':>7} {header}"]
+    held: dict[str, SweepResult] = {}
+    for out in recordings:
+        rest = [r for r in recordings if r is not out
+                and r.source.parent.parent == out.source.parent.parent]  # fmt: skip
+        if not rest:
+            continue
+        fitted = calibrate(rest).calibration.efficiency
+        held[out.name] = replay(out, fitted)
+        # The base replayed with the same fit, for the held-out change's simulated effect.
+        base = _nearest(out, recordings)
+        base_sim = replay(base, fitted) if base is not None and base is not out else None
+        real, sim = out.result.capacity_rps, held[out.name].capacity_rps
+        itl = max(_itl_errors(out, held[out.name]), key=abs, default=0.0)
+        effect = ""
+        if base is not None and base_sim is not None and base.name == "base":
+            real_effect = (real or 0) / (base.result.capacity_rps or 1) - 1
+            sim_effect = (sim or 0) / (base_sim.capacity_rps or 1) - 1
+            effect = f"{real_effect:+12.1%} {sim_effect:+7.1%}"
+        rows.append(f"  {out.name:<12} {real or 0:9.2f} {sim or 0:8.2f} {_err(real, sim):>7} "
+                    f"{itl:+36.1%} {effect}")  # fmt: skip
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("paths", nargs="*", type=Path, help="recordings (default: shared)")
@@ -122,6 +159,8 @@ def main() -> None:
         print("\n".join(rate_table(r, simulated[r.name])))
     print("\nknob effects on SLO capacity (real engine, simulator, kneepoint's prediction):")
     print("\n".join(effects(recordings, simulated)))
+    print("\ncalibrated, leave-one-out (fitted on the study's other recordings):")
+    print("\n".join(leave_one_out(recordings)))
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ ALLOWED = {
     "load": {"records"},
     "sim": {"records", "config", "physics", "load"},
     "probes": {"records", "config", "physics", "load", "sim"},
-    "calibration": {"records", "config", "physics", "load", "sim"},
+    "calibration": {"records", "config", "physics", "load", "sim", "policies"},
     "agent": {"records", "config", "physics", "load", "probes", "policies", "sim", "calibration"},
 }
 SIDE_EFFECT_MODULES = {"subprocess", "socket", "httpx", "pynvml", "psutil", "asyncio"}

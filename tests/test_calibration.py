@@ -7,9 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from kneepoint.calibration.fit import fit_steps, step_error, step_samples
 from kneepoint.calibration.recorded import find_recorded, load_recorded
-from kneepoint.calibration.replay import replay
+from kneepoint.calibration.replay import replay, replay_point
 from kneepoint.config import ConfigError
+from kneepoint.records.efficiency import Efficiency
+from kneepoint.sim.engine import SimEngine
 
 from .conftest import REPO
 
@@ -47,3 +50,52 @@ def test_a_folder_without_a_recording_is_one_clear_problem(tmp_path: Path) -> No
     (tmp_path / "sweep.json").write_bytes((H100 / "base" / "sweep.json").read_bytes())
     with pytest.raises(ConfigError, match=r"no study\.yaml beside it"):
         load_recorded(tmp_path)
+
+
+def test_the_fit_prices_the_recorded_h100_steps_within_a_tenth() -> None:
+    # Each busy point's average step (vLLM's own tokens per step, decodes and running
+    # sequences) against its measured time (one over the step rate).
+    samples = step_samples(find_recorded([H100]))
+    assert len(samples) == 21
+    fitted = fit_steps(samples)
+    assert step_error(fitted, samples) < 0.08 < step_error(Efficiency(), samples)
+    # Within the ranges real kernels reach (REFERENCE.md), not at a degenerate corner.
+    assert 0.35 <= fitted.mfu <= 0.75 and fitted.fp8_gemm_speedup < 1.4
+
+
+def test_the_fp8_gain_shrinks_as_steps_grow() -> None:
+    # Real H100 vLLM 0.26 Llama-3.1-8B chat (tests/fixtures/real): fp8 steps ran 0.65x as
+    # long at 8 req/s (~20 tokens, weight streaming) and 0.89-1.0x at 40-64 req/s (~400-600).
+    found = {r.name: r for r in find_recorded([H100])}
+    by_rate = {name: {s.label.split(" @ ")[1]: s for s in step_samples([r])}
+               for name, r in found.items()}  # fmt: skip
+    eff = Efficiency()
+    low = by_rate["fp8"]["8 req/s"].predicted_s(eff) / by_rate["base"]["8 req/s"].predicted_s(eff)
+    high = by_rate["fp8"]["48 req/s"].predicted_s(eff) / by_rate["base"]["48 req/s"].predicted_s(
+        eff
+    )
+    assert low < 0.75 and high > 0.85
+
+
+@pytest.mark.slow  # three recordings replayed (~10 s)
+def test_uncalibrated_the_simulator_matches_the_real_h100_capacities_and_fp8_effect() -> None:
+    # Real vLLM 0.26 on an H100 (tests/fixtures/real): base 40.31, fp8 44.43 (+10.2%),
+    # 1024 seqs / 8192 tokens 40.83 req/s. Goals: capacity within 10%, fp8 within 5 points.
+    found = {r.name: r for r in find_recorded([H100])}
+    simulated = {name: replay(r).capacity_rps or 0.0 for name, r in found.items()}
+    for name, recorded in found.items():
+        assert simulated[name] == pytest.approx(recorded.result.capacity_rps, rel=0.10), name
+    real_gain = 44.43 / 40.31 - 1
+    assert abs(simulated["fp8"] / simulated["base"] - 1 - real_gain) < 0.05
+
+
+def test_the_replay_keeps_the_prefix_cache_from_point_to_point() -> None:
+    # The recordings sent the same prompts at every rate to one live server, whose prefix
+    # cache then served 33-38% of the prompt tokens at 16 and 32 req/s: the replay too.
+    base = load_recorded(H100 / "base")
+    ordered = list(base.result.points)
+    engine = SimEngine(base.study.gpu, base.study.model, base.result.config)
+    first = replay_point(base, ordered[0], on=engine)
+    second = replay_point(base, ordered[1], on=engine)
+    assert (first.point.signals.prefix_hit_rate or 0.0) < 0.05
+    assert (second.point.signals.prefix_hit_rate or 0.0) > 0.2

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from kneepoint.agent.cli import main
+from kneepoint.calibration.recorded import load_recorded
 from kneepoint.probes.process import ServerProcess, free_port
 
 from .conftest import CONFIGS
@@ -42,6 +43,8 @@ def test_a_known_knee_costs_two_points(tmp_path: Path) -> None:
     assert json.loads((folder / "diagnosis.json").read_text())["diagnosis"]["binding"] == (
         "scheduling"
     )
+    recorded = load_recorded(folder)  # the folder is a recording calibrate can fit to
+    assert recorded.study.gpu.name == "h100-sxm" and len(recorded.result.points) == 2
     report = (folder / "diagnosis.md").read_text()  # the SLO and what its verdicts mean
     assert report.index("## Service-level objective") < report.index("## What binds")
     assert "| no: " in report  # the point past the knee says what it missed

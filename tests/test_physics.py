@@ -89,7 +89,10 @@ def test_fp8_weights_speed_compute_only_where_the_gpu_has_fp8() -> None:
         step_cost(A100, LLAMA_8B, _engine(gpu=A100), prefill).wall_s
         / step_cost(A100, LLAMA_8B, _engine(gpu=A100, quantization="fp8"), prefill).wall_s
     )
-    assert h100_gain > 1.7
+    # A 4k-token prefill is compute-bound: fp8 GEMMs help on Hopper, by far less than the
+    # datasheet's 2x (real H100 vLLM 0.26 steps of ~600 tokens: +3-7%, tests/fixtures/real;
+    # a 12B model's 8k-token chunks: +14% on its ceiling), and not at all on Ampere.
+    assert 1.1 < h100_gain < 1.3
     assert a100_gain == pytest.approx(1.0, abs=0.03)
 
 

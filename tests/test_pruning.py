@@ -59,7 +59,9 @@ def test_compute_bound_on_hopper_tries_fp8_weights_first_and_flags_its_quality_c
     found, _ = run("compute", COMPUTE)
     first = found.candidates[0]
     assert (first.knob.name, first.direction, first.target) == ("quantization", "to", "fp8")
-    assert first.needs_quality_check and first.predicted_ratio > 1.3
+    # Real H100, vLLM 0.26, Llama-3.1-8B chat: fp8 weights +10.2% SLO capacity
+    # (tests/fixtures/real): a modest gain, not the datasheet's 2x.
+    assert first.needs_quality_check and 1.03 < first.predicted_ratio < 1.25
     assert "acts on cache, bandwidth; compute binds" in why(found, "kv_cache_dtype")
     assert "acts on scheduling; compute binds" in why(found, "async_scheduling")
 

@@ -65,13 +65,15 @@ def test_scenario_is_dominated_by_its_label_at_its_knee(name: str) -> None:
 
 @pytest.mark.slow  # several knee searches on the virtual clock
 def test_fp8_weights_lift_compute_bound_h100_far_more_than_cache_bound_a100() -> None:
-    # Hopper's fp8 tensor cores double the GEMM peak; on Ampere fp8 only halves weight bytes,
-    # and the cache-bound scenario's pool is pinned, so only the (minor) weight reads shrink.
+    # Hopper's fp8 GEMMs speed up the prefill-heavy compute wall, by far less than the
+    # datasheet's 2x (real H100 vLLM 0.26: +10.2% on chat, tests/fixtures/real; a 12B model's
+    # prefill-heavy ceiling +14%); on Ampere fp8 only halves weight bytes, and the cache-bound
+    # scenario's pool is pinned, so only its weight reads shrink.
     compute = gain("compute-bound", "engine.quantization=fp8")
     cache_gain = gain("cache-bound", "engine.quantization=fp8")
-    assert compute >= 1.5
+    assert 1.1 <= compute <= 1.5
     assert cache_gain < 1.25
-    assert compute - cache_gain >= 0.4
+    assert compute > cache_gain
 
 
 @pytest.mark.slow  # several knee searches on the virtual clock

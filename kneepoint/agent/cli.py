@@ -22,6 +22,7 @@ import structlog
 import yaml
 
 from kneepoint import __version__
+from kneepoint.agent.cli_calibrate import add_calibrate_command
 from kneepoint.agent.cli_diagnose import add_diagnose_command
 from kneepoint.agent.cli_report import add_report_command
 from kneepoint.agent.cli_sweep import add_sweep_command
@@ -81,6 +82,7 @@ def _parser() -> argparse.ArgumentParser:
     add_tune_command(commands)
     add_diagnose_command(commands)
     add_report_command(commands)
+    add_calibrate_command(commands)
     _global_options_everywhere(parser)
     return parser
 

@@ -16,6 +16,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from kneepoint.agent.cli_progress import progress_for
 from kneepoint.agent.diagnose import findings_document, measure_and_diagnose
 from kneepoint.agent.files import write_atomically
@@ -76,5 +78,9 @@ def run_diagnose(args: argparse.Namespace) -> int:
     body = {"diagnosis": findings.diagnosis.model_dump(mode="json"),
             "pruning": findings.pruning.model_dump(mode="json")}  # fmt: skip
     write_atomically(folder / "diagnosis.json", json.dumps(body, indent=1) + "\n")
+    # With the study beside its sweep.json, the folder is a recording `kneepoint calibrate`
+    # and benchmarks/real_fidelity.py can read.
+    resolved = yaml.safe_dump(study.model_dump(mode="json"), sort_keys=False)
+    write_atomically(folder / "study.yaml", resolved)
     sys.stdout.write(text + f"\nwritten: {folder}\n")
     return 0

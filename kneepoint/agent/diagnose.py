@@ -57,7 +57,8 @@ def measure_and_diagnose(
     saturated, below = sweep.saturation_points(result)
     point = saturated or max(result.points, key=lambda p: p.rate_rps).point
     observation = Observation(saturated=point, below=below, gpu=study.gpu, model=study.model,
-                              engine=config, workload=study.workload)  # fmt: skip
+                              engine=config, workload=study.workload,
+                              efficiency=study.efficiency)  # fmt: skip
     diagnosis = diagnose(observation)
     # Advice for whoever runs the server, even when kneepoint itself cannot change it.
     backend: BackendKind = "vllm" if study.backend.kind == "attach" else study.backend.kind

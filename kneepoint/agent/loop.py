@@ -174,7 +174,8 @@ class Tuner:
         assert state.incumbent_repeats is not None
         point = state.incumbent_repeats.points[0].point
         observation = Observation(saturated=point, gpu=self.study.gpu, model=self.study.model,
-                                  engine=state.incumbent, workload=self.study.workload)  # fmt: skip
+                                  engine=state.incumbent, workload=self.study.workload,
+                                  efficiency=self.study.efficiency)  # fmt: skip
         space = search_space(state.pruning, observation, state.incumbent_objective)
         seed = self.study.seed
 

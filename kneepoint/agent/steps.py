@@ -60,7 +60,7 @@ class Steps:
             saturated = max(result.points, key=lambda p: p.rate_rps).point
         return diagnose(Observation(
             saturated=saturated, below=below, gpu=self.study.gpu, model=self.study.model,
-            engine=config, workload=self.study.workload,
+            engine=config, workload=self.study.workload, efficiency=self.study.efficiency,
         ))  # fmt: skip
 
     def prune(self, diagnosis: Diagnosis, config: EngineConfig, result: SweepResult) -> Pruning:
@@ -68,7 +68,7 @@ class Steps:
         point = saturated or max(result.points, key=lambda p: p.rate_rps).point
         observation = Observation(
             saturated=point, below=below, gpu=self.study.gpu, model=self.study.model,
-            engine=config, workload=self.study.workload,
+            engine=config, workload=self.study.workload, efficiency=self.study.efficiency,
         )  # fmt: skip
         backend: BackendKind = self.study.backend.kind
         return prune(diagnosis, observation, self.catalogue, allowed=self.study.search.knobs,

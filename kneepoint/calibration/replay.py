@@ -5,6 +5,8 @@ virtual clock. What the real engine and the simulator then say can be compared p
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from kneepoint.calibration.recorded import RecordedSweep
 from kneepoint.config.trace import workload_trace
 from kneepoint.load.capacity import interpolate_capacity, mean_interval, slo_margin
@@ -12,6 +14,8 @@ from kneepoint.load.size import PointSize
 from kneepoint.records.efficiency import Efficiency
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.sweep import SweepPoint, SweepResult
+from kneepoint.records.workload import TraceEntry
+from kneepoint.sim.engine import SimEngine
 from kneepoint.sim.loadpoint import simulate_load_point
 
 
@@ -21,21 +25,38 @@ def replay(
 ) -> SweepResult:  # fmt: skip
     """The recording's points as the simulator measures them (``config``: another engine
     config at the same rates, e.g. to price a knob change the real engine never ran)."""
-    study = recorded.simulated()
     config = config or recorded.result.config
-    size = PointSize.for_study(study, study.tuning.screen_seconds)
+    study = recorded.simulated()
     trace = workload_trace(study.workload)
     points = []
-    for real in sorted(recorded.result.points, key=lambda p: (p.repeat, p.rate_rps)):
-        simulated = simulate_load_point(
-            study, real.rate_rps, size.requests(real.rate_rps), config,
-            study.workload.seed + real.repeat, trace=trace, warmup_s=size.warmup_s,
-            efficiency=efficiency,
-        )  # fmt: skip
-        points.append(SweepPoint(rate_rps=real.rate_rps, repeat=real.repeat, arm=real.arm,
-                                 margin=slo_margin(simulated.point, study.slo),
-                                 point=simulated.point))  # fmt: skip
+    for repeat in sorted({p.repeat for p in recorded.result.points}):
+        # One engine per repeat, the points in the order they were measured: the real
+        # server kept its prefix cache from point to point, and so does this one.
+        engine = SimEngine(study.gpu, study.model, config, efficiency or study.efficiency)
+        for real in [p for p in recorded.result.points if p.repeat == repeat]:
+            points.append(replay_point(recorded, real, efficiency, config=config, trace=trace,
+                                       on=engine))  # fmt: skip
     return summarise(points, config)
+
+
+def replay_point(
+    recorded: RecordedSweep, real: SweepPoint, efficiency: Efficiency | None = None, *,
+    config: EngineConfig | None = None, trace: Sequence[TraceEntry] | None = None,
+    on: SimEngine | None = None,
+) -> SweepPoint:  # fmt: skip
+    """One recorded point (its rate and repeat) as the simulator measures it: on a fresh
+    engine, or ``on`` one that served the points measured before it. The prompts are the
+    ones the recording sent (kneepoint at b0c96fd sent the same prompts at every rate)."""
+    study = recorded.simulated()
+    size = PointSize.for_study(study, study.tuning.screen_seconds)
+    simulated = simulate_load_point(
+        study, real.rate_rps, size.requests(real.rate_rps), config or recorded.result.config,
+        study.workload.seed + real.repeat, trace=trace, warmup_s=size.warmup_s,
+        efficiency=efficiency, on=on,
+    )  # fmt: skip
+    margin = slo_margin(simulated.point, study.slo)
+    return SweepPoint(rate_rps=real.rate_rps, repeat=real.repeat, arm=real.arm, margin=margin,
+                      point=simulated.point)  # fmt: skip
 
 
 def summarise(points: list[SweepPoint], config: EngineConfig) -> SweepResult:

@@ -1,8 +1,9 @@
 """JSON Schema of the study file format, for editor completion and validation.
 
 The file format is the StudySpec with its references allowed: ``gpu``, ``model`` and
-``workload`` may be names (or paths) instead of records, ``engine.model`` may be left out
-(the catalogue model's Hugging Face id is used), and ``slo`` may come from the workload preset.
+``workload`` may be names (or paths) instead of records, ``calibration`` is a path,
+``engine.model`` may be left out (the catalogue model's Hugging Face id is used), and ``slo``
+may come from the workload preset.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ _REFERENCES = {
     "gpu": "GPU catalogue name (configs/gpus.yaml), e.g. h100-sxm",
     "model": "model catalogue name (configs/models.yaml) or a path to a Hugging Face config.json",
     "workload": "workload preset name (configs/workloads) or a path to a workload file",
+    "calibration": "path to a calibration file written by `kneepoint calibrate`",
 }
 
 

@@ -29,6 +29,7 @@ from kneepoint.config.overrides import Override, apply_override, parse_override
 from kneepoint.config.validation import validate
 from kneepoint.config.yamlio import YamlDoc, read_mapping
 from kneepoint.records.base import Record
+from kneepoint.records.calibration import Calibration
 from kneepoint.records.slo import Slo
 from kneepoint.records.study import StudySpec
 from kneepoint.records.workload import TraceArrivals, Workload
@@ -104,6 +105,24 @@ class _Resolver:
         elif isinstance(ref, dict):
             _absolute_trace(ref, self.base_dir())
 
+    def calibration(self, raw: dict[str, Any]) -> None:
+        """``calibration: FILE`` (a `kneepoint calibrate` output, relative to the study) read
+        in; it must have been fitted on this study's GPU and model."""
+        ref = raw.get("calibration")
+        if not isinstance(ref, str):
+            return
+        path = self.base_dir() / ref
+        if not path.is_file():
+            raise self.fail(("calibration",), f"no such file: {path}")
+        found = validate(Calibration, read_mapping(path).data, read_mapping(path))
+        gpu, model = raw.get("gpu"), raw.get("model")
+        names = (gpu.get("name") if isinstance(gpu, dict) else gpu,
+                 model.get("name") if isinstance(model, dict) else model)  # fmt: skip
+        if (found.gpu, found.model) != names:
+            raise self.fail(("calibration",), f"{ref} was fitted for {found.gpu} / "
+                            f"{found.model}, not {names[0]} / {names[1]}")  # fmt: skip
+        raw["calibration"] = found.model_dump(mode="json")
+
     def _read_workload_file(self, ref: str) -> WorkloadFile:
         path = find_preset("workloads", ref) if "/" not in ref else None
         if path is None:
@@ -149,7 +168,8 @@ def resolve_study(doc: YamlDoc, overrides: Sequence[str] = ()) -> StudySpec:
         resolver.workload(raw)  # so overrides can reach inside a preset's classes
     for override in parsed:
         apply_override(raw, override)
-    for resolve in (resolver.gpu, resolver.model, resolver.workload, resolver.served_model):
+    for resolve in (resolver.gpu, resolver.model, resolver.workload, resolver.served_model,
+                    resolver.calibration):  # fmt: skip
         resolve(raw)
     if "slo" not in raw and resolver.preset_slo is not None:
         raw["slo"] = resolver.preset_slo

@@ -1,10 +1,16 @@
 """The time of one engine step from what it computes and what it reads.
 
-A step runs linear layers over every scheduled token (2 x active params FLOPs per token),
-attention over each request's context, and streams the weights once plus each request's KV.
-Compute time (FLOPs at peak x MFU) and memory time (bytes at bandwidth x efficiency) overlap,
-so the GPU time is a smooth maximum of the two, plus kernel-launch overhead per step and per
-layer (smaller with CUDA graphs), plus tensor-parallel all-reduces. CPU work (scheduling,
+A step runs the linear layers (GEMMs) over every scheduled token (2 x active params FLOPs per
+token, streaming the weights once), attention over each request's context (reading its KV),
+and elementwise work per token (norms, activations, rotary embedding, sampling, and with fp8
+the activations' quantisation). Compute time (FLOPs at peak x efficiency) and memory time
+(bytes at bandwidth x efficiency) overlap, so the GEMM and attention time is a smooth maximum
+of the two; the per-token work adds on. fp8 weights halve the weight bytes and, on GPUs with
+fp8 tensor cores, speed up the GEMMs' compute by a factor that grows with the batch towards a
+measured ceiling (not the datasheet's 2x), while attention stays as it is: so fp8's gain is
+large at small batches (weight streaming) and shrinks where steps are compute-bound at
+moderate batch sizes, as on a real H100. Kernel-launch overhead per step and per layer
+(smaller with CUDA graphs) and tensor-parallel all-reduces add on. CPU work (scheduling,
 output processing) adds to the step unless async scheduling overlaps it with the GPU.
 """
 
@@ -88,16 +94,17 @@ class Roofline:
     ) -> None:
         eff = efficiency or _DEFAULT_EFFICIENCY
         self._eff, self._engine, self._gpu, self._model = eff, engine, gpu, model
-        self.linear_peak_tflops = (
-            gpu.fp8_tflops if engine.fp8_compute and gpu.fp8_tflops else gpu.bf16_tflops
-        )
+        fp8 = engine.fp8_compute
+        self.linear_peak_tflops = gpu.fp8_tflops if fp8 and gpu.fp8_tflops else gpu.bf16_tflops
         """Tensor-core peak of the linear layers: fp8 where both the weights and GPU have it."""
+        self._fp8_gemm = fp8 and bool(gpu.fp8_tflops)
         self._linear_flops_per_token = 2.0 * model.active_params()
-        self._linear_flop_s = self.linear_peak_tflops * 1e12 * eff.mfu
+        self._linear_flop_s = gpu.bf16_tflops * 1e12 * eff.mfu
         self._attention_flops_per_pair = (
             4.0 * model.num_layers * model.num_attention_heads * (model.head_dim)
         )
-        self._attention_flop_s = gpu.bf16_tflops * 1e12 * eff.mfu
+        self._attention_flop_s = gpu.bf16_tflops * 1e12 * eff.attention_mfu
+        self._token_s = eff.token_overhead_s + (eff.fp8_token_overhead_s if fp8 else 0.0)
         self._kv_bytes_per_token = model.kv_bytes_per_token(
             engine.kv_dtype_bytes, engine.tensor_parallel_size
         )
@@ -111,6 +118,13 @@ class Roofline:
             eff.layer_overhead_eager_s if engine.enforce_eager else eff.layer_overhead_graph_s
         )
         self._fixed_launch_s = eff.step_overhead_s + per_layer * model.num_layers
+
+    def _gemm_speedup(self, tokens: int) -> float:
+        """fp8 GEMMs' compute speed-up over bf16 at this many tokens (1 without fp8)."""
+        if not self._fp8_gemm:
+            return 1.0
+        eff = self._eff
+        return 1.0 + (eff.fp8_gemm_speedup - 1.0) * tokens / (tokens + eff.fp8_gemm_half_tokens)
 
     def _weights_read(self, tokens: int) -> float:
         """Weight bytes streamed in one step. Dense models read all weights; an MoE model
@@ -128,23 +142,29 @@ class Roofline:
         tp = engine.tensor_parallel_size
         linear_flops = self._linear_flops_per_token * batch.new_tokens / tp
         attention_flops = self._attention_flops_per_pair * batch.attention_pairs / tp
-        compute_s = linear_flops / self._linear_flop_s + attention_flops / self._attention_flop_s
+        linear_s = linear_flops / (self._linear_flop_s * self._gemm_speedup(batch.new_tokens))
+        attention_s = attention_flops / self._attention_flop_s
         kv_bytes = self._kv_bytes_per_token * batch.kv_tokens
         weights = self._weights_read(batch.new_tokens)
         weight_read_s = weights / self._weight_bandwidth
         kv_read_s = kv_bytes / self._kv_bandwidth
-        memory_s = weight_read_s + kv_read_s
-        p = eff.smooth_max_power
-        compute_p, memory_p = compute_s**p, memory_s**p
-        roofline_s = (compute_p + memory_p) ** (1.0 / p)
+        # GEMMs, attention and their memory traffic overlap as one smooth maximum (fitted to
+        # the real H100 steps, this prices them within 6%: tests/test_calibration.py); the
+        # per-token elementwise work runs beside neither.
+        overlapped, compute_share = _smooth_max(
+            linear_s + attention_s, weight_read_s + kv_read_s, eff.smooth_max_power
+        )
+        token_s = self._token_s * batch.new_tokens / tp
+        roofline_s = overlapped + token_s
+        compute_share *= overlapped / roofline_s
         launch_s = self._fixed_launch_s + eff.request_overhead_s * batch.num_requests
         allreduce_s = _allreduce_s(self._gpu, self._model, tp, batch.new_tokens, eff)
         gpu_s = roofline_s + launch_s + allreduce_s
         chunks = batch.samples / engine.stream_interval
         cpu_s = eff.cpu_step_s + eff.cpu_request_s * batch.num_requests + eff.cpu_chunk_s * chunks
         return StepCost(
-            compute_s=compute_s,
-            memory_s=memory_s,
+            compute_s=linear_s + attention_s,
+            memory_s=weight_read_s + kv_read_s,
             weight_read_s=weight_read_s,
             kv_read_s=kv_read_s,
             gpu_roofline_s=roofline_s,
@@ -155,7 +175,7 @@ class Roofline:
             wall_s=max(gpu_s, cpu_s) if engine.async_scheduling else gpu_s + cpu_s,
             flops=linear_flops + attention_flops,
             bytes_read=weights + kv_bytes,
-            compute_share=compute_p / (compute_p + memory_p),
+            compute_share=compute_share,
         )
 
 
@@ -168,6 +188,14 @@ def step_cost(
 ) -> StepCost:
     """Time of one step that runs ``batch``; for many steps, build one Roofline instead."""
     return Roofline(gpu, model, engine, efficiency).step(batch)
+
+
+def _smooth_max(compute_s: float, memory_s: float, p: float) -> tuple[float, float]:
+    """(time of kernels that compute for ``compute_s`` and move memory for ``memory_s``,
+    overlapping; the share of it owed to compute)."""
+    compute_p, memory_p = compute_s**p, memory_s**p
+    total = compute_p + memory_p
+    return total ** (1.0 / p), compute_p / total if total else 0.0
 
 
 def _expert_share(model: ModelSpec) -> float:

@@ -44,7 +44,8 @@ def diagnose(observation: Observation) -> Diagnosis:
         engine = None
     estimate = (
         estimate_step(point.signals, observation.gpu, observation.model, engine,
-                      observation.workload, observed_step_s=_step_when_idle(point))
+                      observation.workload, observed_step_s=_step_when_idle(point),
+                      efficiency=observation.efficiency)
         if engine is not None else None
     )  # fmt: skip
     tally = Tally()

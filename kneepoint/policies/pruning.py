@@ -96,7 +96,7 @@ def _situation(diagnosis: Diagnosis, observation: Observation) -> Situation | No
     memory = plan_memory(observation.gpu, observation.model, engine)
     estimate = estimate_step(
         observation.saturated.signals, observation.gpu, observation.model, engine,
-        observation.workload,
+        observation.workload, efficiency=observation.efficiency,
     )  # fmt: skip
     shared = observation.workload is not None and has_shared_prefixes(observation.workload)
     return Situation(diagnosis, observation, engine, memory, estimate, shared)

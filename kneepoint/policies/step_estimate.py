@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from kneepoint.physics.defaults import ResolvedEngine
 from kneepoint.physics.roofline import BatchShape, Roofline
+from kneepoint.records.efficiency import Efficiency
 from kneepoint.records.hardware import GpuSpec, ModelSpec
 from kneepoint.records.loadpoint import Signals
 from kneepoint.records.workload import Workload, mean_length_tokens
@@ -48,20 +49,12 @@ class StepEstimate:
         return min(1.0, self.launch_s / self.observed_step_s)
 
 
-def estimate_step(
-    signals: Signals,
-    gpu: GpuSpec,
-    model: ModelSpec,
-    engine: ResolvedEngine,
-    workload: Workload | None = None,
-    *,
-    observed_step_s: float | None = None,
-) -> StepEstimate | None:
-    """The average step's estimate; None when the metrics cannot describe a step.
-
-    The observed step time is 1 / steps per second, which holds while the engine steps back
-    to back (a queue in front of it); an engine that idles between requests runs fewer steps
-    than that, so the caller passes the step time it saw instead (the median ITL)."""
+def observed_shape(
+    signals: Signals, workload: Workload | None = None
+) -> tuple[BatchShape, float] | None:
+    """The average step the engine's metrics describe (tokens per step, the decodes among
+    them, running sequences and their context), and that context per sequence; None when the
+    metrics cannot describe a step."""
     steps, tokens = signals.steps_per_s, signals.tokens_per_step_mean
     if not steps or not tokens:
         return None
@@ -76,9 +69,31 @@ def estimate_step(
         kv_tokens=round(running * context + prefill),
         samples=round(decodes),
     )
-    cost = Roofline(gpu, model, engine).step(shape)
+    return shape, context
+
+
+def estimate_step(
+    signals: Signals,
+    gpu: GpuSpec,
+    model: ModelSpec,
+    engine: ResolvedEngine,
+    workload: Workload | None = None,
+    *,
+    observed_step_s: float | None = None,
+    efficiency: Efficiency | None = None,
+) -> StepEstimate | None:
+    """The average step's estimate; None when the metrics cannot describe a step.
+
+    The observed step time is 1 / steps per second, which holds while the engine steps back
+    to back (a queue in front of it); an engine that idles between requests runs fewer steps
+    than that, so the caller passes the step time it saw instead (the median ITL)."""
+    found = observed_shape(signals, workload)
+    if found is None or not signals.steps_per_s:
+        return None
+    shape, context = found
+    cost = Roofline(gpu, model, engine, efficiency).step(shape)
     return StepEstimate(
-        observed_step_s=observed_step_s or 1.0 / steps,
+        observed_step_s=observed_step_s or 1.0 / signals.steps_per_s,
         gpu_s=cost.gpu_s,
         launch_s=cost.launch_s,
         compute_share=cost.compute_share,

@@ -158,6 +158,7 @@ def _http_prober(
         plan = plan_requests(
             study.workload, rate, num_requests=size.requests(rate),
             seed=study.workload.seed + repeat, trace=trace, vocab_size=study.model.vocab_size,
+            salt=f"{rate:.9g}/",  # one live server: no prompt may repeat an earlier point's
         )  # fmt: skip
         measured = measure(
             endpoint.url, plan, rate, options, study.slo, instruments=endpoint.instruments,

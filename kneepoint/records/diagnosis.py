@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import Field
 
 from kneepoint.records.base import Record
+from kneepoint.records.efficiency import Efficiency
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.hardware import GpuSpec, ModelSpec
 from kneepoint.records.knobs import CONSTRAINTS, Constraint
@@ -87,3 +88,5 @@ class Observation(Record):
     model: ModelSpec
     engine: EngineConfig
     workload: Workload | None = None
+    efficiency: Efficiency | None = None
+    """The roofline's constants for pricing steps (a study's calibration; None: built in)."""

@@ -14,10 +14,27 @@ class Efficiency(InputRecord):
 
     mfu: float = Field(default=0.5, gt=0.0, le=1.0)
     """GEMM fraction of tensor-core peak at typical chunk sizes."""
+    attention_mfu: float = Field(default=0.5, gt=0.0, le=1.0)
+    """Attention kernels' fraction of the bf16 tensor-core peak."""
+    fp8_gemm_speedup: float = Field(default=1.3, ge=1.0, le=2.0)
+    """Compute-bound speed-up of fp8 (W8A8) GEMMs over bf16 on GPUs with fp8 tensor cores,
+    reached only by large GEMMs (see ``fp8_gemm_half_tokens``): the datasheet says 2.0; real
+    H100 vLLM 0.26 steps of ~600 tokens ran 3-7% faster (tests/fixtures/real, fitted), and a
+    12B model's 8k-token prefill chunks gave +14% on its ceiling (issue: Step 7)."""
+    fp8_gemm_half_tokens: float = Field(default=4096.0, gt=0.0)
+    """Tokens per step at which fp8 GEMMs reach half of their compute-bound speed-up: small
+    GEMMs are dominated by what fp8 does not speed up (activation quantisation, epilogues,
+    tile quantisation), so the gain grows with the batch."""
     weight_bandwidth: float = Field(default=0.78, gt=0.0, le=1.0)
     kv_bandwidth: float = Field(default=0.5, gt=0.0, le=1.0)
     smooth_max_power: float = Field(default=4.0, ge=1.0)
-    """p of (compute^p + memory^p)^(1/p): large p is a hard max, 1 is no overlap."""
+    """p of (compute^p + memory^p)^(1/p) within one kind of kernel (the GEMMs, attention):
+    large p is a hard max, 1 is no overlap."""
+    token_overhead_s: float = Field(default=0.0, ge=0.0)
+    """GPU time per scheduled token outside the GEMMs and attention (norms, activations,
+    rotary embedding, sampling), the same whatever the weights' dtype."""
+    fp8_token_overhead_s: float = Field(default=0.0, ge=0.0)
+    """Per token, the activation quantisation fp8 GEMMs add."""
     step_overhead_s: float = Field(default=100e-6, ge=0.0)
     layer_overhead_graph_s: float = Field(default=30e-6, ge=0.0)
     layer_overhead_eager_s: float = Field(default=90e-6, ge=0.0)
@@ -29,3 +46,7 @@ class Efficiency(InputRecord):
     """CPU scheduling and bookkeeping per scheduled request."""
     cpu_chunk_s: float = Field(default=12e-6, ge=0.0)
     """Output processing per streamed chunk (detokenise, serialise, send)."""
+    frontend_latency_s: float = Field(default=0.0, ge=0.0)
+    """The API server's share of each request's latency outside the engine's steps (HTTP,
+    validation, tokenisation, handing the request to the engine core and the first chunk
+    back): time to first token and end to end grow by it, token gaps do not."""

@@ -20,6 +20,8 @@ from pydantic import (
 
 from kneepoint.records.base import InputRecord
 from kneepoint.records.budget import Budget
+from kneepoint.records.calibration import Calibration
+from kneepoint.records.efficiency import Efficiency
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.hardware import GpuSpec, ModelSpec
 from kneepoint.records.knobs import KnobCatalogue
@@ -134,6 +136,13 @@ class StudySpec(InputRecord):
     budget: Budget = Budget()
     search: SearchSpec = SearchSpec()
     tuning: TuningSpec = TuningSpec()
+    calibration: Calibration | None = None
+    """The simulator's constants fitted to a real engine (``kneepoint calibrate``): used by
+    the virtual clock and by every step the predictions price. None: the built-in ones."""
+
+    @property
+    def efficiency(self) -> Efficiency | None:
+        return self.calibration.efficiency if self.calibration is not None else None
 
     @model_validator(mode="after")
     def _slo_matches_workload(self) -> StudySpec:

@@ -174,16 +174,17 @@ class SimEngine:
         pending = sorted(arrivals, key=lambda a: a.at_s)
         run = SimRun()
         index = 0
+        frontend = self.efficiency.frontend_latency_s  # the API server hands it on after
         while self.now_s < until_s:
-            while index < len(pending) and pending[index].at_s <= self.now_s:
+            while index < len(pending) and pending[index].at_s + frontend <= self.now_s:
                 self._submit_or_reject(pending[index], run)
                 index += 1
             stepped = self.step() if self.busy else None
             if stepped is not None:
                 run.steps.append(stepped.record)
                 run.finished += stepped.finished
-            elif index < len(pending):
-                self.now_s = max(self.now_s, pending[index].at_s)  # idle until the next arrival
+            elif index < len(pending):  # idle until the next request reaches the engine
+                self.now_s = max(self.now_s, pending[index].at_s + frontend)
             else:
                 break
         self.scheduler.sync()

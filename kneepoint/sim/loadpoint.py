@@ -52,21 +52,26 @@ def simulate_load_point(
     trace: Sequence[TraceEntry] | None = None,
     warmup_s: float = 0.0,
     efficiency: Efficiency | None = None,
+    on: SimEngine | None = None,
 ) -> SimLoadPoint:
     """Run ``num_requests`` of the study's workload at ``rate_rps`` on a fresh engine
     (``trace``: the workload's trace, already read; None reads it; ``warmup_s``: the least
     time cut from the start of the stable window; ``efficiency``: the roofline's constants,
-    by default the built-in ones)."""
-    sim = SimEngine(study.gpu, study.model, engine or study.engine, efficiency)
+    by default the study's calibration's, else the built-in ones; ``on``: an engine to go on
+    with instead, its prefix cache as earlier points left it, as a live server's is)."""
+    sim = on or SimEngine(study.gpu, study.model, engine or study.engine,
+                          efficiency or study.efficiency)  # fmt: skip
     if trace is None:
         trace = workload_trace(study.workload)
     plan = plan_requests(
         study.workload, rate_rps, num_requests=num_requests, seed=seed, trace=trace,
         vocab_size=study.model.vocab_size,
     )  # fmt: skip
+    began = sim.now_s  # records count from the plan's start; steps from the engine's
     load = run_plan(sim, plan, timeout_s=_TIMEOUT_S)
     result = score(load.records, study.slo, warmup_s=warmup_s)
     start, end = window_bounds(load.records, trim=0.1, warmup_s=warmup_s)
+    start, end = start + began, end + began
     signals = virtual_signals(sim, load.run.steps, start, end)
     return SimLoadPoint(
         rate_rps=rate_rps,

@@ -1,0 +1,91 @@
+"""A calibration from recorded real sweeps of one (GPU, model, vLLM version): the roofline's
+constants fitted to the engine's own step times, then the API server's share of latency read
+from time to first token at the lowest rates, where no queue adds to it."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from kneepoint.calibration.fit import StepSample, fit_steps, step_error, step_samples
+from kneepoint.calibration.recorded import RecordedSweep
+from kneepoint.calibration.replay import replay_point
+from kneepoint.config import ConfigError, Problem
+from kneepoint.records.calibration import Calibration
+from kneepoint.records.efficiency import Efficiency
+from kneepoint.records.study import VllmBackend
+from kneepoint.records.sweep import SweepPoint
+
+
+@dataclass(frozen=True)
+class TtftCheck:
+    """TTFT p50 at a recording's lowest passing rate: measured, and simulated with the
+    fitted constants before the API server's latency is added."""
+
+    label: str
+    real_ms: float
+    engine_ms: float
+
+
+@dataclass(frozen=True)
+class Fitted:
+    calibration: Calibration
+    samples: list[StepSample]
+    ttft: list[TtftCheck]
+
+
+def _ttft_p50(point: SweepPoint) -> float:
+    return max(d["ttft"].p50_ms for d in point.point.dists.values())
+
+
+def _lowest_passing(recorded: RecordedSweep) -> SweepPoint | None:
+    passing = [p for p in recorded.result.points if p.point.valid and p.margin <= 1.0]
+    return min(passing, key=lambda p: (p.rate_rps, p.repeat)) if passing else None
+
+
+def ttft_checks(recordings: Sequence[RecordedSweep], efficiency: Efficiency) -> list[TtftCheck]:
+    checks = []
+    for rec in recordings:
+        low = _lowest_passing(rec)
+        if low is not None:
+            simulated = replay_point(rec, low, efficiency)
+            checks.append(TtftCheck(f"{rec.name} @ {low.rate_rps:g} req/s", _ttft_p50(low),
+                                    _ttft_p50(simulated)))  # fmt: skip
+    return checks
+
+
+def _one_setting(recordings: Sequence[RecordedSweep]) -> tuple[str, str, str | None]:
+    found = {(r.study.gpu.name, r.study.model.name) for r in recordings}
+    if len(found) != 1:
+        listed = "; ".join(f"{g} / {m}" for g, m in sorted(found))
+        raise ConfigError([Problem("kneepoint calibrate", None, (), "recordings of one GPU and "
+                                   f"model only, not several ({listed})")])  # fmt: skip
+    (gpu, model) = found.pop()
+    versions = {r.study.backend.vllm_version for r in recordings
+                if isinstance(r.study.backend, VllmBackend)}  # fmt: skip
+    return gpu, model, versions.pop() if len(versions) == 1 else None
+
+
+def calibrate(recordings: Sequence[RecordedSweep], start: Efficiency | None = None) -> Fitted:
+    """Fit the constants to ``recordings`` (all of one GPU and model)."""
+    gpu, model, version = _one_setting(recordings)
+    samples = step_samples(recordings)
+    if not samples:
+        raise ConfigError([Problem("kneepoint calibrate", None, (), "no recorded point shows "
+                                   "the engine stepping back to back (vLLM's step-rate metrics "
+                                   "with at least two sequences running)")])  # fmt: skip
+    first = (start or Efficiency()).model_copy(update={"frontend_latency_s": 0.0})
+    fitted = fit_steps(samples, first)
+    checks = ttft_checks(recordings, fitted)
+    gaps = [c.real_ms - c.engine_ms for c in checks]
+    frontend_ms = max(0.0, statistics.median(gaps)) if gaps else 0.0
+    efficiency = fitted.model_copy(update={"frontend_latency_s": frontend_ms / 1e3})
+    error = statistics.fmean(abs(g - frontend_ms) for g in gaps) if gaps else None
+    calibration = Calibration(
+        gpu=gpu, model=model, vllm_version=version, efficiency=efficiency,
+        fitted_from=tuple(str(r.source) for r in recordings),
+        step_error_rel=round(step_error(efficiency, samples), 4),
+        ttft_error_ms=None if error is None else round(error, 2),
+    )  # fmt: skip
+    return Fitted(calibration, samples, checks)
