@@ -3,6 +3,7 @@ the simulator replays them at the same configurations and rates."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -10,11 +11,11 @@ import pytest
 from kneepoint.calibration.fit import fit_steps, step_error, step_samples
 from kneepoint.calibration.recorded import find_recorded, load_recorded
 from kneepoint.calibration.replay import replay, replay_point
-from kneepoint.config import ConfigError
+from kneepoint.config import ConfigError, load_study
 from kneepoint.records.efficiency import Efficiency
 from kneepoint.sim.engine import SimEngine
 
-from .conftest import REPO
+from .conftest import KNEEPOINT, QUICKSTART, REPO
 
 REAL = REPO / "tests" / "fixtures" / "real"
 H100 = REAL / "h100-llama8b-chat"
@@ -99,3 +100,18 @@ def test_the_replay_keeps_the_prefix_cache_from_point_to_point() -> None:
     second = replay_point(base, ordered[1], on=engine)
     assert (first.point.signals.prefix_hit_rate or 0.0) < 0.05
     assert (second.point.signals.prefix_hit_rate or 0.0) > 0.2
+
+
+def test_calibrate_writes_a_file_a_study_can_name(tmp_path: Path) -> None:
+    out = tmp_path / "h100.yaml"
+    done = subprocess.run([KNEEPOINT, "calibrate", str(H100), "--out", str(out)],
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "21 steps: h100-sxm / llama-3.1-8b, vLLM 0.26.0" in done.stdout
+    assert "fit: steps within" in done.stdout
+    study = load_study(QUICKSTART, [f"calibration={out}"])
+    assert study.calibration is not None and study.efficiency == study.calibration.efficiency
+    assert 0.005 < study.efficiency.frontend_latency_s < 0.03  # TTFT 29 ms real vs ~15 engine
+    with pytest.raises(ConfigError, match=r"calibration: .* was fitted for h100-sxm / "
+                                          r"llama-3.1-8b, not l40s / llama-3.1-8b"):  # fmt: skip
+        load_study(QUICKSTART, [f"calibration={out}", "gpu=l40s"])
