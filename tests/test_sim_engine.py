@@ -7,6 +7,7 @@ import random
 import pytest
 
 from kneepoint.config import gpu_catalogue, model_catalogue
+from kneepoint.records.efficiency import Efficiency
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.hardware import GIB
 from kneepoint.sim.engine import Arrival, EngineRefusedError, SimEngine, SimRun
@@ -30,8 +31,12 @@ def _arrivals(
     return out
 
 
+# The engine alone: these tests time its steps, not the API server in front of it.
+ENGINE_ONLY = Efficiency(frontend_latency_s=0.0)
+
+
 def _run(gpu, model, arrivals, **knobs) -> tuple[SimEngine, SimRun]:  # type: ignore[no-untyped-def]
-    engine = SimEngine(gpu, model, EngineConfig(model="m", **knobs))
+    engine = SimEngine(gpu, model, EngineConfig(model="m", **knobs), ENGINE_ONLY)
     return engine, engine.run(arrivals)
 
 
@@ -123,7 +128,10 @@ def test_more_kv_memory_relieves_preemption() -> None:
 def test_a_preempted_request_keeps_its_first_scheduling_time() -> None:
     # 8 blocks of 16 tokens: two 40 + 60 token requests start together, then outgrow it.
     engine = SimEngine(
-        L4, LLAMA_8B, EngineConfig(model="m", kv_cache_memory_bytes=16 * 2**20, max_model_len=128)
+        L4,
+        LLAMA_8B,
+        EngineConfig(model="m", kv_cache_memory_bytes=16 * 2**20, max_model_len=128),
+        ENGINE_ONLY,
     )
     run = engine.run(
         [Arrival(0.0, tuple(range(1, 41)), 60), Arrival(0.0, tuple(range(50, 90)), 60)]
