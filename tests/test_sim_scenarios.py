@@ -50,8 +50,12 @@ def gain(name: str, *overrides: str) -> float:
     return knee(name, *overrides)[0] / knee(name)[0]
 
 
+# Replicas of real cases, tested against their published figures in test_real_replicas.py.
+REPLICAS = {"qwen14b-ada-mix"}
+
+
 def test_every_scenario_file_is_tested() -> None:
-    assert {p.stem for p in SCENARIOS.glob("*.yaml")} == set(SIZING)
+    assert {p.stem for p in SCENARIOS.glob("*.yaml")} == set(SIZING) | REPLICAS
 
 
 @pytest.mark.slow  # a knee search per scenario on the virtual clock (~25 s in all)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from kneepoint.physics.defaults import ResolvedEngine, resolve_engine
 from kneepoint.physics.memory import MemoryPlan, plan_memory
 from kneepoint.physics.roofline import BatchShape, Roofline
+from kneepoint.policies.prefix_reuse import prefix_reuse
 from kneepoint.policies.step_estimate import StepEstimate
 from kneepoint.records.diagnosis import Diagnosis, Observation
 from kneepoint.records.engine import EngineConfig
@@ -232,7 +233,25 @@ def prefix(sit: Situation) -> Effect | str:
         return "prefix caching is already on"
     if not sit.shared_prefixes:
         return "the workload's prompts share no prefixes: nothing to reuse"
-    return Effect("to", 1.2, "shared prompt prefixes are computed once and reused", target=True)
+    workload = sit.observation.workload
+    reuse = prefix_reuse(workload, sit.memory.kv_tokens) if workload is not None else None
+    if reuse is None or reuse.prompt_share <= 0.0:
+        # A trace may share prefixes it does not describe: a modest guess, checked by the trial.
+        return Effect("to", 1.2, "prompts may share prefixes, computed once and reused",
+                      target=True)  # fmt: skip
+    signals = sit.observation.saturated.signals
+    tokens = signals.tokens_per_step_mean or 0.0
+    decodes = (signals.generation_tokens_per_s or 0.0) / (signals.steps_per_s or 1.0)
+    prefill_share = max(0.0, tokens - decodes) / tokens if tokens else 0.5
+    ratio = reuse.prefill_ratio(prefill_share)
+    reason = (f"{reuse.prompt_share:.0%} of prompt tokens are shared prefixes the cache "
+              f"serves: step work {1 / ratio - 1:+.0%}")  # fmt: skip
+    if sit.binding == "cache":
+        # Held once, the shared blocks stop crowding the pool: more sequences fit.
+        ratio = max(ratio, _damped(reuse.kv_ratio))
+        reason += (f"; KV per sequence {reuse.context_before_tokens:.0f} -> "
+                   f"{reuse.context_after_tokens:.0f} tokens")  # fmt: skip
+    return Effect("to", min(MAX_RATIO, ratio), reason, target=True)
 
 
 def stream_chunks(sit: Situation) -> Effect | str:

@@ -1,0 +1,69 @@
+"""What prefix caching would save on a workload: the share of prompt tokens it serves from the
+cache and the KV it stops holding twice, from the workload's shared prefixes and how often
+they recur.
+
+A prefix group of D documents of P tokens each is computed once per document while the
+documents stay resident; a cache that cannot hold them all keeps a share of them (uniform
+popularity: the conservative case, a skewed one keeps its popular documents). The saved
+share of prefill work and of KV per running sequence then gives the capacity ratio under
+whichever resource binds. On a real Qwen2.5-14B / RTX 6000 Ada mix whose long prompts came
+from 5 shared source files, prefix caching measured a ~72% hit rate and 144 -> 661 output
+tok/s (4.6x; issue "Step 7"); a constant 1.2x guess ranked it behind knobs worth a few percent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kneepoint.records.workload import Workload, mean_length_tokens
+
+RESIDENT_SHARE = 0.5
+"""Share of the KV pool shared documents may occupy before they evict each other: the rest
+holds the running sequences' own tokens."""
+
+
+@dataclass(frozen=True, slots=True)
+class PrefixReuse:
+    """What caching the workload's shared prefixes saves (shares between 0 and 1)."""
+
+    prompt_share: float
+    """Of all prompt tokens, the share served from the cache."""
+    context_before_tokens: float
+    """A running sequence's mean KV context without prefix caching."""
+    context_after_tokens: float
+    """The same with the shared prefixes held once, not once per sequence."""
+
+    @property
+    def kv_ratio(self) -> float:
+        """How many more sequences the same KV pool holds."""
+        return self.context_before_tokens / max(1.0, self.context_after_tokens)
+
+    def prefill_ratio(self, prefill_share: float) -> float:
+        """Throughput ratio when ``prefill_share`` of the step work is prompt tokens."""
+        return 1.0 / max(0.05, 1.0 - self.prompt_share * prefill_share)
+
+
+def prefix_reuse(workload: Workload, kv_tokens: int) -> PrefixReuse:
+    """The savings of prefix caching on ``workload`` with a pool of ``kv_tokens``."""
+    groups = {g.name: g for g in workload.prefix_groups}
+    total_weight = sum(c.weight for c in workload.classes)
+    prompt = cached = before = after = 0.0
+    for cls in workload.classes:
+        share = cls.weight / total_weight
+        own = mean_length_tokens(cls.input_tokens)
+        half_output = mean_length_tokens(cls.output_tokens) / 2.0
+        group = groups.get(cls.prefix_group or "")
+        prefix = float(group.prefix_tokens) if group else 0.0
+        hit = 0.0
+        if group is not None:
+            corpus = group.documents * group.prefix_tokens
+            hit = min(1.0, RESIDENT_SHARE * kv_tokens / corpus)
+        prompt += share * (prefix + own)
+        cached += share * hit * prefix
+        before += share * (prefix + own + half_output)
+        after += share * ((1.0 - hit) * prefix + own + half_output)
+    return PrefixReuse(
+        prompt_share=cached / prompt if prompt else 0.0,
+        context_before_tokens=before,
+        context_after_tokens=after,
+    )
