@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from kneepoint.config.errors import ConfigError, Problem
+from kneepoint.config.hf_window import window_fields, with_model_type_defaults
 from kneepoint.config.validation import validate
 from kneepoint.config.yamlio import YamlDoc, read_mapping, read_text
 from kneepoint.records.base import Record
@@ -136,7 +137,7 @@ def model_from_hf_config(path: Path, name: str | None = None) -> ModelSpec:
     """A ModelSpec from a Hugging Face ``config.json`` (or a directory holding one).
 
     Parameter counts are estimated from the shape. Multimodal configs are read through their
-    ``text_config``.
+    ``text_config``; sliding-window layers as ``kneepoint.config.hf_window`` reads them.
     """
     file = path / "config.json" if path.is_dir() else path
     source = str(file)
@@ -151,7 +152,10 @@ def model_from_hf_config(path: Path, name: str | None = None) -> ModelSpec:
     text_config = config.get("text_config")
     if isinstance(text_config, dict):
         config = {**config, **text_config}
+    config = with_model_type_defaults(config)
     fields = _hf_fields(config, name or (path.name if path.is_dir() else path.parent.name))
+    if isinstance(fields.get("num_layers"), int):
+        fields.update(window_fields(config, fields["num_layers"], source))
     doc = YamlDoc(source=source, data=fields, root=None)
     return validate(ModelSpec, fields, doc)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from kneepoint.physics.quantization import SCHEMES, Gemm, scheme_for
 from kneepoint.records.base import Record
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.hardware import GIB, GpuSpec, ModelSpec
@@ -28,8 +29,6 @@ KV_DTYPE_BYTES = {
     "fp8_inc": 1.0,
     "nvfp4": 0.5625,  # 4-bit values plus one fp8 scale per 16
 }
-# Bytes per weight of the linear layers under a quantization method (None: as stored).
-WEIGHT_BYTES = {"fp8": 1.0, "awq": 0.53, "gptq": 0.53}
 
 
 class ResolvedEngine(Record):
@@ -45,6 +44,9 @@ class ResolvedEngine(Record):
     """Bytes per weight of the linear layers (embeddings stay at the stored dtype)."""
     fp8_compute: bool
     """Linear layers run on fp8 tensor cores (fp8 weights on a GPU that has them)."""
+    gemm: Gemm = "native"
+    """How the linear layers compute (``kneepoint.physics.quantization``); fp8 only where the
+    GPU has fp8 tensor cores."""
     enable_prefix_caching: bool
     block_size: int = Field(ge=1)
     async_scheduling: bool
@@ -66,10 +68,14 @@ def resolve_engine(engine: EngineConfig, gpu: GpuSpec, model: ModelSpec) -> Reso
         raise UnmodeledSettingError(f"kv_cache_dtype {kv_dtype!r} is not modeled")
     if engine.speculative_config is not None:
         raise UnmodeledSettingError("speculative decoding (speculative_config) is not modeled")
-    quant = engine.quantization
-    if quant is not None and quant not in WEIGHT_BYTES:
-        known = ", ".join(WEIGHT_BYTES)
-        raise UnmodeledSettingError(f"quantization {quant!r} is not modeled (modeled: {known})")
+    try:
+        scheme = scheme_for(engine.model, engine.quantization)
+    except KeyError:
+        known = ", ".join([*SCHEMES, "compressed-tensors (an int8 w8a8 checkpoint)"])
+        raise UnmodeledSettingError(
+            f"quantization {engine.quantization!r} is not modeled (modeled: {known})"
+        ) from None
+    fp8 = scheme is not None and scheme.gemm == "fp8" and gpu.has_fp8
     return ResolvedEngine(
         max_num_seqs=engine.max_num_seqs or (1024 if large else 256),
         max_num_batched_tokens=engine.max_num_batched_tokens or (8192 if large else 2048),
@@ -77,8 +83,9 @@ def resolve_engine(engine: EngineConfig, gpu: GpuSpec, model: ModelSpec) -> Reso
         kv_cache_memory_bytes=engine.kv_cache_memory_bytes,
         max_model_len=engine.max_model_len or model.max_position_embeddings,
         kv_dtype_bytes=KV_DTYPE_BYTES.get(kv_dtype, model.weight_dtype_bytes),
-        linear_weight_bytes=WEIGHT_BYTES.get(quant or "", model.weight_dtype_bytes),
-        fp8_compute=quant == "fp8" and gpu.has_fp8,
+        linear_weight_bytes=scheme.weight_bytes if scheme else model.weight_dtype_bytes,
+        fp8_compute=fp8,
+        gemm=_gemm(scheme.gemm if scheme else "native", fp8),
         enable_prefix_caching=_on(engine.enable_prefix_caching, default=True),
         block_size=engine.block_size or DEFAULT_BLOCK_SIZE,
         async_scheduling=_on(engine.async_scheduling, default=True),
@@ -87,6 +94,12 @@ def resolve_engine(engine: EngineConfig, gpu: GpuSpec, model: ModelSpec) -> Reso
         long_prefill_token_threshold=engine.long_prefill_token_threshold or 0,
         stream_interval=engine.stream_interval or 1,
     )
+
+
+def _gemm(gemm: Gemm, fp8_cores: bool) -> Gemm:
+    # fp8 weights on a GPU without fp8 tensor cores run weight-only (vLLM's fp8 Marlin path):
+    # priced as before, by their bytes alone, for want of a measured dequantisation cost there.
+    return "native" if gemm == "fp8" and not fp8_cores else gemm
 
 
 def _on(value: bool | None, default: bool) -> bool:

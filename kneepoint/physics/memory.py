@@ -4,9 +4,10 @@ whether it starts at all.
 vLLM V1 asks for ``total memory x gpu_memory_utilization``, loads the weights, profiles one
 forward pass at ``max_num_batched_tokens`` tokens (the activation peak), counts non-torch
 memory (NCCL, cuBLAS workspaces) and CUDA-graph pools, and gives the rest to the KV cache in
-blocks of ``block_size`` tokens. ``kv_cache_memory_bytes`` replaces that subtraction with an
-exact size. Refusals carry vLLM's own wording so probes and the simulator can classify them
-the same way.
+blocks of ``block_size`` tokens, laid out in KV cache groups as its hybrid KV cache manager
+does for models with sliding-window layers (``kv_layout``). ``kv_cache_memory_bytes`` replaces
+that subtraction with an exact size. Refusals carry vLLM's own wording so probes and the
+simulator can classify them the same way.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Literal
 from pydantic import Field
 
 from kneepoint.physics.defaults import ResolvedEngine
+from kneepoint.physics.kv_layout import KvLayout, kv_layout
 from kneepoint.records.base import Record
 from kneepoint.records.hardware import GIB, MIB, GpuSpec, ModelSpec
 
@@ -42,19 +44,33 @@ class MemoryPlan(Record):
     overhead_bytes: float
     kv_bytes: float
     kv_bytes_per_token: float
+    """Over every layer: what one token costs where all of its KV is kept."""
     block_size: int
     num_blocks: int = Field(ge=0)
+    """Blocks in the pool; each holds ``block_size`` tokens of one KV cache group."""
+    layout: KvLayout
     max_model_len: int
+    request_blocks_max: int = Field(ge=1)
+    """Blocks one max_model_len request may hold at its peak (all groups together)."""
     refusal: StartupRefusal | None = None
 
     @property
     def kv_tokens(self) -> int:
-        return self.num_blocks * self.block_size
+        """The pool in tokens as vLLM logs it ("GPU KV cache size")."""
+        return self.layout.logged_tokens(self.num_blocks)
 
     @property
     def max_concurrency(self) -> float:
         """How many max_model_len requests fit at once (vLLM logs this at startup)."""
+        if self.layout.sliding_groups:
+            return self.num_blocks / self.request_blocks_max
         return self.kv_tokens / self.max_model_len
+
+    def kv_needed_bytes(self) -> float:
+        """KV memory one max_model_len request needs (vLLM's startup check)."""
+        if self.layout.sliding_groups:
+            return self.request_blocks_max * self.layout.block_bytes
+        return self.max_model_len * self.kv_bytes_per_token
 
 
 def weight_bytes_per_gpu(model: ModelSpec, engine: ResolvedEngine) -> float:
@@ -92,7 +108,7 @@ def plan_memory(gpu: GpuSpec, model: ModelSpec, engine: ResolvedEngine) -> Memor
     else:
         kv = requested - weights - activation - overhead
     per_token = model.kv_bytes_per_token(engine.kv_dtype_bytes, engine.tensor_parallel_size)
-    blocks = max(0, int(kv // (per_token * engine.block_size)))
+    layout = kv_layout(model, engine)
     plan = MemoryPlan(
         total_bytes=total,
         requested_bytes=requested,
@@ -102,13 +118,32 @@ def plan_memory(gpu: GpuSpec, model: ModelSpec, engine: ResolvedEngine) -> Memor
         kv_bytes=kv,
         kv_bytes_per_token=per_token,
         block_size=engine.block_size,
-        num_blocks=blocks,
+        num_blocks=layout.num_blocks(kv),
+        layout=layout,
         max_model_len=engine.max_model_len,
+        request_blocks_max=layout.blocks_per_request_max(
+            engine.max_model_len, engine.max_num_batched_tokens
+        ),
     )
-    return plan.model_copy(update={"refusal": _refusal(plan)})
+    longest = _longest_fitting(layout, plan.num_blocks, engine)
+    return plan.model_copy(update={"refusal": _refusal(plan, longest)})
 
 
-def _refusal(plan: MemoryPlan) -> StartupRefusal | None:
+def _longest_fitting(layout: KvLayout, num_blocks: int, engine: ResolvedEngine) -> int:
+    """The longest request the pool holds, up to max_model_len, found by bisection as vLLM's
+    ``_estimate_max_model_len_from_groups`` finds it (num_blocks x block_size for one
+    full-attention group)."""
+    low, high = 0, engine.max_model_len
+    while low < high:
+        mid = (low + high + 1) // 2
+        if layout.blocks_per_request_max(mid, engine.max_num_batched_tokens) <= num_blocks:
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
+def _refusal(plan: MemoryPlan, longest: int) -> StartupRefusal | None:
     if plan.weight_bytes + plan.activation_bytes + plan.overhead_bytes > plan.total_bytes or (
         plan.requested_bytes > plan.total_bytes
     ):
@@ -129,8 +164,8 @@ def _refusal(plan: MemoryPlan) -> StartupRefusal | None:
                 "`gpu_memory_utilization` when initializing the engine."
             ),
         )
-    if plan.kv_tokens < plan.max_model_len:
-        needed = plan.max_model_len * plan.kv_bytes_per_token
+    if plan.num_blocks < plan.request_blocks_max:
+        needed = plan.kv_needed_bytes()
         return StartupRefusal(
             kind="max_model_len_too_long",
             message=(
@@ -138,7 +173,7 @@ def _refusal(plan: MemoryPlan) -> StartupRefusal | None:
                 f"({plan.max_model_len}), ({needed / GIB:.2f} GiB KV cache is needed, which is "
                 f"larger than the available KV cache memory ({plan.kv_bytes / GIB:.2f} GiB). "
                 "Based on the available memory, the estimated maximum model length is "
-                f"{plan.kv_tokens}. Try increasing `gpu_memory_utilization` or decreasing "
+                f"{longest}. Try increasing `gpu_memory_utilization` or decreasing "
                 "`max_model_len` when initializing the engine."
             ),
         )

@@ -9,9 +9,15 @@ of the two; the per-token work adds on. fp8 weights halve the weight bytes and, 
 fp8 tensor cores, speed up the GEMMs' compute by a factor that grows with the batch towards a
 measured ceiling (not the datasheet's 2x), while attention stays as it is: so fp8's gain is
 large at small batches (weight streaming) and shrinks where steps are compute-bound at
-moderate batch sizes, as on a real H100. Kernel-launch overhead per step and per layer
-(smaller with CUDA graphs) and tensor-parallel all-reduces add on. CPU work (scheduling,
-output processing) adds to the step unless async scheduling overlaps it with the GPU.
+moderate batch sizes, as on a real H100. 4-bit weight-only formats (AWQ, GPTQ) read a quarter
+of the bytes but dequantise every weight on the GEMMs' critical path (``physics.gemm``): faster
+at tiny batches, slower than bf16 once steps are compute-bound. Kernel-launch overhead per
+step and per layer (smaller with CUDA graphs) and tensor-parallel all-reduces add on. CPU
+work (scheduling, output processing) adds to the step unless async scheduling overlaps it
+with the GPU.
+
+Sliding-window layers attend over, and read the KV of, at most the window (``BatchShape``'s
+window sums); full-attention layers over the whole context.
 """
 
 from __future__ import annotations
@@ -20,11 +26,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from kneepoint.physics.defaults import ResolvedEngine
+from kneepoint.physics.gemm import LinearGemm
 from kneepoint.physics.memory import weight_bytes_per_gpu
 from kneepoint.records.efficiency import Efficiency
 from kneepoint.records.hardware import GpuSpec, ModelSpec
 
-__all__ = ["BatchShape", "Efficiency", "Roofline", "StepCost", "step_cost"]
+__all__ = ["BatchShape", "Efficiency", "Roofline", "StepCost", "step_cost", "window_pairs"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,18 +50,44 @@ class BatchShape:
     """Sum over requests of context + new: KV entries read or written."""
     samples: int
     """Requests that produce an output token in this step."""
+    window_attention_pairs: float | None = None
+    """As ``attention_pairs`` with each query attending at most the sliding window's keys;
+    None where nobody clipped them (sliding layers are then priced as full ones)."""
+    window_kv_tokens: int | None = None
+    """As ``kv_tokens`` with each request's reads clipped to the window (None: not clipped)."""
 
     @classmethod
-    def of(cls, requests: Iterable[tuple[int, int]], samples: int | None = None) -> BatchShape:
-        """From ``(new_tokens, context_tokens)`` pairs; by default every request samples."""
+    def of(
+        cls, requests: Iterable[tuple[int, int]], samples: int | None = None, window: int = 0
+    ) -> BatchShape:
+        """From ``(new_tokens, context_tokens)`` pairs; by default every request samples.
+        With a sliding ``window`` (tokens) the window-clipped sums are filled in too."""
         items = list(requests)
+        clipped = window > 0
         return cls(
             num_requests=len(items),
             new_tokens=sum(new for new, _ in items),
             attention_pairs=sum(new * (ctx + (new + 1) / 2) for new, ctx in items),
             kv_tokens=sum(new + ctx for new, ctx in items),
             samples=len(items) if samples is None else samples,
+            window_attention_pairs=(
+                sum(window_pairs(new, ctx, window) for new, ctx in items) if clipped else None
+            ),
+            window_kv_tokens=(
+                sum(min(ctx + new, window + new - 1) for new, ctx in items) if clipped else None
+            ),
         )
+
+
+def window_pairs(new: int, context: int, window: int) -> float:
+    """Query-key pairs of ``new`` tokens after ``context`` when each query sees at most
+    ``window`` keys (itself included): the sum over k = context+1 .. context+new of min(k, W)."""
+    first, last = context + 1, context + new
+    if last <= window:
+        return new * (context + (new + 1) / 2)
+    if first >= window:
+        return float(new * window)
+    return (window - first + 1) * (first + window) / 2 + (last - window) * window
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,19 +127,23 @@ class Roofline:
     ) -> None:
         eff = efficiency or _DEFAULT_EFFICIENCY
         self._eff, self._engine, self._gpu, self._model = eff, engine, gpu, model
-        fp8 = engine.fp8_compute
-        self.linear_peak_tflops = gpu.fp8_tflops if fp8 and gpu.fp8_tflops else gpu.bf16_tflops
-        """Tensor-core peak of the linear layers: fp8 where both the weights and GPU have it."""
-        self._fp8_gemm = fp8 and bool(gpu.fp8_tflops)
+        self._gemm = LinearGemm(gpu, model, engine, eff)
+        self.linear_peak_tflops = self._gemm.peak_tflops
+        """Tensor-core peak of the linear layers: fp8 or int8 where both the weights and the GPU
+        have it."""
         self._linear_flops_per_token = 2.0 * model.active_params()
-        self._linear_flop_s = gpu.bf16_tflops * 1e12 * eff.mfu
-        self._attention_flops_per_pair = (
-            4.0 * model.num_layers * model.num_attention_heads * (model.head_dim)
-        )
+        full, sliding = model.full_attention_layers, model.sliding_window_layers
+        self._attention_flops_per_pair = 4.0 * full * model.num_attention_heads * model.head_dim
+        """Per query-key pair over the full-attention layers; the sliding ones below."""
+        self._window_flops_per_pair = 4.0 * sliding * model.num_attention_heads * model.head_dim
         self._attention_flop_s = gpu.bf16_tflops * 1e12 * eff.attention_mfu
-        self._token_s = eff.token_overhead_s + (eff.fp8_token_overhead_s if fp8 else 0.0)
+        quantise = self._gemm.quantises_activations
+        self._token_s = eff.token_overhead_s + (eff.fp8_token_overhead_s if quantise else 0.0)
         self._kv_bytes_per_token = model.kv_bytes_per_token(
-            engine.kv_dtype_bytes, engine.tensor_parallel_size
+            engine.kv_dtype_bytes, engine.tensor_parallel_size, layers=full
+        )
+        self._window_kv_bytes_per_token = model.kv_bytes_per_token(
+            engine.kv_dtype_bytes, engine.tensor_parallel_size, layers=sliding
         )
         self._weight_bytes = weight_bytes_per_gpu(model, engine)
         self._expert_share = _expert_share(model)
@@ -118,13 +155,6 @@ class Roofline:
             eff.layer_overhead_eager_s if engine.enforce_eager else eff.layer_overhead_graph_s
         )
         self._fixed_launch_s = eff.step_overhead_s + per_layer * model.num_layers
-
-    def _gemm_speedup(self, tokens: int) -> float:
-        """fp8 GEMMs' compute speed-up over bf16 at this many tokens (1 without fp8)."""
-        if not self._fp8_gemm:
-            return 1.0
-        eff = self._eff
-        return 1.0 + (eff.fp8_gemm_speedup - 1.0) * tokens / (tokens + eff.fp8_gemm_half_tokens)
 
     def _weights_read(self, tokens: int) -> float:
         """Weight bytes streamed in one step. Dense models read all weights; an MoE model
@@ -141,11 +171,18 @@ class Roofline:
         eff, engine = self._eff, self._engine
         tp = engine.tensor_parallel_size
         linear_flops = self._linear_flops_per_token * batch.new_tokens / tp
-        attention_flops = self._attention_flops_per_pair * batch.attention_pairs / tp
-        linear_s = linear_flops / (self._linear_flop_s * self._gemm_speedup(batch.new_tokens))
-        attention_s = attention_flops / self._attention_flop_s
-        kv_bytes = self._kv_bytes_per_token * batch.kv_tokens
+        clipped_pairs, clipped_kv = batch.window_attention_pairs, batch.window_kv_tokens
+        attention_flops = (
+            self._attention_flops_per_pair * batch.attention_pairs
+            + self._window_flops_per_pair
+            * (batch.attention_pairs if clipped_pairs is None else clipped_pairs)
+        ) / tp
         weights = self._weights_read(batch.new_tokens)
+        linear_s = self._gemm.seconds(linear_flops, batch.new_tokens, weights / self._weight_bytes)
+        attention_s = attention_flops / self._attention_flop_s
+        kv_bytes = self._kv_bytes_per_token * batch.kv_tokens + self._window_kv_bytes_per_token * (
+            batch.kv_tokens if clipped_kv is None else clipped_kv
+        )
         weight_read_s = weights / self._weight_bandwidth
         kv_read_s = kv_bytes / self._kv_bandwidth
         # GEMMs, attention and their memory traffic overlap as one smooth maximum (fitted to

@@ -6,12 +6,15 @@ engine defaults, its memory plan and the roofline of the observed step) it retur
 or the reason it cannot help now. Sizes come from the same physics the simulator runs where it
 can price the change (KV tokens a memory knob buys, step time an fp8 knob saves); elsewhere
 they are deliberately modest guesses, and the report compares every guess with the result.
+Weight quantization's rule is in ``quant_effects``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from pydantic import JsonValue
 
 from kneepoint.physics.defaults import ResolvedEngine, resolve_engine
 from kneepoint.physics.memory import MemoryPlan, plan_memory
@@ -39,6 +42,9 @@ class Situation:
     memory: MemoryPlan
     estimate: StepEstimate | None
     shared_prefixes: bool
+    choices: tuple[JsonValue, ...] = ()
+    """The asked knob's choices that can be tried here (a choice domain's, narrowed by the
+    choices' needs); empty for other domains."""
 
     @property
     def binding(self) -> Constraint:
@@ -58,11 +64,11 @@ class Effect:
 Rule = Callable[[Situation], "Effect | str"]
 
 
-def _damped(resource_ratio: float) -> float:
+def damped(resource_ratio: float) -> float:
     return float(min(MAX_RATIO, max(0.5, resource_ratio**DAMPING)))
 
 
-def _kv_ratio(sit: Situation, **changes: object) -> float | str:
+def kv_ratio(sit: Situation, **changes: object) -> float | str:
     """KV tokens after a change over KV tokens now, or why the change would not start."""
     obs = sit.observation
     config = obs.engine.replace(**changes)
@@ -72,7 +78,7 @@ def _kv_ratio(sit: Situation, **changes: object) -> float | str:
     return plan.kv_tokens / max(1, sit.memory.kv_tokens)
 
 
-def _step_ratio(sit: Situation, config: EngineConfig) -> float | None:
+def step_ratio(sit: Situation, config: EngineConfig) -> float | None:
     """Observed-step GPU time now over after the change (throughput per step gained)."""
     est, obs = sit.estimate, sit.observation
     if est is None:
@@ -97,28 +103,28 @@ def memory_fraction(sit: Situation) -> Effect | str:
     target = round(min(0.96, current + 0.04), 2)
     if target <= current:
         return f"already at {current:.2f}, the top of its range"
-    ratio = _kv_ratio(sit, gpu_memory_utilization=target)
+    ratio = kv_ratio(sit, gpu_memory_utilization=target)
     if isinstance(ratio, str):
         return f"{current:.2f} -> {target:.2f}: {ratio}"
     reason = (
         f"{current:.2f} -> {target:.2f} gives the KV cache {ratio - 1:+.0%} tokens: more "
         "sequences fit before requests wait for blocks"
     )
-    return Effect("up", _damped(ratio), reason)
+    return Effect("up", damped(ratio), reason)
 
 
 def memory_bytes(sit: Situation) -> Effect | str:
     current = sit.observation.engine.kv_cache_memory_bytes
     if current is None:
         return "the KV pool follows gpu_memory_utilization; that is the knob to move"
-    ratio = _kv_ratio(sit, kv_cache_memory_bytes=current * 2)
+    ratio = kv_ratio(sit, kv_cache_memory_bytes=current * 2)
     if isinstance(ratio, str):
         return f"doubling the KV pool: {ratio}"
     reason = (
         f"doubling the KV pool ({current / 2**30:.2f} GiB) doubles the tokens it holds: "
         "fewer waits for blocks and fewer preemptions"
     )
-    return Effect("up", _damped(ratio), reason)
+    return Effect("up", damped(ratio), reason)
 
 
 def kv_dtype(sit: Situation) -> Effect | str:
@@ -127,37 +133,10 @@ def kv_dtype(sit: Situation) -> Effect | str:
         return f"the KV cache is already {current}"
     if sit.binding == "cache":
         reason = "fp8 KV halves bytes per token: twice the tokens fit in the same pool"
-        return Effect("to", _damped(2.0), reason + " (changes outputs slightly)", target="fp8")
-    ratio = _step_ratio(sit, sit.observation.engine.replace(kv_cache_dtype="fp8")) or 1.2
+        return Effect("to", damped(2.0), reason + " (changes outputs slightly)", target="fp8")
+    ratio = step_ratio(sit, sit.observation.engine.replace(kv_cache_dtype="fp8")) or 1.2
     reason = f"fp8 KV halves the KV bytes decode reads: the step runs {ratio:.2f}x faster"
-    return Effect("to", _damped(ratio), reason, target="fp8")
-
-
-def weights_fp8(sit: Situation) -> Effect | str:
-    obs = sit.observation
-    if obs.engine.quantization is not None:
-        return f"the weights are already quantized ({obs.engine.quantization})"
-    if sit.binding == "compute" and not obs.gpu.has_fp8:
-        return (
-            f"{obs.gpu.name} has no fp8 tensor cores: fp8 weights run weight-only and the "
-            "math stays bf16"
-        )
-    if sit.binding == "cache":
-        if obs.engine.kv_cache_memory_bytes is not None:
-            return "the KV pool is pinned in bytes: memory freed from the weights stays unused"
-        ratio = _kv_ratio(sit, quantization="fp8")
-        if isinstance(ratio, str):
-            return f"fp8 weights: {ratio}"
-        reason = f"fp8 weights free memory for {ratio - 1:+.0%} KV tokens (changes outputs)"
-        return Effect("to", _damped(ratio), reason, target="fp8")
-    # Without a priced step, the real H100's measured gain (+10.2%, tests/fixtures/real).
-    ratio = _step_ratio(sit, obs.engine.replace(quantization="fp8")) or 1.1
-    what = (
-        "speed up large GEMMs (far less than the datasheet's 2x) and halve weight reads"
-        if obs.gpu.has_fp8 else "halve weight reads (weight-only: the math stays bf16)"
-    )  # fmt: skip
-    reason = f"fp8 weights {what}: the observed step runs {ratio:.2f}x faster (changes outputs)"
-    return Effect("to", _damped(ratio), reason, target="fp8")
+    return Effect("to", damped(ratio), reason, target="fp8")
 
 
 def seqs(sit: Situation) -> Effect | str:
@@ -175,7 +154,7 @@ def seqs(sit: Situation) -> Effect | str:
             f"running is pinned at max_num_seqs {current} while KV is {kv:.0%} used: a "
             "higher cap admits the waiting requests"
         )
-        return Effect("up", _damped(max(1.2, room)), reason)
+        return Effect("up", damped(max(1.2, room)), reason)
     return f"running is not pinned at max_num_seqs ({current}): the cap is not what binds"
 
 
@@ -215,13 +194,13 @@ def eager(sit: Situation) -> Effect | str:
     if sit.binding == "cache":
         if sit.engine.enforce_eager:
             return "CUDA graphs are already off"
-        ratio = _kv_ratio(sit, enforce_eager=True)
+        ratio = kv_ratio(sit, enforce_eager=True)
         if isinstance(ratio, str):
             return f"turning CUDA graphs off: {ratio}"
         if ratio <= 1.0:
             return "the KV pool is pinned: graph memory freed would stay unused"
         reason = f"no CUDA graphs frees their memory for {ratio - 1:+.1%} KV tokens"
-        return Effect("to", _damped(ratio), reason + ", at slower decode", target=True)
+        return Effect("to", damped(ratio), reason + ", at slower decode", target=True)
     if not sit.engine.enforce_eager:
         return "CUDA graphs are already on"
     reason = "CUDA graphs remove per-layer launch overhead from decode steps"
@@ -248,7 +227,7 @@ def prefix(sit: Situation) -> Effect | str:
               f"serves: step work {1 / ratio - 1:+.0%}")  # fmt: skip
     if sit.binding == "cache":
         # Held once, the shared blocks stop crowding the pool: more sequences fit.
-        ratio = max(ratio, _damped(reuse.kv_ratio))
+        ratio = max(ratio, damped(reuse.kv_ratio))
         reason += (f"; KV per sequence {reuse.context_before_tokens:.0f} -> "
                    f"{reuse.context_after_tokens:.0f} tokens")  # fmt: skip
     return Effect("to", min(MAX_RATIO, ratio), reason, target=True)
@@ -284,7 +263,6 @@ RULES: dict[str, Rule] = {
     "gpu_memory_utilization": memory_fraction,
     "kv_cache_memory_bytes": memory_bytes,
     "kv_cache_dtype": kv_dtype,
-    "quantization": weights_fp8,
     "max_num_seqs": seqs,
     "max_num_batched_tokens": token_budget,
     "long_prefill_token_threshold": prefill_cap,

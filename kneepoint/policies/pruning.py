@@ -7,23 +7,26 @@ it acts only on constraints that do not bind, or its rule finds nothing it could
 already where it would go, or the situation makes it useless: fp8 weights on a GPU without fp8
 tensor cores against a compute wall). The rest become candidates, each with a direction, a
 first value where it is a choice, a predicted capacity ratio and a reason; output-changing knobs
-are flagged for a quality check.
+are flagged for a quality check. A choice whose needs the served checkpoint does not meet
+(awq on a bf16 checkpoint) is left out of the candidate's domain, so no proposer can try it;
+the quantization knob's reason then says what that checkpoint would do, latency included.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from pydantic import JsonValue
 
 from kneepoint.physics.defaults import UnmodeledSettingError, resolve_engine
 from kneepoint.physics.memory import plan_memory
-from kneepoint.policies.knob_effects import RULES, Effect, Situation
+from kneepoint.policies.knob_effects import RULES, Effect, Rule, Situation
+from kneepoint.policies.quant_effects import held_conditions, quantization, w4a16_advice
 from kneepoint.policies.step_estimate import estimate_step
 from kneepoint.records.diagnosis import Diagnosis, Observation
-from kneepoint.records.knobs import Constraint, Knob, KnobCatalogue
+from kneepoint.records.knobs import ChoiceDomain, Condition, Constraint, Knob, KnobCatalogue
 from kneepoint.records.proposal import KnobCandidate, Pruning, RuledOut, SearchSpace
 from kneepoint.records.workload import TraceArrivals, Workload
 
@@ -33,6 +36,7 @@ CLEAR_CUT = 0.6
 RUNNER_UP_SHARE = 0.2
 # What the simulator does not model: a change it would silently ignore proves nothing.
 _SIM_UNMODELED = {"speculative_config": "the simulator does not model speculative decoding"}
+_RULES: dict[str, Rule] = {**RULES, "quantization": quantization}
 
 
 def prune(
@@ -51,6 +55,7 @@ def prune(
     workload = observation.workload
     shared = workload is None or has_shared_prefixes(workload)
     limits = _Limits(allowed, vllm_version, backend, gpus, shared)
+    held = held_conditions(observation)
     candidates: list[KnobCandidate] = []
     ruled: list[RuledOut] = []
     for knob in catalogue.knobs:
@@ -63,13 +68,40 @@ def prune(
             ruled.append(RuledOut(knob=knob.name, reason=reason))
             continue
         assert situation is not None
-        found = _best_effect(knob, targets, situation)
+        narrowed, left_out = _narrowed(knob, held)
+        sit = replace(situation, choices=knob.choices_under(held))
+        found = _best_effect(narrowed, targets, sit)
+        if knob.name == "quantization" and left_out and "unquantized_checkpoint" in held:
+            found = _with_note(found, w4a16_advice(sit, left_out))
         if isinstance(found, str):
             ruled.append(RuledOut(knob=knob.name, reason=found))
         else:
             candidates.append(found)
     candidates.sort(key=lambda c: -c.predicted_ratio)
     return Pruning(candidates=tuple(candidates), ruled_out=tuple(ruled))
+
+
+def _choices(knob: Knob) -> tuple[JsonValue, ...]:
+    return knob.domain.choices if isinstance(knob.domain, ChoiceDomain) else ()
+
+
+def _with_note(found: KnobCandidate | str, note: str) -> KnobCandidate | str:
+    if isinstance(found, str):
+        return f"{found}. {note}"
+    return found.model_copy(update={"reason": f"{found.reason}. {note}"})
+
+
+def _narrowed(knob: Knob, held: frozenset[Condition]) -> tuple[Knob, tuple[str, ...]]:
+    """The knob with only the choices the held conditions allow (a candidate then searches no
+    other), and the choices left out. Fewer than two left: the knob as it is, nothing to search
+    (its rule, told the one choice left, says why)."""
+    allowed = knob.choices_under(held)
+    left_out = tuple(str(c) for c in _choices(knob) if c not in allowed)
+    if not left_out or len(allowed) < 2:
+        return knob, left_out
+    needs = {c: n for c, n in knob.value_needs.items() if c in allowed}
+    domain = ChoiceDomain(choices=allowed)
+    return knob.model_copy(update={"domain": domain, "value_needs": needs}), left_out
 
 
 def _targets(diagnosis: Diagnosis) -> tuple[Constraint, ...]:
@@ -144,7 +176,7 @@ def _best_effect(
     if not aimed:
         acts = ", ".join(knob.acts_on)
         return f"acts on {acts}; {' or '.join(targets)} binds"
-    rule = RULES.get(knob.name)
+    rule = _RULES.get(knob.name)
     if rule is None:
         return "no rule says how it moves this constraint"
     reasons: list[str] = []
@@ -175,8 +207,7 @@ def _target(knob: Knob, effect: Effect, situation: Situation) -> JsonValue:
 def _aimed_at(situation: Situation, target: Constraint) -> Situation:
     """The situation as if ``target`` bound (for an inconclusive diagnosis's runners)."""
     diagnosis = situation.diagnosis.model_copy(update={"binding": target})
-    return Situation(diagnosis, situation.observation, situation.engine, situation.memory,
-                     situation.estimate, situation.shared_prefixes)  # fmt: skip
+    return replace(situation, diagnosis=diagnosis)
 
 
 def search_space(

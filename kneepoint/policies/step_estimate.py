@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kneepoint.physics.defaults import ResolvedEngine
+from kneepoint.physics.kv_layout import KvLayout, kv_layout
 from kneepoint.physics.roofline import BatchShape, Roofline
 from kneepoint.records.efficiency import Efficiency
 from kneepoint.records.hardware import GpuSpec, ModelSpec
@@ -50,24 +51,29 @@ class StepEstimate:
 
 
 def observed_shape(
-    signals: Signals, workload: Workload | None = None
+    signals: Signals, workload: Workload | None = None, layout: KvLayout | None = None
 ) -> tuple[BatchShape, float] | None:
     """The average step the engine's metrics describe (tokens per step, the decodes among
     them, running sequences and their context), and that context per sequence; None when the
-    metrics cannot describe a step."""
+    metrics cannot describe a step. ``layout`` (the model's KV cache groups) reads the KV
+    usage of a model with sliding-window layers right and clips their attention."""
     steps, tokens = signals.steps_per_s, signals.tokens_per_step_mean
     if not steps or not tokens:
         return None
     decodes = min(tokens, (signals.generation_tokens_per_s or 0.0) / steps)
     prefill = max(0.0, tokens - decodes)
     running = max(signals.running_mean or 0.0, decodes, 1.0)
-    context = _context_tokens(signals, running, workload)
+    context = _context_tokens(signals, running, workload, layout)
+    window = layout.window_tokens if layout is not None else 0
+    seen = min(context, window) if window else context
     shape = BatchShape(
         num_requests=max(1, round(running)),
         new_tokens=max(1, round(tokens)),
         attention_pairs=decodes * context + prefill * context / 2.0,
         kv_tokens=round(running * context + prefill),
         samples=round(decodes),
+        window_attention_pairs=decodes * seen + prefill * min(context / 2.0, seen),
+        window_kv_tokens=round(running * seen + prefill),
     )
     return shape, context
 
@@ -87,7 +93,7 @@ def estimate_step(
     The observed step time is 1 / steps per second, which holds while the engine steps back
     to back (a queue in front of it); an engine that idles between requests runs fewer steps
     than that, so the caller passes the step time it saw instead (the median ITL)."""
-    found = observed_shape(signals, workload)
+    found = observed_shape(signals, workload, kv_layout(model, engine))
     if found is None or not signals.steps_per_s:
         return None
     shape, context = found
@@ -101,10 +107,14 @@ def estimate_step(
     )
 
 
-def _context_tokens(signals: Signals, running: float, workload: Workload | None) -> float:
+def _context_tokens(
+    signals: Signals, running: float, workload: Workload | None, layout: KvLayout | None
+) -> float:
     """KV tokens in use per running sequence, else the workload's typical context."""
     usage, blocks, block = signals.kv_usage_mean, signals.num_gpu_blocks, signals.block_size
     if usage is not None and blocks and block:
+        if layout is not None and layout.groups > 1:
+            return max(1.0, layout.tokens_holding(usage * blocks / running))
         return max(1.0, usage * blocks * block / running)
     if workload is None:
         return 1024.0  # nothing better known: a typical chat context

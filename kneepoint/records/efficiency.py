@@ -25,6 +25,16 @@ class Efficiency(InputRecord):
     """Tokens per step at which fp8 GEMMs reach half of their compute-bound speed-up: small
     GEMMs are dominated by what fp8 does not speed up (activation quantisation, epilogues,
     tile quantisation), so the gain grows with the batch."""
+    w4a16_dequant_flops_per_weight: float = Field(default=64.0, ge=0.0)
+    """Cost of dequantising one 4-bit weight to fp16 inside a weight-only GEMM (unpack,
+    subtract the zero point, scale), in bf16 tensor-core FLOPs at ``mfu``, paid once per
+    64-token pass over the weights (``kneepoint.physics.gemm.M_TILE_TOKENS``) on top of the
+    pass's 2 x 64 FLOPs of math: a compute-bound w4a16 GEMM runs at 128 / (128 + 64) = 2/3 of
+    bf16's rate, while at batch 1 the single pass hides under 4x smaller weight reads. Chosen
+    to match: Qwen2.5-14B AWQ on an RTX 6000 Ada at 32 req/s (issue: short-class ITL p50 182 ->
+    557 ms, long-class 216 -> 316 ms, with ~3x the KV pool admitting fuller steps); AutoAWQ
+    issue #106 (Llama-2-13B decode at batch 256 ~50% of fp16's speed, slightly faster at
+    batch <= 32); Marlin's README (close to 4x over fp16 up to batch 16-32, less beyond)."""
     weight_bandwidth: float = Field(default=0.78, gt=0.0, le=1.0)
     kv_bandwidth: float = Field(default=0.5, gt=0.0, le=1.0)
     smooth_max_power: float = Field(default=4.0, ge=1.0)

@@ -79,6 +79,10 @@ class ModelSpec(InputRecord):
     """Total parameters; estimated from the shape when not given."""
     params_active: float | None = Field(default=None, gt=0.0)
     """Parameters used per token (differs from total for MoE); estimated when not given."""
+    sliding_window_tokens: int | None = Field(default=None, ge=1)
+    """Keys a sliding-window layer attends to (and keeps KV for), e.g. 1024 for Gemma 3."""
+    sliding_window_layers: int = Field(default=0, ge=0)
+    """How many of the layers use the window; the others attend over the whole context."""
 
     @model_validator(mode="after")
     def _shape(self) -> ModelSpec:
@@ -88,11 +92,27 @@ class ModelSpec(InputRecord):
             raise ValueError("an MoE model needs 0 < experts_per_token <= num_experts")
         if self.num_experts and not self.moe_intermediate_size:
             raise ValueError("an MoE model needs moe_intermediate_size")
+        if self.sliding_window_layers > self.num_layers:
+            raise ValueError("sliding_window_layers must be at most num_layers")
+        if self.sliding_window_layers and self.sliding_window_tokens is None:
+            raise ValueError("sliding_window_layers needs sliding_window_tokens (the window size)")
+        if self.sliding_window_tokens is not None and not self.sliding_window_layers:
+            raise ValueError("sliding_window_tokens needs sliding_window_layers (layers using it)")
         return self
 
     @property
     def is_moe(self) -> bool:
         return self.num_experts > 0
+
+    @property
+    def full_attention_layers(self) -> int:
+        """Layers that attend over the whole context."""
+        return self.num_layers - self.sliding_window_layers
+
+    @property
+    def window_tokens(self) -> int:
+        """The sliding window in tokens; 0 for a model with no sliding-window layers."""
+        return self.sliding_window_tokens or 0
 
     def _attention_params(self) -> int:
         q_and_o = 2 * self.hidden_size * self.num_attention_heads * self.head_dim
@@ -123,11 +143,15 @@ class ModelSpec(InputRecord):
     def active_params(self) -> float:
         return self.params_active or self.estimated_params()[1]
 
-    def kv_bytes_per_token(self, kv_dtype_bytes: float = 2.0, tensor_parallel: int = 1) -> float:
-        """KV bytes one token occupies on one GPU: 2 x layers x kv_heads x head_dim x bytes.
+    def kv_bytes_per_token(
+        self, kv_dtype_bytes: float = 2.0, tensor_parallel: int = 1, layers: int | None = None
+    ) -> float:
+        """KV bytes one token occupies on one GPU: 2 x layers x kv_heads x head_dim x bytes,
+        over every layer unless ``layers`` says how many.
 
         Tensor parallelism splits the KV heads; when there are fewer heads than GPUs each GPU
         keeps a replica of one head.
         """
         heads_per_gpu = max(1, math.ceil(self.num_kv_heads / tensor_parallel))
-        return 2.0 * self.num_layers * heads_per_gpu * self.head_dim * kv_dtype_bytes
+        num_layers = self.num_layers if layers is None else layers
+        return 2.0 * num_layers * heads_per_gpu * self.head_dim * kv_dtype_bytes

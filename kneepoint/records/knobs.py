@@ -19,8 +19,16 @@ from kneepoint.records.base import InputRecord
 Constraint = Literal["compute", "scheduling", "bandwidth", "cache"]
 CONSTRAINTS: tuple[Constraint, ...] = ("compute", "scheduling", "bandwidth", "cache")
 
-Condition = Literal["fp8_tensor_cores", "multiple_gpus", "shared_prefixes"]
-"""Conditions outside the engine without which a knob cannot help."""
+Condition = Literal[
+    "fp8_tensor_cores",
+    "multiple_gpus",
+    "shared_prefixes",
+    "unquantized_checkpoint",
+    "awq_checkpoint",
+    "gptq_checkpoint",
+]
+"""Conditions outside the engine without which a knob (or one of its values) cannot help: the
+served checkpoint's own quantization decides which ``--quantization`` values load at all."""
 
 
 class IntDomain(InputRecord):
@@ -80,10 +88,27 @@ class Knob(InputRecord):
     """True where a change alters the model's outputs (needs a quality check)."""
     needs: tuple[Condition, ...] = ()
     """Conditions without which the knob cannot help."""
+    value_needs: dict[str, tuple[Condition, ...]] = Field(default_factory=dict)
+    """Conditions without which one choice cannot be tried, by choice (e.g. ``awq`` needs an
+    AWQ checkpoint); choices not named need nothing beyond ``needs``."""
     vllm_versions: str = ""
     """PEP 440 specifier of the vLLM releases that know the flag; empty means all."""
     restart_required: bool = True
     description: str = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _needs_name_choices(self) -> Knob:
+        choices = self.domain.choices if isinstance(self.domain, ChoiceDomain) else ()
+        unknown = sorted(set(self.value_needs) - {c for c in choices if isinstance(c, str)})
+        if unknown:
+            raise ValueError(f"value_needs: {', '.join(unknown)} are not choices of the domain")
+        return self
+
+    def choices_under(self, held: frozenset[Condition]) -> tuple[JsonValue, ...]:
+        """The domain's choices whose needs ``held`` conditions meet (empty unless a choice)."""
+        choices = self.domain.choices if isinstance(self.domain, ChoiceDomain) else ()
+        needs = self.value_needs
+        return tuple(c for c in choices if not isinstance(c, str) or set(needs.get(c, ())) <= held)
 
     @field_validator("vllm_versions")
     @classmethod

@@ -9,6 +9,10 @@ member is due back at the step that needs it; ``release`` catches its state up (
 token times, computed tokens, full blocks registered in the prefix cache) to exactly what
 step-by-step simulation would have produced. The scheduler releases everyone before any step
 whose budget or KV pool could bind, so preemption and starvation see exact state.
+
+With a sliding window the cohort also keeps the sum of contexts clipped to the window, in O(1)
+per step: members still under the window grow by one a step, the others stay at the window,
+and each member's crossing step is filed when it joins.
 """
 
 from __future__ import annotations
@@ -28,6 +32,17 @@ class DecodeCohort:
         """Sum over members of (num_computed - decode_since): contexts at step k are
         ``_offset + len(members) * k``."""
         self.step_ends_s: list[float] = []
+        self._cap = kv.window - 1
+        """Clipped contexts count at most this (a decode then attends the whole window)."""
+        self._growing = 0
+        """Members whose context is still under ``_cap``."""
+        self._growing_offset = 0
+        """Sum over growing members of (num_computed - decode_since), as ``_offset``."""
+        self._capped = 0
+        self._caps: dict[int, int] = {}
+        """Step -> growing members whose context reaches ``_cap`` at it."""
+        self._caps_through = 0
+        """Steps whose crossings have been applied."""
 
     def __len__(self) -> int:
         return len(self.members)
@@ -40,6 +55,39 @@ class DecodeCohort:
     def context_tokens(self) -> int:
         """Tokens already in the KV cache across members, before the next step."""
         return self._offset + len(self.members) * len(self.step_ends_s)
+
+    def window_context_tokens(self) -> int:
+        """Sum over members of their context clipped to ``window - 1`` (0 without a window):
+        a decode attends that plus itself."""
+        if not self.kv.window:
+            return 0
+        step = len(self.step_ends_s)
+        while self._caps_through <= step:
+            count = self._caps.pop(self._caps_through, 0)
+            if count:
+                self._growing -= count
+                self._capped += count
+                self._growing_offset -= count * (self._cap - self._caps_through)
+            self._caps_through += 1
+        return self._growing_offset + self._growing * step + self._capped * self._cap
+
+    def _join_window(self, computed: int, step: int) -> None:
+        if computed >= self._cap:
+            self._capped += 1
+            return
+        self._growing += 1
+        self._growing_offset += computed - step
+        cross = step + self._cap - computed
+        self._caps[cross] = self._caps.get(cross, 0) + 1
+
+    def _leave_window(self, computed: int, since: int) -> None:
+        cross = since + self._cap - computed
+        if computed >= self._cap or cross < self._caps_through:
+            self._capped -= 1
+            return
+        self._growing -= 1
+        self._growing_offset -= computed - since
+        self._caps[cross] -= 1
 
     def end_step(self, now_s: float) -> None:
         self.step_ends_s.append(now_s)
@@ -56,6 +104,8 @@ class DecodeCohort:
         req.decode_since = step
         self.members[req] = None
         self._offset += computed - step
+        if self.kv.window:
+            self._join_window(computed, step)
         self._set_due(req, step + ahead)
         return True
 
@@ -87,10 +137,10 @@ class DecodeCohort:
         """Give each member one new block (the caller has checked the pool) and file it again.
         Its filled block is registered in the prefix cache when it is released: until its
         blocks are freed nobody else can match them (they hold its own output tokens)."""
-        step, size = len(self.step_ends_s), self.kv.block_size
-        for req, block in zip(full, self.kv.take_blocks(len(full)), strict=True):
-            req.blocks.append(block)
+        kv, step, size = self.kv, len(self.step_ends_s), self.kv.block_size
+        for req in full:
             elapsed = step - req.decode_since
+            kv.extend(req, req.num_computed + elapsed)
             # the new block is all room; the last token may come sooner
             ahead = min(size, req.max_tokens - len(req.output) - elapsed - 1)
             req.decode_due = step + ahead
@@ -106,6 +156,8 @@ class DecodeCohort:
         since, step = req.decode_since, len(self.step_ends_s)
         del self.members[req]
         self._offset -= req.num_computed - since
+        if self.kv.window:
+            self._leave_window(req.num_computed, since)
         req.decode_since = req.decode_due = -1
         count = step - since
         if count <= 0:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from kneepoint.physics.defaults import ResolvedEngine, resolve_engine
 from kneepoint.physics.memory import MemoryPlan, StartupRefusal, plan_memory
-from kneepoint.physics.roofline import Efficiency, Roofline, StepCost
+from kneepoint.physics.roofline import BatchShape, Efficiency, Roofline, StepCost
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.hardware import GpuSpec, ModelSpec
 from kneepoint.sim.attribution import Attribution, attribute
@@ -49,6 +49,7 @@ class StepRecord:
 
     start_s: float
     cost: StepCost
+    shape: BatchShape
     num_requests: int
     num_tokens: int
     num_samples: int
@@ -112,7 +113,10 @@ class SimEngine:
         self.efficiency = efficiency or Efficiency()
         self.roofline = Roofline(gpu, model, self.resolved, self.efficiency)
         self.kv = KvCache(
-            self.memory.num_blocks, self.resolved.block_size, self.resolved.enable_prefix_caching
+            self.memory.num_blocks,
+            self.resolved.block_size,
+            self.resolved.enable_prefix_caching,
+            self.memory.layout,
         )
         self.scheduler = Scheduler(self.resolved, self.kv, eager=eager)
         self.now_s = 0.0
@@ -157,6 +161,7 @@ class SimEngine:
         record = StepRecord(
             start_s=start,
             cost=cost,
+            shape=shape,
             num_requests=shape.num_requests,
             num_tokens=shape.new_tokens,
             num_samples=shape.samples,

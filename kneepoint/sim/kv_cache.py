@@ -6,6 +6,15 @@ Freed blocks go to the tail of a free queue but keep their hash: a later request
 same prefix can take them back until they are reused. Allocation takes from the head (least
 recently freed first), evicting the hash of what it takes. A request's blocks are freed
 tail-first, so its last blocks are evicted before its shared prefix.
+
+A model with sliding-window layers has several KV cache groups drawing on one pool
+(``kneepoint.physics.kv_layout``): each block position of a request takes one block in every
+group, and the sliding groups' blocks are freed once the position falls out of the window, as
+vLLM's ``SlidingWindowManager`` frees them. The first group's blocks are tracked one by one
+(``SimRequest.blocks``, with prefix caching); the other groups' are counted, so a prefix hit
+stands for a hit in every group and the other groups' blocks evict nothing cached. Blocks
+leave the window when the request next allocates (vLLM checks every step: with a window that
+is a multiple of the block size, it frees each one step sooner).
 """
 
 from __future__ import annotations
@@ -13,13 +22,17 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 
+from kneepoint.physics.kv_layout import KvLayout
 from kneepoint.sim.request import SimRequest
 
 
 class KvCache:
     """Block pool, per-block reference counts and the hash -> block map of cached blocks."""
 
-    def __init__(self, num_blocks: int, block_size: int, prefix_caching: bool) -> None:
+    def __init__(
+        self, num_blocks: int, block_size: int, prefix_caching: bool, layout: KvLayout | None = None
+    ) -> None:
+        """``layout``: the model's KV cache groups (default: one full-attention group)."""
         if num_blocks < 1 or block_size < 1:
             raise ValueError("a KV cache needs at least one block of at least one token")
         self.num_blocks = num_blocks
@@ -31,19 +44,29 @@ class KvCache:
         self._cached: dict[int, int] = {}
         self.query_tokens = 0
         self.hit_tokens = 0
+        full, sliding = (layout.full_groups, layout.sliding_groups) if layout else (1, 0)
+        self.window = layout.window_tokens if layout and sliding else 0
+        """The sliding window in tokens (0: no group slides)."""
+        self._first_slides = full == 0
+        """Whether the tracked first group is a sliding one (a model whose every layer slides)."""
+        self._extra_per_position = full + sliding - 1
+        """Counted blocks (groups beyond the first) a block position takes."""
+        self._extra_per_skip = sliding - 1 if self._first_slides else sliding
+        """Counted blocks a position gives back when it falls out of the window."""
+        self._extra_used = 0
 
     @property
     def num_free(self) -> int:
-        return len(self._free)
+        return len(self._free) - self._extra_used
 
     @property
     def num_used(self) -> int:
-        return self.num_blocks - len(self._free)
+        return self.num_blocks - self.num_free
 
     @property
     def usage(self) -> float:
         """Fraction of blocks in use, as vLLM's kv_cache_usage_perc (0..1)."""
-        return 1.0 - len(self._free) / self.num_blocks
+        return 1.0 - self.num_free / self.num_blocks
 
     def ref_count(self, block: int) -> int:
         return self._ref[block]
@@ -82,22 +105,49 @@ class KvCache:
         return found
 
     def _new_blocks(self, req: SimRequest, num_new: int, prefix: Sequence[int]) -> int:
+        """New block positions for ``num_new`` more tokens (<= 0: none)."""
         computed = len(prefix) * self.block_size if prefix else req.num_computed
         return -(-(computed + num_new) // self.block_size) - len(req.blocks) - len(prefix)
 
+    def _skip_at(self, computed: int, positions: int) -> int:
+        """Leading positions (of ``positions``) out of the window once ``computed`` tokens are
+        in the cache (vLLM: tokens before ``computed - window + 1`` are skipped)."""
+        if not self.window:
+            return 0
+        return min(max(0, computed - self.window + 1) // self.block_size, positions)
+
+    def _skip_for(self, req: SimRequest, prefix: Sequence[int]) -> int:
+        """``_skip_at`` for the request's next allocation (after ``prefix``, if admitted)."""
+        computed = len(prefix) * self.block_size if prefix else req.num_computed
+        return self._skip_at(computed, len(req.blocks) + len(prefix))
+
+    def _needed(self, req: SimRequest, new: int, prefix: Sequence[int], skip: int) -> int:
+        """Blocks the pool gives up for ``new`` positions and ``prefix`` cached ones in every
+        group, net of those the window frees (positions before ``skip``)."""
+        new = max(0, new)
+        untouched = skip if self._first_slides and prefix else 0
+        # Cached prefix blocks nobody holds sit in the free queue: taking them uses it up too.
+        revived = sum(1 for b in prefix[untouched:] if self._ref[b] == 0)
+        gone = max(0, skip - req.skipped_blocks)
+        extras = (new + len(prefix)) * self._extra_per_position - gone * self._extra_per_skip
+        returned = 0
+        if self._first_slides and not prefix:
+            returned = sum(1 for b in req.blocks[req.skipped_blocks : skip] if self._ref[b] == 1)
+        return new + revived + extras - returned
+
     def blocks_needed(self, req: SimRequest, num_new: int) -> int:
-        """New blocks a running request needs for ``num_new`` more tokens (<= 0: none)."""
-        return self._new_blocks(req, num_new, ())
+        """Blocks a running request needs for ``num_new`` more tokens (<= 0: none)."""
+        new = self._new_blocks(req, num_new, ())
+        if new <= 0:
+            return new
+        return self._needed(req, new, (), self._skip_for(req, ()))
 
     def fits(self, req: SimRequest, num_new: int, prefix: Sequence[int] = ()) -> bool:
         """Whether ``allocate`` with these arguments would succeed; changes nothing."""
         new_blocks = self._new_blocks(req, num_new, prefix)
-        return (new_blocks <= 0 and not prefix) or self._room_for(new_blocks, prefix)
-
-    def _room_for(self, new_blocks: int, prefix: Sequence[int]) -> bool:
-        # Cached prefix blocks nobody holds sit in the free queue: taking them uses it up too.
-        revived = sum(1 for b in prefix if self._ref[b] == 0)
-        return max(0, new_blocks) <= len(self._free) - revived
+        if new_blocks <= 0 and not prefix:
+            return True
+        return self._needed(req, new_blocks, prefix, self._skip_for(req, prefix)) <= self.num_free
 
     def allocate(self, req: SimRequest, num_new: int, prefix: Sequence[int] = ()) -> bool:
         """Give ``req`` blocks for ``num_new`` more tokens (after ``prefix`` cached blocks for a
@@ -105,18 +155,58 @@ class KvCache:
         new_blocks = self._new_blocks(req, num_new, prefix)
         if new_blocks <= 0 and not prefix:
             return True  # the common decode step: its last block still has room
-        if not self._room_for(new_blocks, prefix):
+        skip = self._skip_for(req, prefix)
+        if self._needed(req, new_blocks, prefix, skip) > self.num_free:
             return False
         new_blocks = max(0, new_blocks)
-        for block in prefix:
+        if prefix:
+            self._take_prefix(req, prefix, skip)
+        else:
+            self.slide(req, skip)
+        if new_blocks:
+            req.blocks += self.take_blocks(new_blocks)
+            self._extra_used += new_blocks * self._extra_per_position
+        return True
+
+    def _take_prefix(self, req: SimRequest, prefix: Sequence[int], skip: int) -> None:
+        """Hold a new request's cached prefix. Where the tracked group slides, positions
+        already out of the window stay empty (-1), as vLLM pads them with its null block."""
+        untouched = skip if self._first_slides else 0
+        for block in prefix[untouched:]:
             if self._ref[block] == 0:
                 del self._free[block]
             self._ref[block] += 1
-        req.blocks.extend(prefix)
+        req.blocks.extend([-1] * untouched)
+        req.blocks.extend(prefix[untouched:])
         req.num_cached_blocks = max(req.num_cached_blocks, len(prefix))
-        if new_blocks:
-            req.blocks += self.take_blocks(new_blocks)
-        return True
+        self._extra_used += len(prefix) * self._extra_per_position - skip * self._extra_per_skip
+        req.skipped_blocks = skip
+
+    def slide(self, req: SimRequest, skip: int) -> None:
+        """Free the sliding groups' blocks of positions before ``skip``, out of the window."""
+        start = req.skipped_blocks
+        if skip <= start:
+            return
+        if self._first_slides:
+            blocks = req.blocks
+            for i in range(start, skip):
+                self._release(blocks[i])
+                blocks[i] = -1
+        self._extra_used -= (skip - start) * self._extra_per_skip
+        req.skipped_blocks = skip
+
+    @property
+    def blocks_per_position(self) -> int:
+        """Blocks one more block position takes over all groups (before the window frees)."""
+        return 1 + self._extra_per_position
+
+    def extend(self, req: SimRequest, computed: int) -> None:
+        """Give a decoding request with ``computed`` tokens in the cache (its last block full)
+        one more block position, as ``allocate`` would (the caller has checked the pool)."""
+        if self.window:
+            self.slide(req, self._skip_at(computed, len(req.blocks)))
+        req.blocks += self.take_blocks(1)
+        self._extra_used += self._extra_per_position
 
     def take_blocks(self, count: int) -> list[int]:
         """The ``count`` least recently freed blocks, now held once each (the caller has
@@ -165,16 +255,24 @@ class KvCache:
             return
         hashes, cached = self._hashes_upto(req, end), self._cached
         for i in range(start, end):
-            if hashes[i] not in cached:
-                block = req.blocks[i]
+            block = req.blocks[i]
+            if hashes[i] not in cached and block >= 0:
                 cached[hashes[i]] = block
                 self._hash[block] = hashes[i]
+
+    def _release(self, block: int) -> None:
+        self._ref[block] -= 1
+        if self._ref[block] == 0:
+            self._free[block] = None
 
     def free(self, req: SimRequest) -> None:
         """Release the request's blocks, tail first; cached ones stay findable until reused."""
         for block in reversed(req.blocks):
-            self._ref[block] -= 1
-            if self._ref[block] == 0:
-                self._free[block] = None
+            if block >= 0:
+                self._release(block)
+        self._extra_used -= (
+            len(req.blocks) * self._extra_per_position - req.skipped_blocks * self._extra_per_skip
+        )
         req.blocks = []
         req.num_cached_blocks = 0
+        req.skipped_blocks = 0

@@ -28,6 +28,9 @@ class SimRequest:
     block_hashes: list[int] = field(default_factory=list)
     num_cached_blocks: int = 0
     """Leading blocks already registered in the prefix cache."""
+    skipped_blocks: int = 0
+    """Leading block positions out of the sliding window, whose sliding-group blocks are freed
+    (in a model whose every layer slides, ``blocks`` holds -1 there, as vLLM a null block)."""
     prefix_hit_tokens: int = 0
     preemptions: int = 0
     first_scheduled_s: float | None = None
@@ -68,4 +71,5 @@ class SimRequest:
         self.num_computed = 0
         self.blocks = []
         self.num_cached_blocks = 0
+        self.skipped_blocks = 0
         self.preemptions += 1

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from kneepoint.physics.defaults import ResolvedEngine
-from kneepoint.physics.roofline import BatchShape
+from kneepoint.physics.roofline import BatchShape, window_pairs
 from kneepoint.sim.decode_cohort import DecodeCohort
 from kneepoint.sim.kv_cache import KvCache
 from kneepoint.sim.request import SimRequest
@@ -46,6 +46,10 @@ class StepPlan:
     samples: int = 0
     cohort_size: int = 0
     """Decodes run by the cohort this step, not listed in ``scheduled``."""
+    window: int = 0
+    """The model's sliding window in tokens (0: none); the window sums below follow it."""
+    window_pairs: float = 0.0
+    window_kv_tokens: int = 0
 
     def add(self, req: SimRequest, new: int) -> None:
         computed = req.num_computed
@@ -54,18 +58,24 @@ class StepPlan:
         self.attention_pairs += new * (computed + (new + 1) / 2)
         self.kv_tokens += computed + new
         self.samples += computed + new == req.prompt_len + len(req.output)
+        if self.window:
+            self.window_pairs += window_pairs(new, computed, self.window)
+            self.window_kv_tokens += min(computed + new, self.window + new - 1)
 
-    def add_cohort(self, count: int, context_tokens: int) -> None:
+    def add_cohort(self, count: int, context_tokens: int, window_context: int = 0) -> None:
         """The decode cohort's ``count`` one-token decodes (not listed in ``scheduled``)."""
         self.cohort_size = count
-        self.add_decodes(count, context_tokens)
+        self.add_decodes(count, context_tokens, window_context)
 
-    def add_decodes(self, count: int, context_tokens: int) -> None:
-        """Shape terms of ``count`` one-token decodes already in ``scheduled``."""
+    def add_decodes(self, count: int, context_tokens: int, window_context: int = 0) -> None:
+        """Shape terms of ``count`` one-token decodes already in ``scheduled``;
+        ``window_context`` sums their contexts clipped to ``window - 1``."""
         self.num_tokens += count
         self.attention_pairs += context_tokens + count
         self.kv_tokens += context_tokens + count
         self.samples += count
+        self.window_pairs += window_context + count
+        self.window_kv_tokens += window_context + count
 
     @property
     def num_requests(self) -> int:
@@ -78,6 +88,8 @@ class StepPlan:
             attention_pairs=self.attention_pairs,
             kv_tokens=self.kv_tokens,
             samples=self.samples,
+            window_attention_pairs=self.window_pairs if self.window else None,
+            window_kv_tokens=self.window_kv_tokens if self.window else None,
         )
 
 
@@ -92,6 +104,8 @@ class Scheduler:
         self.waiting: deque[SimRequest] = deque()
         self.running: list[SimRequest] = []
         self.cohort = None if eager else DecodeCohort(kv)
+        self._clip = kv.window - 1 if kv.window else 1 << 62
+        """Decode contexts count at most this in the window sums (no bound without one)."""
 
     def add(self, req: SimRequest) -> None:
         self.waiting.append(req)
@@ -102,7 +116,7 @@ class Scheduler:
         return min(remaining, budget)
 
     def schedule(self) -> StepPlan:
-        plan = StepPlan()
+        plan = StepPlan(window=self.kv.window)
         if self.cohort is None:
             budget = self._schedule_running(plan, self.token_budget)
         else:
@@ -114,7 +128,8 @@ class Scheduler:
         """Running requests in order while the budget lasts, preempting from the tail when the
         pool is short. Cohort members in the list just take their one token each."""
         running, block_size, scheduled = self.running, self.kv.block_size, plan.scheduled
-        index = decodes = decode_context = 0
+        index = decodes = decode_context = decode_window = 0
+        clip = self._clip
         while index < len(running) and budget > 0:
             req = running[index]
             computed = req.num_computed
@@ -128,6 +143,7 @@ class Scheduler:
                     scheduled.append((req, 1))
                     decodes += 1
                     decode_context += computed
+                    decode_window += computed if computed < clip else clip
                 budget -= 1
                 index += 1
                 continue
@@ -143,22 +159,27 @@ class Scheduler:
                 index += 1
                 continue
             break
-        self._close_running_phase(plan, running[index:], decodes, decode_context)
+        self._close_running_phase(plan, running[index:], decodes, (decode_context, decode_window))
         return budget
 
     def _close_running_phase(
-        self, plan: StepPlan, unscheduled: list[SimRequest], decodes: int, context: int
+        self,
+        plan: StepPlan,
+        unscheduled: list[SimRequest],
+        decodes: int,
+        context: tuple[int, int],
     ) -> None:
-        """Sum the decodes into the plan; cohort members the budget did not reach this step
-        leave the cohort (they fall out of step with it)."""
-        plan.add_decodes(decodes, context)
+        """Sum the decodes (``context``: their contexts, plain and clipped to the window) into
+        the plan; cohort members the budget did not reach this step leave the cohort (they
+        fall out of step with it)."""
+        plan.add_decodes(decodes, *context)
         cohort = self.cohort
         if cohort is None:
             return
         for req in unscheduled:
             if req.decode_since >= 0:
                 cohort.release(req)
-        plan.add_cohort(len(cohort), cohort.context_tokens())
+        plan.add_cohort(len(cohort), cohort.context_tokens(), cohort.window_context_tokens())
 
     def _schedule_with_cohort(self, plan: StepPlan, cohort: DecodeCohort) -> int:
         """The running phase with the cohort decoding in bulk, when every running request is
@@ -170,7 +191,7 @@ class Scheduler:
             for req in self.running
             if req.decode_since < 0
         ]
-        tokens, blocks = len(cohort), len(full)
+        tokens, blocks = len(cohort), len(full) * kv.blocks_per_position
         for req, new in demands:
             tokens += new
             blocks += max(0, kv.blocks_needed(req, new))
@@ -183,7 +204,7 @@ class Scheduler:
         for req, new in demands:
             kv.allocate(req, new)  # cannot fail: the pool was checked for all of them
             plan.add(req, new)
-        plan.add_cohort(len(cohort), cohort.context_tokens())
+        plan.add_cohort(len(cohort), cohort.context_tokens(), cohort.window_context_tokens())
         return self.token_budget - tokens
 
     def sync(self) -> None:

@@ -1,0 +1,98 @@
+"""What changing the weight quantization should do, and what w4a16 would cost in latency.
+
+The served checkpoint decides which ``--quantization`` values load at all
+(``held_conditions``): fp8 quantizes a bf16/fp16 checkpoint at load, while awq/gptq (w4a16)
+load only a checkpoint quantized that way. On a bf16 checkpoint the rule prices fp8; the w4a16
+values are out of reach, and ``w4a16_advice`` says what serving an AWQ/GPTQ checkpoint instead
+would do, priced by the same physics: more KV room, but slower steps once they are
+compute-bound (the issue's RTX 6000 Ada / Qwen2.5-14B mix: preemptions 262 -> 132, short-class
+ITL p50 182 -> 557 ms). On a checkpoint that is already quantized nothing is left to switch.
+"""
+
+from __future__ import annotations
+
+from kneepoint.physics.quantization import checkpoint_of
+from kneepoint.policies.knob_effects import Effect, Situation, damped, kv_ratio, step_ratio
+from kneepoint.records.diagnosis import Observation
+from kneepoint.records.knobs import Condition
+
+W4A16_RISK = (
+    "w4a16 dequantises every weight on the GEMMs' critical path: decode slows (higher ITL) "
+    "once steps carry more than a few hundred tokens, though it frees KV room"
+)
+"""The latency risk stated wherever w4a16 comes up (the issue's measurement, above)."""
+_W4A16_PROBE = "awq_marlin"  # what vLLM serves an AWQ checkpoint with on Ampere and newer
+
+
+def held_conditions(observation: Observation) -> frozenset[Condition]:
+    """The checkpoint conditions the served model meets (what its name or flag says it is)."""
+    engine = observation.engine
+    checkpoint = checkpoint_of(engine.model, engine.quantization)
+    if checkpoint is None:
+        return frozenset({"unquantized_checkpoint"})
+    if checkpoint == "awq":
+        return frozenset({"awq_checkpoint"})
+    if checkpoint == "gptq":
+        return frozenset({"gptq_checkpoint"})
+    return frozenset()  # an int8 W8A8 checkpoint: only vLLM's own detection loads it
+
+
+def quantization(sit: Situation) -> Effect | str:
+    """The quantization knob's rule: fp8 on a bf16 checkpoint, nothing on a quantized one."""
+    obs = sit.observation
+    if sit.engine.gemm in ("w4a16", "w8a16"):
+        checkpoint = checkpoint_of(obs.engine.model, obs.engine.quantization)
+        return f"the checkpoint is already {checkpoint} (weight-only): {W4A16_RISK}"
+    if sit.engine.gemm == "int8":
+        return "the checkpoint is already int8 W8A8 (compressed-tensors)"
+    if obs.engine.quantization is not None:
+        return f"the weights are already quantized ({obs.engine.quantization})"
+    return _fp8(sit)
+
+
+def _fp8(sit: Situation) -> Effect | str:
+    obs = sit.observation
+    if sit.binding == "compute" and not obs.gpu.has_fp8:
+        return (
+            f"{obs.gpu.name} has no fp8 tensor cores: fp8 weights run weight-only and the "
+            "math stays bf16"
+        )
+    if sit.binding == "cache":
+        if obs.engine.kv_cache_memory_bytes is not None:
+            return "the KV pool is pinned in bytes: memory freed from the weights stays unused"
+        ratio = kv_ratio(sit, quantization="fp8")
+        if isinstance(ratio, str):
+            return f"fp8 weights: {ratio}"
+        reason = f"fp8 weights free memory for {ratio - 1:+.0%} KV tokens (changes outputs)"
+        return Effect("to", damped(ratio), reason, target="fp8")
+    # Without a priced step, the real H100's measured gain (+10.2%, tests/fixtures/real).
+    ratio = step_ratio(sit, obs.engine.replace(quantization="fp8")) or 1.1
+    what = (
+        "speed up large GEMMs (far less than the datasheet's 2x) and halve weight reads"
+        if obs.gpu.has_fp8 else "halve weight reads (weight-only: the math stays bf16)"
+    )  # fmt: skip
+    reason = f"fp8 weights {what}: the observed step runs {ratio:.2f}x faster (changes outputs)"
+    return Effect("to", damped(ratio), reason, target="fp8")
+
+
+def w4a16_advice(sit: Situation, left_out: tuple[str, ...]) -> str:
+    """Why the w4a16 values ``left_out`` cannot be tried on this checkpoint, and what serving
+    an AWQ/GPTQ checkpoint would do: its KV room and its observed step, priced."""
+    obs = sit.observation
+    model = obs.engine.model
+    head = f"{', '.join(left_out)} need a checkpoint quantized that way, which {model} is not"
+    if sit.engine.kv_cache_memory_bytes is not None:
+        room = "no KV room (the pool is pinned in bytes)"
+    else:
+        ratio = kv_ratio(sit, quantization=_W4A16_PROBE)
+        room = ratio if isinstance(ratio, str) else f"{ratio - 1:+.0%} KV tokens"
+    speed = step_ratio(sit, obs.engine.replace(quantization=_W4A16_PROBE))
+    step = "" if speed is None else f", the observed step {_slower(speed)}"
+    return f"{head}; serving one would give {room}{step}: {W4A16_RISK}"
+
+
+def _slower(speed_ratio: float) -> str:
+    """A before/after step-time ratio in words."""
+    if speed_ratio < 1.0:
+        return f"{1.0 / speed_ratio:.2f}x slower"
+    return f"{speed_ratio:.2f}x faster"
