@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kneepoint.agent.logs import configure_logging
@@ -90,7 +91,40 @@ def _nearest(recording: RecordedSweep, others: list[RecordedSweep]) -> RecordedS
     return min(same, key=lambda o: (len(config.changes_from(o.result.config)), o.name != "base"))
 
 
-def effects(recordings: list[RecordedSweep], simulated: dict[str, SweepResult]) -> list[str]:
+@dataclass
+class Figures:
+    """The figures the fidelity goals name, gathered while the tables print."""
+
+    capacity: list[float] = field(default_factory=list)
+    effect_points: list[float] = field(default_factory=list)
+    loo_capacity: list[float] = field(default_factory=list)
+    loo_itl_p50: list[float] = field(default_factory=list)
+    loo_effect_points: list[float] = field(default_factory=list)
+
+    def summary(self) -> list[str]:
+        def worst(values: list[float], scale: float = 100.0) -> str:
+            return f"{max(values, key=abs) * scale:+.1f}" if values else "n/a"
+
+        def verdict(values: list[float], limit: float) -> str:
+            return "n/a" if not values else ("met" if max(map(abs, values)) <= limit else "NOT met")
+
+        rows = [
+            ("uncalibrated capacity error, worst (%)", self.capacity, 0.10, "within 10%"),
+            ("uncalibrated knob effect error, worst (points)", self.effect_points, 0.05,
+             "within 5 points"),
+            ("leave-one-out capacity error, worst (%)", self.loo_capacity, 0.05, "within 5%"),
+            ("leave-one-out ITL p50 error at passing rates, worst (%)", self.loo_itl_p50, 0.15,
+             "within 15%"),
+            ("leave-one-out knob effect error, worst (points)", self.loo_effect_points, 0.03,
+             "within 3 points"),
+        ]  # fmt: skip
+        return [f"  {label:<58} {worst(values):>7}  goal {goal:<16} {verdict(values, limit)}"
+                for label, values, limit, goal in rows]  # fmt: skip
+
+
+def effects(
+    recordings: list[RecordedSweep], simulated: dict[str, SweepResult], figures: Figures
+) -> list[str]:
     rows = [f"  {'change':<58} {'real':>8} {'simulated':>10} {'predicted':>10}"]
     for other in recordings:
         base = _nearest(other, recordings)
@@ -98,6 +132,7 @@ def effects(recordings: list[RecordedSweep], simulated: dict[str, SweepResult]) 
             continue  # the base is the starting point of the changes, not one of them
         real = (other.result.capacity_rps or 0) / (base.result.capacity_rps or 1)
         sim = (simulated[other.name].capacity_rps or 0) / (simulated[base.name].capacity_rps or 1)
+        figures.effect_points.append(sim - real)
         changed, predicted = predicted_ratio(base, other)
         shown = "ruled out" if predicted is None else f"{predicted - 1:+.1%}"
         rows.append(f"  {base.name + ' -> ' + other.name + ': ' + changed:<58.58} "
@@ -112,7 +147,7 @@ def _itl_errors(recorded: RecordedSweep, simulated: SweepResult) -> list[float]:
             for p in recorded.result.points if p.margin <= 1.0]  # fmt: skip
 
 
-def leave_one_out(recordings: list[RecordedSweep]) -> list[str]:
+def leave_one_out(recordings: list[RecordedSweep], figures: Figures) -> list[str]:
     """Fit on every other recording of the same study, replay the one held out."""
     header = f"{'worst ITL p50 error (passing rates)':>36} {'effect real':>12} {'sim':>7}"
     rows = [f"  {'held out':<12} {'real cap':>9} {'sim cap':>8} {'error':>7} {header}"]
@@ -128,12 +163,16 @@ def leave_one_out(recordings: list[RecordedSweep]) -> list[str]:
         base = _nearest(out, recordings)
         base_sim = replay(base, fitted) if base is not None and base is not out else None
         real, sim = out.result.capacity_rps, held[out.name].capacity_rps
-        itl = max(_itl_errors(out, held[out.name]), key=abs, default=0.0)
+        itl_errors = _itl_errors(out, held[out.name])
+        figures.loo_itl_p50 += itl_errors
+        figures.loo_capacity.append((sim or 0) / (real or 1) - 1)
+        itl = max(itl_errors, key=abs, default=0.0)
         effect = ""
         if base is not None and base_sim is not None and base.name == "base":
             real_effect = (real or 0) / (base.result.capacity_rps or 1) - 1
             sim_effect = (sim or 0) / (base_sim.capacity_rps or 1) - 1
             effect = f"{real_effect:+12.1%} {sim_effect:+7.1%}"
+            figures.loo_effect_points.append(sim_effect - real_effect)
         rows.append(f"  {out.name:<12} {real or 0:9.2f} {sim or 0:8.2f} {_err(real, sim):>7} "
                     f"{itl:+36.1%} {effect}")  # fmt: skip
     return rows
@@ -150,17 +189,23 @@ def main() -> None:
     simulated = {r.name: replay(r) for r in recordings}
     print(f"{len(recordings)} recordings from {', '.join(map(str, roots))}; "
           f"replayed in {time.perf_counter() - started:.0f} s\n")  # fmt: skip
+    figures = Figures()
     print(f"  {'recording':<12} {'real capacity':>14} {'simulated':>10} {'error':>7}")
     for r in recordings:
         real, sim = r.result.capacity_rps, simulated[r.name].capacity_rps
+        figures.capacity.append((sim or 0) / (real or 1) - 1)
         print(f"  {r.name:<12} {real or 0:14.2f} {sim or 0:10.2f} {_err(real, sim):>7}")
     for r in recordings:
         print(f"\n{r.name} ({r.source}): real/simulated")
         print("\n".join(rate_table(r, simulated[r.name])))
     print("\nknob effects on SLO capacity (real engine, simulator, kneepoint's prediction):")
-    print("\n".join(effects(recordings, simulated)))
+    print("\n".join(effects(recordings, simulated, figures)))
+    started = time.perf_counter()
     print("\ncalibrated, leave-one-out (fitted on the study's other recordings):")
-    print("\n".join(leave_one_out(recordings)))
+    print("\n".join(leave_one_out(recordings, figures)))
+    print(f"  (fitted and replayed in {time.perf_counter() - started:.0f} s)")
+    print("\nsummary against the fidelity goals:")
+    print("\n".join(figures.summary()))
 
 
 if __name__ == "__main__":

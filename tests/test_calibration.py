@@ -7,11 +7,14 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
+from kneepoint.calibration.dynamics import first_repeat, replay_error
 from kneepoint.calibration.fit import fit_steps, step_error, step_samples
 from kneepoint.calibration.recorded import find_recorded, load_recorded
 from kneepoint.calibration.replay import replay, replay_point
 from kneepoint.config import ConfigError, load_study
+from kneepoint.records.calibration import Calibration
 from kneepoint.records.efficiency import Efficiency
 from kneepoint.sim.engine import SimEngine
 
@@ -102,6 +105,7 @@ def test_the_replay_keeps_the_prefix_cache_from_point_to_point() -> None:
     assert (second.point.signals.prefix_hit_rate or 0.0) > 0.2
 
 
+@pytest.mark.slow  # a whole calibration: step fits, replays and a replay-scored search (~2 min)
 def test_calibrate_writes_a_file_a_study_can_name(tmp_path: Path) -> None:
     out = tmp_path / "h100.yaml"
     done = subprocess.run([KNEEPOINT, "calibrate", str(H100), "--out", str(out)],
@@ -112,6 +116,18 @@ def test_calibrate_writes_a_file_a_study_can_name(tmp_path: Path) -> None:
     study = load_study(QUICKSTART, [f"calibration={out}"])
     assert study.calibration is not None and study.efficiency == study.calibration.efficiency
     assert 0.005 < study.efficiency.frontend_latency_s < 0.03  # TTFT 29 ms real vs ~15 engine
+    # Fitted on these recordings, it replays them at least as well as the built-in constants.
+    recordings = [first_repeat(r) for r in find_recorded([H100])]
+    assert replay_error(recordings, study.efficiency) <= replay_error(recordings, Efficiency())
+
+
+def test_a_study_names_a_calibration_for_its_gpu_and_model_only(tmp_path: Path) -> None:
+    out = tmp_path / "h100.yaml"
+    fitted = Calibration(gpu="h100-sxm", model="llama-3.1-8b", step_error_rel=0.05,
+                         efficiency=Efficiency(mfu=0.6, frontend_latency_s=0.01))  # fmt: skip
+    out.write_text(yaml.safe_dump(fitted.model_dump(mode="json")))
+    study = load_study(QUICKSTART, [f"calibration={out}"])
+    assert study.efficiency == fitted.efficiency
     with pytest.raises(ConfigError, match=r"calibration: .* was fitted for h100-sxm / "
                                           r"llama-3.1-8b, not l40s / llama-3.1-8b"):  # fmt: skip
         load_study(QUICKSTART, [f"calibration={out}", "gpu=l40s"])

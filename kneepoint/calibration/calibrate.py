@@ -8,7 +8,14 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kneepoint.calibration.fit import StepSample, fit_steps, step_error, step_samples
+from kneepoint.calibration.dynamics import first_repeat, refine, replay_error
+from kneepoint.calibration.fit import (
+    StepSample,
+    fit_steps,
+    replayed_samples,
+    step_error,
+    step_samples,
+)
 from kneepoint.calibration.recorded import RecordedSweep
 from kneepoint.calibration.replay import replay_point
 from kneepoint.config import ConfigError, Problem
@@ -16,6 +23,8 @@ from kneepoint.records.calibration import Calibration
 from kneepoint.records.efficiency import Efficiency
 from kneepoint.records.study import VllmBackend
 from kneepoint.records.sweep import SweepPoint
+
+REPLAY_ROUNDS = 2
 
 
 @dataclass(frozen=True)
@@ -67,6 +76,18 @@ def _one_setting(recordings: Sequence[RecordedSweep]) -> tuple[str, str, str | N
     return gpu, model, versions.pop() if len(versions) == 1 else None
 
 
+def _with_frontend(
+    recordings: Sequence[RecordedSweep], fitted: Efficiency
+) -> tuple[Efficiency, list[TtftCheck], float | None]:
+    """``fitted`` with the API server's latency read off TTFT at the lowest passing rates
+    (the median gap between measured and engine TTFT), the checks, and their mean error."""
+    checks = ttft_checks(recordings, fitted.model_copy(update={"frontend_latency_s": 0.0}))
+    gaps = [c.real_ms - c.engine_ms for c in checks]
+    frontend_ms = max(0.0, statistics.median(gaps)) if gaps else 0.0
+    error = statistics.fmean(abs(g - frontend_ms) for g in gaps) if gaps else None
+    return fitted.model_copy(update={"frontend_latency_s": frontend_ms / 1e3}), checks, error
+
+
 def calibrate(recordings: Sequence[RecordedSweep], start: Efficiency | None = None) -> Fitted:
     """Fit the constants to ``recordings`` (all of one GPU and model)."""
     gpu, model, version = _one_setting(recordings)
@@ -77,11 +98,19 @@ def calibrate(recordings: Sequence[RecordedSweep], start: Efficiency | None = No
                                    "with at least two sequences running)")])  # fmt: skip
     first = (start or Efficiency()).model_copy(update={"frontend_latency_s": 0.0})
     fitted = fit_steps(samples, first)
-    checks = ttft_checks(recordings, fitted)
-    gaps = [c.real_ms - c.engine_ms for c in checks]
-    frontend_ms = max(0.0, statistics.median(gaps)) if gaps else 0.0
-    efficiency = fitted.model_copy(update={"frontend_latency_s": frontend_ms / 1e3})
-    error = statistics.fmean(abs(g - frontend_ms) for g in gaps) if gaps else None
+    for _ in range(REPLAY_ROUNDS):
+        # The simulator's own steps at each point, under the constants fitted so far, then
+        # refit to them: the step mix moves with the step times, so a few rounds settle it.
+        samples = replayed_samples(recordings, fitted)
+        fitted = fit_steps(samples, fitted, restarts=0)  # it starts near: one search
+    # With the API server's latency in place, the compute/memory split on whole replays,
+    # from whichever replays the recordings better: the step fit, or the constants it started
+    # from (a step fit can price the average step right and the knee wrong); the latency is
+    # then read again off the refined engine.
+    firsts = [first_repeat(r) for r in recordings]
+    origins = [_with_frontend(recordings, e)[0] for e in (fitted, first)]
+    origin = min(origins, key=lambda e: replay_error(firsts, e))
+    efficiency, checks, error = _with_frontend(recordings, refine(recordings, origin))
     calibration = Calibration(
         gpu=gpu, model=model, vllm_version=version, efficiency=efficiency,
         fitted_from=tuple(str(r.source) for r in recordings),

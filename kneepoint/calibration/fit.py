@@ -19,11 +19,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from kneepoint.calibration.recorded import RecordedSweep
+from kneepoint.calibration.replay import replay_steps
 from kneepoint.physics.defaults import ResolvedEngine, resolve_engine
+from kneepoint.physics.kv_layout import kv_layout
 from kneepoint.physics.roofline import BatchShape, Roofline
 from kneepoint.policies.step_estimate import observed_shape
 from kneepoint.records.efficiency import Efficiency
 from kneepoint.records.hardware import GpuSpec, ModelSpec
+from kneepoint.records.sweep import SweepPoint
 
 # The constants fitted and the ranges searched, around what public models of vLLM on
 # H100-class GPUs use (REFERENCE.md: MFU 0.45-0.55, weights 0.73-0.8 of peak bandwidth, KV
@@ -46,45 +49,128 @@ its step time."""
 
 @dataclass(frozen=True, slots=True)
 class StepSample:
-    """One recorded point's average step and how long it took."""
+    """One recorded point's steps (their shapes: one average, or the simulator's steps in
+    its replay), the mean time the real engine took per step and, where the steps are the
+    simulator's, the real token gaps' median (a decode waits one step per token, so its
+    gaps are the step times, weighted by the decodes each step carries)."""
 
     label: str
-    shape: BatchShape
+    shapes: tuple[BatchShape, ...]
     observed_s: float
     gpu: GpuSpec
     model: ModelSpec
     engine: ResolvedEngine
+    itl_p50_s: float | None = None
 
     def predicted_s(self, efficiency: Efficiency) -> float:
-        return Roofline(self.gpu, self.model, self.engine, efficiency).step(self.shape).wall_s
+        return sum(self._prices(efficiency)) / len(self.shapes)
+
+    def errors(self, efficiency: Efficiency) -> list[float]:
+        """Log errors of the mean step and, where known, of the median token gap."""
+        prices = self._prices(efficiency)
+        errors = [math.log(sum(prices) / len(prices) / self.observed_s)]
+        if self.itl_p50_s is not None:
+            weights = [s.samples for s in self.shapes]
+            errors.append(math.log(_weighted_median(prices, weights) / self.itl_p50_s))
+        return errors
+
+    def _prices(self, efficiency: Efficiency) -> list[float]:
+        roofline = Roofline(self.gpu, self.model, self.engine, efficiency)
+        return [roofline.step(s).wall_s for s in self.shapes]
+
+
+def _weighted_median(values: Sequence[float], weights: Sequence[int]) -> float:
+    pairs = sorted(zip(values, weights, strict=True))
+    total = sum(w for _, w in pairs) or 1
+    seen = 0.0
+    for value, weight in pairs:
+        seen += weight
+        if seen >= total / 2:
+            return value
+    return pairs[-1][0]
+
+
+def _busy(entry: SweepPoint) -> bool:
+    signals = entry.point.signals
+    return bool(entry.point.valid and signals.steps_per_s
+                and (signals.running_mean or 0.0) >= MIN_RUNNING)  # fmt: skip
 
 
 def step_samples(recordings: Sequence[RecordedSweep]) -> list[StepSample]:
-    """The average steps of every valid, busy point of the recordings."""
+    """The average step of every valid, busy point of the recordings, as vLLM's metrics
+    describe it."""
     samples = []
     for rec in recordings:
         study = rec.study
         engine = resolve_engine(rec.result.config, study.gpu, study.model)
         for entry in sorted(rec.result.points, key=lambda p: (p.repeat, p.rate_rps)):
-            signals = entry.point.signals
-            found = observed_shape(signals, study.workload)
-            if (found is None or not entry.point.valid or not signals.steps_per_s
-                    or (signals.running_mean or 0.0) < MIN_RUNNING):  # fmt: skip
+            layout = kv_layout(study.model, engine)
+            found = observed_shape(entry.point.signals, study.workload, layout)
+            if found is None or not _busy(entry):
                 continue
-            samples.append(StepSample(f"{rec.name} @ {entry.rate_rps:g} req/s", found[0],
-                                      1.0 / signals.steps_per_s, study.gpu, study.model,
-                                      engine))  # fmt: skip
+            samples.append(StepSample(_label(rec, entry), (found[0],), _observed_s(entry),
+                                      study.gpu, study.model, engine))  # fmt: skip
     return samples
 
 
+def replayed_samples(
+    recordings: Sequence[RecordedSweep], efficiency: Efficiency, per_point: int = 16
+) -> list[StepSample]:
+    """Every valid, busy point with the steps the simulator ran in its place (``per_point``
+    of them, spread over their sizes). The step time is not linear in the batch (fixed
+    costs, the overlap of compute and memory), so the price of the average step is not the
+    average price of the steps: fitted to averages, the constants price a real mix of small
+    and large steps too high."""
+    samples = []
+    for rec in recordings:
+        study = rec.study
+        engine = resolve_engine(rec.result.config, study.gpu, study.model)
+        for entry, shapes in replay_steps(rec, efficiency):
+            if not shapes or not _busy(entry):
+                continue
+            samples.append(StepSample(_label(rec, entry), _spread(shapes, per_point),
+                                      _observed_s(entry), study.gpu, study.model, engine,
+                                      _itl_p50_s(entry, engine.stream_interval)))  # fmt: skip
+    return samples
+
+
+def _spread(shapes: Sequence[BatchShape], count: int) -> tuple[BatchShape, ...]:
+    """``count`` of the shapes at evenly spaced ranks of their size: their mean price is the
+    steps' mean price at a fraction of the cost."""
+    ordered = sorted(shapes, key=lambda s: (s.new_tokens, s.kv_tokens))
+    if len(ordered) <= count:
+        return tuple(ordered)
+    return tuple(ordered[int((i + 0.5) * len(ordered) / count)] for i in range(count))
+
+
+def _label(rec: RecordedSweep, entry: SweepPoint) -> str:
+    return f"{rec.name} @ {entry.rate_rps:g} req/s"
+
+
+def _itl_p50_s(entry: SweepPoint, stream_interval: int) -> float | None:
+    """The real token gaps' median (the class with the longest: a mix of classes shares its
+    steps), when they are gaps of one step each (a token per streamed chunk)."""
+    dists = [d["itl"] for d in entry.point.dists.values() if "itl" in d]
+    if not dists or stream_interval != 1:
+        return None
+    return max(d.p50_ms for d in dists) / 1e3
+
+
+def _observed_s(entry: SweepPoint) -> float:
+    return 1.0 / (entry.point.signals.steps_per_s or 1.0)
+
+
 def step_error(efficiency: Efficiency, samples: Sequence[StepSample]) -> float:
-    """Root mean squared log error of the predicted step times (0.1 is about 10%)."""
-    errors = [math.log(s.predicted_s(efficiency) / s.observed_s) for s in samples]
+    """Root mean squared log error of the predicted step times and gaps (0.1 is ~10%)."""
+    errors = [e for s in samples for e in s.errors(efficiency)]
     return math.sqrt(sum(e * e for e in errors) / len(errors))
 
 
-def fit_steps(samples: Sequence[StepSample], start: Efficiency | None = None) -> Efficiency:
-    """The constants that price the observed steps best, starting from ``start``."""
+def fit_steps(
+    samples: Sequence[StepSample], start: Efficiency | None = None, restarts: int = 2
+) -> Efficiency:
+    """The constants that price the observed steps best, starting from ``start`` (then
+    ``restarts`` more searches from the best found, to shake a simplex that collapsed)."""
     start = start or Efficiency()
     names = [n for n in BOUNDS if n != "fp8_gemm_speedup" or any(s.engine.fp8_compute
                                                                   for s in samples)]  # fmt: skip
@@ -100,17 +186,25 @@ def fit_steps(samples: Sequence[StepSample], start: Efficiency | None = None) ->
 
     first = np.array([(getattr(start, n) - BOUNDS[n][0]) / (BOUNDS[n][1] - BOUNDS[n][0])
                       for n in names])  # fmt: skip
-    best = _nelder_mead(cost, np.clip(first, 0.0, 1.0))
-    for _ in range(2):  # restarts shake a simplex that collapsed early
-        best = _nelder_mead(cost, best)
+    best = nelder_mead(cost, np.clip(first, 0.0, 1.0))
+    for _ in range(restarts):
+        best = nelder_mead(cost, best)
     return unit(best)
 
 
-def _nelder_mead(
-    cost: Callable[[np.ndarray], float], x0: np.ndarray, scale: float = 0.15,
-    iterations: int = 600,
+def nelder_mead(
+    objective: Callable[[np.ndarray], float], x0: np.ndarray, scale: float = 0.15,
+    evaluations: int = 1500,
 ) -> np.ndarray:  # fmt: skip
-    """Minimise ``cost`` over the unit cube from ``x0`` (points clipped into it)."""
+    """Minimise ``objective`` over the unit cube from ``x0`` (points clipped into it), in at
+    most about ``evaluations`` calls of it."""
+    calls = 0
+
+    def cost(x: np.ndarray) -> float:
+        nonlocal calls
+        calls += 1
+        return objective(x)
+
     n = len(x0)
     simplex = [np.clip(x0, 0.0, 1.0)]
     for i in range(n):
@@ -118,7 +212,7 @@ def _nelder_mead(
         vertex[i] = vertex[i] + scale if vertex[i] + scale <= 1.0 else vertex[i] - scale
         simplex.append(np.clip(vertex, 0.0, 1.0))
     values = [cost(v) for v in simplex]
-    for _ in range(iterations):
+    while calls < evaluations:
         order = np.argsort(values)
         simplex, values = [simplex[i] for i in order], [values[i] for i in order]
         if values[-1] - values[0] < 1e-10:

@@ -5,18 +5,20 @@ virtual clock. What the real engine and the simulator then say can be compared p
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from kneepoint.calibration.recorded import RecordedSweep
 from kneepoint.config.trace import workload_trace
 from kneepoint.load.capacity import interpolate_capacity, mean_interval, slo_margin
 from kneepoint.load.size import PointSize
+from kneepoint.physics.roofline import BatchShape
 from kneepoint.records.efficiency import Efficiency
 from kneepoint.records.engine import EngineConfig
+from kneepoint.records.study import StudySpec
 from kneepoint.records.sweep import SweepPoint, SweepResult
 from kneepoint.records.workload import TraceEntry
 from kneepoint.sim.engine import SimEngine
-from kneepoint.sim.loadpoint import simulate_load_point
+from kneepoint.sim.loadpoint import SimLoadPoint, simulate_load_point
 
 
 def replay(
@@ -27,36 +29,67 @@ def replay(
     config at the same rates, e.g. to price a knob change the real engine never ran)."""
     config = config or recorded.result.config
     study = recorded.simulated()
+    replayed = _replayed(recorded, efficiency, config)
+    points = [_as_recorded(real, sim, study) for real, sim in replayed]
+    return summarise(points, config)
+
+
+def replay_steps(
+    recorded: RecordedSweep, efficiency: Efficiency | None = None
+) -> list[tuple[SweepPoint, list[BatchShape]]]:
+    """Every recorded point with the steps the simulator ran in its stable window (their
+    shapes, in order): what the real engine's step-rate metrics averaged over, as the
+    simulator schedules it."""
+    out = []
+    for real, sim in _replayed(recorded, efficiency, recorded.result.config):
+        start, end = sim.window_s
+        out.append((real, [s.shape for s in sim.load.run.steps if start <= s.start_s < end]))
+    return out
+
+
+def _replayed(
+    recorded: RecordedSweep, efficiency: Efficiency | None, config: EngineConfig
+) -> Iterator[tuple[SweepPoint, SimLoadPoint]]:
+    study = recorded.simulated()
     trace = workload_trace(study.workload)
-    points = []
     for repeat in sorted({p.repeat for p in recorded.result.points}):
         # One engine per repeat, the points in the order they were measured: the real
         # server kept its prefix cache from point to point, and so does this one.
         engine = SimEngine(study.gpu, study.model, config, efficiency or study.efficiency)
         for real in [p for p in recorded.result.points if p.repeat == repeat]:
-            points.append(replay_point(recorded, real, efficiency, config=config, trace=trace,
-                                       on=engine))  # fmt: skip
-    return summarise(points, config)
+            yield real, _simulate(recorded, real, efficiency, config=config, trace=trace,
+                                  on=engine)  # fmt: skip
 
 
 def replay_point(
     recorded: RecordedSweep, real: SweepPoint, efficiency: Efficiency | None = None, *,
-    config: EngineConfig | None = None, trace: Sequence[TraceEntry] | None = None,
     on: SimEngine | None = None,
 ) -> SweepPoint:  # fmt: skip
     """One recorded point (its rate and repeat) as the simulator measures it: on a fresh
     engine, or ``on`` one that served the points measured before it. The prompts are the
     ones the recording sent (kneepoint at b0c96fd sent the same prompts at every rate)."""
-    study = recorded.simulated()
-    size = PointSize.for_study(study, study.tuning.screen_seconds)
-    simulated = simulate_load_point(
-        study, real.rate_rps, size.requests(real.rate_rps), config or recorded.result.config,
-        study.workload.seed + real.repeat, trace=trace, warmup_s=size.warmup_s,
-        efficiency=efficiency, on=on,
-    )  # fmt: skip
+    simulated = _simulate(recorded, real, efficiency, config=recorded.result.config, on=on)
+    return _as_recorded(real, simulated, recorded.study)
+
+
+def _as_recorded(real: SweepPoint, simulated: SimLoadPoint, study: StudySpec) -> SweepPoint:
     margin = slo_margin(simulated.point, study.slo)
     return SweepPoint(rate_rps=real.rate_rps, repeat=real.repeat, arm=real.arm, margin=margin,
                       point=simulated.point)  # fmt: skip
+
+
+def _simulate(
+    recorded: RecordedSweep, real: SweepPoint, efficiency: Efficiency | None, *,
+    config: EngineConfig, trace: Sequence[TraceEntry] | None = None,
+    on: SimEngine | None = None,
+) -> SimLoadPoint:  # fmt: skip
+    study = recorded.simulated()
+    size = PointSize.for_study(study, study.tuning.screen_seconds)
+    return simulate_load_point(
+        study, real.rate_rps, size.requests(real.rate_rps), config,
+        study.workload.seed + real.repeat, trace=trace, warmup_s=size.warmup_s,
+        efficiency=efficiency, on=on,
+    )  # fmt: skip
 
 
 def summarise(points: list[SweepPoint], config: EngineConfig) -> SweepResult:

@@ -40,6 +40,8 @@ class SimLoadPoint:
     load: VirtualLoad
     point: LoadPoint
     """The same load point as a real server's would be recorded (no ground truth in it)."""
+    window_s: tuple[float, float]
+    """The stable window on the engine's clock: the steps ``point``'s signals come from."""
 
 
 def simulate_load_point(
@@ -82,6 +84,7 @@ def simulate_load_point(
         point=load_point(
             rate_rps, load.records, study.slo, signals=signals, scored=result, warmup_s=warmup_s
         ),
+        window_s=(start, end),
     )
 
 

@@ -1,0 +1,90 @@
+"""Refine fitted constants on whole replays: the recordings' capacity and token gaps as the
+simulator measures them, with its queues and its scheduler's step mix in the loop.
+
+Fitting step times alone leaves the split between compute and memory loosely pinned (both
+grow with load), and a split that prices the average step right can still price the large
+steps that set ITL p95 and the knee wrong. Here the simulator replays each recording's first
+repeat under candidate constants and the fit scores what a user reads: SLO capacity, and
+ITL p50 and p95 at every rate up to the first one that fails. A replay takes about a second,
+so a few dozen of them, over the three constants that set the split, by Nelder-Mead.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from kneepoint.calibration.fit import BOUNDS, nelder_mead
+from kneepoint.calibration.recorded import RecordedSweep
+from kneepoint.calibration.replay import replay
+from kneepoint.records.efficiency import Efficiency
+from kneepoint.records.sweep import SweepPoint
+
+REFINED = ("mfu", "weight_bandwidth", "kv_bandwidth")
+CAPACITY_WEIGHT = 3.0
+"""Capacity's weight beside one rate's token gaps: it is the figure a tune decides on."""
+GAP_WEIGHTS = (1.0, 0.5)
+"""Weights of ITL p50 and p95: a p95 rests on a twentieth of the gaps, so it is noisier."""
+
+
+def first_repeat(recorded: RecordedSweep) -> RecordedSweep:
+    """The recording with only its first repeat's points (what the refinement replays)."""
+    first = min(p.repeat for p in recorded.result.points)
+    points = tuple(p for p in recorded.result.points if p.repeat == first)
+    result = recorded.result.model_copy(update={"points": points})
+    return dataclasses.replace(recorded, result=result)
+
+
+def _gaps_ms(point: SweepPoint) -> tuple[float, float]:
+    dists = [d["itl"] for d in point.point.dists.values() if "itl" in d]
+    return max(d.p50_ms for d in dists), max(d.p95_ms for d in dists)
+
+
+def replay_errors(recordings: Sequence[RecordedSweep], efficiency: Efficiency) -> list[float]:
+    """Log errors of each recording's capacity (weighted) and of its ITL p50 and p95 at
+    every rate up to its first failing one, replayed under ``efficiency``."""
+    errors = []
+    for rec in recordings:
+        simulated = replay(rec, efficiency)
+        real_cap, sim_cap = rec.result.capacity_rps, simulated.capacity_rps
+        if real_cap and sim_cap:
+            errors.append(CAPACITY_WEIGHT * math.log(sim_cap / real_cap))
+        elif real_cap:
+            errors.append(CAPACITY_WEIGHT * math.log(0.5))  # nothing passed: far off
+        failing = [p.rate_rps for p in rec.result.points if p.margin > 1.0]
+        limit = min(failing, default=math.inf)
+        sim_at = {(p.repeat, p.rate_rps): p for p in simulated.points}
+        for real in rec.result.points:
+            sim = sim_at[(real.repeat, real.rate_rps)]
+            if real.rate_rps > limit or not real.point.valid or not sim.point.valid:
+                continue
+            for weight, r, s in zip(GAP_WEIGHTS, _gaps_ms(real), _gaps_ms(sim), strict=True):
+                errors.append(weight * math.log(s / r))
+    return errors
+
+
+def replay_error(recordings: Sequence[RecordedSweep], efficiency: Efficiency) -> float:
+    """Root mean square of ``replay_errors``."""
+    errors = replay_errors(recordings, efficiency)
+    return math.sqrt(sum(e * e for e in errors) / len(errors)) if errors else 0.0
+
+
+def refine(
+    recordings: Sequence[RecordedSweep], start: Efficiency, evaluations: int = 30
+) -> Efficiency:
+    """``start`` with the compute/memory split chosen to replay the recordings best."""
+    firsts = [first_repeat(r) for r in recordings]
+
+    def unit(x: np.ndarray) -> Efficiency:
+        values = {n: BOUNDS[n][0] + (BOUNDS[n][1] - BOUNDS[n][0]) * float(v)
+                  for n, v in zip(REFINED, np.clip(x, 0.0, 1.0), strict=True)}  # fmt: skip
+        return start.model_copy(update=values)
+
+    x0 = np.array([(getattr(start, n) - BOUNDS[n][0]) / (BOUNDS[n][1] - BOUNDS[n][0])
+                   for n in REFINED])  # fmt: skip
+    best = nelder_mead(lambda x: replay_error(firsts, unit(x)), np.clip(x0, 0.0, 1.0),
+                       scale=0.1, evaluations=evaluations)  # fmt: skip
+    return unit(best)
