@@ -4,17 +4,26 @@ scraped with prometheus_client's parser."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import openai
 import pytest
+import yaml
 from prometheus_client.parser import text_string_to_metric_families
+
+from kneepoint.probes.backends import sim_argv
+from kneepoint.records.calibration import Calibration
+from kneepoint.records.efficiency import Efficiency
+from kneepoint.records.engine import EngineConfig
+from kneepoint.sim.serve_args import add_serve_arguments, resolve_serve_args
 
 KNEEPOINT = [sys.executable, "-m", "kneepoint.agent.cli"]
 REFERENCE_NAMES = {
@@ -188,3 +197,31 @@ def test_unmodeled_flag_and_refusal_exit_cleanly() -> None:
     )  # fmt: skip
     assert refused.returncode == 3
     assert "Traceback" not in refused.stderr and "memory" in refused.stderr.lower()
+
+
+def test_a_calibration_fitted_elsewhere_is_refused_in_one_line(tmp_path: Path) -> None:
+    fitted = Calibration(gpu="l40s", model="llama-3.1-8b", step_error_rel=0.05,
+                         efficiency=Efficiency(mfu=0.6))  # fmt: skip
+    path = tmp_path / "l40s.yaml"
+    path.write_text(yaml.safe_dump(fitted.model_dump(mode="json")))
+    done = subprocess.run(
+        [*KNEEPOINT, "sim", "serve", "--gpu", "h100", "--model", "llama-3.1-8b",
+         "--calibration", str(path)], check=False, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        f"kneepoint: kneepoint sim serve: --calibration: {path} was fitted for l40s / "
+        "llama-3.1-8b, not h100-sxm / llama-3.1-8b"
+    ]
+
+
+def test_a_study_s_calibration_reaches_the_launched_simulator(tmp_path: Path) -> None:
+    fitted = Calibration(gpu="h100-sxm", model="llama-3.1-8b", step_error_rel=0.05,
+                         efficiency=Efficiency(mfu=0.6, frontend_latency_s=0.02))  # fmt: skip
+    path = tmp_path / "h100.yaml"
+    path.write_text(yaml.safe_dump(fitted.model_dump(mode="json")))
+    argv = sim_argv("h100-sxm", "llama-3.1-8b", path)(EngineConfig(model="m"), "127.0.0.1", 1, "m")
+    parser = argparse.ArgumentParser()
+    add_serve_arguments(parser)
+    args, unknown = parser.parse_known_args(argv[argv.index("serve") + 1 :])
+    assert resolve_serve_args(args, unknown).efficiency == fitted.efficiency

@@ -112,7 +112,7 @@ def _sim_serve(args: argparse.Namespace) -> int:
     configure_logging(level="info", log_file=args.log_file)  # vLLM-style startup lines
     serve_args = resolve_serve_args(args, args.unknown)
     try:
-        server = build_server(serve_args)
+        server = build_server(serve_args, serve_args.efficiency)
     except (EngineRefusedError, UnmodeledSettingError) as exc:
         print(f"kneepoint: {exc}", file=sys.stderr)
         return EXIT_ENGINE_REFUSED

@@ -74,13 +74,15 @@ def vllm_argv(spec: VllmBackend) -> ArgvFor:
     return argv
 
 
-def sim_argv(gpu: str, model: str) -> ArgvFor:
-    """``kneepoint sim serve`` with the same flags vLLM would get."""
+def sim_argv(gpu: str, model: str, calibration: Path | None = None) -> ArgvFor:
+    """``kneepoint sim serve`` with the same flags vLLM would get (and the study's
+    calibration, when it names one)."""
+    fitted = ["--calibration", str(calibration)] if calibration is not None else []
 
     def argv(config: EngineConfig, host: str, port: int, served: str) -> list[str]:
         return [sys.executable, "-m", "kneepoint.agent.cli", "sim", "serve", "--gpu", gpu,
-                "--model", model, *config.flag_args(), "--host", host, "--port", str(port),
-                "--served-model-name", served]  # fmt: skip
+                "--model", model, *fitted, *config.flag_args(), "--host", host,
+                "--port", str(port), "--served-model-name", served]  # fmt: skip
 
     return argv
 

@@ -14,6 +14,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import yaml
+
 from kneepoint.config.trace import workload_trace
 from kneepoint.load.plan import plan_requests
 from kneepoint.load.point import lag_limit_for
@@ -117,8 +119,9 @@ def open_target(
         yield Target(virtual, None, clock)
         return
     if isinstance(spec, SimBackend):
+        calibration = _calibration_file(study, trial_dir)
         backend: Backend = LaunchBackend(
-            sim_argv(study.gpu.name, study.model.name), sim_telemetry=True
+            sim_argv(study.gpu.name, study.model.name, calibration), sim_telemetry=True
         )
     elif isinstance(spec, AttachSpec):
         backend = AttachBackend(spec.url)
@@ -130,6 +133,17 @@ def open_target(
     clock = DeviceClock(gpus)
     with backend.serve(config, trial_dir) as endpoint:
         yield Target(_http_prober(study, endpoint, size, trace, keep), endpoint, clock)
+
+
+def _calibration_file(study: StudySpec, trial_dir: Path) -> Path | None:
+    """The study's calibration written into the trial's folder, for the launched simulator to
+    read (and to show what it served with); None without one."""
+    if study.calibration is None:
+        return None
+    trial_dir.mkdir(parents=True, exist_ok=True)
+    path = trial_dir / "calibration.yaml"
+    path.write_text(yaml.safe_dump(study.calibration.model_dump(mode="json"), sort_keys=False))
+    return path
 
 
 def rejected(records: Sequence[RequestRecord]) -> Failure | None:

@@ -11,11 +11,16 @@ import argparse
 import typing
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from pydantic import ValidationError
 
 from kneepoint.config.catalog import gpu_catalogue, model_catalogue
 from kneepoint.config.errors import ConfigError, Problem
+from kneepoint.config.validation import validate
+from kneepoint.config.yamlio import read_mapping
+from kneepoint.records.calibration import Calibration
+from kneepoint.records.efficiency import Efficiency
 from kneepoint.records.engine import EngineConfig, flag_for, knob_fields
 from kneepoint.records.hardware import GpuSpec, ModelSpec
 
@@ -34,6 +39,8 @@ class ServeArgs:
     engine: EngineConfig
     host: str
     port: int
+    efficiency: Efficiency | None = None
+    """The roofline's constants from ``--calibration`` (None: the built-in ones)."""
 
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
@@ -42,6 +49,10 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--served-model-name", help="name clients use (default: --model)")
     parser.add_argument("--host", default="127.0.0.1", help="listen address (loopback default)")
     parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument(
+        "--calibration", type=Path, metavar="FILE",
+        help="a `kneepoint calibrate` file fitted on this GPU and model",
+    )  # fmt: skip
     hints = typing.get_type_hints(EngineConfig)
     for name in knob_fields():
         flags = [flag_for(name), *_ALIASES.get(name, [])]
@@ -91,4 +102,19 @@ def resolve_serve_args(args: argparse.Namespace, unknown: Sequence[str]) -> Serv
         flag = flag_for(str(loc)) if loc else "engine"
         raise _bad(flag, first["msg"]) from exc
     name = args.served_model_name or args.model
-    return ServeArgs(gpu, model, name, engine, args.host, args.port)
+    efficiency = _calibrated(args.calibration, gpu, model)
+    return ServeArgs(gpu, model, name, engine, args.host, args.port, efficiency)
+
+
+def _calibrated(path: Path | None, gpu: GpuSpec, model: ModelSpec) -> Efficiency | None:
+    """The constants of a calibration file, fitted on this GPU and model (else refused)."""
+    if path is None:
+        return None
+    if not path.is_file():
+        raise _bad("--calibration", f"no such file: {path}")
+    doc = read_mapping(path)
+    found = validate(Calibration, doc.data, doc)
+    if (found.gpu, found.model) != (gpu.name, model.name):
+        raise _bad("--calibration", f"{path} was fitted for {found.gpu} / {found.model}, not "
+                   f"{gpu.name} / {model.name}")  # fmt: skip
+    return found.efficiency
