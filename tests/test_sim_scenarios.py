@@ -51,7 +51,7 @@ def gain(name: str, *overrides: str) -> float:
 
 
 # Replicas of real cases, tested against their published figures in test_real_replicas.py.
-REPLICAS = {"qwen14b-ada-mix"}
+REPLICAS = {"qwen14b-ada-mix", "gemma12b-h100-random"}
 
 
 def test_every_scenario_file_is_tested() -> None:
