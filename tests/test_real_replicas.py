@@ -90,3 +90,16 @@ def test_the_gemma_ceiling_and_fp8_gain_on_it_match_the_real_h100() -> None:
     bf16, fp8 = gemma_ceiling(), gemma_ceiling("engine.quantization=fp8")
     assert bf16 == pytest.approx(2070, rel=0.15)  # real ~2,070 tok/s; simulated ~1,770
     assert 1.05 <= fp8 / bf16 <= 1.25  # real +14%; simulated ~+11%
+
+
+def test_awq_makes_the_qwen_mix_decode_slower_than_bf16() -> None:
+    # Real, at 32 req/s: short-class ITL p50 182 -> 557 ms with the AWQ checkpoint (int4
+    # weights dequantised on the GEMMs' critical path). The simulated bf16 server finishes
+    # too few requests at 32 req/s for an ITL there, so both are read at 4 req/s, where its
+    # steps carry a few hundred tokens: AWQ ~86 ms against bf16's ~71.
+    def itl_p50_ms(*overrides: str) -> float:
+        point = simulate_load_point(study(*overrides), 4.0, 300)
+        return point.score.dists["short-short"]["itl"].p50_ms
+
+    bf16, awq = itl_p50_ms(), itl_p50_ms("engine.model=Qwen/Qwen2.5-14B-Instruct-AWQ")
+    assert awq > 1.1 * bf16
