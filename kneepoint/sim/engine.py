@@ -57,6 +57,9 @@ class StepRecord:
     waiting: int
     kv_usage: float
     preempted: int
+    prompt_tokens: int
+    """Whole prompts, cached tokens included, of the requests that got their first token:
+    what vLLM's ``prompt_tokens`` counter adds for the step (not the tokens it computed)."""
     admission_stop: AdmissionStop
     truth: Attribution
 
@@ -169,6 +172,7 @@ class SimEngine:
             waiting=len(self.scheduler.waiting),
             kv_usage=usage,
             preempted=len(plan.preempted),
+            prompt_tokens=sum(r.prompt_len for r in sampled if len(r.output) == 1),
             admission_stop=plan.admission_stop,
             truth=attribute(cost, plan.admission_stop, usage),
         )

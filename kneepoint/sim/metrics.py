@@ -141,13 +141,13 @@ class VllmMetrics:
             num_gpu_blocks=str(memory.num_blocks),
         ).set(1)
 
-    def observe_step(self, step: StepRecord, new_prompt_tokens: int, sampled: int) -> None:
+    def observe_step(self, step: StepRecord, sampled: int) -> None:
         """One engine step: gauges after it, its token counts and preemptions."""
         self.running.set(step.running)
         self.waiting.set(step.waiting)
         self.kv_usage.set(step.kv_usage)
         self.iteration_tokens.observe(step.num_tokens)
-        self.prompt_tokens.inc(new_prompt_tokens)
+        self.prompt_tokens.inc(step.prompt_tokens)
         self.generation_tokens.inc(sampled)
         if step.preempted:
             self.preemptions.inc(step.preempted)

@@ -86,8 +86,7 @@ class RealtimeEngine:
             self._publish(outcome)
 
     def _publish(self, outcome: StepOutcome) -> None:
-        new_prompt = sum(r.prompt_len for r in outcome.sampled if len(r.output) == 1)
-        self.metrics.observe_step(outcome.record, new_prompt, len(outcome.sampled))
+        self.metrics.observe_step(outcome.record, len(outcome.sampled))
         kv = self.engine.kv
         self.metrics.observe_admission(
             kv.query_tokens - self._seen_queries, kv.hit_tokens - self._seen_hits

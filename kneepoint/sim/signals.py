@@ -43,7 +43,7 @@ def virtual_signals(
         prefix_hit_rate=kv.hit_tokens / kv.query_tokens if kv.query_tokens else None,
         tokens_per_step_mean=sum(s.num_tokens for s in inside) / len(inside),
         steps_per_s=len(inside) / span,
-        prompt_tokens_per_s=sum(s.num_tokens - s.num_samples for s in inside) / span,
+        prompt_tokens_per_s=sum(s.prompt_tokens for s in inside) / span,
         generation_tokens_per_s=sum(s.num_samples for s in inside) / span,
         max_num_seqs=engine.resolved.max_num_seqs,
         num_gpu_blocks=engine.memory.num_blocks,
