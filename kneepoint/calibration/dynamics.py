@@ -18,11 +18,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from kneepoint.calibration.fit import BOUNDS, nelder_mead
+from kneepoint.calibration.fit import BOUNDS, gaps_ms, nelder_mead
 from kneepoint.calibration.recorded import RecordedSweep
 from kneepoint.calibration.replay import replay
 from kneepoint.records.efficiency import Efficiency
-from kneepoint.records.sweep import SweepPoint
 
 REFINED = ("mfu", "weight_bandwidth", "kv_bandwidth")
 GRID = (0.25, 0.5, 0.75)
@@ -41,11 +40,6 @@ def first_repeat(recorded: RecordedSweep) -> RecordedSweep:
     return dataclasses.replace(recorded, result=result)
 
 
-def _gaps_ms(point: SweepPoint) -> tuple[float, float]:
-    dists = [d["itl"] for d in point.point.dists.values() if "itl" in d]
-    return max(d.p50_ms for d in dists), max(d.p95_ms for d in dists)
-
-
 def replay_errors(recordings: Sequence[RecordedSweep], efficiency: Efficiency) -> list[float]:
     """Log errors of each recording's capacity (weighted) and of its ITL p50 and p95 at
     every rate up to its first failing one, replayed under ``efficiency``."""
@@ -62,9 +56,12 @@ def replay_errors(recordings: Sequence[RecordedSweep], efficiency: Efficiency) -
         sim_at = {(p.repeat, p.rate_rps): p for p in simulated.points}
         for real in rec.result.points:
             sim = sim_at[(real.repeat, real.rate_rps)]
-            if real.rate_rps > limit or not real.point.valid or not sim.point.valid:
+            real_gaps, sim_gaps = gaps_ms(real), gaps_ms(sim)
+            if real_gaps is None or sim_gaps is None or real.rate_rps > limit:
                 continue
-            for weight, r, s in zip(GAP_WEIGHTS, _gaps_ms(real), _gaps_ms(sim), strict=True):
+            if not (real.point.valid and sim.point.valid):
+                continue
+            for weight, r, s in zip(GAP_WEIGHTS, real_gaps, sim_gaps, strict=True):
                 errors.append(weight * math.log(s / r))
     return errors
 

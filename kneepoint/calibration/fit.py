@@ -103,8 +103,8 @@ def step_samples(recordings: Sequence[RecordedSweep]) -> list[StepSample]:
     for rec in recordings:
         study = rec.study
         engine = resolve_engine(rec.result.config, study.gpu, study.model)
+        layout = kv_layout(study.model, engine)
         for entry in sorted(rec.result.points, key=lambda p: (p.repeat, p.rate_rps)):
-            layout = kv_layout(study.model, engine)
             found = observed_shape(entry.point.signals, study.workload, layout)
             if found is None or not _busy(entry):
                 continue
@@ -147,13 +147,20 @@ def _label(rec: RecordedSweep, entry: SweepPoint) -> str:
     return f"{rec.name} @ {entry.rate_rps:g} req/s"
 
 
-def _itl_p50_s(entry: SweepPoint, stream_interval: int) -> float | None:
-    """The real token gaps' median (the class with the longest: a mix of classes shares its
-    steps), when they are gaps of one step each (a token per streamed chunk)."""
-    dists = [d["itl"] for d in entry.point.dists.values() if "itl" in d]
-    if not dists or stream_interval != 1:
+def gaps_ms(point: SweepPoint) -> tuple[float, float] | None:
+    """A point's token gaps, p50 and p95 in ms (the class with the longest: a mix of classes
+    shares its steps); None when it measured none."""
+    dists = [d["itl"] for d in point.point.dists.values() if "itl" in d]
+    if not dists:
         return None
-    return max(d.p50_ms for d in dists) / 1e3
+    return max(d.p50_ms for d in dists), max(d.p95_ms for d in dists)
+
+
+def _itl_p50_s(entry: SweepPoint, stream_interval: int) -> float | None:
+    """The real token gaps' median, when they are gaps of one step each (a token per
+    streamed chunk)."""
+    gaps = gaps_ms(entry)
+    return gaps[0] / 1e3 if gaps is not None and stream_interval == 1 else None
 
 
 def _observed_s(entry: SweepPoint) -> float:
