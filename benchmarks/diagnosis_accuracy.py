@@ -13,8 +13,12 @@ simulator runs, so the tiers that lean on it (NVML only, no GPU) read a simulato
 efficiencies they know exactly; on real GPUs their accuracy is an upper bound. The queue walls
 (cache, admission caps) and the GPM tier do not depend on it.
 
-Run: .venv/bin/python benchmarks/diagnosis_accuracy.py [--scenarios 60] [--seed 0]
-Goal: >= 95% on the full-signal tier, over >= 40 dominated scenarios.
+A last tier reads recorded real runs (tests/fixtures/real, a copy of shared/real-h100, or the
+paths given): each recording diagnosed per signal tier and scored against what the real
+engine's own knob effects showed binds (``expected.yaml`` beside the recordings).
+
+Run: .venv/bin/python benchmarks/diagnosis_accuracy.py [--scenarios 60] [--seed 0] [PATH ...]
+Goal: >= 95% on the full-signal tier, over >= 40 dominated scenarios; every scored real run.
 """
 
 from __future__ import annotations
@@ -22,13 +26,17 @@ from __future__ import annotations
 import argparse
 import time
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
+import yaml
 from scenario_grid import Scenario, scenarios
 
 from kneepoint.agent.logs import configure_logging
+from kneepoint.calibration.recorded import RecordedSweep, find_recorded
 from kneepoint.policies.diagnosis import diagnose
-from kneepoint.probes.sweep import knee_search, saturation_points
+from kneepoint.policies.observe import knee_points, observe
+from kneepoint.probes.sweep import knee_search
 from kneepoint.records.diagnosis import Observation
 from kneepoint.records.knobs import CONSTRAINTS
 from kneepoint.records.loadpoint import LoadPoint
@@ -36,6 +44,7 @@ from kneepoint.sim.attribution import Attribution
 from kneepoint.sim.loadpoint import simulate_load_point
 
 DOMINANCE = 0.7
+REAL = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "real"
 TIERS: dict[str, tuple[str, ...]] = {
     "full": (),
     "nvml only": ("sm_util_pct", "tensor_util_pct", "dram_bw_util_pct"),
@@ -48,9 +57,10 @@ def _requests(rate: float) -> int:
     return int(min(600, max(200, rate * 20)))
 
 
-def measure(scenario: Scenario) -> tuple[LoadPoint, LoadPoint | None, Attribution] | None:
-    """Knee search through the probes' sweep; the saturated and below-knee points and the
-    ground truth at the saturated one (None when the sweep found no knee)."""
+def measure(scenario: Scenario) -> tuple[Observation, Attribution] | None:
+    """Knee search through the probes' sweep; what the diagnosis reads from it (as the agent
+    builds it) and the ground truth at the saturated point (None when the sweep found no
+    knee)."""
     study, truths = scenario.study, {}
 
     def probe(rate: float, repeat: int) -> LoadPoint:
@@ -59,10 +69,11 @@ def measure(scenario: Scenario) -> tuple[LoadPoint, LoadPoint | None, Attributio
         return simulated.point
 
     result = knee_search(probe, study.engine, study.slo, scenario.start_rps, rel_tol=0.05)
-    saturated, below = saturation_points(result)
-    if saturated is None:
+    if knee_points(result)[0] is None:
         return None
-    return saturated, below, truths[id(saturated)]
+    observation = observe(result, gpu=study.gpu, model=study.model, engine=study.engine,
+                          workload=study.workload)  # fmt: skip
+    return observation, truths[id(observation.saturated)]
 
 
 def strip(point: LoadPoint, fields: tuple[str, ...]) -> LoadPoint:
@@ -74,6 +85,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scenarios", type=int, default=60, help="scenarios to generate")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "real",
+        nargs="*",
+        type=Path,
+        default=[REAL],
+        help="recorded real runs for the last tier (default: tests/fixtures/real)",
+    )
     args = parser.parse_args()
     configure_logging(level="warning")
     started = time.perf_counter()
@@ -86,7 +104,7 @@ def main() -> None:
         if measured is None:
             skipped["no knee found"] += 1
             continue
-        saturated, below, truth = measured
+        observation, truth = measured
         label, share = truth.dominant()
         if share < DOMINANCE:
             skipped[f"truth not dominated (<{DOMINANCE:.0%})"] += 1
@@ -94,11 +112,12 @@ def main() -> None:
         study = scenario.study
         found = {}
         for tier, fields in TIERS.items():
-            observation = Observation(
-                saturated=strip(saturated, fields), below=below and strip(below, fields),
-                gpu=study.gpu, model=study.model, engine=study.engine, workload=study.workload,
-            )  # fmt: skip
-            found[tier] = diagnose(observation)
+            below = observation.below
+            tiered = observation.model_copy(update={
+                "saturated": strip(observation.saturated, fields),
+                "below": below and strip(below, fields),
+            })  # fmt: skip
+            found[tier] = diagnose(tiered)
         rows.append({"label": label, "found": {t: d.binding for t, d in found.items()}})
         cells = " ".join(
             f"{d.binding + ('' if d.binding == label else ' X'):<14} {d.confidence:>5.0%}  "
@@ -107,6 +126,47 @@ def main() -> None:
         print(f"{scenario.name:<12} {study.model.name + ' / ' + study.gpu.name:<30} "
               f"{label:<10} {share:>5.0%} {cells}", flush=True)  # fmt: skip
     report(rows, skipped, time.perf_counter() - started)
+    real_tier(args.real)
+
+
+def expected_binding(recorded: RecordedSweep) -> tuple[str | None, str]:
+    """The binding the real engine's own knob effects showed (expected.yaml in the study
+    folder, one up from the recording's), and why; None where none is recorded."""
+    for folder in (recorded.source.parent, recorded.source.parent.parent):
+        if (folder / "expected.yaml").is_file():
+            entry = yaml.safe_load((folder / "expected.yaml").read_text()) or {}
+            found = entry.get(recorded.name) or {}
+            return found.get("binding"), found.get("because", "")
+    return None, ""
+
+
+def real_tier(paths: list[Path]) -> None:
+    """The diagnosis of every recorded real run, per signal tier, against what its measured
+    knob effects say binds."""
+    print("\nrecorded real runs (each read at its last passing and first failing rate)")
+    right, scored = Counter[str](), 0
+    print(f"{'recording':<43} {'expected':<16} " + " ".join(f"{t:<22}" for t in TIERS))
+    for recorded in find_recorded(paths):
+        study = recorded.study
+        observation = observe(recorded.result, gpu=study.gpu, model=study.model,
+                              engine=recorded.result.config, workload=study.workload)  # fmt: skip
+        expected, _ = expected_binding(recorded)
+        scored += expected is not None
+        cells = []
+        for tier, fields in TIERS.items():
+            below = observation.below
+            found = diagnose(observation.model_copy(update={
+                "saturated": strip(observation.saturated, fields),
+                "below": below and strip(below, fields),
+            }))  # fmt: skip
+            right[tier] += found.binding == expected
+            mark = "" if expected is None or found.binding == expected else " X"
+            cells.append(f"{found.binding + mark:<14} {found.confidence:>5.0%}  ")
+        where = f"{recorded.source.parent.parent.name}/{recorded.name}"
+        print(f"{where:<43} {expected or 'unscored':<16} {' '.join(cells)}")
+    for tier in TIERS:
+        print(f"accuracy, recorded real runs, {tier:<10}: {right[tier]}/{scored}"
+              + (f" = {right[tier] / scored:.0%}" if scored else ""))  # fmt: skip
 
 
 def report(rows: list[dict[str, Any]], skipped: Counter[str], wall_s: float) -> None:

@@ -27,9 +27,8 @@ from kneepoint.calibration.recorded import RecordedSweep, find_recorded
 from kneepoint.calibration.replay import replay
 from kneepoint.config import knob_catalogue
 from kneepoint.policies.diagnosis import diagnose
+from kneepoint.policies.observe import knee_points, observe
 from kneepoint.policies.pruning import prune
-from kneepoint.probes.sweep import saturation_points
-from kneepoint.records.diagnosis import Observation
 from kneepoint.records.sweep import SweepPoint, SweepResult
 
 REPO = Path(__file__).resolve().parent.parent
@@ -67,12 +66,11 @@ def predicted_ratio(base: RecordedSweep, other: RecordedSweep) -> tuple[str, flo
     """What kneepoint's pruning, reading ``base``'s sweep, predicted for the knob ``other``
     changed (the first changed knob it has a rule for)."""
     changes = other.result.config.changes_from(base.result.config)
-    saturated, below = saturation_points(base.result)
-    if saturated is None:
+    if knee_points(base.result)[0] is None:
         return ", ".join(changes), None
     study = base.study
-    observation = Observation(saturated=saturated, below=below, gpu=study.gpu, model=study.model,
-                              engine=base.result.config, workload=study.workload)  # fmt: skip
+    observation = observe(base.result, gpu=study.gpu, model=study.model,
+                          engine=base.result.config, workload=study.workload)  # fmt: skip
     pruning = prune(diagnose(observation), observation, knob_catalogue(), backend="vllm")
     for candidate in pruning.candidates:
         if candidate.knob.name in changes:

@@ -44,13 +44,13 @@ from kneepoint.agent.progress import duration
 from kneepoint.config import knob_catalogue, load_study
 from kneepoint.policies.coordinate import CoordinateDescent
 from kneepoint.policies.diagnosis import diagnose
+from kneepoint.policies.observe import knee_points, observe
 from kneepoint.policies.optuna_search import OptunaProposer
 from kneepoint.policies.phased import Phased
 from kneepoint.policies.proposer import Proposer, replay
 from kneepoint.policies.pruning import prune, search_space
-from kneepoint.probes.sweep import knee_search, saturation_points
+from kneepoint.probes.sweep import knee_search
 from kneepoint.probes.targets import PointSize, open_target
-from kneepoint.records.diagnosis import Observation
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.knobs import ChoiceDomain, Knob
 from kneepoint.records.proposal import KnobCandidate, Outcome, Proposal, SearchSpace
@@ -196,13 +196,10 @@ def kneepoint_picks(bench: Bench, seed: int, limit: int = 60) -> Iterator[Engine
     history: list[tuple[Proposal, Outcome]] = []
     for _ in range(limit):
         found = bench.measure(incumbent)
-        saturated, below = saturation_points(found.result)
-        if saturated is None:
+        if knee_points(found.result)[0] is None:
             return
-        observation = Observation(
-            saturated=saturated, below=below, gpu=study.gpu, model=study.model,
-            engine=incumbent, workload=study.workload,
-        )  # fmt: skip
+        observation = observe(found.result, gpu=study.gpu, model=study.model, engine=incumbent,
+                              workload=study.workload)  # fmt: skip
         pruning = prune(diagnose(observation), observation, knob_catalogue(),
                         allowed=tuple(bench.knobs), backend="sim")  # fmt: skip
         space = search_space(pruning, observation, found.capacity_rps)

@@ -6,12 +6,15 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 
 from kneepoint.agent.cli import main
+from kneepoint.agent.run_folder import RunFolder
 from kneepoint.calibration.recorded import load_recorded
+from kneepoint.config import load_study
 from kneepoint.probes.process import ServerProcess, free_port
 
 from .conftest import CONFIGS
@@ -86,3 +89,65 @@ def test_without_a_study_the_missing_flags_are_named(capsys: pytest.CaptureFixtu
     assert main(["diagnose", "--url", "http://127.0.0.1:9"]) == 2
     err = capsys.readouterr().err.strip()
     assert err == "kneepoint: kneepoint diagnose: without a study file, give --gpu, --model"
+
+
+REAL_BASE = Path(__file__).parent / "fixtures" / "real" / "h100-llama8b-chat" / "base"
+
+
+def test_a_real_recording_is_read_again_with_no_server(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["diagnose", "--from", str(REAL_BASE / "sweep.json"), "--runs-dir", str(tmp_path)]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    # At 44 req/s the cap was 90% full with requests waiting; kneepoint at b0c96fd called it
+    # an admission cap (1.35x predicted for max_num_seqs); the real 4x cap measured +1.3%.
+    assert "compute-bound, confidence" in out
+    assert "raising max_num_seqs 256 is predicted at 1.00x" in out
+    (folder,) = tmp_path.iterdir()
+    assert json.loads((folder / "diagnosis.json").read_text())["diagnosis"]["binding"] == (
+        "compute"
+    )
+    assert load_recorded(folder).result.capacity_rps == pytest.approx(40.31, abs=0.01)
+
+
+def test_a_diagnose_folder_read_again_gives_the_same_verdict(tmp_path: Path) -> None:
+    study = CONFIGS / "scenarios" / "scheduling-bound.yaml"
+    live = tmp_path / "live"
+    assert main(["diagnose", str(study), "--runs-dir", str(live), "--knee-rps", "80"]) == 0
+    (measured,) = live.iterdir()
+    again = tmp_path / "again"
+    assert main(["diagnose", "--from", str(measured), "--runs-dir", str(again)]) == 0
+    (reread,) = again.iterdir()
+    for name in ("diagnosis.json", "diagnosis.md"):
+        assert (reread / name).read_text() == (measured / name).read_text()
+
+
+def test_a_tune_run_is_read_at_its_baseline(tmp_path: Path) -> None:
+    study = load_study(REAL_BASE.parent / "study.yaml")
+    run = RunFolder.create(tmp_path / "runs", study, datetime(2026, 11, 22, 12, 0)).path
+    (run / "trials" / "000-baseline").mkdir(parents=True)
+    (run / "trials" / "000-baseline" / "knee.json").write_text(
+        (REAL_BASE / "sweep.json").read_text()
+    )
+    assert main(["diagnose", "--from", str(run), "--runs-dir", str(tmp_path / "out")]) == 0
+    (folder,) = (tmp_path / "out").iterdir()
+    assert json.loads((folder / "diagnosis.json").read_text())["diagnosis"]["binding"] == (
+        "compute"
+    )
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--from", "nowhere"], "nowhere: neither a sweep.json nor a folder with one"),
+        (["--from", str(REAL_BASE), "--url", "http://127.0.0.1:9"],
+         "kneepoint diagnose: --from reads a recording: give no study file and no --url with it"),
+    ],
+)  # fmt: skip
+def test_a_bad_recording_is_refused_in_one_line(
+    extra: list[str], message: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    assert main(["diagnose", *extra, "--runs-dir", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.strip() == f"kneepoint: {message}"
+    assert not any(tmp_path.iterdir())

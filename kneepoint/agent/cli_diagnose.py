@@ -3,6 +3,9 @@
     kneepoint diagnose STUDY.yaml                           the study's backend and config
     kneepoint diagnose STUDY.yaml --url http://host:8000    a running server, the study's traffic
     kneepoint diagnose --url http://host:8000 --gpu h100-sxm --model llama-3.1-8b [--workload chat]
+    kneepoint diagnose --from PATH        re-read a recording with today's rules, no server: a
+                                          sweep.json (study.yaml beside or one folder up), a
+                                          diagnose folder, or a tune run (its baseline's sweep)
 
 The report goes to stdout and, with the measured points, into runs/diagnose-<study>-<time>/.
 """
@@ -19,13 +22,16 @@ from typing import Any
 import yaml
 
 from kneepoint.agent.cli_progress import progress_for
-from kneepoint.agent.diagnose import findings_document, measure_and_diagnose
+from kneepoint.agent.diagnose import findings_document, findings_of, measure_and_diagnose
 from kneepoint.agent.files import write_atomically
 from kneepoint.agent.report.document import to_markdown
+from kneepoint.agent.run_folder import RunFolder, RunFolderError
+from kneepoint.calibration.recorded import load_recorded
 from kneepoint.config import ConfigError, Problem, knob_catalogue, load_study, study_from_mapping
 from kneepoint.config.overrides import add_overrides_argument
 from kneepoint.probes.process import ServerFailedError
 from kneepoint.records.study import StudySpec
+from kneepoint.records.sweep import SweepResult
 
 EXIT_SERVER_FAILED = 4
 
@@ -39,6 +45,13 @@ def add_diagnose_command(commands: argparse._SubParsersAction[argparse.ArgumentP
     cmd.add_argument("--gpu", help="the server's GPU (catalogue name), without a study")
     cmd.add_argument("--model", help="the served model (catalogue name or config.json path)")
     cmd.add_argument("--workload", default="chat", help="workload preset (default: chat)")
+    cmd.add_argument(
+        "--from",
+        dest="recorded",
+        type=Path,
+        metavar="PATH",
+        help="re-diagnose a recording (sweep.json, diagnose folder or tune run)",
+    )
     cmd.add_argument("--knee-rps", type=float, help="a known knee: probe past and below it only")
     cmd.add_argument("--runs-dir", type=Path, default=Path("runs"))
     add_overrides_argument(
@@ -63,16 +76,41 @@ def _study(args: argparse.Namespace) -> StudySpec:
     return study_from_mapping(raw, "kneepoint diagnose", overrides)
 
 
+def _recording(path: Path) -> tuple[StudySpec, SweepResult]:
+    """The study and sweep a recording holds; a tune run's is its baseline's knee search."""
+    if (path / "ledger.jsonl").is_file():
+        try:
+            study = RunFolder.existing(path).study()
+        except RunFolderError as exc:
+            raise ConfigError([Problem(str(path), None, (), str(exc))]) from exc
+        path = path / "trials" / "000-baseline" / "knee.json"
+        if not path.is_file():
+            raise ConfigError([Problem(str(path), None, (), "the run measured no baseline yet")])
+        recorded = load_recorded(path, study)
+    else:
+        recorded = load_recorded(path)
+    return recorded.study, recorded.result
+
+
 def run_diagnose(args: argparse.Namespace) -> int:
-    study = _study(args)
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    folder = args.runs_dir / f"diagnose-{study.name}-{stamp}"
-    try:
-        findings = measure_and_diagnose(study, folder, knob_catalogue(),
-                                        progress_for(sys.stderr), args.knee_rps)  # fmt: skip
-    except ServerFailedError as exc:
-        print(f"kneepoint: the server failed: {exc}", file=sys.stderr)
-        return EXIT_SERVER_FAILED
+    if args.recorded is not None:
+        if args.study is not None or args.url:
+            message = "--from reads a recording: give no study file and no --url with it"
+            raise ConfigError([Problem("kneepoint diagnose", None, (), message)])
+        study, result = _recording(args.recorded)
+        folder = args.runs_dir / f"diagnose-{study.name}-{stamp}"
+        findings = findings_of(study, result, knob_catalogue())
+        write_atomically(folder / "sweep.json", result.model_dump_json(indent=1) + "\n")
+    else:
+        study = _study(args)
+        folder = args.runs_dir / f"diagnose-{study.name}-{stamp}"
+        try:
+            findings = measure_and_diagnose(study, folder, knob_catalogue(),
+                                            progress_for(sys.stderr), args.knee_rps)  # fmt: skip
+        except ServerFailedError as exc:
+            print(f"kneepoint: the server failed: {exc}", file=sys.stderr)
+            return EXIT_SERVER_FAILED
     text = to_markdown(findings_document(study, findings), folder)
     write_atomically(folder / "diagnosis.md", text)
     body = {"diagnosis": findings.diagnosis.model_dump(mode="json"),

@@ -17,13 +17,14 @@ from kneepoint.agent.report.document import Document, Heading, Paragraph, Table
 from kneepoint.agent.report.measured import slo
 from kneepoint.agent.report.sections import evidence_table, pruning_tables
 from kneepoint.policies.diagnosis import diagnose
+from kneepoint.policies.observe import observe
 from kneepoint.policies.pruning import BackendKind, prune
 from kneepoint.probes import sweep
 from kneepoint.probes.targets import PointSize, open_target
-from kneepoint.records.diagnosis import Diagnosis, Observation
+from kneepoint.records.diagnosis import Diagnosis
 from kneepoint.records.knobs import KnobCatalogue
 from kneepoint.records.proposal import Pruning
-from kneepoint.records.study import StudySpec
+from kneepoint.records.study import StudySpec, VllmBackend
 from kneepoint.records.sweep import SweepResult
 
 # A coarse search: the diagnosis needs a point past the knee, not the knee to 5%.
@@ -54,14 +55,22 @@ def measure_and_diagnose(
             result = sweep.measure_rates(target.probe, config, slo, rates, kind="knee")
         version = target.endpoint.version if target.endpoint is not None else None
     write_atomically(folder / "sweep.json", result.model_dump_json(indent=1) + "\n")
-    saturated, below = sweep.saturation_points(result)
-    point = saturated or max(result.points, key=lambda p: p.rate_rps).point
-    observation = Observation(saturated=point, below=below, gpu=study.gpu, model=study.model,
-                              engine=config, workload=study.workload,
-                              efficiency=study.efficiency)  # fmt: skip
+    return findings_of(study, result, catalogue, version)
+
+
+def findings_of(
+    study: StudySpec, result: SweepResult, catalogue: KnobCatalogue, version: str | None = None
+) -> Findings:
+    """The diagnosis and the knob advice a sweep of ``study.engine`` supports: what a live
+    diagnosis concludes, and what ``--from`` concludes again from a recording."""
+    config = result.config
+    observation = observe(result, gpu=study.gpu, model=study.model, engine=config,
+                          workload=study.workload, efficiency=study.efficiency)  # fmt: skip
     diagnosis = diagnose(observation)
     # Advice for whoever runs the server, even when kneepoint itself cannot change it.
     backend: BackendKind = "vllm" if study.backend.kind == "attach" else study.backend.kind
+    if version is None and isinstance(study.backend, VllmBackend):
+        version = study.backend.vllm_version
     pruning = prune(diagnosis, observation, catalogue, allowed=study.search.knobs,
                     vllm_version=version, backend=backend)  # fmt: skip
     return Findings(result, diagnosis, pruning)

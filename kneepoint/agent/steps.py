@@ -15,9 +15,10 @@ from kneepoint.physics.defaults import UnmodeledSettingError, resolve_engine
 from kneepoint.physics.memory import plan_memory
 from kneepoint.policies.diagnosis import diagnose
 from kneepoint.policies.judge import is_finalist, judge
+from kneepoint.policies.observe import observe
 from kneepoint.policies.pruning import BackendKind, prune
 from kneepoint.probes.quality import PROMPTS, QualityCheckError, greedy_outputs, token_agreement
-from kneepoint.probes.sweep import merge, saturation_points, validation_rates
+from kneepoint.probes.sweep import merge, validation_rates
 from kneepoint.records.diagnosis import Diagnosis, Observation
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.knobs import KnobCatalogue
@@ -54,22 +55,16 @@ class Steps:
     catalogue: KnobCatalogue
     vllm_version: str | None = None
 
+    def observe(self, config: EngineConfig, result: SweepResult) -> Observation:
+        study = self.study
+        return observe(result, gpu=study.gpu, model=study.model, engine=config,
+                       workload=study.workload, efficiency=study.efficiency)  # fmt: skip
+
     def diagnose(self, config: EngineConfig, result: SweepResult) -> Diagnosis:
-        saturated, below = saturation_points(result)
-        if saturated is None:  # every rate passed: the sweep never saw the wall
-            saturated = max(result.points, key=lambda p: p.rate_rps).point
-        return diagnose(Observation(
-            saturated=saturated, below=below, gpu=self.study.gpu, model=self.study.model,
-            engine=config, workload=self.study.workload, efficiency=self.study.efficiency,
-        ))  # fmt: skip
+        return diagnose(self.observe(config, result))
 
     def prune(self, diagnosis: Diagnosis, config: EngineConfig, result: SweepResult) -> Pruning:
-        saturated, below = saturation_points(result)
-        point = saturated or max(result.points, key=lambda p: p.rate_rps).point
-        observation = Observation(
-            saturated=point, below=below, gpu=self.study.gpu, model=self.study.model,
-            engine=config, workload=self.study.workload, efficiency=self.study.efficiency,
-        )  # fmt: skip
+        observation = self.observe(config, result)
         backend: BackendKind = self.study.backend.kind
         return prune(diagnosis, observation, self.catalogue, allowed=self.study.search.knobs,
                      vllm_version=self.vllm_version, backend=backend)  # fmt: skip

@@ -52,8 +52,9 @@ def _sweep_file(path: Path) -> Path:
     raise ConfigError([Problem(str(path), None, (), "neither a sweep.json nor a folder with one")])
 
 
-def load_recorded(path: Path) -> RecordedSweep:
-    """One recording: a sweep.json, or a folder holding one."""
+def load_recorded(path: Path, study: StudySpec | None = None) -> RecordedSweep:
+    """One recording: a sweep.json, or a folder holding one, measured under ``study`` (default:
+    the study.yaml beside it or one folder up)."""
     sweep = _sweep_file(path)
     try:
         result = SweepResult.model_validate_json(sweep.read_bytes())
@@ -62,7 +63,7 @@ def load_recorded(path: Path) -> RecordedSweep:
         where = ".".join(str(p) for p in first["loc"])
         problem = f"not a sweep: {where}: {first['msg']}"
         raise ConfigError([Problem(str(sweep), None, (), problem)]) from exc
-    study = load_study(_study_beside(sweep)).model_copy(update={"engine": result.config})
+    study = (study or load_study(_study_beside(sweep))).model_copy(update={"engine": result.config})
     name = sweep.parent.name if sweep.name == "sweep.json" else sweep.stem
     return RecordedSweep(name, study, result, sweep)
 

@@ -51,7 +51,7 @@ def diagnose(observation: Observation) -> Diagnosis:
     tally = Tally()
     held = max(
         evidence.cache_share(point, tally),
-        evidence.admission_cap_share(point, engine.max_num_seqs if engine else 0, tally)
+        evidence.admission_cap_share(point, engine.max_num_seqs, observation.response, tally)
         if engine is not None else 0.0,
     )  # fmt: skip
     rest = 1.0 - held
@@ -108,7 +108,7 @@ def _context(observation: Observation, tally: Tally) -> None:
             continue
         tally.add(
             None, 0.0, signal=f"{name}_change", value=round(after - before, 3),
-            threshold="below the knee -> past it",
+            threshold="last rate met -> first failed",
             reading=f"{label} {before:.2f} at {below.rate_rps:.2f} req/s -> {after:.2f} at "
             f"{point.rate_rps:.2f} req/s",
         )  # fmt: skip

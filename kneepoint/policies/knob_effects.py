@@ -19,6 +19,7 @@ from pydantic import JsonValue
 from kneepoint.physics.defaults import ResolvedEngine, resolve_engine
 from kneepoint.physics.memory import MemoryPlan, plan_memory
 from kneepoint.physics.roofline import BatchShape, Roofline
+from kneepoint.policies.evidence import CAP_PINNED_FROM, WAITING
 from kneepoint.policies.prefix_reuse import prefix_reuse
 from kneepoint.policies.step_estimate import StepEstimate
 from kneepoint.records.diagnosis import Diagnosis, Observation
@@ -30,6 +31,9 @@ from kneepoint.records.proposal import Direction
 # the tail of the SLO take a share. Ratios of raw resource are damped by this power.
 DAMPING = 0.6
 MAX_RATIO = 2.5
+NOTHING_GAINED = 1.02
+"""A predicted ratio below this is no move: it is inside the run-to-run noise of one
+configuration (real H100 repeats of one config spread ~2% in capacity, tests/fixtures/real)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,15 +151,30 @@ def seqs(sit: Situation) -> Effect | str:
             "preemptions, at some cost in batch size"
         )
         return Effect("down", 1.05, reason)
-    if sit.binding == "scheduling" and sit.diagnosis.scheduling_kind == "admission_cap":
-        kv = sit.observation.saturated.signals.kv_usage_mean or 0.0
-        room = min(2.0, 0.9 / max(kv * 2, 0.05)) if kv > 0 else 2.0
-        reason = (
-            f"running is pinned at max_num_seqs {current} while KV is {kv:.0%} used: a "
-            "higher cap admits the waiting requests"
-        )
-        return Effect("up", damped(max(1.2, room)), reason)
+    signals = sit.observation.saturated.signals
+    pinned = (signals.running_mean or 0.0) >= CAP_PINNED_FROM * current
+    if sit.binding == "scheduling" and pinned and (signals.waiting_mean or 0.0) >= WAITING:
+        return _raise_cap(sit, current)
     return f"running is not pinned at max_num_seqs ({current}): the cap is not what binds"
+
+
+def _raise_cap(sit: Situation, current: int) -> Effect | str:
+    """Doubling the cap, as far as the KV pool has room, priced by the server's measured
+    response where it has one: throughput grows only as much as a bigger step outruns its
+    own step time."""
+    kv = sit.observation.saturated.signals.kv_usage_mean or 0.0
+    growth = min(2.0, 0.9 / kv) if kv > 0 else 2.0
+    response = sit.observation.response
+    if response is None:
+        reason = (f"running is pinned at max_num_seqs {current} while KV is {kv:.0%} used: a "
+                  "higher cap admits the waiting requests")  # fmt: skip
+        return Effect("up", damped(max(1.2, growth)), reason)
+    ratio = response.batch_gain(max(1.0, growth))
+    priced = (f"{growth:.2f}x the batch would serve {ratio:.2f}x the tokens per second "
+              f"({response.reading()})")  # fmt: skip
+    if ratio < NOTHING_GAINED:
+        return f"raising max_num_seqs {current} is predicted at {ratio:.2f}x: {priced}"
+    return Effect("up", ratio, f"a higher cap admits the waiting requests: {priced}")
 
 
 def token_budget(sit: Situation) -> Effect | str:

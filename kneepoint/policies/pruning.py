@@ -173,10 +173,11 @@ def _best_effect(
     knob: Knob, targets: tuple[Constraint, ...], situation: Situation
 ) -> KnobCandidate | str:
     aimed = [t for t in targets if t in knob.acts_on]
+    rule = _RULES.get(knob.name)
     if not aimed:
         acts = ", ".join(knob.acts_on)
-        return f"acts on {acts}; {' or '.join(targets)} binds"
-    rule = _RULES.get(knob.name)
+        priced = _as_runner_up(knob, rule, situation)
+        return f"acts on {acts}; {' or '.join(targets)} binds{priced}"
     if rule is None:
         return "no rule says how it moves this constraint"
     reasons: list[str] = []
@@ -193,6 +194,18 @@ def _best_effect(
             )  # fmt: skip
         reasons.append(effect)
     return "; ".join(reasons)
+
+
+def _as_runner_up(knob: Knob, rule: Rule | None, situation: Situation) -> str:
+    """What the knob's rule says were the runner-up to bind, where the knob acts on it: the
+    price of a move the verdict rules out, for whoever doubts the verdict."""
+    runner = situation.diagnosis.runner_up
+    if rule is None or runner is None or runner not in knob.acts_on:
+        return ""
+    effect = rule(_aimed_at(situation, runner))
+    if isinstance(effect, Effect):
+        return f" (were {runner} to bind: {effect.direction} predicted at {effect.ratio:.2f}x)"
+    return f" (were {runner} to bind: {effect})"
 
 
 def _target(knob: Knob, effect: Effect, situation: Situation) -> JsonValue:

@@ -223,17 +223,3 @@ def validation_rates(
         if not rates or rate > rates[-1] * 1.03:
             rates.append(rate)
     return rates
-
-
-def saturation_points(result: SweepResult) -> tuple[LoadPoint | None, LoadPoint | None]:
-    """The points a diagnosis reads from a sweep: the lowest valid rate past the capacity
-    that failed its SLO (saturated), and the highest valid rate at or below 80% of the
-    capacity that met it (below the knee). Either may be None."""
-    valid = sorted((p for p in result.points if p.point.valid), key=lambda p: p.rate_rps)
-    capacity = result.capacity_rps or 0.0
-    failing = [p for p in valid if p.margin > 1.0 and p.rate_rps >= capacity]
-    below = [p for p in valid if p.margin <= 1.0 and p.rate_rps <= 0.8 * capacity]
-    return (
-        failing[0].point if failing else None,
-        below[-1].point if below else None,
-    )

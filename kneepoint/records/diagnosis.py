@@ -78,12 +78,42 @@ class Diagnosis(Record):
         return f"{self.binding}{kind}-bound, confidence {self.confidence:.0%}{runner}"
 
 
+class ServerResponse(Record):
+    """How the server's step time answered a bigger batch, read off two of its own load
+    points (vLLM's step rate and tokens per step): the elasticity of step time in tokens per
+    step. Near 0, a bigger step costs little more (the weights are read once for all):
+    admitting more sequences raises throughput. Near 1 or above, step time grows as fast as
+    the batch: the GPU's work, not a cap, sets the throughput."""
+
+    low_rate_rps: float
+    high_rate_rps: float
+    low_tokens_per_step: float = Field(gt=0.0)
+    high_tokens_per_step: float = Field(gt=0.0)
+    low_step_ms: float = Field(gt=0.0)
+    high_step_ms: float = Field(gt=0.0)
+    elasticity: float
+
+    def batch_gain(self, growth: float) -> float:
+        """Throughput ratio when steps carry ``growth`` times the tokens: tokens per second
+        scale as growth / growth**elasticity (elasticity taken within 0..1)."""
+        return float(growth ** (1.0 - min(1.0, max(0.0, self.elasticity))))
+
+    def reading(self) -> str:
+        return (f"{self.low_tokens_per_step:.0f} -> {self.high_tokens_per_step:.0f} tokens per "
+                f"step took {self.low_step_ms:.1f} -> {self.high_step_ms:.1f} ms "
+                f"({self.low_rate_rps:g} -> {self.high_rate_rps:g} req/s): step time grows "
+                f"as tokens^{self.elasticity:.2f}")  # fmt: skip
+
+
 class Observation(Record):
-    """What a diagnosis reads: a saturated load point (at or just past the knee), optionally
-    one below the knee, and what was served on what."""
+    """What a diagnosis reads: a saturated load point (the first rate that failed its SLO),
+    optionally the highest rate that met it, the server's measured response between them,
+    and what was served on what."""
 
     saturated: LoadPoint
     below: LoadPoint | None = None
+    """The highest rate that met the SLO (at the knee, below the saturated point)."""
+    response: ServerResponse | None = None
     gpu: GpuSpec
     model: ModelSpec
     engine: EngineConfig

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from kneepoint.agent.run_folder import RunFolder, serve_command
 from kneepoint.agent.state import RunState, TrialState
 from kneepoint.policies.judge import judge
-from kneepoint.probes.sweep import saturation_points
+from kneepoint.policies.observe import knee_points
 from kneepoint.records.judgement import Judgement
 from kneepoint.records.loadpoint import LoadPoint
 from kneepoint.records.study import StudySpec
@@ -60,7 +60,7 @@ class ReportData:
         return [self.state.trials[n] for n in sorted(self.state.trials)]
 
     def knee_point(self, curve: Curve) -> LoadPoint | None:
-        saturated, _ = saturation_points(curve.result)
+        saturated, _ = knee_points(curve.result)
         return saturated
 
 
