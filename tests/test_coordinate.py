@@ -3,6 +3,8 @@ and the climb to a known optimum."""
 
 from __future__ import annotations
 
+import math
+
 from kneepoint.policies.coordinate import CoordinateDescent
 from kneepoint.policies.space import effective
 from kneepoint.records.engine import EngineConfig
@@ -32,10 +34,25 @@ def test_it_climbs_to_the_known_optimum_and_stops() -> None:
     assert capacity(proposer.centre).objective == PEAK_RPS
 
 
-def test_no_gain_bisects_back_toward_the_centre_then_moves_on() -> None:
+def test_a_flat_step_is_not_followed_by_halvings_its_moves_are_repriced() -> None:
+    space = make_space(incumbent_objective=10.0, candidates=(candidate("max_num_seqs", "up", 1.2),
+                                                             candidate("async_scheduling", "up",
+                                                                       1.1)))  # fmt: skip
+    # 512 gave 1.00x of the 1.2x predicted: the halvings (1.1x, 1.05x before re-pricing) are
+    # now worth 0.92x and 0.88x, inside the 3% least gain, and the walk moves on.
+    assert _walked(space) == [("max_num_seqs", 512), ("async_scheduling", True)]
+
+
+def test_a_wall_is_still_bisected_toward() -> None:
+    def dies_past_400(config: EngineConfig) -> Outcome:
+        if (config.max_num_seqs or 256) > 400:
+            return Outcome(status="startup_failed", detail="CUDA out of memory")
+        return Outcome(status="ok", objective=10.0 * (config.max_num_seqs or 256) / 256,
+                       feasible=True)  # fmt: skip
+
     space = make_space(incumbent_objective=10.0, candidates=(candidate("max_num_seqs", "up", 1.2),))
-    # log scale: doubling first, then 2**8.5 and 2**8.25 (rounded); nothing after two halvings
-    assert _walked(space) == [("max_num_seqs", 512), ("max_num_seqs", 362), ("max_num_seqs", 304)]
+    walked = [v for _, v in _walked(space, dies_past_400)]
+    assert walked[:2] == [512, 362]  # no measurement at 512: nothing to re-price by
 
 
 def test_linear_and_float_knobs_step_a_quarter_of_their_range() -> None:
@@ -135,8 +152,12 @@ def test_targets_are_one_try_and_a_value_already_set_is_skipped() -> None:
 
 
 def test_predictions_carry_the_candidates_reason_and_shrink_with_later_steps() -> None:
+    def as_predicted(config: EngineConfig) -> Outcome:  # 1.2x per doubling, as predicted
+        doublings = math.log2((config.max_num_seqs or 256) / 256)
+        return Outcome(status="ok", objective=10.0 * 1.2**doublings, feasible=True)
+
     space = make_space(incumbent_objective=10.0, candidates=(candidate("max_num_seqs", "up", 1.2),))
-    history = drive(CoordinateDescent(space), 10, _flat)
+    history = drive(CoordinateDescent(space), 10, as_predicted)
     first, second = history[0][0], history[1][0]
     assert first.prediction.capacity_ratio == 1.2
     assert 1.0 < second.prediction.capacity_ratio < 1.2
@@ -148,5 +169,7 @@ def test_with_no_incumbent_objective_the_first_measurement_sets_the_bar() -> Non
     space = make_space(incumbent_objective=None, candidates=(candidate("max_num_seqs", "up", 1.2),))
     proposer = CoordinateDescent(space)
     walked = [p.config.max_num_seqs for p, _ in drive(proposer, 10, _flat)]
-    assert walked == [512, 1024, 724, 609]  # 512 became the centre; nothing beat its 10 req/s
+    # 512 became the centre; 1024 did not beat its 10 req/s, and the halvings back, re-priced
+    # by that, are not worth a trial
+    assert walked == [512, 1024]
     assert proposer.centre.max_num_seqs == 512

@@ -153,3 +153,23 @@ def test_a_change_that_would_not_start_is_ruled_out_with_the_refusal() -> None:
     found, _ = run("cache", CACHE, gpu=A100, model=LLAMA_1B,
                    engine={"kv_cache_memory_bytes": 2**30})  # fmt: skip
     assert "would not start (max model len too long)" in why(found, "kv_cache_memory_bytes")
+
+
+def test_no_move_past_a_knobs_ceiling_is_a_candidate() -> None:
+    # The scheduling-bound replica once proposed raising max_num_seqs past its 1024 ceiling.
+    pinned = {**CAPPED, "running_mean": 1000.0}
+    found, _ = run("scheduling", pinned, model=LLAMA_1B, kind="admission_cap",
+                   engine={"max_num_seqs": 1024})  # fmt: skip
+    assert "max_num_seqs" not in names(found)
+    assert why(found, "max_num_seqs").startswith("already at its ceiling (1024")
+    down, _ = run("cache", CACHE, model=LLAMA_1B, engine={"max_num_seqs": 8})
+    assert why(down, "max_num_seqs").startswith("already at its floor (8")
+
+
+def test_admission_control_is_proposed_where_sequences_evict_each_other() -> None:
+    churn, _ = run("cache", CACHE, model=LLAMA_1B, engine={"kv_cache_memory_bytes": 2**30})
+    seqs = next(c for c in churn.candidates if c.knob.name == "max_num_seqs")
+    assert seqs.direction == "down" and "admission control" in seqs.reason
+    calm = {**CACHE, "preemptions_per_s": 0.0}
+    quiet, _ = run("cache", calm, model=LLAMA_1B, engine={"kv_cache_memory_bytes": 2**30})
+    assert "nothing to save" in why(quiet, "max_num_seqs")

@@ -21,8 +21,9 @@ from kneepoint.agent.bench import Bench, TrialFailedError
 from kneepoint.agent.progress import Progress, duration
 from kneepoint.agent.run_folder import RunFolder
 from kneepoint.agent.state import RunState, TrialState
-from kneepoint.agent.steps import Steps
+from kneepoint.agent.steps import Steps, noise_rel
 from kneepoint.policies.coordinate import CoordinateDescent
+from kneepoint.policies.learning import best_left, learned_factors, nothing_worth_trying
 from kneepoint.policies.optuna_search import OptunaProposer
 from kneepoint.policies.phased import Phased
 from kneepoint.policies.proposer import Proposer, replay
@@ -102,6 +103,10 @@ class Tuner:
                       "kneepoint can change would help")  # fmt: skip
             self._record(Finished(reason="nothing_to_try", detail=detail))
             return
+        worthless = self._nothing_worth_trying()
+        if worthless is not None:
+            self._record(Finished(reason="nothing_worth_trying", detail=worthless))
+            return
         proposal = self._current_proposer().ask()
         if proposal is None:
             self._record(Finished(reason="exhausted", detail="every candidate has been tried"))
@@ -160,6 +165,18 @@ class Tuner:
             self._proposer.tell(proposal, outcome)
         self._told = len(history)
 
+    def _nothing_worth_trying(self) -> str | None:
+        """Why no candidate left is worth a trial: each re-priced by what its knob's last move
+        against this incumbent measured, none beats the incumbent's noise."""
+        state = self.state
+        assert state.pruning is not None and state.incumbent_repeats is not None
+        since = max((p.trial for p in state.promotions), default=0)
+        measured = [(t.proposal, r) for t in state.trials.values()
+                    if t.trial > since and (r := t.measured_ratio()) is not None]  # fmt: skip
+        floor = max(self.study.tuning.min_effect_rel, noise_rel(state.incumbent_repeats))
+        best = best_left(state.pruning.candidates, learned_factors(measured))
+        return nothing_worth_trying(best, floor)
+
     def _current_proposer(self) -> Proposer:
         space_index = len(self.state.promotions)
         if self._proposer is None or self._built_for != space_index:
@@ -192,9 +209,11 @@ class Tuner:
     def _standing(self, trial: TrialState) -> str:
         """One line: the trial's result, the incumbent and the budget left."""
         state, budget = self.state, self.study.budget
-        measured = trial.measured_objective()
+        measured, ratio = trial.measured_objective(), trial.measured_ratio()
         verdict = "promoted" if trial.promoted else "kept the incumbent"
-        parts = [f"trial {trial.trial}: {measured or 0:.2f} req/s, {verdict}",
+        against = (f"predicted {trial.proposal.prediction.capacity_ratio:.2f}x, measured "
+                   + (f"{ratio:.2f}x" if ratio is not None else "nothing"))  # fmt: skip
+        parts = [f"trial {trial.trial}: {measured or 0:.2f} req/s ({against}), {verdict}",
                  f"incumbent {state.incumbent_objective or 0:.2f} req/s"]  # fmt: skip
         hours = state.device_s / 3600.0
         if budget.max_trials is not None:

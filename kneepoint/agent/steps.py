@@ -37,6 +37,16 @@ def noise_rel(repeats: SweepResult) -> float:
     return statistics.stdev(values) / mean if len(values) > 1 and mean > 0 else 0.0
 
 
+def _nothing_met(result: SweepResult) -> str:
+    """The cause of a screen in which no rate met the SLO: its lowest rate and what missed."""
+    valid = [p for p in result.points if p.point.valid]
+    if not valid:
+        return "no rate met the SLO (no valid point)"
+    low = min(valid, key=lambda p: p.rate_rps)
+    missed = "; ".join(low.point.violations) or "the SLO"
+    return f"no rate met the SLO; at the lowest, {low.rate_rps:.2f} req/s: {missed}"
+
+
 def _no_real_outputs(study: StudySpec, config: EngineConfig) -> str | None:
     """Why greedy outputs of this server would say nothing about quality (None: they would)."""
     if study.backend.kind == "sim":
@@ -114,7 +124,7 @@ class Steps:
         if result.invalid_points and capacity is None:
             outcome = Outcome(status="invalid_measurement", detail="the client fell behind")
         elif capacity is None:
-            outcome = Outcome(status="infeasible", objective=0.0, detail="no rate met the SLO")
+            outcome = Outcome(status="infeasible", detail=_nothing_met(result))
         else:
             outcome = Outcome(status="ok", objective=capacity, feasible=True)
         check = is_finalist(capacity, incumbent.capacity_rps, noise_rel(incumbent),

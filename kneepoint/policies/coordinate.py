@@ -8,7 +8,10 @@ the same way with the same step; anything else halves the step back toward the c
 start, crashed or hung is a wall: the walk never goes that far that way again (bisecting back
 toward the centre is still allowed), and so is a change set EngineConfig rejects. Bools and
 choices set ``to`` a target are one try; choices walked ``up``/``down`` step one choice at a
-time while they gain. Later knobs step from the moved centre.
+time while they gain. Later knobs step from the moved centre. A step's prediction is re-priced
+by what the knob's last measured step gave over what it was predicted to give, and a step then
+predicted within ``min_gain`` is passed over untried, as if it gave nothing (it would not beat
+the noise: a flat first doubling is not followed by two halvings).
 
 The state is a pure function of the space and the history told: ``tell`` stores the outcome
 by configuration fingerprint and the walk then consumes every step whose configuration is
@@ -92,6 +95,9 @@ class CoordinateDescent:
         self._centre_objective = space.incumbent_objective
         self._incumbent_key = space.incumbent.fingerprint()
         self._known: dict[str, Outcome] = {}
+        self._factors: dict[str, float] = {}
+        """Per knob, measured over predicted ratio of its last measured step (see
+        ``kneepoint.policies.learning``)."""
         self._walk = self._start(0)
         self._pending: _Step | None = None
         self._advance()
@@ -108,10 +114,11 @@ class CoordinateDescent:
         assert step.config is not None
         candidate = step.candidate
         name = candidate.knob.name
-        # Later steps on one knob are expected to give less than the first did.
-        ratio = 1.0 + (candidate.predicted_ratio - 1.0) * 0.5**walk.tries
+        ratio = self._priced(step, walk)
         moved = f"{name} {show(step.old)} -> {show(step.value)}"
         later = f" (step {walk.tries + 1} on this knob: less expected)" if walk.tries else ""
+        if name in self._factors:
+            later += f" (re-priced by its last measured move: {self._factors[name]:.2f}x)"
         return Proposal(
             config=step.config,
             changes=changes_from_incumbent(step.config, self.space),
@@ -125,6 +132,16 @@ class CoordinateDescent:
         # The first outcome of a configuration is the one the walk acted on (live or replayed).
         self._known.setdefault(proposal.key(), outcome)
         self._advance()
+
+    @staticmethod
+    def _raw(step: _Step, walk: _Walk) -> float:
+        """The step's ratio from its candidate: later steps on one knob are expected to give
+        less than the first did."""
+        return 1.0 + (step.candidate.predicted_ratio - 1.0) * 0.5**walk.tries
+
+    def _priced(self, step: _Step, walk: _Walk) -> float:
+        """The step's ratio re-priced by what the knob's last measured move gave."""
+        return self._raw(step, walk) * self._factors.get(step.candidate.knob.name, 1.0)
 
     def _start(self, index: int) -> _Walk | None:
         if index >= len(self.space.candidates):
@@ -146,10 +163,16 @@ class CoordinateDescent:
                 self._apply(step, self._result(outcome), outcome)
             elif key == self._incumbent_key:
                 self._apply(step, "flat", None)
+            elif self._priced(step, self._walk_now()) <= 1.0 + self.min_gain:
+                self._apply(step, "flat", None)  # not worth a trial: as if it gave nothing
             else:
                 self._pending = step
                 return
         self._pending = None
+
+    def _walk_now(self) -> _Walk:
+        assert self._walk is not None
+        return self._walk
 
     def _next_step(self) -> _Step | None:
         while self._walk is not None:
@@ -221,6 +244,10 @@ class CoordinateDescent:
     def _apply(self, step: _Step, result: Result, outcome: Outcome | None) -> None:
         walk = self._walk
         assert walk is not None
+        measured = outcome.objective if outcome is not None and outcome.status == "ok" else None
+        if measured is not None and self._centre_objective:
+            ratio = measured / self._centre_objective
+            self._factors[step.candidate.knob.name] = ratio / self._raw(step, walk)
         walk.tries += 1
         if result == "better" and step.config is not None and outcome is not None:
             self._centre, self._centre_objective = step.config, outcome.objective

@@ -8,12 +8,14 @@ canonical JSON text and decoded back by matching the domain's choices.
 How outcomes are told, so that the samplers learn from failures instead of re-trying them:
 
 - ``ok``: COMPLETE with the objective, SLO constraint 0 (feasible).
-- ``infeasible``: COMPLETE with the objective measured (0 if none), constraint 1.
-- ``startup_failed``, ``crashed``, ``timed_out``: COMPLETE with objective 0 and constraint 2,
-  worse than infeasible: TPE ranks infeasible trials by violation, and GP models the
-  constraint, so both steer away from the region.
-- ``invalid_measurement``: FAIL. The client, not the configuration, failed; the samplers
-  ignore FAIL trials, so it teaches nothing false (it is still never proposed again).
+- ``startup_failed``, ``crashed``, ``timed_out``: COMPLETE with objective 0 and constraint 2:
+  TPE ranks infeasible trials by violation, and GP models the constraint, so both steer away
+  from the region.
+- ``infeasible`` (no rate met the SLO: the screen measured no capacity) and
+  ``invalid_measurement`` (the client, not the configuration, failed): FAIL, with the cause
+  as the detail. Neither measured an objective, and a made-up 0 req/s would be a data point
+  the samplers fit; they ignore FAIL trials (a failed configuration is still never proposed
+  again).
 
 The status and detail are kept as user attributes for the dashboard and the report.
 """
@@ -107,9 +109,7 @@ def trial_result(outcome: Outcome) -> TrialResult:
     """How an outcome is told to Optuna (see the module docstring)."""
     if outcome.status == "ok":
         return TrialResult(TrialState.COMPLETE, outcome.objective, FEASIBLE)
-    if outcome.status == "infeasible":
-        return TrialResult(TrialState.COMPLETE, outcome.objective or 0.0, INFEASIBLE)
-    if outcome.status == "invalid_measurement":
+    if outcome.status in ("infeasible", "invalid_measurement"):
         return TrialResult(TrialState.FAIL, None, None)
     return TrialResult(TrialState.COMPLETE, 0.0, BROKEN)
 

@@ -26,7 +26,15 @@ from kneepoint.policies.knob_effects import RULES, Effect, Rule, Situation
 from kneepoint.policies.quant_effects import held_conditions, quantization, w4a16_advice
 from kneepoint.policies.step_estimate import estimate_step
 from kneepoint.records.diagnosis import Diagnosis, Observation
-from kneepoint.records.knobs import ChoiceDomain, Condition, Constraint, Knob, KnobCatalogue
+from kneepoint.records.knobs import (
+    ChoiceDomain,
+    Condition,
+    Constraint,
+    FloatDomain,
+    IntDomain,
+    Knob,
+    KnobCatalogue,
+)
 from kneepoint.records.proposal import KnobCandidate, Pruning, RuledOut, SearchSpace
 from kneepoint.records.workload import TraceArrivals, Workload
 
@@ -186,6 +194,8 @@ def _best_effect(
             situation if target == situation.diagnosis.constraint else _aimed_at(situation, target)
         )
         effect = rule(sit)
+        if isinstance(effect, Effect) and (edge := _at_edge(knob, effect, sit)) is not None:
+            effect = edge
         if isinstance(effect, Effect):
             return KnobCandidate(
                 knob=knob, direction=effect.direction, target=_target(knob, effect, sit),
@@ -194,6 +204,25 @@ def _best_effect(
             )  # fmt: skip
         reasons.append(effect)
     return "; ".join(reasons)
+
+
+def _at_edge(knob: Knob, effect: Effect, situation: Situation) -> str | None:
+    """Why an up or down move cannot be made: the incumbent is at its domain's bound (a move
+    past the knob's ceiling is never proposed, whatever the rule would gain)."""
+    domain = knob.domain
+    if effect.direction not in ("up", "down") or not isinstance(domain, IntDomain | FloatDomain):
+        return None
+    value = getattr(situation.engine, knob.name, None)
+    if value is None:
+        value = getattr(situation.observation.engine, knob.name, None)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if effect.direction == "up" and value >= domain.high:
+        return f"already at its ceiling ({value:g}, the top of its domain): {effect.reason}"
+    # Below the floor is a sentinel, not a value (long_prefill_token_threshold 0: no cap).
+    if effect.direction == "down" and value == domain.low:
+        return f"already at its floor ({value:g}, the bottom of its domain): {effect.reason}"
+    return None
 
 
 def _as_runner_up(knob: Knob, rule: Rule | None, situation: Situation) -> str:

@@ -12,7 +12,14 @@ ITL p50 182 -> 557 ms). On a checkpoint that is already quantized nothing is lef
 from __future__ import annotations
 
 from kneepoint.physics.quantization import checkpoint_of
-from kneepoint.policies.knob_effects import Effect, Situation, damped, kv_ratio, step_ratio
+from kneepoint.policies.knob_effects import (
+    Effect,
+    Situation,
+    damped,
+    kv_ratio,
+    sped_up,
+    step_ratio,
+)
 from kneepoint.records.diagnosis import Observation
 from kneepoint.records.knobs import Condition
 
@@ -72,7 +79,7 @@ def _fp8(sit: Situation) -> Effect | str:
         if obs.gpu.has_fp8 else "halve weight reads (weight-only: the math stays bf16)"
     )  # fmt: skip
     reason = f"fp8 weights {what}: the observed step runs {ratio:.2f}x faster (changes outputs)"
-    return Effect("to", damped(ratio), reason, target="fp8")
+    return Effect("to", sped_up(sit, ratio), reason, target="fp8")
 
 
 def w4a16_advice(sit: Situation, left_out: tuple[str, ...]) -> str:

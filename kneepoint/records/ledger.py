@@ -25,6 +25,7 @@ StopReason = Literal[
     "max_device_hours",
     "deadline",
     "nothing_to_try",
+    "nothing_worth_trying",
     "exhausted",
     "baseline_failed",
 ]

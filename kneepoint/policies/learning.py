@@ -1,0 +1,58 @@
+"""Learning from misses within a run: a move of a kind that was measured re-priced by what it
+gave, and the stop when nothing left is predicted to beat the noise.
+
+A kind is one knob moved alone. Its factor is measured ratio over predicted ratio of the latest
+such move against the current incumbent: a first doubling of max_num_seqs predicted at 1.35x
+that measured 1.01x makes the next max_num_seqs move worth 1.01/1.35 of its own prediction.
+Moves of several knobs at once (Optuna's) teach nothing about any one of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from kneepoint.records.proposal import KnobCandidate, Proposal
+
+
+@dataclass(frozen=True, slots=True)
+class Best:
+    """The most promising move left, re-priced by what the run measured."""
+
+    candidate: KnobCandidate
+    ratio: float
+    factor: float
+
+
+def learned_factors(measured: Iterable[tuple[Proposal, float]]) -> dict[str, float]:
+    """Per knob, measured over predicted ratio of its latest single-knob move (``measured``:
+    each proposal with its measured ratio to the incumbent it was judged against)."""
+    factors: dict[str, float] = {}
+    for proposal, ratio in measured:
+        if len(proposal.changes) == 1 and ratio > 0:
+            (knob,) = proposal.changes
+            factors[knob] = ratio / proposal.prediction.capacity_ratio
+    return factors
+
+
+def best_left(candidates: Sequence[KnobCandidate], factors: dict[str, float]) -> Best | None:
+    """The candidate with the highest re-priced ratio (None when there are none)."""
+    priced = [Best(c, c.predicted_ratio * factors.get(c.knob.name, 1.0),
+                   factors.get(c.knob.name, 1.0)) for c in candidates]  # fmt: skip
+    return max(priced, key=lambda b: b.ratio, default=None)
+
+
+def nothing_worth_trying(best: Best | None, floor_rel: float) -> str | None:
+    """Why no move is worth a trial (None when one is): the best left is predicted inside
+    ``floor_rel``, the larger of the incumbent's measured noise and the least effect worth
+    promoting."""
+    if best is None:
+        return "no candidate is left"
+    if best.ratio > 1.0 + floor_rel:
+        return None
+    name = best.candidate.knob.name
+    learned = (f" once re-priced by its last measured move ({best.factor:.2f} of what was "
+               "predicted)" if best.factor != 1.0 else "")  # fmt: skip
+    return (f"the best move left, {name} {best.candidate.direction}, is predicted at "
+            f"{best.ratio:.2f}x{learned}, inside the {floor_rel:.1%} that noise and the least "
+            "effect worth promoting allow")  # fmt: skip
