@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from kneepoint.load.capacity import interpolate_capacity, mean_interval
-from kneepoint.probes.sweep import knee_search, screen, validate
+from kneepoint.probes.sweep import knee_search, screen
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.loadpoint import LoadPoint
 from kneepoint.records.measure import Dist
@@ -81,29 +81,6 @@ def test_screen_respects_its_time_cap() -> None:
     calls, probe = linear_server(20.0)
     result = screen(probe, CONFIG, SLO, 20.0, time_cap_s=0.0)  # type: ignore[arg-type]
     assert calls == [] and result.capped and result.capacity_rps is None
-
-
-def test_validation_interleaves_the_arms_and_gives_an_interval() -> None:
-    order: list[tuple[str, int]] = []
-
-    def arm(name: str, capacity: float):  # type: ignore[no-untyped-def]
-        def probe(rate: float, repeat: int) -> LoadPoint:
-            order.append((name, repeat))
-            return _point(rate, 100.0 * rate / (capacity + repeat))  # drifts with the repeat
-
-        return probe
-
-    results = validate(
-        {"incumbent": arm("incumbent", 20.0), "challenger": arm("challenger", 25.0)},
-        {"incumbent": CONFIG, "challenger": CONFIG.replace(max_num_seqs=64)},
-        SLO, 20.0, repeats=3, fractions=(0.8, 1.0, 1.2, 1.4),
-    )  # fmt: skip
-    assert order[:4] == [("incumbent", 0), ("challenger", 0)] * 2
-    assert order[8:10] == [("challenger", 1), ("incumbent", 1)]
-    incumbent, challenger = results["incumbent"], results["challenger"]
-    assert incumbent.capacity_by_repeat == pytest.approx((20.0, 21.0, 22.0))
-    assert incumbent.capacity_low_rps < 21.0 < incumbent.capacity_high_rps  # type: ignore[operator]
-    assert challenger.capacity_rps is not None and challenger.capacity_rps > 25.0
 
 
 def test_capacity_helpers() -> None:

@@ -15,7 +15,6 @@ Files other than the ledger are written whole or not at all.
 from __future__ import annotations
 
 import gzip
-import json
 import shlex
 import shutil
 from datetime import datetime
@@ -121,9 +120,6 @@ class RunFolder:
         body = {"engine": config.model_dump(mode="json", exclude_defaults=True)}
         write_atomically(self.path / "best.yaml", _yaml(body))
         write_atomically(self.path / "best-command.txt", serve_command(study, config) + "\n")
-
-    def write_json(self, name: str, body: object) -> None:
-        write_atomically(self.path / name, json.dumps(body, indent=1) + "\n")
 
 
 def run_folder_error(path: Path, exc: RunFolderError | LedgerError) -> ConfigError:

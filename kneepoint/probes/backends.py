@@ -55,8 +55,6 @@ class Endpoint:
 
 
 class Backend(Protocol):
-    can_change_knobs: bool
-
     def serve(self, config: EngineConfig, trial_dir: Path) -> AbstractContextManager[Endpoint]:
         """The server for ``config``, up and checked, for the length of the ``with``."""
         ...
@@ -89,8 +87,6 @@ def sim_argv(gpu: str, model: str, calibration: Path | None = None) -> ArgvFor:
 
 class LaunchBackend:
     """One server process per configuration."""
-
-    can_change_knobs = True
 
     def __init__(
         self,
@@ -196,8 +192,6 @@ def config_mismatches(labels: Mapping[str, str], config: EngineConfig) -> list[s
 
 class AttachBackend:
     """A running server: every configuration is whatever it runs."""
-
-    can_change_knobs = False
 
     def __init__(self, url: str, *, nvml_index: int | None = None) -> None:
         self.url, self.nvml_index = url.rstrip("/"), nvml_index

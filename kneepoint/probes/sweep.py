@@ -15,7 +15,7 @@ the client could not keep up with are recorded but never read as the server's ca
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 
 import structlog
 
@@ -145,27 +145,6 @@ def screen(
             if (entry.point.valid and entry.margin <= 1.0) != holds:
                 break  # the knee is bracketed
     return run.result("screen", config)
-
-
-def validate(
-    probes: Mapping[str, Prober],
-    configs: Mapping[str, EngineConfig],
-    slo: Slo | None,
-    around_rps: float,
-    *,
-    repeats: int = 3,
-    fractions: Sequence[float] = VALIDATE_FRACTIONS,
-) -> dict[str, SweepResult]:
-    """Every rate of every repeat measured on each arm in turn (A B A B ...), the order of
-    the arms alternating between repeats."""
-    run = _Run(slo, None)
-    arms = list(probes)
-    for repeat in range(repeats):
-        order = arms if repeat % 2 == 0 else arms[::-1]
-        for fraction in sorted(fractions):
-            for arm in order:
-                run.measure(probes[arm], around_rps * fraction, repeat, arm)
-    return {arm: run.result("validate", configs[arm], arm) for arm in arms}
 
 
 def measure_rates(

@@ -185,8 +185,3 @@ class StudySpec(InputRecord):
                 f"exceeds max_model_len ({limit}); the server would reject it"
             )
         return self
-
-    @property
-    def gpu_count(self) -> int:
-        """GPUs one server of the starting configuration uses."""
-        return self.engine.tensor_parallel_size or 1

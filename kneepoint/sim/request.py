@@ -58,10 +58,6 @@ class SimRequest:
     def finished(self) -> bool:
         return len(self.output) >= self.max_tokens
 
-    def all_tokens(self) -> tuple[int, ...]:
-        """Prompt then generated token ids."""
-        return self.prompt + tuple(self.output)
-
     def next_output_id(self) -> int:
         """The deterministic id of the next generated token."""
         return self.output_id_base + len(self.output)
