@@ -1,0 +1,126 @@
+"""What the loop does next: a pure function of the run's state (rebuilt from the ledger), the
+study and the time, over a closed set of actions. The executor (``kneepoint.agent.loop``)
+carries each out and records its event; nothing here measures or writes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from kneepoint.agent.state import RunState, Step, TrialState
+from kneepoint.agent.steps import noise_rel
+from kneepoint.policies.learning import best_left, learned_factors, nothing_worth_trying
+from kneepoint.records.ledger import Finished
+from kneepoint.records.study import StudySpec
+
+
+@dataclass(frozen=True)
+class Start:
+    """Open the run's record."""
+
+
+@dataclass(frozen=True)
+class MeasureBaseline:
+    """Knee search, repeats and diagnosis of the starting configuration."""
+
+
+@dataclass(frozen=True)
+class Stop:
+    """End the run, for the reason given."""
+
+    finished: Finished
+
+
+@dataclass(frozen=True)
+class Propose:
+    """Ask the proposer for the next configuration."""
+
+
+@dataclass(frozen=True)
+class Screen:
+    trial: TrialState
+
+
+@dataclass(frozen=True)
+class CheckQuality:
+    trial: TrialState
+
+
+@dataclass(frozen=True)
+class Validate:
+    trial: TrialState
+
+
+@dataclass(frozen=True)
+class Promote:
+    trial: TrialState
+
+
+@dataclass(frozen=True)
+class Done:
+    """The run has finished."""
+
+
+Action = (
+    Start | MeasureBaseline | Stop | Propose | Screen | CheckQuality | Validate | Promote | Done
+)
+
+
+def next_action(state: RunState, study: StudySpec, now: datetime) -> Action:
+    """The one thing the run does next."""
+    step, trial = state.next_step()
+    if trial is not None:
+        return _trial_action(step, trial)
+    if step == "done":
+        return Done()
+    if step in ("start", "baseline"):
+        return Start() if step == "start" else MeasureBaseline()
+    stop = budget_stop(state, study, now) or _nothing_left(state, study)
+    return Stop(stop) if stop is not None else Propose()
+
+
+def _trial_action(step: Step, trial: TrialState) -> Action:
+    match step:
+        case "screen":
+            return Screen(trial)
+        case "quality":
+            return CheckQuality(trial)
+        case "validate":
+            return Validate(trial)
+        case "promote":
+            return Promote(trial)
+    raise AssertionError(f"a trial has no {step} step")
+
+
+def budget_stop(state: RunState, study: StudySpec, now: datetime) -> Finished | None:
+    """The budget limit the run has reached, if any."""
+    budget = study.budget
+    if budget.max_trials is not None and state.trials_run >= budget.max_trials:
+        return Finished(reason="max_trials", detail=f"{state.trials_run} trials run")
+    hours = state.device_s / 3600.0
+    if budget.max_device_hours is not None and hours >= budget.max_device_hours:
+        return Finished(reason="max_device_hours", detail=f"{hours:.2f} device-hours spent")
+    assert state.started is not None
+    deadline = budget.deadline_after(state.started.started_at)
+    if deadline is not None and now >= deadline:
+        return Finished(reason="deadline", detail=f"deadline {deadline.isoformat()} passed")
+    return None
+
+
+def _nothing_left(state: RunState, study: StudySpec) -> Finished | None:
+    """A stop when no candidate is left, or none is worth a trial: each re-priced by what its
+    knob's last move against this incumbent measured, none beats the incumbent's noise."""
+    assert state.pruning is not None and state.diagnosis is not None
+    assert state.incumbent_repeats is not None
+    if not state.pruning.candidates:
+        detail = (f"{state.diagnosis.headline()}: every knob is ruled out, so nothing "
+                  "kneepoint can change would help")  # fmt: skip
+        return Finished(reason="nothing_to_try", detail=detail)
+    since = max((p.trial for p in state.promotions), default=0)
+    measured = [(state.trials[n].proposal, r) for n in sorted(state.trials)
+                if n > since and (r := state.trials[n].measured_ratio()) is not None]  # fmt: skip
+    floor = max(study.tuning.min_effect_rel, noise_rel(state.incumbent_repeats))
+    why = nothing_worth_trying(best_left(state.pruning.candidates, learned_factors(measured)),
+                               floor)  # fmt: skip
+    return None if why is None else Finished(reason="nothing_worth_trying", detail=why)
