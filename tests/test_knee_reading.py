@@ -19,7 +19,7 @@ from kneepoint.config import knob_catalogue
 from kneepoint.policies.diagnosis import diagnose
 from kneepoint.policies.observe import knee_points, measured_response, observe
 from kneepoint.policies.pruning import prune
-from kneepoint.records.diagnosis import Observation, ServerResponse
+from kneepoint.records.diagnosis import Diagnosis, Observation, ServerResponse
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.sweep import SweepPoint
 from tests.test_diagnosis import CAPPED, H100, LLAMA_1B, point
@@ -141,3 +141,25 @@ def test_fp8_weights_on_the_real_base_are_priced_near_what_they_measured(
     # Real: 40.31 -> 44.43 req/s, 1.102x. The server is throughput-bound there (elasticity
     # 1.23), so the knee moves with the roofline's 1.08x step speed-up (damped, it read 1.04x).
     assert 1.06 <= fp8.predicted_ratio <= 1.13
+
+
+def test_a_full_token_budget_binds_only_where_bigger_steps_buy_throughput() -> None:
+    full = _sweep_point(60.0, 1.4, tokens_per_step_mean=2000.0, steps_per_s=20.0)
+    engine = EngineConfig(model=LLAMA_1B.name, max_num_batched_tokens=2048)
+
+    def budget_move(elasticity: float) -> str:
+        slower = 25 * 2**elasticity
+        response = ServerResponse(low_rate_rps=40, high_rate_rps=60, low_tokens_per_step=1000,
+                                  high_tokens_per_step=2000, low_step_ms=25,
+                                  high_step_ms=slower, elasticity=elasticity)  # fmt: skip
+        observation = Observation(saturated=full.point, response=response, gpu=H100,
+                                  model=LLAMA_1B, engine=engine)  # fmt: skip
+        diagnosis = Diagnosis(binding="scheduling", confidence=0.9, scheduling_kind="cpu_overhead")
+        pruning = prune(diagnosis, observation, knob_catalogue(), backend="sim")
+        found = [c for c in pruning.candidates if c.knob.name == "max_num_batched_tokens"]
+        if found:
+            return f"{found[0].direction} {found[0].predicted_ratio:.2f}"
+        return next(r.reason for r in pruning.ruled_out if r.knob == "max_num_batched_tokens")
+
+    assert budget_move(1.1).startswith("doubling it is predicted at 1.00x")
+    assert budget_move(0.3) == "up 1.34"  # 2^0.7 = 1.62 tokens/s, damped

@@ -203,7 +203,16 @@ def token_budget(sit: Situation) -> Effect | str:
     if tokens < 0.9 * current:
         return f"steps carry {tokens:.0f} of {current} budget tokens: the budget is not full"
     reason = f"steps run full at {current} tokens: a larger budget amortises per-step overhead"
-    return Effect("up", 1.08, reason)
+    response = sit.observation.response
+    if response is None:
+        return Effect("up", 1.08, reason)
+    # A full budget binds only where bigger steps buy throughput (see ServerResponse).
+    ratio = response.batch_gain(2.0)
+    priced = f"twice the tokens per step would serve {ratio:.2f}x ({response.reading()})"
+    if ratio < NOTHING_GAINED:
+        return f"doubling it is predicted at {ratio:.2f}x: {priced}"
+    # Damped: bigger chunks also lengthen the steps decodes wait on (ITL), a share of the gain.
+    return Effect("up", damped(ratio), f"{reason}: {priced}")
 
 
 def prefill_cap(sit: Situation) -> Effect | str:
