@@ -17,6 +17,7 @@ from pathlib import Path
 import structlog
 
 from kneepoint.agent.progress import Progress
+from kneepoint.agent.rates import climbs
 from kneepoint.agent.run_folder import RunFolder
 from kneepoint.physics.defaults import UnmodeledSettingError
 from kneepoint.probes import sweep
@@ -102,8 +103,25 @@ class Bench:
         with self.session(config, trial_dir, label, tuning.validate_seconds) as (probe, target):
             for repeat in range(tuning.validate_repeats):
                 legs.append(sweep.measure_rates(probe, config, self.study.slo, rates,
-                                                repeat=repeat, climb=CLIMB))  # fmt: skip
+                                                repeat=repeat, climb=self._climb))  # fmt: skip
         result = sweep.merge(legs)
+        self.folder.keep_sweep(trial_dir, label, result)
+        return result, target.clock.seconds()
+
+    @property
+    def _climb(self) -> int:
+        return CLIMB if climbs(self.study.objective) else 0
+
+    def measure(
+        self, config: EngineConfig, trial_dir: Path, rates: list[float], label: str
+    ) -> tuple[SweepResult, float]:
+        """One configuration at ``rates``, once (a screen that needs no knee)."""
+        self.progress.sweep(label, len(rates))
+        with self.session(config, trial_dir, label, self.study.tuning.screen_seconds) as (
+            probe, target,
+        ):  # fmt: skip
+            result = sweep.measure_rates(probe, config, self.study.slo, rates, kind="screen",
+                                         climb=self._climb)  # fmt: skip
         self.folder.keep_sweep(trial_dir, label, result)
         return result, target.clock.seconds()
 
@@ -157,7 +175,7 @@ class Bench:
                     ):  # fmt: skip
                         legs[arm].append(sweep.measure_rates(
                             probe, arms[arm], slo, rates[arm], repeat=repeat, arm=arm,
-                            climb=CLIMB))  # fmt: skip
+                            climb=self._climb))  # fmt: skip
                 except TrialFailedError as exc:
                     exc.device_s += spent
                     raise

@@ -32,6 +32,10 @@ from kneepoint.config import ConfigError, knob_catalogue, load_study
 from kneepoint.config.errors import Problem
 from kneepoint.config.overrides import add_overrides_argument
 from kneepoint.config.yamlio import read_mapping
+from kneepoint.load.objective import name as objective_name
+from kneepoint.load.objective import unit
+from kneepoint.load.objective import value as objective_value
+from kneepoint.records.objective import Objective
 from kneepoint.records.study import StudySpec
 
 EXIT_INTERRUPTED = 130
@@ -70,13 +74,6 @@ def _open(args: argparse.Namespace) -> RunFolder:
         raise ConfigError([Problem("--repair-ledger", None, (), "repairs a run folder's "
                                    "ledger; give the run, not a study file")])  # fmt: skip
     study = load_study(target, args.overrides)
-    if study.objective.kind != "slo_capacity":
-        # Screens, validation legs and the judge all measure SLO capacity; a study that asks
-        # for another objective must not be silently tuned for this one.
-        line = read_mapping(target).line_of(("objective", "kind"))
-        raise ConfigError([Problem(str(target), line, ("objective", "kind"),
-                                   f"kneepoint tune maximises slo_capacity only, not "
-                                   f"{study.objective.kind}")])  # fmt: skip
     now = datetime.now().astimezone()
     late = deadline_problem(study, now)
     if late is not None:
@@ -118,12 +115,14 @@ def run_tune(args: argparse.Namespace) -> int:
     markdown, html = write_report(folder)
     finished = state.finished
     reason = f"{finished.reason}: {finished.detail}" if finished else "not finished"
-    start = state.baseline.repeats.capacity_rps if state.baseline else None
+    objective = study.objective
+    start = objective_value(state.baseline.repeats, objective) if state.baseline else None
     best = state.incumbent_objective
     lines = [
         f"run: {folder.path}  ({reason})",
-        f"SLO capacity: {_capacity(start)} -> {_capacity(best)} "
-        f"after {state.trials_run} trials, {state.device_s / 3600:.2f} device-hours",
+        f"{objective_name(objective)}: {_measured(start, objective)} -> "
+        f"{_measured(best, objective)} after {state.trials_run} trials, "
+        f"{state.device_s / 3600:.2f} device-hours",
         f"report: {markdown}  {html}",
     ]
     if state.incumbent is not None:
@@ -143,5 +142,5 @@ def _winner_lines(folder: RunFolder, study: StudySpec, state: RunState) -> list[
     ]
 
 
-def _capacity(rps: float | None) -> str:
-    return "no rate met the SLO" if rps is None else f"{rps:.2f} req/s"
+def _measured(value: float | None, objective: Objective) -> str:
+    return "nothing measured" if value is None else f"{value:.2f} {unit(objective)}"

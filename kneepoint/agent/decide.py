@@ -120,7 +120,7 @@ def _nothing_left(state: RunState, study: StudySpec) -> Finished | None:
     since = max((p.trial for p in state.promotions), default=0)
     measured = [(state.trials[n].proposal, r) for n in sorted(state.trials)
                 if n > since and (r := state.trials[n].measured_ratio()) is not None]  # fmt: skip
-    floor = max(study.tuning.min_effect_rel, noise_rel(state.incumbent_repeats))
+    floor = max(study.tuning.min_effect_rel, noise_rel(state.incumbent_repeats, study.objective))
     why = nothing_worth_trying(best_left(state.pruning.candidates, learned_factors(measured)),
                                floor)  # fmt: skip
     return None if why is None else Finished(reason="nothing_worth_trying", detail=why)

@@ -13,9 +13,11 @@ from pathlib import Path
 
 from kneepoint.agent.files import write_atomically
 from kneepoint.agent.progress import Progress
+from kneepoint.agent.rates import repeat_rates
 from kneepoint.agent.report.document import Document, Heading, Paragraph, Table
-from kneepoint.agent.report.measured import slo
+from kneepoint.agent.report.measured import objective_text, slo
 from kneepoint.agent.report.sections import evidence_table, pruning_tables
+from kneepoint.load.objective import name as objective_name
 from kneepoint.policies.diagnosis import diagnose
 from kneepoint.policies.observe import observe
 from kneepoint.policies.pruning import BackendKind, prune
@@ -23,6 +25,7 @@ from kneepoint.probes import sweep
 from kneepoint.probes.targets import PointSize, open_target
 from kneepoint.records.diagnosis import Diagnosis
 from kneepoint.records.knobs import KnobCatalogue
+from kneepoint.records.objective import SloCapacity
 from kneepoint.records.proposal import Pruning
 from kneepoint.records.study import StudySpec, VllmBackend
 from kneepoint.records.sweep import SweepResult
@@ -53,6 +56,13 @@ def measure_and_diagnose(
             progress.phase("diagnose", f"one point past {knee_rps:g} req/s and one below", 2)
             rates = [0.6 * knee_rps, 1.2 * knee_rps]
             result = sweep.measure_rates(target.probe, config, slo, rates, kind="knee")
+        if not isinstance(study.objective, SloCapacity):
+            # The objective's own rates too: a diagnosis never reports another objective.
+            knee = result.capacity_rps or max(p.rate_rps for p in result.points)
+            rates = repeat_rates(study.objective, knee)
+            progress.phase("diagnose", f"{objective_name(study.objective)}: {len(rates)} points")
+            at = sweep.measure_rates(target.probe, config, slo, rates, kind="knee")
+            result = sweep.merge([result, at], kind="knee")
         version = target.endpoint.version if target.endpoint is not None else None
     write_atomically(folder / "sweep.json", result.model_dump_json(indent=1) + "\n")
     return findings_of(study, result, catalogue, version)
@@ -81,6 +91,8 @@ def findings_document(study: StudySpec, findings: Findings) -> Document:
     result, diagnosis = findings.result, findings.diagnosis
     capacity = (f"SLO capacity about {result.capacity_rps:.2f} req/s"
                 if result.capacity_rps else "no rate tried met the SLO")  # fmt: skip
+    if not isinstance(study.objective, SloCapacity):
+        capacity += f"; the study's objective, {objective_text(result, study.objective)}"
     rate = f" at {diagnosis.rate_rps:.2f} req/s" if diagnosis.rate_rps else ""
     doc.add(
         Paragraph(f"{study.model.name} on {study.gpu.name} ({study.backend.kind}); {capacity}.")

@@ -38,6 +38,9 @@ from kneepoint.agent.run_folder import RunFolder
 from kneepoint.agent.standing import standing
 from kneepoint.agent.state import RunState, TrialState
 from kneepoint.agent.steps import Steps
+from kneepoint.load.objective import name as objective_name
+from kneepoint.load.objective import unit
+from kneepoint.load.objective import value as objective_value
 from kneepoint.policies.proposer import Proposer, replay
 from kneepoint.policies.pruning import search_space
 from kneepoint.probes.process import reap_orphans
@@ -59,7 +62,7 @@ class Tuner:
         *, now: Now = _local_now, vllm_version: str | None = None,
     ) -> None:  # fmt: skip
         self.folder, self.study, self.progress, self.now = folder, study, progress, now
-        self.state = RunState.replay(folder.ledger.recover())
+        self.state = RunState.replay(folder.ledger.recover(), study.objective)
         self.steps = Steps(study, Bench(study, folder, progress), catalogue, vllm_version)
         self._proposer: Proposer | None = None
         self._built_for, self._told = -1, 0
@@ -107,8 +110,10 @@ class Tuner:
             self._record(Finished(reason="baseline_failed", detail=str(exc)))
             return
         self._record(baseline)
-        self.progress.status(f"baseline: {baseline.diagnosis.headline()}; capacity "
-                             f"{baseline.repeats.capacity_rps or 0:.2f} req/s")  # fmt: skip
+        objective = self.study.objective
+        value = objective_value(baseline.repeats, objective) or 0.0
+        measured = f"{objective_name(objective)} {value:.2f} {unit(objective)}"
+        self.progress.status(f"baseline: {baseline.diagnosis.headline()}; {measured}")
 
     def _propose(self) -> None:
         proposal = self._current_proposer().ask()
@@ -127,9 +132,10 @@ class Tuner:
         state, steps, n = self.state, self.steps, trial.trial
         assert state.incumbent is not None and state.incumbent_repeats is not None
         incumbent, repeats = state.incumbent, state.incumbent_repeats
+        knee = state.incumbent_knee_rps
         if isinstance(action, Screen):
             return steps.preflight(n, trial.proposal) or steps.screen(
-                n, trial.proposal, repeats.capacity_rps or 0.0, repeats
+                n, trial.proposal, knee, repeats
             )
         if isinstance(action, CheckQuality):
             self.progress.phase("quality", f"trial {n}: greedy outputs vs the incumbent")
@@ -137,11 +143,13 @@ class Tuner:
         if isinstance(action, Validate):
             assert trial.screened is not None
             self.progress.phase("validate", f"trial {n}: interleaved with the incumbent")
-            return steps.validate(n, incumbent, repeats, trial.screened, trial.proposal.config)
+            return steps.validate(n, (incumbent, knee), trial.screened,
+                                  trial.proposal.config)  # fmt: skip
         assert trial.validated is not None
         promoted = steps.promote(n, trial.proposal.config, trial.validated)
         self.folder.write_best(self.study, promoted.config)
-        self.progress.status(f"promoted trial {n}: {promoted.objective:.2f} req/s; "
+        self.progress.status(f"promoted trial {n}: {promoted.objective:.2f} "
+                             f"{unit(self.study.objective)}; "
                              f"now {promoted.diagnosis.headline()}")  # fmt: skip
         return promoted
 

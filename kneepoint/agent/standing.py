@@ -8,6 +8,7 @@ from datetime import datetime
 
 from kneepoint.agent.progress import duration
 from kneepoint.agent.state import RunState, TrialState
+from kneepoint.load.objective import unit
 from kneepoint.records.study import StudySpec
 
 
@@ -21,8 +22,9 @@ def standing(
     against = (f"predicted {trial.proposal.prediction.capacity_ratio:.2f}x, measured "
                + (f"{ratio:.2f}x" if ratio is not None else "nothing"))  # fmt: skip
     budget = study.budget
-    parts = [f"trial {trial.trial}: {measured or 0:.2f} req/s ({against}), {verdict}",
-             f"incumbent {state.incumbent_objective or 0:.2f} req/s"]  # fmt: skip
+    per = unit(study.objective)
+    parts = [f"trial {trial.trial}: {measured or 0:.2f} {per} ({against}), {verdict}",
+             f"incumbent {state.incumbent_objective or 0:.2f} {per}"]  # fmt: skip
     hours = state.device_s / 3600.0
     if budget.max_trials is not None:
         parts.append(f"{budget.max_trials - state.trials_run} trials left")

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from kneepoint.load.objective import value as objective_value
 from kneepoint.records.diagnosis import Diagnosis
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.ledger import (
@@ -24,6 +25,7 @@ from kneepoint.records.ledger import (
     Screened,
     Validated,
 )
+from kneepoint.records.objective import Objective, PeakThroughput, SloCapacity
 from kneepoint.records.proposal import Outcome, Proposal, Pruning
 from kneepoint.records.sweep import SweepResult
 
@@ -53,12 +55,14 @@ class TrialState:
     quality: QualityChecked | None = None
     validated: Validated | None = None
     promoted: Promoted | None = None
+    objective: Objective = field(default_factory=SloCapacity)
 
     def measured_objective(self) -> float | None:
         """The objective as measured: validated where it was validated, else screened."""
         challenger = self.validated.challenger if self.validated is not None else None
-        if challenger is not None and challenger.capacity_rps is not None:
-            return challenger.capacity_rps
+        measured = None if challenger is None else objective_value(challenger, self.objective)
+        if measured is not None:
+            return measured
         return self.screened.outcome.objective if self.screened is not None else None
 
     def measured_ratio(self) -> float | None:
@@ -78,11 +82,12 @@ class TrialState:
             return validated.failure
         if validated is None or validated.challenger is None or validated.incumbent is None:
             return outcome
-        objective = validated.challenger.capacity_rps
+        objective = objective_value(validated.challenger, self.objective)
         if objective is None:
             return outcome
-        if not validated.promote and validated.incumbent.capacity_rps is not None:
-            objective = min(objective, validated.incumbent.capacity_rps)
+        incumbent = objective_value(validated.incumbent, self.objective)
+        if not validated.promote and incumbent is not None:
+            objective = min(objective, incumbent)
         return outcome.model_copy(update={"objective": objective})
 
     @property
@@ -117,10 +122,12 @@ class RunState:
     trials: dict[int, TrialState] = field(default_factory=dict)
     device_s: float = 0.0
     finished: Finished | None = None
+    objective: Objective = field(default_factory=SloCapacity)
+    """What the run maximises: how its sweeps' values are read."""
 
     @classmethod
-    def replay(cls, events: Iterable[Event]) -> RunState:
-        state = cls()
+    def replay(cls, events: Iterable[Event], objective: Objective | None = None) -> RunState:
+        state = cls(objective=objective or SloCapacity())
         for event in events:
             state.apply(event)
         return state
@@ -134,7 +141,11 @@ class RunState:
             self._set_incumbent(event.config, event.repeats, event.diagnosis, event.pruning)
         elif isinstance(event, Proposed):
             self.trials[event.trial] = TrialState(
-                event.trial, event.proposal, event.quality_check, self.incumbent_objective
+                event.trial,
+                event.proposal,
+                event.quality_check,
+                self.incumbent_objective,
+                objective=self.objective,
             )
         elif isinstance(event, Screened | QualityChecked | Validated | Promoted):
             self._apply_trial_event(event)
@@ -170,8 +181,26 @@ class RunState:
         self, config: EngineConfig, repeats: SweepResult, diagnosis: Diagnosis, pruning: Pruning
     ) -> None:
         self.incumbent, self.incumbent_repeats = config, repeats
-        self.incumbent_objective = repeats.capacity_rps
+        self.incumbent_objective = objective_value(repeats, self.objective)
         self.diagnosis, self.pruning = diagnosis, pruning
+
+    @property
+    def incumbent_knee_rps(self) -> float:
+        """Where the incumbent's knee lies: its repeats' SLO capacity where they saw it fail,
+        else the starting configuration's knee search (goodput at a fixed rate measures that
+        rate only). For peak throughput, the highest rate it completed requests at, measured
+        past its knee: the rate it serves flat out, which the next sweeps must overrun."""
+        repeats = self.incumbent_repeats
+        if isinstance(self.objective, PeakThroughput) and repeats is not None:
+            served = [p.point.achieved_rps for p in repeats.points if p.point.valid]
+            if served and self.promotions:
+                return max(served)
+        if repeats is not None and repeats.capacity_rps is not None:
+            return repeats.capacity_rps
+        knee = self.baseline.knee if self.baseline is not None else None
+        if knee is None or not knee.points:
+            return 0.0
+        return knee.capacity_rps or min(p.rate_rps for p in knee.points)
 
     @property
     def current_trial(self) -> TrialState | None:

@@ -11,6 +11,9 @@ from dataclasses import dataclass
 import structlog
 
 from kneepoint.agent.bench import Bench, TrialFailedError
+from kneepoint.agent.rates import repeat_rates, screens_knee, validation_arms
+from kneepoint.load.objective import by_repeat
+from kneepoint.load.objective import value as objective_value
 from kneepoint.physics.defaults import UnmodeledSettingError, resolve_engine
 from kneepoint.physics.memory import plan_memory
 from kneepoint.policies.diagnosis import diagnose
@@ -18,11 +21,12 @@ from kneepoint.policies.judge import is_finalist, judge
 from kneepoint.policies.observe import observe
 from kneepoint.policies.pruning import BackendKind, prune
 from kneepoint.probes.quality import PROMPTS, QualityCheckError, greedy_outputs, token_agreement
-from kneepoint.probes.sweep import merge, validation_rates
+from kneepoint.probes.sweep import merge
 from kneepoint.records.diagnosis import Diagnosis, Observation
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.knobs import KnobCatalogue
 from kneepoint.records.ledger import Baseline, Promoted, QualityChecked, Screened, Validated
+from kneepoint.records.objective import Objective
 from kneepoint.records.proposal import Outcome, Proposal, Pruning
 from kneepoint.records.study import StudySpec, VllmBackend
 from kneepoint.records.sweep import SweepResult
@@ -30,9 +34,9 @@ from kneepoint.records.sweep import SweepResult
 log = structlog.get_logger(__name__)
 
 
-def noise_rel(repeats: SweepResult) -> float:
-    """Run-to-run relative standard deviation of a configuration's capacity."""
-    values = repeats.capacity_by_repeat
+def noise_rel(repeats: SweepResult, objective: Objective) -> float:
+    """Run-to-run relative standard deviation of a configuration's objective."""
+    values = by_repeat(repeats, objective)
     mean = statistics.fmean(values) if values else 0.0
     return statistics.stdev(values) / mean if len(values) > 1 and mean > 0 else 0.0
 
@@ -86,7 +90,8 @@ class Steps:
         knee, knee_s = self.bench.knee(config, trial_dir)
         around = knee.capacity_rps or min(p.rate_rps for p in knee.points)
         self.bench.progress.phase("baseline", "the starting configuration, repeated")
-        repeats, repeats_s = self.bench.repeats(config, trial_dir, validation_rates(around))
+        rates = repeat_rates(self.study.objective, around)
+        repeats, repeats_s = self.bench.repeats(config, trial_dir, rates)
         diagnosis = self.diagnose(config, knee)
         return Baseline(
             config=config, knee=knee, repeats=repeats, diagnosis=diagnosis,
@@ -113,21 +118,26 @@ class Steps:
     def screen(
         self, trial: int, proposal: Proposal, incumbent_knee: float, incumbent: SweepResult
     ) -> Screened:
-        config = proposal.config
+        config, objective = proposal.config, self.study.objective
         trial_dir = self.bench.folder.trial_dir(trial, config)
         try:
-            result, spent = self.bench.screen(config, trial_dir, incumbent_knee)
+            if screens_knee(objective):
+                result, spent = self.bench.screen(config, trial_dir, incumbent_knee)
+            else:  # one look at the rates the objective is read at
+                rates = repeat_rates(objective, incumbent_knee)
+                result, spent = self.bench.measure(config, trial_dir, rates, "screen")
         except TrialFailedError as exc:
             outcome = Outcome(status=exc.status, detail=exc.cause)
             return Screened(trial=trial, outcome=outcome, reason=exc.cause, device_s=exc.device_s)
-        capacity = result.capacity_rps
-        if result.invalid_points and capacity is None:
+        measured = objective_value(result, objective)
+        if result.invalid_points and measured is None:
             outcome = Outcome(status="invalid_measurement", detail="the client fell behind")
-        elif capacity is None:
+        elif measured is None:
             outcome = Outcome(status="infeasible", detail=_nothing_met(result))
         else:
-            outcome = Outcome(status="ok", objective=capacity, feasible=True)
-        check = is_finalist(capacity, incumbent.capacity_rps, noise_rel(incumbent),
+            outcome = Outcome(status="ok", objective=measured, feasible=measured > 0)
+        check = is_finalist(measured, objective_value(incumbent, objective),
+                            noise_rel(incumbent, objective),
                             self.study.tuning.min_effect_rel)  # fmt: skip
         return Screened(
             trial=trial, outcome=outcome, sweep=result, diagnosis=self.diagnose(config, result),
@@ -173,18 +183,17 @@ class Steps:
                               device_s=spent)  # fmt: skip
 
     def validate(
-        self, trial: int, incumbent: EngineConfig, incumbent_repeats: SweepResult,
-        screened: Screened, challenger: EngineConfig,
+        self, trial: int, against: tuple[EngineConfig, float], screened: Screened,
+        challenger: EngineConfig,
     ) -> Validated:  # fmt: skip
-        """The finalist and the incumbent, interleaved, over the full range; when the gain
-        looks worth having but the repeats cannot tell it from noise, as many repeats again
-        (once), then the judge decides on all of them."""
-        incumbent_knee = incumbent_repeats.capacity_rps or 0.0
+        """The finalist and the incumbent (``against``: its config and its knee),
+        interleaved, over the objective's rates; when the gain looks worth having but the
+        repeats cannot tell it from noise, as many repeats again (once), then the judge
+        decides on all of them."""
+        incumbent, incumbent_knee = against
+        objective = self.study.objective
         screened_knee = screened.sweep.capacity_rps if screened.sweep is not None else None
-        # Each arm around its own knee: a challenger twice as fast would otherwise spend half
-        # its points far below its knee, and the incumbent half of its far past its own.
-        rates = {"incumbent": validation_rates(incumbent_knee),
-                 "challenger": validation_rates(screened_knee or incumbent_knee)}  # fmt: skip
+        rates = validation_arms(objective, incumbent_knee, screened_knee or incumbent_knee)
         tuning = self.study.tuning
         trial_dir = self.bench.folder.trial_dir(trial, challenger)
         n, spent = tuning.validate_repeats, 0.0
@@ -199,7 +208,7 @@ class Steps:
             legs.append((inc, chal))
             spent += cost
             inc, chal = merge([a for a, _ in legs]), merge([b for _, b in legs])
-            verdict = judge(list(inc.capacity_by_repeat), list(chal.capacity_by_repeat),
+            verdict = judge(list(by_repeat(inc, objective)), list(by_repeat(chal, objective)),
                             min_effect=tuning.min_effect_rel, confidence=tuning.confidence,
                             seed=self.study.seed)  # fmt: skip
             worth = (verdict.gain_rel or 0.0) >= tuning.min_effect_rel
@@ -215,6 +224,7 @@ class Steps:
         assert repeats is not None  # a promoted validation measured the challenger
         diagnosis = self.diagnose(config, repeats)
         return Promoted(
-            trial=trial, config=config, objective=repeats.capacity_rps or 0.0, repeats=repeats,
+            trial=trial, config=config, objective=objective_value(repeats, self.study.objective)
+            or 0.0, repeats=repeats,
             diagnosis=diagnosis, pruning=self.prune(diagnosis, config, repeats),
         )  # fmt: skip

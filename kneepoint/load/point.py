@@ -67,6 +67,7 @@ def load_point(
     lags = [max(0.0, r.client_lag_s) * 1000.0 for r in window]
     lag_p99 = percentile(lags, 99) if lags else 0.0
     completed = sum(r.ok for r in window)
+    output_per_s, prompt_per_s = token_rates(records, trim)
     return LoadPoint(
         rate_rps=rate_rps,
         window_start_s=start,
@@ -82,6 +83,9 @@ def load_point(
         # a Poisson draw that ran above its rate as goodput above the offered rate.
         goodput_rps=rate_rps * result.good_share,
         goodput_by_class_rps=_goodput_by_class(window, slo, rate_rps),
+        attainment_by_class=_attainment_by_class(window, slo),
+        output_tokens_per_s=output_per_s,
+        prompt_tokens_per_s=prompt_per_s,
         meets_slo=result.meets_slo,
         violations=result.violations,
         dists=result.dists,
@@ -92,12 +96,46 @@ def load_point(
     )
 
 
+def token_rates(records: Sequence[RequestRecord], trim: float) -> tuple[float, float]:
+    """(output, prompt) tokens per second the server delivered while the point held it: the
+    tokens whose chunks (a prompt's with its first chunk) arrived in the middle of the busy
+    span, from the first scheduled send to the last response, ``trim`` cut at each end. Not
+    the window's requests' tokens over the window's scheduled span: every request is served
+    in the end, so that counts the offered load, whatever the server could do."""
+    ends = [r.chunk_times_s[-1] for r in records if r.chunk_times_s]
+    if not ends:
+        return 0.0, 0.0
+    first, last = min(r.scheduled_s for r in records), max(ends)
+    low, high = first + (last - first) * trim, last - (last - first) * trim
+    if high <= low:
+        return 0.0, 0.0
+    output = prompt = 0.0
+    for r in records:
+        if not r.chunk_times_s:
+            continue
+        per_chunk = r.output_tokens / len(r.chunk_times_s)
+        output += per_chunk * sum(low <= t < high for t in r.chunk_times_s)
+        prompt += r.prompt_tokens if low <= r.chunk_times_s[0] < high else 0
+    return output / (high - low), prompt / (high - low)
+
+
 def _duration(records: Sequence[RequestRecord]) -> float:
     if not records:
         return 0.0
     ends = [r.end_s if r.end_s is not None else max(r.chunk_times_s, default=r.sent_s)
             for r in records]  # fmt: skip
     return max(0.0, max(ends) - min(r.scheduled_s for r in records))
+
+
+def _attainment_by_class(window: Sequence[RequestRecord], slo: Slo | None) -> dict[str, float]:
+    """Each class's good requests as a share of its own requests in the window."""
+    good: dict[str, int] = {}
+    sent: dict[str, int] = {}
+    for rec in window:
+        limits = slo.for_class(rec.traffic_class) if slo is not None else None
+        good[rec.traffic_class] = good.get(rec.traffic_class, 0) + request_is_good(rec, limits)
+        sent[rec.traffic_class] = sent.get(rec.traffic_class, 0) + 1
+    return {name: good[name] / sent[name] for name in sorted(sent)}
 
 
 def _goodput_by_class(

@@ -60,6 +60,14 @@ class LoadPoint(Record):
     """The offered rate times the share of the window's requests that completed and met every
     limit of their class on their own (at most the offered rate)."""
     goodput_by_class_rps: dict[str, float] = Field(default_factory=dict)
+    attainment_by_class: dict[str, float] = Field(default_factory=dict)
+    """Per class, the share of its window's requests that completed and met every limit of
+    its class (empty in recordings made before it was kept)."""
+    output_tokens_per_s: float | None = Field(default=None, ge=0.0)
+    """Tokens the window's completed requests generated, per second of the window, counted
+    at the client (None in recordings made before it was)."""
+    prompt_tokens_per_s: float | None = Field(default=None, ge=0.0)
+    """Their prompts' tokens per second of the window, likewise."""
     meets_slo: bool
     violations: tuple[str, ...] = ()
     dists: dict[str, dict[str, Dist]]

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from kneepoint.agent.run_folder import RunFolder, serve_command
 from kneepoint.agent.state import RunState, TrialState
+from kneepoint.load.objective import by_repeat
 from kneepoint.policies.judge import judge
 from kneepoint.policies.observe import knee_points
 from kneepoint.records.judgement import Judgement
@@ -127,7 +128,7 @@ def _overall(start: Sequence[float], final: Sequence[float], study: StudySpec) -
 
 def gather(folder: RunFolder) -> ReportData:
     study = folder.study()
-    state = RunState.replay(folder.ledger.read())
+    state = RunState.replay(folder.ledger.read(), study.objective)
     start = final = overall = None
     if state.baseline is not None:
         start = curve(study, "start", state.baseline.repeats)
@@ -135,7 +136,7 @@ def gather(folder: RunFolder) -> ReportData:
         last = state.promotions[-1]
         final = curve(study, "winner", last.repeats)
         if state.baseline is not None:
-            overall = _overall(state.baseline.repeats.capacity_by_repeat,
-                               last.repeats.capacity_by_repeat, study)  # fmt: skip
+            overall = _overall(by_repeat(state.baseline.repeats, study.objective),
+                               by_repeat(last.repeats, study.objective), study)  # fmt: skip
     config = state.incumbent or study.engine
     return ReportData(folder, study, state, start, final, overall, serve_command(study, config))

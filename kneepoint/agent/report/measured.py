@@ -5,11 +5,16 @@ and the signals at the knee."""
 from __future__ import annotations
 
 import math
+import statistics
+from collections.abc import Sequence
 from pathlib import Path
 
 from kneepoint.agent.report import plots
 from kneepoint.agent.report.data import Curve, CurvePoint, ReportData, slo_lines
 from kneepoint.agent.report.document import Bullets, Document, Heading, Image, Paragraph, Table
+from kneepoint.load.capacity import mean_interval
+from kneepoint.load.objective import AT_RATE_TOLERANCE, by_repeat, name, unit
+from kneepoint.records.objective import GoodputAtRate, Objective, SloCapacity
 from kneepoint.records.study import StudySpec
 from kneepoint.records.sweep import SweepResult
 
@@ -35,6 +40,39 @@ def capacity_text(result: SweepResult | None) -> str:
     low, high = result.capacity_low_rps, result.capacity_high_rps
     spread = f" [{low:.2f}, {high:.2f}]" if low is not None and high is not None else ""
     return f"{result.capacity_rps:.2f} req/s{spread}"
+
+
+def objective_text(result: SweepResult | None, objective: Objective) -> str:
+    """The objective's value over a sweep's repeats, with its 95% interval."""
+    if isinstance(objective, SloCapacity):
+        return capacity_text(result)
+    values = by_repeat(result, objective) if result is not None else ()
+    if not values:
+        return f"no {name(objective)} measured"
+    mean, low, high = mean_interval(list(values))
+    return f"{name(objective)} {mean:.2f} {unit(objective)} [{low:.2f}, {high:.2f}]"
+
+
+def attainment(study: StudySpec, curves: Sequence[Curve], doc: Document) -> None:
+    """Per class, the share of requests that met every limit at the fixed rate, by curve."""
+    objective = study.objective
+    if not isinstance(objective, GoodputAtRate):
+        return
+    rows = []
+    for c in curves:
+        at = [
+            p.point
+            for p in c.result.points
+            if p.point.valid
+            and abs(p.rate_rps - objective.rate_rps) <= AT_RATE_TOLERANCE * objective.rate_rps
+        ]
+        for name_ in sorted({k for p in at for k in p.attainment_by_class}):
+            shares = [p.attainment_by_class[name_] for p in at if name_ in p.attainment_by_class]
+            rows.append([c.label, name_, f"{statistics.fmean(shares):.1%}", str(len(shares))])
+    doc.add(Heading(f"Attainment per class at {objective.rate_rps:g} req/s", 2),
+            Paragraph("The share of each class's requests that met every limit of its class, "
+                      "mean over repeats."),
+            Table(["configuration", "class", "attainment", "repeats"], rows))  # fmt: skip
 
 
 def slo(study: StudySpec, doc: Document) -> None:

@@ -19,8 +19,9 @@ from kneepoint.agent.report.document import (
     Paragraph,
     Table,
 )
-from kneepoint.agent.report.measured import capacity_text
+from kneepoint.agent.report.measured import objective_text
 from kneepoint.agent.state import TrialState
+from kneepoint.load.objective import by_repeat
 from kneepoint.records.diagnosis import Diagnosis
 from kneepoint.records.proposal import Pruning
 
@@ -40,14 +41,15 @@ def _progress_items(data: ReportData) -> list[str]:
     start = state.baseline
     if start is None:
         return ["The baseline has not finished: no capacity has been measured yet."]
-    items.append(f"Started at {capacity_text(start.repeats)} (95% interval over "
-                 f"{len(start.repeats.capacity_by_repeat)} repeats); "
+    objective = data.study.objective
+    items.append(f"Started at {objective_text(start.repeats, objective)} (95% interval over "
+                 f"{len(by_repeat(start.repeats, objective))} repeats); "
                  f"{start.diagnosis.headline()}.")  # fmt: skip
     if state.promotions:
         last, gain = state.promotions[-1], data.overall
         gain_text = (f"{_pct(gain.gain_rel)} [{_pct(gain.gain_low_rel)}, "
                      f"{_pct(gain.gain_high_rel)}] over the start " if gain else "")  # fmt: skip
-        items.append(f"Now {capacity_text(last.repeats)}: {gain_text}after "
+        items.append(f"Now {objective_text(last.repeats, objective)}: {gain_text}after "
                      f"{len(state.promotions)} promotion(s).")  # fmt: skip
     elif state.finished is not None and state.trials_run:
         items.append("No change beat the starting configuration beyond the noise: keep it.")
@@ -191,6 +193,7 @@ def build(data: ReportData) -> Document:
     summary(data, doc)
     bottleneck(data, doc)
     measured.curves(data, doc, out)
+    measured.attainment(study, [c for c in (data.start, data.final) if c is not None], doc)
     measured.signals(data, doc, out)
     pruned(data, doc)
     trials(data, doc)

@@ -1,0 +1,79 @@
+"""The study's objective read off a sweep: its value in each repeat, and their mean.
+
+- ``slo_capacity``: the SLO capacity each repeat interpolates (``kneepoint.load.capacity``).
+- ``goodput_at_rate``: the goodput measured at the study's fixed offered rate (the point
+  within 3% of it): good requests per second, failures and misses counted against it.
+- ``peak_throughput``: the highest token rate any valid point of the repeat served (output
+  tokens, or prompt plus output), measured at the client over the stable window; for older
+  recordings without it, vLLM's own generation counter. Latency is reported beside it, not
+  optimised.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+from kneepoint.records.loadpoint import LoadPoint
+from kneepoint.records.objective import GoodputAtRate, Objective, PeakThroughput
+from kneepoint.records.sweep import SweepPoint, SweepResult
+
+AT_RATE_TOLERANCE = 0.03
+"""How near a point's offered rate must be to the fixed rate to count as measured at it."""
+
+
+def name(objective: Objective) -> str:
+    if isinstance(objective, GoodputAtRate):
+        return f"goodput at {objective.rate_rps:g} req/s"
+    if isinstance(objective, PeakThroughput):
+        return f"peak {objective.tokens} throughput"
+    return "SLO capacity"
+
+
+def unit(objective: Objective) -> str:
+    if isinstance(objective, GoodputAtRate):
+        return "good req/s"
+    if isinstance(objective, PeakThroughput):
+        return f"{objective.tokens} tok/s"
+    return "req/s"
+
+
+def tokens_per_s(point: LoadPoint, objective: PeakThroughput) -> float | None:
+    """The token rate a point served, as ``objective`` counts tokens."""
+    output = point.output_tokens_per_s
+    if output is None:
+        output = point.signals.generation_tokens_per_s
+    if output is None or objective.tokens == "output":
+        return output
+    prompt = point.prompt_tokens_per_s
+    return None if prompt is None else output + prompt
+
+
+def point_value(point: SweepPoint, objective: Objective) -> float | None:
+    """What one point says of the objective (None for SLO capacity, which needs a sweep)."""
+    if isinstance(objective, GoodputAtRate):
+        near = abs(point.rate_rps - objective.rate_rps) <= AT_RATE_TOLERANCE * objective.rate_rps
+        return point.point.goodput_rps if near and point.point.valid else None
+    if isinstance(objective, PeakThroughput):
+        return tokens_per_s(point.point, objective) if point.point.valid else None
+    return None
+
+
+def by_repeat(result: SweepResult, objective: Objective) -> tuple[float, ...]:
+    """The objective's value in each repeat that measured it."""
+    if not isinstance(objective, GoodputAtRate | PeakThroughput):
+        return result.capacity_by_repeat
+    values = []
+    for repeat in sorted({p.repeat for p in result.points}):
+        found = [v for p in result.points if p.repeat == repeat
+                 and (v := point_value(p, objective)) is not None]  # fmt: skip
+        if found:
+            values.append(max(found) if isinstance(objective, PeakThroughput) else found[0])
+    return tuple(values)
+
+
+def value(result: SweepResult, objective: Objective) -> float | None:
+    """The objective's mean over repeats (None when no repeat measured it)."""
+    if not isinstance(objective, GoodputAtRate | PeakThroughput):
+        return result.capacity_rps
+    values = by_repeat(result, objective)
+    return statistics.fmean(values) if values else None
