@@ -40,7 +40,8 @@ def test_nothing_left_worth_trying_says_which_move_and_why() -> None:
     factors = {"max_num_seqs": 1.0 / 1.6}
     best = best_left([candidate("max_num_seqs", "up", 1.6)], factors)
     why = nothing_worth_trying(best, 0.03)
-    assert why == ("the best move left, max_num_seqs up, is predicted at 1.00x once re-priced "
+    assert why == ("nothing left worth trying: the best move left, max_num_seqs up, is "
+                   "predicted at 1.00x once re-priced "
                    "by its last measured move (0.62 of what was predicted), inside the 3.0% "
                    "that noise and the least effect worth promoting allow")  # fmt: skip
     assert nothing_worth_trying(best_left([candidate("max_num_seqs", "up", 1.6)], {}), 0.03) is None

@@ -114,8 +114,8 @@ def _nothing_left(state: RunState, study: StudySpec) -> Finished | None:
     assert state.pruning is not None and state.diagnosis is not None
     assert state.incumbent_repeats is not None
     if not state.pruning.candidates:
-        detail = (f"{state.diagnosis.headline()}: every knob is ruled out, so nothing "
-                  "kneepoint can change would help")  # fmt: skip
+        detail = (f"nothing left worth trying: {state.diagnosis.headline()}, and every knob "
+                  "is ruled out, so nothing kneepoint can change would help")  # fmt: skip
         return Finished(reason="nothing_to_try", detail=detail)
     since = max((p.trial for p in state.promotions), default=0)
     measured = [(state.trials[n].proposal, r) for n in sorted(state.trials)

@@ -53,6 +53,7 @@ def nothing_worth_trying(best: Best | None, floor_rel: float) -> str | None:
     name = best.candidate.knob.name
     learned = (f" once re-priced by its last measured move ({best.factor:.2f} of what was "
                "predicted)" if best.factor != 1.0 else "")  # fmt: skip
-    return (f"the best move left, {name} {best.candidate.direction}, is predicted at "
+    return (f"nothing left worth trying: the best move left, {name} "
+            f"{best.candidate.direction}, is predicted at "
             f"{best.ratio:.2f}x{learned}, inside the {floor_rel:.1%} that noise and the least "
             "effect worth promoting allow")  # fmt: skip
