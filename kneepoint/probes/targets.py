@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -85,6 +85,18 @@ class Target:
     clock: DeviceClock = field(default_factory=DeviceClock)
 
 
+@dataclass(frozen=True, slots=True)
+class _Opening:
+    """What every backend's opener is given."""
+
+    study: StudySpec
+    config: EngineConfig
+    trial_dir: Path
+    size: PointSize
+    keep: Keep | None
+    trace: Sequence[TraceEntry]
+
+
 @contextmanager
 def open_target(
     study: StudySpec,
@@ -96,43 +108,80 @@ def open_target(
     """The study's backend serving ``config`` for the length of the ``with``; ``keep`` gets
     every measured point's records (and metric snapshots) as it is measured."""
     spec = study.backend
-    trace = workload_trace(study.workload)  # read once for every load point
-    gpus = config.tensor_parallel_size or 1
-    if isinstance(spec, SimBackend) and spec.clock == "virtual":
-        engine = resolve_engine(config, study.gpu, study.model)
-        clock = DeviceClock(gpus, virtual_s=startup_seconds(study.model, engine))
+    kind = "sim-virtual" if isinstance(spec, SimBackend) and spec.clock == "virtual" else spec.kind
+    # The workload's trace is read once for every load point.
+    opening = _Opening(study, config, trial_dir, size, keep, workload_trace(study.workload))
+    with BACKENDS[kind](opening) as target:
+        yield target
 
-        def virtual(rate: float, repeat: int) -> LoadPoint:
-            seed = study.workload.seed + repeat
-            simulated = simulate_load_point(
-                study, rate, size.requests(rate), config, seed, trace=trace,
-                warmup_s=size.warmup_s,
-            )  # fmt: skip
-            clock.virtual_s = (clock.virtual_s or 0.0) + simulated.point.duration_s
-            if keep is not None:
-                keep(PointArtifacts(rate, repeat, simulated.point, simulated.load.records))
-            failure = rejected(simulated.load.records)
-            if failure is not None:
-                raise ServerFailedError(failure)
-            return simulated.point
 
-        yield Target(virtual, None, clock)
-        return
-    if isinstance(spec, SimBackend):
-        calibration = _calibration_file(study, trial_dir)
-        backend: Backend = LaunchBackend(
-            sim_argv(study.gpu.name, study.model.name, calibration), sim_telemetry=True
-        )
-    elif isinstance(spec, AttachSpec):
-        backend = AttachBackend(spec.url)
-    else:
-        backend = LaunchBackend(
-            vllm_argv(spec), env=spec.env, host=spec.host, port=spec.port,
-            startup_timeout_s=spec.startup_timeout_s, nvml_index=0,
+@contextmanager
+def _virtual(o: _Opening) -> Iterator[Target]:
+    """The simulator in-process, on its virtual clock: no server, no HTTP."""
+    study, config, size = o.study, o.config, o.size
+    engine = resolve_engine(config, study.gpu, study.model)
+    clock = DeviceClock(config.tensor_parallel_size or 1,
+                        virtual_s=startup_seconds(study.model, engine))  # fmt: skip
+
+    def virtual(rate: float, repeat: int) -> LoadPoint:
+        seed = study.workload.seed + repeat
+        simulated = simulate_load_point(
+            study, rate, size.requests(rate), config, seed, trace=o.trace,
+            warmup_s=size.warmup_s,
         )  # fmt: skip
-    clock = DeviceClock(gpus)
-    with backend.serve(config, trial_dir) as endpoint:
-        yield Target(_http_prober(study, endpoint, size, trace, keep), endpoint, clock)
+        clock.virtual_s = (clock.virtual_s or 0.0) + simulated.point.duration_s
+        if o.keep is not None:
+            o.keep(PointArtifacts(rate, repeat, simulated.point, simulated.load.records))
+        failure = rejected(simulated.load.records)
+        if failure is not None:
+            raise ServerFailedError(failure)
+        return simulated.point
+
+    yield Target(virtual, None, clock)
+
+
+def _sim_server(o: _Opening) -> Backend:
+    calibration = _calibration_file(o.study, o.trial_dir)
+    argv = sim_argv(o.study.gpu.name, o.study.model.name, calibration)
+    return LaunchBackend(argv, sim_telemetry=True)
+
+
+def _vllm_server(o: _Opening) -> Backend:
+    spec = o.study.backend
+    assert not isinstance(spec, SimBackend | AttachSpec)
+    return LaunchBackend(vllm_argv(spec), env=spec.env, host=spec.host, port=spec.port,
+                         startup_timeout_s=spec.startup_timeout_s, nvml_index=0)  # fmt: skip
+
+
+def _attached(o: _Opening) -> Backend:
+    spec = o.study.backend
+    assert isinstance(spec, AttachSpec)
+    return AttachBackend(spec.url)
+
+
+def _over_http(
+    make: Callable[[_Opening], Backend],
+) -> Callable[[_Opening], AbstractContextManager[Target]]:
+    """An opener for a backend served over HTTP and driven by the load generator."""
+
+    @contextmanager
+    def opener(o: _Opening) -> Iterator[Target]:
+        clock = DeviceClock(o.config.tensor_parallel_size or 1)
+        with make(o).serve(o.config, o.trial_dir) as endpoint:
+            yield Target(_http_prober(o.study, endpoint, o.size, o.trace, o.keep), endpoint,
+                         clock)  # fmt: skip
+
+    return opener
+
+
+BACKENDS: dict[str, Callable[[_Opening], AbstractContextManager[Target]]] = {
+    "sim-virtual": _virtual,
+    "sim": _over_http(_sim_server),
+    "vllm": _over_http(_vllm_server),
+    "attach": _over_http(_attached),
+}
+"""Every backend a study can name, by kind (the simulator twice: in-process on its virtual
+clock, or launched as ``kneepoint sim serve``), each opened the same way."""
 
 
 def _calibration_file(study: StudySpec, trial_dir: Path) -> Path | None:
