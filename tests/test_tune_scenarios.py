@@ -12,6 +12,8 @@ import pytest
 from kneepoint.agent.cli import main
 from kneepoint.agent.ledger import Ledger
 from kneepoint.agent.state import RunState
+from kneepoint.config import knob_catalogue
+from kneepoint.policies.space import contains
 
 from .conftest import CONFIGS
 
@@ -29,8 +31,10 @@ SETTINGS = {
     "compute-bound": ["tuning.start_rps=4", "budget.max_trials=3"],
     # Agent sessions of ~1,200 tokens need long load points to settle: one trial, two repeats.
     "cache-bound": ["tuning.start_rps=4", "budget.max_trials=1", "tuning.validate_repeats=2"],
-    "scheduling-bound": ["tuning.start_rps=40", "budget.max_trials=4",
-                         "tuning.screen_seconds=4", "tuning.validate_seconds=4"],
+    # The whole budget (12 trials) on offer: the run must stop once nothing left is worth a
+    # trial (7 trials here, at 5x the starting capacity) instead of spending the rest.
+    "scheduling-bound": ["tuning.start_rps=40", "tuning.screen_seconds=4",
+                         "tuning.validate_seconds=4"],
     "bandwidth-bound": ["tuning.start_rps=0.5", "budget.max_trials=3"],
 }  # fmt: skip
 COMMON = ["tuning.screen_seconds=10", "tuning.validate_seconds=10"]
@@ -62,3 +66,14 @@ def test_tune_finds_the_knob_an_engineer_would(name: str, tmp_path: Path) -> Non
     assert state.incumbent_objective > 1.1 * start, (start, state.incumbent_objective)
     promoted = _promoted(state)
     assert promoted & EXPECTED[name], promoted
+    for trial in state.trials.values():  # no move outside its knob's domain
+        for knob, value in trial.proposal.changes.items():
+            domain = knob_catalogue().get(knob)
+            assert domain is not None and contains(domain.domain, value), (knob, value)
+    if name == "scheduling-bound":
+        assert state.finished is not None and state.finished.reason in (
+            "nothing_worth_trying",
+            "nothing_to_try",
+        )
+        assert state.finished.detail.startswith("nothing left worth trying")
+        assert state.trials_run < 12

@@ -7,7 +7,8 @@ times, token counts from the server's ``usage``, and any error. Errors and timeo
 recorded, never raised. Latency counts from the scheduled time; the client's own lag is kept
 so a load point the client could not keep up with is flagged, not blamed on the server.
 
-Prompts go to ``/v1/completions`` as token ids with ``ignore_eos`` so lengths are exact.
+Prompts go to ``/v1/completions`` as token ids, with ``ignore_eos`` unless the workload lets
+a real model stop at its end-of-sequence token (then the server's ``usage`` counts the lengths).
 Token-carrying chunks are found from vLLM's per-chunk usage (``continuous_usage_stats``) when
 the server sends it, else from non-empty text; a response ends when ``[DONE]`` arrives.
 
@@ -75,6 +76,8 @@ class LoadOptions:
     """A request not finished this long after its scheduled time is cut off (recorded)."""
     max_concurrency: int | None = None
     """Cap on requests in flight; None: pure open loop."""
+    ignore_eos: bool = True
+    """Every answer runs to its max_tokens; false lets the model stop at EOS."""
 
 
 class _Stream:
@@ -129,12 +132,12 @@ def _message(body: Any) -> str:
     return str(error if error is not None else body)[:300]
 
 
-def request_body(planned: PlannedRequest, model: str) -> dict[str, Any]:
+def request_body(planned: PlannedRequest, model: str, ignore_eos: bool = True) -> dict[str, Any]:
     return {
         "model": model,
         "prompt": list(planned.prompt),
         "max_tokens": planned.max_tokens,
-        "ignore_eos": True,
+        "ignore_eos": ignore_eos,
         "stream": True,
         "stream_options": {"include_usage": True, "continuous_usage_stats": True},
     }
@@ -149,7 +152,7 @@ async def _send(
 ) -> None:
     """Send one request and read its stream into ``stream``."""
     stream.sent_s = clock.now()
-    body = request_body(planned, options.model)
+    body = request_body(planned, options.model, options.ignore_eos)
     async with client.stream("POST", "/v1/completions", json=body) as response:
         if response.status_code != 200:
             raw = await response.aread()

@@ -215,7 +215,10 @@ def _http_prober(
     trace: Sequence[TraceEntry],
     keep: Keep | None,
 ) -> Prober:
-    options = LoadOptions(model=endpoint.served_model)
+    client = study.workload.client
+    options = LoadOptions(model=endpoint.served_model, request_timeout_s=client.request_timeout_s,
+                          max_concurrency=client.max_concurrency,
+                          ignore_eos=client.ignore_eos)  # fmt: skip
 
     def probe(rate: float, repeat: int) -> LoadPoint:
         plan = plan_requests(

@@ -158,6 +158,23 @@ ArrivalProcess = Annotated[
 ]
 
 
+class ClientOptions(InputRecord):
+    """How the load generator sends: a cap on requests in flight, when it gives up on one,
+    and whether outputs run to their drawn length."""
+
+    max_concurrency: int | None = Field(default=None, ge=1)
+    """Requests in flight at most (a closed-loop client, like an application's connection
+    pool); None: open loop, every request sent at its scheduled time. A request waiting for
+    a slot is the server's slowness, not the client's lag."""
+    request_timeout_s: float = Field(default=600.0, gt=0.0)
+    """A request not finished this long after its scheduled time is cut off and counts as
+    failed (against goodput and every percentile)."""
+    ignore_eos: bool = True
+    """Send ``ignore_eos`` so every answer runs to its drawn length (exact, comparable
+    lengths); false lets a real model stop at its end-of-sequence token, and the lengths the
+    server reports (its ``usage``) are what is counted. The simulator has no EOS."""
+
+
 class Workload(InputRecord):
     """Traffic classes, shared-prefix corpora and the arrival process, with a seed."""
 
@@ -166,6 +183,7 @@ class Workload(InputRecord):
     classes: tuple[TrafficClass, ...] = Field(min_length=1)
     prefix_groups: tuple[PrefixGroup, ...] = ()
     arrival: ArrivalProcess = PoissonArrivals()
+    client: ClientOptions = ClientOptions()
 
     @model_validator(mode="after")
     def _references(self) -> Workload:

@@ -70,7 +70,9 @@ def simulate_load_point(
         vocab_size=study.model.vocab_size,
     )  # fmt: skip
     began = sim.now_s  # records count from the plan's start; steps from the engine's
-    load = run_plan(sim, plan, timeout_s=_TIMEOUT_S)
+    load = run_plan(
+        sim, plan, timeout_s=_TIMEOUT_S, request_timeout_s=study.workload.client.request_timeout_s
+    )
     result = score(load.records, study.slo, warmup_s=warmup_s)
     start, end = window_bounds(load.records, trim=0.1, warmup_s=warmup_s)
     start, end = start + began, end + began

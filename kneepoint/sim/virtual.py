@@ -29,10 +29,12 @@ class VirtualLoad:
 
 
 def run_plan(
-    engine: SimEngine, plan: Sequence[PlannedRequest], timeout_s: float | None = None
-) -> VirtualLoad:
+    engine: SimEngine, plan: Sequence[PlannedRequest], timeout_s: float | None = None,
+    request_timeout_s: float | None = None,
+) -> VirtualLoad:  # fmt: skip
     """Send the plan to the engine; requests not done ``timeout_s`` after the last scheduled
-    send are cut off and recorded as timed out."""
+    send are cut off, and any not done ``request_timeout_s`` after its own scheduled time is
+    recorded as timed out (as the HTTP client gives up on it)."""
     arrivals = [Arrival(p.at_s, p.prompt, p.max_tokens, p.traffic_class) for p in plan]
     until = (max(p.at_s for p in plan) + timeout_s) if plan and timeout_s else float("inf")
     start = engine.now_s
@@ -43,7 +45,15 @@ def run_plan(
     requests = {position[id(a)]: req for a, req in run.submitted}
     rejected = {position[id(a)]: msg for a, msg in run.rejected}
     records = [
-        _record(p, start, requests.get(i), rejected.get(i), interval) for i, p in enumerate(plan)
+        _record(
+            p,
+            start,
+            requests.get(i),
+            rejected.get(i),
+            interval,
+            request_timeout_s=request_timeout_s,
+        )
+        for i, p in enumerate(plan)
     ]
     return VirtualLoad(tuple(records), run)
 
@@ -69,6 +79,8 @@ def _record(
     req: SimRequest | None,
     rejection: str | None,
     stream_interval: int,
+    *,
+    request_timeout_s: float | None = None,
 ) -> RequestRecord:
     base = {
         "index": planned.index,
@@ -81,6 +93,9 @@ def _record(
         return RequestRecord(**base, error=f"HTTP 400: {rejection}")
     if req is None or req.finish_s is None:
         return RequestRecord(**base, error="timed out")
+    if request_timeout_s is not None and req.finish_s - start - planned.at_s > request_timeout_s:
+        return RequestRecord(**base, error=f"timed out {request_timeout_s:g} s after its "
+                             "scheduled time")  # fmt: skip
     times = req.token_times_s
     chunks = [t - start for t in chunk_times(times, stream_interval)]
     return RequestRecord(

@@ -1,0 +1,39 @@
+"""The workload's client options: a cap on requests in flight, a client timeout, and answers
+that may end at EOS; what each backend does with them, and what it refuses."""
+
+from __future__ import annotations
+
+import pytest
+
+from kneepoint.config import ConfigError, load_study
+from kneepoint.load.plan import plan_requests
+from kneepoint.probes.loadgen import request_body
+from kneepoint.sim.loadpoint import simulate_load_point
+
+from .conftest import QUICKSTART, SMALL
+
+
+def test_a_capped_client_needs_a_server_not_the_virtual_clock() -> None:
+    with pytest.raises(ConfigError) as refused:
+        load_study(SMALL, ["workload.client.max_concurrency=8"])
+    assert "workload.client.max_concurrency: the simulator's virtual clock sends open loop" in (
+        str(refused.value)
+    )
+    served = load_study(SMALL, ["workload.client.max_concurrency=8", "backend.clock=http"])
+    assert served.workload.client.max_concurrency == 8
+
+
+def test_answers_may_end_at_eos_on_real_models() -> None:
+    study = load_study(QUICKSTART, ["workload.client.ignore_eos=false"])
+    (planned,) = plan_requests(study.workload, 1.0, num_requests=1, seed=0)
+    assert request_body(planned, "m", study.workload.client.ignore_eos)["ignore_eos"] is False
+    assert request_body(planned, "m")["ignore_eos"] is True  # exact lengths by default
+
+
+def test_the_client_timeout_fails_requests_on_the_virtual_clock_too() -> None:
+    # Overloaded (a 2-sequence cap at 6 req/s): requests wait seconds for a slot.
+    study = load_study(SMALL, ["workload.client.request_timeout_s=1.5"])
+    point = simulate_load_point(study, 6.0, 120).point
+    assert point.timed_out > 0 and point.goodput_rps < 6.0
+    patient = simulate_load_point(load_study(SMALL), 6.0, 120).point
+    assert patient.timed_out == 0
