@@ -1,2 +1,3 @@
-"""The tuning loop and its command line: study state, ledger, budget, escalation, resume,
-reports. Today it holds the CLI and logging set-up; the loop arrives in later steps."""
+"""The tuning loop and everything a person runs: the loop's decisions (``decide``) and their
+executor (``loop``), the steps that measure through the bench, the run folder and its ledger
+(resume from any point), budgets and deadlines, the console and the reports, and the CLI."""

@@ -1,4 +1,5 @@
-"""Pure decisions of the loop: diagnosis, knob pruning, proposers and the judge.
+"""Pure decisions of the loop: what a sweep says (the knee and the server's measured
+response), diagnosis, knob pruning and effects, proposers, learning from misses and the judge.
 
-Nothing here touches processes, sockets, GPUs or files; it imports records and nothing from
-``kneepoint.probes`` or ``kneepoint.agent``."""
+Nothing here touches processes, sockets, GPUs or files; it imports records, physics and load,
+and nothing from ``kneepoint.probes`` or ``kneepoint.agent``."""
