@@ -68,6 +68,7 @@ def load_point(
     lag_p99 = percentile(lags, 99) if lags else 0.0
     completed = sum(r.ok for r in window)
     output_per_s, prompt_per_s = token_rates(records, trim)
+    goodput_by_class, attainment = _by_class(window, slo, rate_rps)
     return LoadPoint(
         rate_rps=rate_rps,
         window_start_s=start,
@@ -82,8 +83,8 @@ def load_point(
         # served within the SLO. Counting good requests over the window's span instead reads
         # a Poisson draw that ran above its rate as goodput above the offered rate.
         goodput_rps=rate_rps * result.good_share,
-        goodput_by_class_rps=_goodput_by_class(window, slo, rate_rps),
-        attainment_by_class=_attainment_by_class(window, slo),
+        goodput_by_class_rps=goodput_by_class,
+        attainment_by_class=attainment,
         output_tokens_per_s=output_per_s,
         prompt_tokens_per_s=prompt_per_s,
         meets_slo=result.meets_slo,
@@ -127,25 +128,17 @@ def _duration(records: Sequence[RequestRecord]) -> float:
     return max(0.0, max(ends) - min(r.scheduled_s for r in records))
 
 
-def _attainment_by_class(window: Sequence[RequestRecord], slo: Slo | None) -> dict[str, float]:
-    """Each class's good requests as a share of its own requests in the window."""
+def _by_class(
+    window: Sequence[RequestRecord], slo: Slo | None, rate_rps: float
+) -> tuple[dict[str, float], dict[str, float]]:
+    """(each class's good requests as a share of the whole window times the offered rate, so
+    the classes add up to the goodput; each class's good requests as a share of its own)."""
     good: dict[str, int] = {}
     sent: dict[str, int] = {}
     for rec in window:
         limits = slo.for_class(rec.traffic_class) if slo is not None else None
         good[rec.traffic_class] = good.get(rec.traffic_class, 0) + request_is_good(rec, limits)
         sent[rec.traffic_class] = sent.get(rec.traffic_class, 0) + 1
-    return {name: good[name] / sent[name] for name in sorted(sent)}
-
-
-def _goodput_by_class(
-    window: Sequence[RequestRecord], slo: Slo | None, rate_rps: float
-) -> dict[str, float]:
-    """Each class's good requests as a share of the whole window, times the offered rate (so
-    the classes add up to the goodput)."""
-    good: dict[str, int] = {}
-    for rec in window:
-        limits = slo.for_class(rec.traffic_class) if slo is not None else None
-        good[rec.traffic_class] = good.get(rec.traffic_class, 0) + request_is_good(rec, limits)
     total = len(window)
-    return {name: rate_rps * n / total for name, n in sorted(good.items())} if total else {}
+    goodput = {name: rate_rps * good[name] / total for name in sorted(good)} if total else {}
+    return goodput, {name: good[name] / sent[name] for name in sorted(sent)}
