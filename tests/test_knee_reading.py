@@ -16,6 +16,7 @@ import pytest
 
 from kneepoint.calibration.recorded import RecordedSweep, find_recorded
 from kneepoint.config import knob_catalogue
+from kneepoint.policies.context import context_of
 from kneepoint.policies.diagnosis import diagnose
 from kneepoint.policies.observe import knee_points, measured_response, observe
 from kneepoint.policies.pruning import prune
@@ -163,3 +164,15 @@ def test_a_full_token_budget_binds_only_where_bigger_steps_buy_throughput() -> N
 
     assert budget_move(1.1).startswith("doubling it is predicted at 1.00x")
     assert budget_move(0.3) == "up 1.34"  # 2^0.7 = 1.62 tokens/s, damped
+
+
+def test_one_context_serves_the_diagnosis_and_the_pruning_alike(
+    recordings: dict[str, RecordedSweep],
+) -> None:
+    observation = real_observation(recordings["base"])
+    context = context_of(observation)
+    assert context.engine is not None and context.memory is not None
+    diagnosis = diagnose(observation, context)
+    assert diagnosis == diagnose(observation)
+    shared = prune(diagnosis, observation, knob_catalogue(), backend="vllm", context=context)
+    assert shared == prune(diagnosis, observation, knob_catalogue(), backend="vllm")

@@ -18,6 +18,7 @@ from kneepoint.agent.report.document import Document, Heading, Paragraph, Table
 from kneepoint.agent.report.measured import objective_text, slo
 from kneepoint.agent.report.sections import evidence_table, pruning_tables
 from kneepoint.load.objective import name as objective_name
+from kneepoint.policies.context import context_of
 from kneepoint.policies.diagnosis import diagnose
 from kneepoint.policies.observe import observe
 from kneepoint.policies.pruning import BackendKind, prune
@@ -76,13 +77,14 @@ def findings_of(
     config = result.config
     observation = observe(result, gpu=study.gpu, model=study.model, engine=config,
                           workload=study.workload, efficiency=study.efficiency)  # fmt: skip
-    diagnosis = diagnose(observation)
+    context = context_of(observation)
+    diagnosis = diagnose(observation, context)
     # Advice for whoever runs the server, even when kneepoint itself cannot change it.
     backend: BackendKind = "vllm" if study.backend.kind == "attach" else study.backend.kind
     if version is None and isinstance(study.backend, VllmBackend):
         version = study.backend.vllm_version
     pruning = prune(diagnosis, observation, catalogue, allowed=study.search.knobs,
-                    vllm_version=version, backend=backend)  # fmt: skip
+                    vllm_version=version, backend=backend, context=context)  # fmt: skip
     return Findings(result, diagnosis, pruning)
 
 

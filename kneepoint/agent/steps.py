@@ -16,6 +16,7 @@ from kneepoint.load.objective import by_repeat
 from kneepoint.load.objective import value as objective_value
 from kneepoint.physics.defaults import UnmodeledSettingError, resolve_engine
 from kneepoint.physics.memory import plan_memory
+from kneepoint.policies.context import context_of
 from kneepoint.policies.diagnosis import diagnose
 from kneepoint.policies.judge import is_finalist, judge
 from kneepoint.policies.observe import observe
@@ -77,11 +78,16 @@ class Steps:
     def diagnose(self, config: EngineConfig, result: SweepResult) -> Diagnosis:
         return diagnose(self.observe(config, result))
 
-    def prune(self, diagnosis: Diagnosis, config: EngineConfig, result: SweepResult) -> Pruning:
-        observation = self.observe(config, result)
+    def findings(self, config: EngineConfig, result: SweepResult) -> tuple[Diagnosis, Pruning]:
+        """What binds on ``config`` and the knobs worth trying, from one observation and
+        one resolution of the configuration."""
+        context = context_of(self.observe(config, result))
+        diagnosis = diagnose(context.observation, context)
         backend: BackendKind = self.study.backend.kind
-        return prune(diagnosis, observation, self.catalogue, allowed=self.study.search.knobs,
-                     vllm_version=self.vllm_version, backend=backend)  # fmt: skip
+        pruning = prune(diagnosis, context.observation, self.catalogue,
+                        allowed=self.study.search.knobs, vllm_version=self.vllm_version,
+                        backend=backend, context=context)  # fmt: skip
+        return diagnosis, pruning
 
     def baseline(self) -> Baseline:
         config = self.study.engine
@@ -92,10 +98,10 @@ class Steps:
         self.bench.progress.phase("baseline", "the starting configuration, repeated")
         rates = repeat_rates(self.study.objective, around)
         repeats, repeats_s = self.bench.repeats(config, trial_dir, rates)
-        diagnosis = self.diagnose(config, knee)
+        diagnosis, pruning = self.findings(config, knee)
         return Baseline(
             config=config, knee=knee, repeats=repeats, diagnosis=diagnosis,
-            pruning=self.prune(diagnosis, config, knee), device_s=knee_s + repeats_s,
+            pruning=pruning, device_s=knee_s + repeats_s,
         )  # fmt: skip
 
     def preflight(self, trial: int, proposal: Proposal) -> Screened | None:
@@ -222,9 +228,9 @@ class Steps:
     def promote(self, trial: int, config: EngineConfig, validated: Validated) -> Promoted:
         repeats = validated.challenger
         assert repeats is not None  # a promoted validation measured the challenger
-        diagnosis = self.diagnose(config, repeats)
+        diagnosis, pruning = self.findings(config, repeats)
         return Promoted(
             trial=trial, config=config, objective=objective_value(repeats, self.study.objective)
             or 0.0, repeats=repeats,
-            diagnosis=diagnosis, pruning=self.prune(diagnosis, config, repeats),
+            diagnosis=diagnosis, pruning=pruning,
         )  # fmt: skip

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import math
 
-from kneepoint.physics.defaults import UnmodeledSettingError, resolve_engine
 from kneepoint.policies import evidence
+from kneepoint.policies.context import ConfigContext, context_of
 from kneepoint.policies.evidence import Tally
 from kneepoint.policies.step_estimate import estimate_step
 from kneepoint.records.diagnosis import Diagnosis, Evidence, Observation, SignalSource
@@ -32,16 +32,14 @@ MIN_COVERAGE = 0.5
 _RELIABILITY: dict[SignalSource, float] = {"gpm": 1.0, "nvml": 0.9, "vllm": 0.9, "roofline": 0.8}
 
 
-def diagnose(observation: Observation) -> Diagnosis:
-    """The binding constraint at ``observation.saturated``, with its evidence."""
+def diagnose(observation: Observation, context: ConfigContext | None = None) -> Diagnosis:
+    """The binding constraint at ``observation.saturated``, with its evidence (``context``:
+    the observation's, where the caller has worked it out already)."""
     point = observation.saturated
     gate = _gate(point)
     if gate is not None:
         return gate
-    try:
-        engine = resolve_engine(observation.engine, observation.gpu, observation.model)
-    except UnmodeledSettingError:
-        engine = None
+    engine = (context or context_of(observation)).engine
     estimate = (
         estimate_step(point.signals, observation.gpu, observation.model, engine,
                       observation.workload, observed_step_s=_step_when_idle(point),

@@ -20,8 +20,8 @@ from typing import Literal
 
 from pydantic import JsonValue
 
-from kneepoint.physics.defaults import UnmodeledSettingError, resolve_engine
-from kneepoint.physics.memory import plan_memory
+from kneepoint.physics.defaults import resolve_engine
+from kneepoint.policies.context import ConfigContext, context_of
 from kneepoint.policies.knob_effects import RULES, Effect, Rule, Situation
 from kneepoint.policies.quant_effects import held_conditions, quantization, w4a16_advice
 from kneepoint.policies.step_estimate import estimate_step
@@ -56,10 +56,12 @@ def prune(
     vllm_version: str | None = None,
     backend: BackendKind = "sim",
     gpus: int = 1,
+    context: ConfigContext | None = None,
 ) -> Pruning:
-    """Candidates and ruled-out knobs for the constraint ``diagnosis`` names."""
+    """Candidates and ruled-out knobs for the constraint ``diagnosis`` names (``context``: the
+    observation's, where the caller has worked it out already)."""
     targets = _targets(diagnosis)
-    situation = _situation(diagnosis, observation)
+    situation = _situation(diagnosis, context or context_of(observation))
     workload = observation.workload
     shared = workload is None or has_shared_prefixes(workload)
     limits = _Limits(allowed, vllm_version, backend, gpus, shared)
@@ -128,12 +130,10 @@ def _targets(diagnosis: Diagnosis) -> tuple[Constraint, ...]:
     return tuple(scored[:2]) if diagnosis.binding == "inconclusive" else ()
 
 
-def _situation(diagnosis: Diagnosis, observation: Observation) -> Situation | None:
-    try:
-        engine = resolve_engine(observation.engine, observation.gpu, observation.model)
-    except UnmodeledSettingError:
+def _situation(diagnosis: Diagnosis, context: ConfigContext) -> Situation | None:
+    observation, engine, memory = context.observation, context.engine, context.memory
+    if engine is None or memory is None:
         return None
-    memory = plan_memory(observation.gpu, observation.model, engine)
     estimate = estimate_step(
         observation.saturated.signals, observation.gpu, observation.model, engine,
         observation.workload, efficiency=observation.efficiency,
@@ -253,12 +253,16 @@ def _aimed_at(situation: Situation, target: Constraint) -> Situation:
 
 
 def search_space(
-    pruning: Pruning, observation: Observation, incumbent_objective: float | None
-) -> SearchSpace:
+    pruning: Pruning, observation: Observation, incumbent_objective: float | None,
+    context: ConfigContext | None = None,
+) -> SearchSpace:  # fmt: skip
     """The proposers' space: the candidates around the incumbent, with the incumbent's
     effective value of each (engine defaults filled in)."""
-    engine = resolve_engine(observation.engine, observation.gpu, observation.model)
-    memory = plan_memory(observation.gpu, observation.model, engine)
+    context = context or context_of(observation)
+    engine, memory = context.engine, context.memory
+    if engine is None or memory is None:
+        resolve_engine(observation.engine, observation.gpu, observation.model)  # names why
+        raise AssertionError("a configuration the physics resolves has a context")
     config = observation.engine
     resolved = engine.model_dump()
     current: dict[str, JsonValue] = {}

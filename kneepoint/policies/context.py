@@ -1,0 +1,28 @@
+"""One configuration as the policies read it, worked out once: the observation, the engine
+with its defaults resolved and its memory plan. The diagnosis, the pruning and the search
+space of one sweep all read the same context instead of resolving the engine each."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kneepoint.physics.defaults import ResolvedEngine, UnmodeledSettingError, resolve_engine
+from kneepoint.physics.memory import MemoryPlan, plan_memory
+from kneepoint.records.diagnosis import Observation
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigContext:
+    observation: Observation
+    engine: ResolvedEngine | None
+    """None where the configuration sets something the physics does not model."""
+    memory: MemoryPlan | None
+
+
+def context_of(observation: Observation) -> ConfigContext:
+    try:
+        engine = resolve_engine(observation.engine, observation.gpu, observation.model)
+    except UnmodeledSettingError:
+        return ConfigContext(observation, None, None)
+    return ConfigContext(observation, engine,
+                         plan_memory(observation.gpu, observation.model, engine))  # fmt: skip
