@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from kneepoint.agent.state import RunState, Step, TrialState
-from kneepoint.agent.steps import noise_rel
+from kneepoint.load.objective import noise_rel
 from kneepoint.policies.learning import best_left, learned_factors, nothing_worth_trying
 from kneepoint.records.ledger import Finished
 from kneepoint.records.study import StudySpec
@@ -38,23 +38,28 @@ class Propose:
 
 
 @dataclass(frozen=True)
-class Screen:
+class _OnTrial:
     trial: TrialState
 
 
 @dataclass(frozen=True)
-class CheckQuality:
-    trial: TrialState
+class Screen(_OnTrial):
+    """Preflight and screen the trial's configuration."""
 
 
 @dataclass(frozen=True)
-class Validate:
-    trial: TrialState
+class CheckQuality(_OnTrial):
+    """Compare the trial's greedy outputs with the incumbent's."""
 
 
 @dataclass(frozen=True)
-class Promote:
-    trial: TrialState
+class Validate(_OnTrial):
+    """Validate the finalist against the incumbent, interleaved."""
+
+
+@dataclass(frozen=True)
+class Promote(_OnTrial):
+    """Make the validated winner the incumbent."""
 
 
 @dataclass(frozen=True)
@@ -62,9 +67,8 @@ class Done:
     """The run has finished."""
 
 
-Action = (
-    Start | MeasureBaseline | Stop | Propose | Screen | CheckQuality | Validate | Promote | Done
-)
+TrialAction = Screen | CheckQuality | Validate | Promote
+Action = Start | MeasureBaseline | Stop | Propose | TrialAction | Done
 
 
 def next_action(state: RunState, study: StudySpec, now: datetime) -> Action:
@@ -80,7 +84,7 @@ def next_action(state: RunState, study: StudySpec, now: datetime) -> Action:
     return Stop(stop) if stop is not None else Propose()
 
 
-def _trial_action(step: Step, trial: TrialState) -> Action:
+def _trial_action(step: Step, trial: TrialState) -> TrialAction:
     match step:
         case "screen":
             return Screen(trial)

@@ -29,6 +29,7 @@ from kneepoint.agent.decide import (
     Screen,
     Start,
     Stop,
+    TrialAction,
     Validate,
     next_action,
 )  # fmt: skip
@@ -91,9 +92,9 @@ class Tuner:
                 self._record(finished)
             case Propose():
                 self._propose()
-            case Screen(trial) | CheckQuality(trial) | Validate(trial) | Promote(trial):
-                self._record(self._trial_step(action, trial))
-                self._after(trial)
+            case Screen() | CheckQuality() | Validate() | Promote():
+                self._record(self._trial_step(action))
+                self._after(action.trial)
             case Done():
                 pass
             case _:
@@ -127,31 +128,33 @@ class Tuner:
         self._trial_started = time.monotonic()
         self.progress.phase("screen", f"trial {number}: {proposal.reason}")
 
-    def _trial_step(self, action: Action, trial: TrialState) -> Event:
-        """The event of one step of ``trial``: screen, quality check, validation, promotion."""
-        state, steps, n = self.state, self.steps, trial.trial
+    def _trial_step(self, action: TrialAction) -> Event:
+        """The event of one step of a trial: screen, quality check, validation, promotion."""
+        state, steps, trial = self.state, self.steps, action.trial
+        n, proposal = trial.trial, trial.proposal
         assert state.incumbent is not None and state.incumbent_repeats is not None
         incumbent, repeats = state.incumbent, state.incumbent_repeats
         knee = state.incumbent_knee_rps
-        if isinstance(action, Screen):
-            return steps.preflight(n, trial.proposal) or steps.screen(
-                n, trial.proposal, knee, repeats
-            )
-        if isinstance(action, CheckQuality):
-            self.progress.phase("quality", f"trial {n}: greedy outputs vs the incumbent")
-            return steps.quality(n, incumbent, trial.proposal.config)
-        if isinstance(action, Validate):
-            assert trial.screened is not None
-            self.progress.phase("validate", f"trial {n}: interleaved with the incumbent")
-            return steps.validate(n, (incumbent, knee), trial.screened,
-                                  trial.proposal.config)  # fmt: skip
-        assert trial.validated is not None
-        promoted = steps.promote(n, trial.proposal.config, trial.validated)
-        self.folder.write_best(self.study, promoted.config)
-        self.progress.status(f"promoted trial {n}: {promoted.objective:.2f} "
-                             f"{unit(self.study.objective)}; "
-                             f"now {promoted.diagnosis.headline()}")  # fmt: skip
-        return promoted
+        match action:
+            case Screen():
+                return steps.preflight(n, proposal) or steps.screen(n, proposal, knee, repeats)
+            case CheckQuality():
+                self.progress.phase("quality", f"trial {n}: greedy outputs vs the incumbent")
+                return steps.quality(n, incumbent, proposal.config)
+            case Validate():
+                assert trial.screened is not None
+                self.progress.phase("validate", f"trial {n}: interleaved with the incumbent")
+                return steps.validate(n, (incumbent, knee), trial.screened, proposal.config)
+            case Promote():
+                assert trial.validated is not None
+                promoted = steps.promote(n, proposal.config, trial.validated)
+                self.folder.write_best(self.study, promoted.config)
+                self.progress.status(f"promoted trial {n}: {promoted.objective:.2f} "
+                                     f"{unit(self.study.objective)}; "
+                                     f"now {promoted.diagnosis.headline()}")  # fmt: skip
+                return promoted
+            case _:
+                assert_never(action)
 
     def _after(self, trial: TrialState) -> None:
         """Report a finished trial and tell the live proposer what finished trials gave."""

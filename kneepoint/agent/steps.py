@@ -5,14 +5,13 @@ the ledger records. Pure decisions (diagnosis, pruning, finalist, judge) come fr
 from __future__ import annotations
 
 import itertools
-import statistics
 from dataclasses import dataclass
 
 import structlog
 
 from kneepoint.agent.bench import Bench, TrialFailedError
 from kneepoint.agent.rates import repeat_rates, screens_knee, validation_arms
-from kneepoint.load.objective import by_repeat
+from kneepoint.load.objective import by_repeat, noise_rel
 from kneepoint.load.objective import value as objective_value
 from kneepoint.physics.defaults import UnmodeledSettingError, resolve_engine
 from kneepoint.physics.memory import plan_memory
@@ -27,19 +26,11 @@ from kneepoint.records.diagnosis import Diagnosis, Observation
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.knobs import KnobCatalogue
 from kneepoint.records.ledger import Baseline, Promoted, QualityChecked, Screened, Validated
-from kneepoint.records.objective import Objective
 from kneepoint.records.proposal import Outcome, Proposal, Pruning
 from kneepoint.records.study import StudySpec, VllmBackend
 from kneepoint.records.sweep import SweepResult
 
 log = structlog.get_logger(__name__)
-
-
-def noise_rel(repeats: SweepResult, objective: Objective) -> float:
-    """Run-to-run relative standard deviation of a configuration's objective."""
-    values = by_repeat(repeats, objective)
-    mean = statistics.fmean(values) if values else 0.0
-    return statistics.stdev(values) / mean if len(values) > 1 and mean > 0 else 0.0
 
 
 def _nothing_met(result: SweepResult) -> str:

@@ -77,3 +77,10 @@ def value(result: SweepResult, objective: Objective) -> float | None:
         return result.capacity_rps
     values = by_repeat(result, objective)
     return statistics.fmean(values) if values else None
+
+
+def noise_rel(result: SweepResult, objective: Objective) -> float:
+    """Run-to-run relative standard deviation of a configuration's objective."""
+    values = by_repeat(result, objective)
+    mean = statistics.fmean(values) if values else 0.0
+    return statistics.stdev(values) / mean if len(values) > 1 and mean > 0 else 0.0
