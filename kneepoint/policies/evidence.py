@@ -120,7 +120,7 @@ def cache_share(point: LoadPoint, tally: Tally) -> float:
             threshold=f">= {KV_FULL}",
             reading=f"KV cache {kv:.0%} full on average, {waiting:.1f} waiting: {state}",
         )  # fmt: skip
-    per_request = (s.preemptions_per_s or 0.0) / max(point.achieved_rps, 1e-9)
+    per_request = preemptions_per_request(point)
     if s.preemptions_per_s is not None and per_request >= PREEMPTIONS_PER_REQUEST:
         churn = _clip(max(0.5, per_request / 0.2))
         tally.add(
@@ -145,7 +145,7 @@ def admission_cap_share(
     cap = s.max_num_seqs or max_num_seqs
     pinned = s.running_mean / cap
     waiting, kv = s.waiting_mean or 0.0, s.kv_usage_mean or 0.0
-    if waiting < WAITING or kv >= KV_FULL or pinned < CAP_PINNED_FROM:
+    if kv >= KV_FULL or not cap_pinned(s, cap):
         return 0.0
     pinned_share = _clip((pinned - CAP_PINNED_FROM) / (CAP_PINNED_FULL - CAP_PINNED_FROM))
     relief = 1.0 if response is None else cap_relief(response)
@@ -168,6 +168,17 @@ def admission_cap_share(
             reading=f"the server's own points: {response.reading()}; {verdict}",
         )  # fmt: skip
     return share
+
+
+def preemptions_per_request(point: LoadPoint) -> float:
+    """Preemptions per completed request at a point."""
+    return (point.signals.preemptions_per_s or 0.0) / max(point.achieved_rps, 1e-9)
+
+
+def cap_pinned(s: Signals, cap: int) -> bool:
+    """Running at the sequence cap (its pinned share or more) with requests waiting."""
+    running, waiting = s.running_mean or 0.0, s.waiting_mean or 0.0
+    return running >= CAP_PINNED_FROM * cap and waiting >= WAITING
 
 
 def cap_relief(response: ServerResponse) -> float:

@@ -19,7 +19,11 @@ from pydantic import JsonValue
 from kneepoint.physics.defaults import ResolvedEngine, resolve_engine
 from kneepoint.physics.memory import MemoryPlan, plan_memory
 from kneepoint.physics.roofline import BatchShape, Roofline
-from kneepoint.policies.evidence import CAP_PINNED_FROM, PREEMPTIONS_PER_REQUEST, WAITING
+from kneepoint.policies.evidence import (
+    PREEMPTIONS_PER_REQUEST,
+    cap_pinned,
+    preemptions_per_request,
+)
 from kneepoint.policies.prefix_reuse import prefix_reuse
 from kneepoint.policies.step_estimate import StepEstimate
 from kneepoint.records.diagnosis import Diagnosis, Observation
@@ -158,8 +162,7 @@ def seqs(sit: Situation) -> Effect | str:
     current = sit.engine.max_num_seqs
     signals = sit.observation.saturated.signals
     if sit.binding == "cache":
-        point = sit.observation.saturated
-        per_request = (signals.preemptions_per_s or 0.0) / max(point.achieved_rps, 1e-9)
+        per_request = preemptions_per_request(sit.observation.saturated)
         if per_request < PREEMPTIONS_PER_REQUEST:
             return (f"{per_request:.2f} preemptions per completed request: no sequences evict "
                     "each other, so admission control has nothing to save")  # fmt: skip
@@ -169,8 +172,7 @@ def seqs(sit: Situation) -> Effect | str:
             "evicting each other and being recomputed, at some cost in batch size"
         )
         return Effect("down", 1.05, reason)
-    pinned = (signals.running_mean or 0.0) >= CAP_PINNED_FROM * current
-    if sit.binding == "scheduling" and pinned and (signals.waiting_mean or 0.0) >= WAITING:
+    if sit.binding == "scheduling" and cap_pinned(signals, current):
         return _raise_cap(sit, current)
     return f"running is not pinned at max_num_seqs ({current}): the cap is not what binds"
 
