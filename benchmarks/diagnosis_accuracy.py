@@ -76,6 +76,13 @@ def measure(scenario: Scenario) -> tuple[Observation, Attribution] | None:
     return observation, truths[id(observation.saturated)]
 
 
+def tiered(observation: Observation, fields: tuple[str, ...]) -> Observation:
+    """The observation as a deployment without ``fields`` would read it."""
+    below = observation.below
+    return observation.model_copy(update={"saturated": strip(observation.saturated, fields),
+                                          "below": below and strip(below, fields)})  # fmt: skip
+
+
 def strip(point: LoadPoint, fields: tuple[str, ...]) -> LoadPoint:
     signals = point.signals.model_copy(update=dict.fromkeys(fields))
     return point.model_copy(update={"signals": signals})
@@ -112,12 +119,7 @@ def main() -> None:
         study = scenario.study
         found = {}
         for tier, fields in TIERS.items():
-            below = observation.below
-            tiered = observation.model_copy(update={
-                "saturated": strip(observation.saturated, fields),
-                "below": below and strip(below, fields),
-            })  # fmt: skip
-            found[tier] = diagnose(tiered)
+            found[tier] = diagnose(tiered(observation, fields))
         rows.append({"label": label, "found": {t: d.binding for t, d in found.items()}})
         cells = " ".join(
             f"{d.binding + ('' if d.binding == label else ' X'):<14} {d.confidence:>5.0%}  "
@@ -154,11 +156,7 @@ def real_tier(paths: list[Path]) -> None:
         scored += expected is not None
         cells = []
         for tier, fields in TIERS.items():
-            below = observation.below
-            found = diagnose(observation.model_copy(update={
-                "saturated": strip(observation.saturated, fields),
-                "below": below and strip(below, fields),
-            }))  # fmt: skip
+            found = diagnose(tiered(observation, fields))
             right[tier] += found.binding == expected
             mark = "" if expected is None or found.binding == expected else " X"
             cells.append(f"{found.binding + mark:<14} {found.confidence:>5.0%}  ")
