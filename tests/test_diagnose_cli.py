@@ -70,7 +70,7 @@ def test_a_running_server_is_diagnosed_over_http_without_a_study_file(
     running: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     args = ["diagnose", "--url", running, "--gpu", "h100-sxm", "--model", "llama-3.2-1b",
-            "--knee-rps", "20", "--runs-dir", str(tmp_path),
+            "--knee-rps", "30", "--runs-dir", str(tmp_path),
             "--set", "engine.max_num_seqs=16", "--set", "engine.max_model_len=8192",
             "--set", "tuning.screen_seconds=6"]  # fmt: skip
     assert main(args) == 0
