@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from kneepoint.policies.coordinate import CoordinateDescent
+from kneepoint.policies.learning import learned_factors
 from kneepoint.policies.space import effective
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.proposal import Outcome, SearchSpace
@@ -173,3 +176,20 @@ def test_with_no_incumbent_objective_the_first_measurement_sets_the_bar() -> Non
     # by that, are not worth a trial
     assert walked == [512, 1024]
     assert proposer.centre.max_num_seqs == 512
+
+
+def test_its_repriced_moves_teach_the_stop_rule_what_they_teach_the_walk() -> None:
+    # 512 seqs gave 1.8x of the 2.0x predicted, 1024 then 1.02x of the centre: the stop rule
+    # (kneepoint.policies.learning) reads the same factor off the proposals as the walk uses.
+    def diminishing(config: EngineConfig) -> Outcome:
+        objective = {256: 10.0, 512: 18.0, 1024: 18.36}.get(config.max_num_seqs or 256, 10.0)
+        return Outcome(status="ok", objective=objective, feasible=True)
+
+    space = make_space(incumbent_objective=10.0,
+                       candidates=(candidate("max_num_seqs", "up", 2.0),))  # fmt: skip
+    history = drive(CoordinateDescent(space), 2, diminishing)
+    (first, _), (second, _) = history
+    assert second.prediction.repriced_by == pytest.approx(1.8 / 2.0)
+    factors = learned_factors([(first, 1.8), (second, 1.02)])
+    raw_second = second.prediction.capacity_ratio / second.prediction.repriced_by
+    assert factors["max_num_seqs"] == pytest.approx(1.02 / raw_second)

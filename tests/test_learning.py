@@ -12,8 +12,8 @@ from kneepoint.records.proposal import Prediction, Proposal
 from .synthetic_space import candidate
 
 
-def proposal(changes: dict[str, JsonValue], predicted: float) -> Proposal:
-    prediction = Prediction(capacity_ratio=predicted, reason="r")
+def proposal(changes: dict[str, JsonValue], predicted: float, repriced_by: float = 1.0) -> Proposal:
+    prediction = Prediction(capacity_ratio=predicted, reason="r", repriced_by=repriced_by)
     return Proposal(config=EngineConfig(model="m"), changes=changes, proposer="coordinate",
                     reason="r", prediction=prediction)  # fmt: skip
 
@@ -34,6 +34,14 @@ def test_the_latest_move_of_a_knob_is_the_one_that_counts() -> None:
     factors = learned_factors([(proposal({"max_num_seqs": 64}, 1.6), 1.5),
                                (proposal({"max_num_seqs": 128}, 1.6), 1.0)])  # fmt: skip
     assert factors["max_num_seqs"] == 1.0 / 1.6
+
+
+def test_a_move_already_repriced_is_judged_against_its_own_prediction() -> None:
+    # The second move was predicted 1.6x, shown re-priced by the first's 0.5 as 0.8x; it
+    # measured 0.8x, so the knob's moves give half of their own predictions, not all of it.
+    factors = learned_factors([(proposal({"max_num_seqs": 64}, 1.6), 0.8),
+                               (proposal({"max_num_seqs": 128}, 0.8, repriced_by=0.5), 0.8)])
+    assert factors["max_num_seqs"] == 0.5
 
 
 def test_nothing_left_worth_trying_says_which_move_and_why() -> None:

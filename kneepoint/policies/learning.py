@@ -2,8 +2,9 @@
 gave, and the stop when nothing left is predicted to beat the noise.
 
 A kind is one knob moved alone. Its factor is measured ratio over predicted ratio of the latest
-such move against the current incumbent: a first doubling of max_num_seqs predicted at 1.35x
-that measured 1.01x makes the next max_num_seqs move worth 1.01/1.35 of its own prediction.
+such move against the current incumbent, the prediction taken before any earlier factor
+re-priced it: a first doubling of max_num_seqs predicted at 1.35x that measured 1.01x makes
+the next max_num_seqs move worth 1.01/1.35 of its own prediction.
 Moves of several knobs at once (Optuna's) teach nothing about any one of them.
 """
 
@@ -26,12 +27,14 @@ class Best:
 
 def learned_factors(measured: Iterable[tuple[Proposal, float]]) -> dict[str, float]:
     """Per knob, measured over predicted ratio of its latest single-knob move (``measured``:
-    each proposal with its measured ratio to the incumbent it was judged against)."""
+    each proposal with its measured ratio to the incumbent it was judged against), the
+    prediction as it was before earlier moves re-priced it."""
     factors: dict[str, float] = {}
     for proposal, ratio in measured:
         if len(proposal.changes) == 1 and ratio > 0:
             (knob,) = proposal.changes
-            factors[knob] = ratio / proposal.prediction.capacity_ratio
+            prediction = proposal.prediction
+            factors[knob] = ratio * prediction.repriced_by / prediction.capacity_ratio
     return factors
 
 

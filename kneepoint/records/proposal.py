@@ -58,6 +58,10 @@ class Prediction(Record):
     capacity_ratio: float = Field(gt=0.0)
     """Expected challenger / incumbent objective."""
     reason: str
+    repriced_by: float = Field(default=1.0, gt=0.0)
+    """The factor already in ``capacity_ratio`` from the knob's earlier measured moves
+    (``kneepoint.policies.learning``): what the move was predicted before it is
+    ``capacity_ratio / repriced_by``."""
 
     @property
     def direction(self) -> Literal["up", "down", "flat"]:
