@@ -39,8 +39,12 @@ def test_the_latest_move_of_a_knob_is_the_one_that_counts() -> None:
 def test_a_move_already_repriced_is_judged_against_its_own_prediction() -> None:
     # The second move was predicted 1.6x, shown re-priced by the first's 0.5 as 0.8x; it
     # measured 0.8x, so the knob's moves give half of their own predictions, not all of it.
-    factors = learned_factors([(proposal({"max_num_seqs": 64}, 1.6), 0.8),
-                               (proposal({"max_num_seqs": 128}, 0.8, repriced_by=0.5), 0.8)])
+    factors = learned_factors(
+        [
+            (proposal({"max_num_seqs": 64}, 1.6), 0.8),
+            (proposal({"max_num_seqs": 128}, 0.8, repriced_by=0.5), 0.8),
+        ]
+    )
     assert factors["max_num_seqs"] == 0.5
 
 

@@ -124,8 +124,11 @@ class CoordinateDescent:
             changes=changes_from_incumbent(step.config, self.space),
             proposer=self.name,
             reason=f"{moved}: {candidate.reason}{later}",
-            prediction=Prediction(capacity_ratio=ratio, reason=f"{moved}: {candidate.reason}",
-                                  repriced_by=self._factors.get(name, 1.0)),
+            prediction=Prediction(
+                capacity_ratio=ratio,
+                reason=f"{moved}: {candidate.reason}",
+                repriced_by=self._factors.get(name, 1.0),
+            ),
             params={"knob": name, "from": step.old, "to": step.value, "step": walk.tries + 1},
         )
 
