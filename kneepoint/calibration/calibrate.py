@@ -1,6 +1,7 @@
 """A calibration from recorded real sweeps of one (GPU, model, vLLM version): the roofline's
-constants fitted to the engine's own step times, then the API server's share of latency read
-from time to first token at the lowest rates, where no queue adds to it."""
+constants fitted to the engine's own step times, the compute/memory split and the API
+server's cost per streamed chunk to whole replays, then the API server's fixed share of
+latency read from time to first token at the lowest rates, where no queue adds to it."""
 
 from __future__ import annotations
 
@@ -103,7 +104,8 @@ def calibrate(recordings: Sequence[RecordedSweep], start: Efficiency | None = No
         # refit to them: the step mix moves with the step times, so a few rounds settle it.
         samples = replayed_samples(recordings, fitted)
         fitted = fit_steps(samples, fitted, restarts=0)  # it starts near: one search
-    # With the API server's latency in place, the compute/memory split on whole replays,
+    # With the API server's latency in place, the compute/memory split and the API server's
+    # cost per streamed chunk on whole replays,
     # from whichever replays the recordings better: the step fit, or the constants it started
     # from (a step fit can price the average step right and the knee wrong); the latency is
     # then read again off the refined engine.

@@ -62,3 +62,8 @@ class Efficiency(InputRecord):
     back): time to first token and end to end grow by it, token gaps do not. 14 ms is what
     `kneepoint calibrate` reads off the real H100 recordings (TTFT p50 at 8 req/s: 25.6-28.8
     ms measured, 12-15 ms of engine steps; tests/fixtures/real)."""
+    frontend_chunk_s: float = Field(default=0.0, ge=0.0)
+    """The API server's serial work to stream one chunk (detokenise, serialise, write), on
+    the one thread that also takes requests in (``kneepoint.sim.frontend``): 0 leaves the
+    server out, as a calibration that has not fitted it; fitted to the real H100
+    recordings, ~85 us (tests/test_frontend.py)."""

@@ -7,6 +7,7 @@ Deterministic: the same arrivals and configuration give the same run.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -16,6 +17,7 @@ from kneepoint.physics.roofline import BatchShape, Efficiency, Roofline, StepCos
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.hardware import GpuSpec, ModelSpec
 from kneepoint.sim.attribution import Attribution, attribute
+from kneepoint.sim.frontend import FrontEnd
 from kneepoint.sim.kv_cache import KvCache
 from kneepoint.sim.request import SimRequest
 from kneepoint.sim.scheduler import AdmissionStop, Scheduler
@@ -122,6 +124,7 @@ class SimEngine:
             self.memory.layout,
         )
         self.scheduler = Scheduler(self.resolved, self.kv, eager=eager)
+        self.frontend = FrontEnd.of(self.efficiency)
         self.now_s = 0.0
         self._next_rid = 0
 
@@ -179,25 +182,41 @@ class SimEngine:
         return StepOutcome(record, sampled, finished, plan.admitted)
 
     def run(self, arrivals: Iterable[Arrival], until_s: float = float("inf")) -> SimRun:
-        """Feed arrivals at their times and step until all are done (or ``until_s``)."""
+        """Feed arrivals through the API server at their times and step until all are done
+        (or ``until_s``); ``frontend`` then says when the client saw each token."""
         pending = sorted(arrivals, key=lambda a: a.at_s)
         run = SimRun()
+        handed: deque[tuple[float, Arrival]] = deque()  # through the API server, in order
         index = 0
-        frontend = self.efficiency.frontend_latency_s  # the API server hands it on after
         while self.now_s < until_s:
-            while index < len(pending) and pending[index].at_s + frontend <= self.now_s:
-                self._submit_or_reject(pending[index], run)
-                index += 1
+            index = self._take_in(pending, index, handed)
+            while handed and handed[0][0] <= self.now_s:
+                self._submit_or_reject(handed.popleft()[1], run)
             stepped = self.step() if self.busy else None
             if stepped is not None:
+                # Requests that arrived during the step are taken in before its output.
+                index = self._take_in(pending, index, handed)
+                self.frontend.stream(self.now_s, stepped.record.num_samples
+                                     / self.resolved.stream_interval)  # fmt: skip
                 run.steps.append(stepped.record)
                 run.finished += stepped.finished
-            elif index < len(pending):  # idle until the next request reaches the engine
-                self.now_s = max(self.now_s, pending[index].at_s + frontend)
+            elif handed:  # idle until the next request reaches the engine
+                self.now_s = max(self.now_s, handed[0][0])
+            elif index < len(pending):
+                self.now_s = max(self.now_s, pending[index].at_s)
             else:
                 break
         self.scheduler.sync()
         return run
+
+    def _take_in(
+        self, pending: list[Arrival], index: int, handed: deque[tuple[float, Arrival]]
+    ) -> int:
+        """Queue on the API server every arrival up to now; the index of the first left."""
+        while index < len(pending) and pending[index].at_s <= self.now_s:
+            handed.append((self.frontend.intake(pending[index].at_s), pending[index]))
+            index += 1
+        return index
 
     def _submit_or_reject(self, arrival: Arrival, run: SimRun) -> None:
         try:

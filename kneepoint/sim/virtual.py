@@ -7,7 +7,7 @@ submitted at its scheduled time, and what a streaming client would have seen (on
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from kneepoint.load.plan import PlannedRequest
@@ -51,6 +51,7 @@ def run_plan(
             requests.get(i),
             rejected.get(i),
             interval,
+            seen_at=engine.frontend.seen_at,
             request_timeout_s=request_timeout_s,
         )
         for i, p in enumerate(plan)
@@ -80,6 +81,7 @@ def _record(
     rejection: str | None,
     stream_interval: int,
     *,
+    seen_at: Callable[[float], float],
     request_timeout_s: float | None = None,
 ) -> RequestRecord:
     base = {
@@ -93,14 +95,15 @@ def _record(
         return RequestRecord(**base, error=f"HTTP 400: {rejection}")
     if req is None or req.finish_s is None:
         return RequestRecord(**base, error="timed out")
-    if request_timeout_s is not None and req.finish_s - start - planned.at_s > request_timeout_s:
+    end_s = seen_at(req.finish_s) - start  # the client sees the last token when it is sent
+    if request_timeout_s is not None and end_s - planned.at_s > request_timeout_s:
         return RequestRecord(**base, error=f"timed out {request_timeout_s:g} s after its "
                              "scheduled time")  # fmt: skip
     times = req.token_times_s
-    chunks = [t - start for t in chunk_times(times, stream_interval)]
+    chunks = [seen_at(t) - start for t in chunk_times(times, stream_interval)]
     return RequestRecord(
         **base,
         chunk_times_s=tuple(chunks),
-        end_s=req.finish_s - start,
+        end_s=end_s,
         output_tokens=len(req.output),
     )
