@@ -22,8 +22,7 @@ _PROGRESS_LOGGER = "kneepoint.agent.progress"
 
 def point_words(rate_rps: float, repeat: int, point: LoadPoint) -> str:
     verdict = "meets SLO" if point.meets_slo else "misses SLO"
-    if not point.valid:
-        verdict = "client-bound: not counted"
+    verdict = point.invalid_reason() or verdict
     share = point.goodput_rps / rate_rps if rate_rps else 0.0
     return (f"r{repeat} {rate_rps:8.2f} req/s: {verdict}, goodput {point.goodput_rps:.2f} "
             f"({share:.0%})")  # fmt: skip

@@ -72,7 +72,7 @@ def render_curve(study: StudySpec, result: SweepResult) -> str:
     for entry in sorted(result.points, key=lambda p: p.rate_rps):
         point = entry.point
         mark = ">" if entry.rate_rps == result.knee_rps else " "
-        flag = "" if point.valid else "  (client-bound: not counted)"
+        flag = "" if point.valid else f"  ({point.invalid_reason()})"
         for i, (name, dists) in enumerate(sorted(point.dists.items())):
             head = (f"{mark} {entry.rate_rps:8.2f} {entry.margin:6.2f} {point.goodput_rps:8.2f}"
                     if i == 0 else " " * 34)  # fmt: skip

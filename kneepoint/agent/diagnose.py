@@ -107,10 +107,12 @@ def findings_document(study: StudySpec, findings: Findings) -> Document:
         Heading("Knobs worth trying, and not"),
         *pruning_tables(findings.pruning),
         Heading("Measured points"),
-        Table(["rate req/s", "SLO margin", "goodput req/s", "meets SLO", "client-bound"], [
+        Table(["rate req/s", "SLO margin", "goodput req/s", "meets SLO",
+               "server / rate x latency", "counted"], [
             [f"{p.rate_rps:.2f}", f"{p.margin:.2f}", f"{p.point.goodput_rps:.2f}",
              "yes" if p.point.meets_slo else "no: " + "; ".join(p.point.violations),
-             "yes" if p.point.client_bound else "no"]
+             "n/a" if p.point.concurrency_ratio is None else f"{p.point.concurrency_ratio:.2f}",
+             p.point.invalid_reason() or "yes"]
             for p in sorted(result.points, key=lambda p: p.rate_rps)
         ]),
     )  # fmt: skip

@@ -3,10 +3,18 @@
 A point is ``client_bound`` when the client's own lag behind its schedule (a concurrency cap's
 waits taken out) reaches ``lag_limit_ms`` at p99: its latencies would then say as much about
 the generator as about the server, so it must not be read as a slow server.
+
+A point is ``inconsistent`` when it met its SLO (a steady state, where Little's law holds)
+and the server's own mean concurrency differs by more than ``CONCURRENCY_TOLERANCE`` from
+the achieved rate times the mean latency: the server's counts then describe another load
+than the client's (another server behind the URL, a window that does not match). Past the
+knee the law does not hold over a finite window, because the queue grows: the ratio is kept,
+not judged.
 """
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 
 from kneepoint.load.score import Score, percentile, request_is_good, score, stable_window
@@ -18,6 +26,11 @@ DEFAULT_LAG_LIMIT_MS = 10.0
 # The client's lag may not exceed this share of the tightest SLO limit: below it, the lag
 # cannot move a request across its limit by more than the measurement noise does.
 LAG_SHARE_OF_SLO = 0.05
+CONCURRENCY_TOLERANCE = 2.0
+"""How far a steady point's server concurrency may stray from rate x latency. Real H100
+recordings (tests/fixtures/real): 0.81-1.03 at every point that met the SLO (the requests
+queued in the API server are in the latency but not in vLLM's counts), 0.32-0.76 at the
+overloaded points past the knee, where the queue grows through the window."""
 
 
 def lag_limit_for(slo: Slo | None) -> float:
@@ -69,6 +82,9 @@ def load_point(
     completed = sum(r.ok for r in window)
     output_per_s, prompt_per_s = token_rates(records, trim)
     goodput_by_class, attainment = _by_class(window, slo, rate_rps)
+    achieved = completed / result.window_s if result.window_s > 0 else 0.0
+    ratio = concurrency_ratio(window, signals or Signals(), achieved)
+    off = ratio is not None and not 1 / CONCURRENCY_TOLERANCE <= ratio <= CONCURRENCY_TOLERANCE
     return LoadPoint(
         rate_rps=rate_rps,
         window_start_s=start,
@@ -78,7 +94,7 @@ def load_point(
         completed=completed,
         failed=sum(not r.ok for r in window),
         timed_out=sum(bool(r.error and r.error.startswith("timed out")) for r in window),
-        achieved_rps=completed / result.window_s if result.window_s > 0 else 0.0,
+        achieved_rps=achieved,
         # The offered rate times the share of good requests: what the load asked for and was
         # served within the SLO. Counting good requests over the window's span instead reads
         # a Poisson draw that ran above its rate as goodput above the offered rate.
@@ -94,7 +110,23 @@ def load_point(
         send_lag_p99_ms=lag_p99,
         client_bound=lag_p99 >= lag_limit_ms,
         signals=signals or Signals(),
+        concurrency_ratio=ratio,
+        inconsistent=off and result.meets_slo,
     )
+
+
+def concurrency_ratio(
+    window: Sequence[RequestRecord], signals: Signals, achieved_rps: float
+) -> float | None:
+    """Little's law checked: the server's mean running plus waiting sequences over the
+    achieved rate times the mean end-to-end latency (from the scheduled send) of the
+    window's completed requests; None without the server's counts or a completed request."""
+    latencies = [r.end_s - r.scheduled_s for r in window if r.ok and r.end_s is not None]
+    if signals.running_mean is None or not latencies or achieved_rps <= 0:
+        return None
+    expected = achieved_rps * statistics.fmean(latencies)
+    measured = signals.running_mean + (signals.waiting_mean or 0.0)
+    return measured / expected if expected > 0 else None
 
 
 def token_rates(records: Sequence[RequestRecord], trim: float) -> tuple[float, float]:

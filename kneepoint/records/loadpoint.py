@@ -78,7 +78,24 @@ class LoadPoint(Record):
     client_bound: bool
     """The client could not keep its schedule: the point says nothing about the server."""
     signals: Signals = Signals()
+    concurrency_ratio: float | None = Field(default=None, ge=0.0)
+    """Little's law: the server's mean concurrency (vLLM's running plus waiting) over the
+    achieved rate times the window's mean end-to-end latency (None without the server's
+    counts, or in recordings made before it was kept)."""
+    inconsistent: bool = False
+    """A point that met its SLO, so held a steady state, yet whose ``concurrency_ratio`` is
+    off by more than 2x: the server's counts and the client's latencies do not describe the
+    same load (``kneepoint.load.point``), so it is not counted."""
 
     @property
     def valid(self) -> bool:
-        return not self.client_bound
+        return not (self.client_bound or self.inconsistent)
+
+    def invalid_reason(self) -> str | None:
+        """Why the point is not counted, in a few words (None when it is)."""
+        if self.client_bound:
+            return "client-bound: not counted"
+        if self.inconsistent:
+            return (f"inconsistent: the server held {self.concurrency_ratio:.2f}x the "
+                    "sequences rate x latency says; not counted")  # fmt: skip
+        return None
