@@ -59,7 +59,8 @@ class Budget(InputRecord):
     deadline: Deadline = None
     """Stop starting new work after this moment ("07:00" or an ISO datetime)."""
     price_per_gpu_hour_usd: float | None = Field(default=None, ge=0.0)
-    """Used to report the search's cost in dollars."""
+    """Used to report the search's cost in dollars, and to price the fleet the report sizes
+    (else the GPU catalogue's typical price)."""
 
     def deadline_after(self, start: datetime) -> datetime | None:
         """The deadline as an absolute moment, for a study that starts at ``start``: a time

@@ -39,6 +39,9 @@ class GpuSpec(InputRecord):
     """Whether NVML GPM metrics (SM, tensor, DRAM activity) exist on this GPU."""
     nvml_names: tuple[str, ...] = ()
     """Substrings of nvmlDeviceGetName() that identify this GPU."""
+    usd_per_hour: float | None = Field(default=None, gt=0.0)
+    """A typical on-demand price of one GPU-hour (None where the catalogue has no source);
+    a study's ``budget.price_per_gpu_hour_usd`` overrides it."""
 
     @property
     def has_fp8(self) -> bool:

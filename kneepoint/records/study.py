@@ -118,6 +118,21 @@ class TuningSpec(InputRecord):
     quality_tokens: int = Field(default=32, ge=1, le=1024)
 
 
+class FleetSpec(InputRecord):
+    """What the tune report sizes a fleet for (``kneepoint.load.fleet``), priced at
+    ``budget.price_per_gpu_hour_usd`` or else the GPU catalogue's typical price."""
+
+    peak_rps: float | None = Field(default=None, gt=0.0)
+    """The peak offered rate the fleet must carry within the SLO; None sizes one replica's
+    price only."""
+    peak_to_average: float = Field(default=2.0, ge=1.0)
+    """Peak rate over the average one, which sets the tokens the fleet is paid for. 2.0 is
+    an assumption, not a measurement: set it from your own traffic."""
+    headroom: float = Field(default=0.2, ge=0.0, lt=1.0)
+    """Share of each replica's SLO capacity held back at the peak (for bursts and a replica
+    lost): 0.2 runs replicas at most at 80% of capacity, a common margin, not a measurement."""
+
+
 class StudySpec(InputRecord):
     """Everything one tuning study needs, validated and resolved."""
 
@@ -136,6 +151,7 @@ class StudySpec(InputRecord):
     budget: Budget = Budget()
     search: SearchSpec = SearchSpec()
     tuning: TuningSpec = TuningSpec()
+    fleet: FleetSpec = FleetSpec()
     calibration: Calibration | None = None
     """The simulator's constants fitted to a real engine (``kneepoint calibrate``): used by
     the virtual clock and by every step the predictions price. None: the built-in ones."""

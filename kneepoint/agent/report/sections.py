@@ -19,6 +19,7 @@ from kneepoint.agent.report.document import (
     Paragraph,
     Table,
 )
+from kneepoint.agent.report.fleet import fleet
 from kneepoint.agent.report.measured import objective_text
 from kneepoint.agent.state import TrialState
 from kneepoint.load.objective import by_repeat
@@ -195,6 +196,7 @@ def build(data: ReportData) -> Document:
     measured.curves(data, doc, out)
     measured.attainment(study, [c for c in (data.start, data.final) if c is not None], doc)
     measured.signals(data, doc, out)
+    fleet(data, doc)
     pruned(data, doc)
     trials(data, doc)
     predictions(data, doc, out)

@@ -1,0 +1,99 @@
+"""The report's fleet section: for the start and the winner, the replicas and GPUs the study's
+peak rate needs, their price an hour and per million output tokens, and the utilisation that
+implies; the saving in dollars between them (``kneepoint.load.fleet``)."""
+
+from __future__ import annotations
+
+import statistics
+
+from kneepoint.agent.report.data import Curve, ReportData
+from kneepoint.agent.report.document import Document, Heading, Paragraph, Table
+from kneepoint.load.fleet import FleetSize, size_fleet
+from kneepoint.records.engine import EngineConfig
+from kneepoint.records.study import StudySpec
+from kneepoint.records.workload import Workload, mean_length_tokens
+
+
+def output_per_request(curve: Curve, workload: Workload) -> float:
+    """Output tokens per request: the workload's mean where the client asks the server to
+    ignore EOS (every answer is as long as asked), else as the server delivered them at the
+    rates that met the SLO (a model stops early), read off its output and completion rates."""
+    measured = [p.point.output_tokens_per_s / p.point.achieved_rps
+                for p in curve.result.points
+                if p.point.valid and p.point.meets_slo and p.point.output_tokens_per_s
+                and p.point.achieved_rps > 0]  # fmt: skip
+    if measured and not workload.client.ignore_eos:
+        return statistics.fmean(measured)
+    total = sum(c.weight for c in workload.classes)
+    return sum(c.weight * mean_length_tokens(c.output_tokens) for c in workload.classes) / total
+
+
+def _size(data: ReportData, curve: Curve, config: EngineConfig) -> FleetSize | None:
+    capacity = curve.result.capacity_low_rps or curve.result.capacity_rps
+    if not capacity:
+        return None
+    study = data.study
+    tokens = output_per_request(curve, study.workload)
+    return size_fleet(capacity, config.tensor_parallel_size or 1, tokens, study.fleet,
+                      _price(study))  # fmt: skip
+
+
+def _price(study: StudySpec) -> float | None:
+    """The study's own price of a GPU-hour, else the catalogue's."""
+    own = study.budget.price_per_gpu_hour_usd
+    return own if own is not None else study.gpu.usd_per_hour
+
+
+def _money(value: float | None, digits: int = 2) -> str:
+    return "no price" if value is None else f"${value:,.{digits}f}"
+
+
+def _row(label: str, size: FleetSize) -> list[str]:
+    return [label, f"{size.capacity_rps:.2f}", "-" if size.replicas is None else str(size.replicas),
+            "-" if size.gpus is None else str(size.gpus), _money(size.usd_per_hour),
+            _money(size.usd_per_million_output, 3), f"{size.utilisation:.0%}"]  # fmt: skip
+
+
+def fleet(data: ReportData, doc: Document) -> None:
+    """The section, where the start (and the winner) have an SLO capacity."""
+    study, spec = data.study, data.study.fleet
+    sized = [(label, size) for label, curve, config in
+             (("start", data.start, study.engine),
+              ("winner", data.final, data.state.incumbent or study.engine))
+             if curve is not None and (size := _size(data, curve, config)) is not None]  # fmt: skip
+    if not sized:
+        return
+    price = _price(study)
+    own = study.budget.price_per_gpu_hour_usd is not None
+    where = "the study's" if own else "the GPU catalogue's typical on-demand"
+    priced = (f"at {where} ${price:.2f} per GPU-hour" if price is not None else
+              f"without a price (set budget.price_per_gpu_hour_usd: the catalogue has none "
+              f"for {study.gpu.name})")  # fmt: skip
+    if spec.peak_rps is None:
+        scope = ("One replica at its SLO capacity's lower end, run at "
+                 f"{1 - spec.headroom:.0%} of it (set fleet.peak_rps to size a fleet)")  # fmt: skip
+    else:
+        scope = (f"A peak of {spec.peak_rps:g} req/s with {spec.headroom:.0%} headroom on each "
+                 f"replica's SLO capacity (its interval's lower end), tokens paid for at the "
+                 f"average rate, peak / {spec.peak_to_average:g}")  # fmt: skip
+    doc.add(Heading("Fleet and price"), Paragraph(f"{scope}, {priced}."),
+            Table(["config", "capacity req/s", "replicas", "GPUs", "$ / hour",
+                   "$ / 1M output tokens", "utilisation"],
+                  [_row(label, size) for label, size in sized]))  # fmt: skip
+    if len(sized) == 2:
+        doc.add(Paragraph(_saving(sized[0][1], sized[1][1])))
+
+
+def _saving(start: FleetSize, winner: FleetSize) -> str:
+    if start.usd_per_hour is None or winner.usd_per_hour is None:
+        return "No price, so no saving in dollars."
+    hourly = start.usd_per_hour - winner.usd_per_hour
+    per_million = (start.usd_per_million_output or 0.0) - (winner.usd_per_million_output or 0.0)
+    if start.replicas is None:
+        won, began = winner.usd_per_million_output, start.usd_per_million_output
+        return (f"Per million output tokens the winner costs {_money(won, 3)} against "
+                f"{_money(began, 3)}: {_money(per_million, 3)} less.")  # fmt: skip
+    return (
+        f"The winner needs {winner.gpus} GPUs where the start needs {start.gpus}: "
+        f"{_money(hourly)} an hour less, {_money(hourly * 24 * 365, 0)} a year."
+    )
