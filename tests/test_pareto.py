@@ -1,0 +1,36 @@
+"""The report's Pareto view: every measured configuration's load points as speed per user
+against throughput per GPU, the frontier, the winner marked (kneepoint.agent.report.pareto)."""
+
+from __future__ import annotations
+
+from kneepoint.agent.report.data import gather
+from kneepoint.agent.report.pareto import ParetoPoint, frontier, pareto_points
+from kneepoint.agent.run_folder import RunFolder
+
+from .conftest import TuneRun
+
+
+def test_the_frontier_keeps_the_points_nothing_beats_on_both_axes() -> None:
+    points = [ParetoPoint("start", 1.0, 100.0, 500.0), ParetoPoint("start", 2.0, 60.0, 900.0),
+              ParetoPoint("winner", 2.0, 90.0, 1200.0), ParetoPoint("trial 1", 4.0, 40.0, 1100.0),
+              ParetoPoint("winner", 4.0, 50.0, 1500.0)]  # fmt: skip
+    edge = frontier(points)
+    assert [(p.per_user_tok_s, p.per_gpu_tok_s) for p in edge] == [
+        (100.0, 500.0), (90.0, 1200.0), (50.0, 1500.0)]  # fmt: skip
+
+
+def test_the_report_plots_every_measured_configuration(fp8_run: TuneRun) -> None:
+    data = gather(RunFolder(fp8_run.folder))
+    points = pareto_points(data)
+    labels = {p.label for p in points}
+    assert {"start", "winner"} <= labels  # the one trial was promoted: it is the winner
+    # More users on a GPU make each slower: across the start's points, the one that delivers
+    # the most per GPU is not the fastest per user.
+    start = [p for p in points if p.label == "start"]
+    assert max(start, key=lambda p: p.per_gpu_tok_s) != max(start, key=lambda p: p.per_user_tok_s)
+    report = (fp8_run.folder / "report.md").read_text()
+    assert "## Speed per user against throughput per GPU" in report
+    # fp8 weights on a compute-bound server: the winner holds the frontier's high end.
+    edge = frontier(points)
+    assert max(edge, key=lambda p: p.per_gpu_tok_s).label == "winner"
+    assert (fp8_run.folder / "plots" / "pareto.png").is_file()
