@@ -11,13 +11,14 @@ from pathlib import Path
 from matplotlib.figure import Figure
 
 from kneepoint.agent.ledger import Ledger
-from kneepoint.agent.report.data import curve
+from kneepoint.agent.report.data import CurvePoint, curve
 from kneepoint.agent.report.document import Code, Document, Table, to_html
-from kneepoint.agent.report.measured import DEFINITIONS
+from kneepoint.agent.report.measured import DEFINITIONS, _value
 from kneepoint.agent.report.plots import plain_log_y
 from kneepoint.agent.run_folder import RunFolder
 from kneepoint.agent.state import RunState
 from kneepoint.records.ledger import QualityChecked
+from kneepoint.records.measure import Dist
 
 from .conftest import TuneRun
 from .test_tune import HEADLESS, _chromium
@@ -97,3 +98,14 @@ def test_latency_axes_are_labelled_in_plain_numbers() -> None:
     fig.savefig(io.BytesIO(), format="png")
     labels = [t.get_text() for t in ax.get_yticklabels(minor=True) if t.get_text()]
     assert labels and all(text.replace(".", "").isdigit() for text in labels), labels
+
+
+def test_a_percentile_from_too_few_samples_is_flagged() -> None:
+    # A p99 from fewer than 100 requests is the sample's maximum, or close to it.
+    small = Dist(count=60, mean_ms=50, p50_ms=40, p90_ms=70, p95_ms=80, p99_ms=95)
+    assert small.resolves(95) and not small.resolves(99)
+    assert Dist(count=100, mean_ms=1, p50_ms=1, p90_ms=1, p95_ms=1, p99_ms=1).resolves(99)
+    point = CurvePoint(8.0, {"chat ttft_p99": 95.0, "chat itl_p95": 20.0}, 8.0, 1, (),
+                       {"chat ttft_p99": 60})  # fmt: skip
+    assert _value(point, "chat ttft_p99") == "95.0 (only 60 samples: near the maximum)"
+    assert _value(point, "chat itl_p95") == "20.0"

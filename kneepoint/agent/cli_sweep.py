@@ -77,9 +77,10 @@ def render_curve(study: StudySpec, result: SweepResult) -> str:
             head = (f"{mark} {entry.rate_rps:8.2f} {entry.margin:6.2f} {point.goodput_rps:8.2f}"
                     if i == 0 else " " * 34)  # fmt: skip
             ttft, itl, e2e = dists["ttft"], dists["itl"], dists["e2e"]
+            thin = "" if ttft.resolves(99) else f"  (p99s of {ttft.count} requests: ~max)"
             lines.append(
                 f"{head}  {name:<10} {_ms(ttft.p50_ms)} {_ms(ttft.p99_ms)} {_ms(itl.p50_ms, 8)}"
-                f" {_ms(itl.p95_ms, 8)} {_ms(e2e.p99_ms)}{flag if i == 0 else ''}"
+                f" {_ms(itl.p95_ms, 8)} {_ms(e2e.p99_ms)}{thin}{flag if i == 0 else ''}"
             )
     if result.capacity_rps is None:
         lines.append("SLO capacity: no rate tried met the SLO")

@@ -88,3 +88,8 @@ class Dist(Record):
 
     def at(self, percentile: int) -> float:
         return float(getattr(self, f"p{percentile}_ms"))
+
+    def resolves(self, percentile: int) -> bool:
+        """Whether the sample is large enough for ``percentile`` to be more than its largest
+        values: a p99 needs 100 samples (from fewer it is the maximum, or nearly), a p95 20."""
+        return self.count * (100 - percentile) >= 100

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kneepoint.agent.run_folder import RunFolder, serve_command
 from kneepoint.agent.state import RunState, TrialState
@@ -31,6 +31,9 @@ class CurvePoint:
     misses: tuple[str, ...]
     """Each repeat that missed the SLO at this rate, with what it missed (``r1: chat
     itl_p95 53 ms > 50 ms``)."""
+    thin: dict[str, int] = field(default_factory=dict)
+    """Per SLO metric label whose percentile some repeat read off too few samples to resolve
+    it (``Dist.resolves``): the fewest samples a repeat had."""
 
     @property
     def meets_slo(self) -> bool:
@@ -105,15 +108,18 @@ def curve(study: StudySpec, label: str, result: SweepResult) -> Curve:
     points = []
     for rate, entries in sorted(by_rate.items()):
         loads = [e.point for e in entries]
-        values = {}
+        values, thin = {}, {}
         for metric_label, metric, pct, _ in slo_metrics(study):
             name = metric_label.split(" ", 1)[0]
-            seen = [p.dists[name][metric].at(pct) for p in loads if name in p.dists]
-            finite = [v for v in seen if math.isfinite(v)]
+            dists = [p.dists[name][metric] for p in loads if name in p.dists]
+            finite = [v for v in (d.at(pct) for d in dists) if math.isfinite(v)]
             values[metric_label] = statistics.fmean(finite) if finite else math.inf
+            short = [d.count for d in dists if not d.resolves(pct)]
+            if short:
+                thin[metric_label] = min(short)
         misses = tuple(_miss(e) for e in entries if not e.point.meets_slo)
         goodput = statistics.fmean(p.goodput_rps for p in loads)
-        points.append(CurvePoint(rate, values, goodput, len(entries), misses))
+        points.append(CurvePoint(rate, values, goodput, len(entries), misses, thin))
     return Curve(label, result, tuple(points))
 
 

@@ -88,11 +88,19 @@ def _met(point: CurvePoint) -> str:
     return f"yes ({met})" if not point.misses else f"no ({met}): " + "; ".join(point.misses)
 
 
+def _value(point: CurvePoint, label: str) -> str:
+    value = point.values_ms[label]
+    shown = "inf" if math.isinf(value) else f"{value:.1f}"
+    if label in point.thin:
+        shown += f" (only {point.thin[label]} samples: near the maximum)"
+    return shown
+
+
 def _curve_table(curve: Curve) -> Table:
     labels = list(curve.points[0].values_ms) if curve.points else []
     rows = [
         [f"{p.rate_rps:.2f}", _met(p), f"{p.goodput_rps:.2f} ({p.goodput_rps / p.rate_rps:.0%})",
-         *(("inf" if math.isinf(p.values_ms[k]) else f"{p.values_ms[k]:.1f}") for k in labels)]
+         *(_value(p, k) for k in labels)]
         for p in curve.points
     ]  # fmt: skip
     header = ["rate req/s", "meets SLO", "goodput req/s (of offered)"]
@@ -103,7 +111,9 @@ def curves(data: ReportData, doc: Document, out: Path) -> None:
     doc.add(Heading("Latency vs load"),
             Paragraph("Latencies are the mean over repeats at each offered rate; the verdict "
                       "is per repeat. Dotted lines mark each configuration's SLO capacity, "
-                      "dashed lines the SLO."))  # fmt: skip
+                      "dashed lines the SLO. A percentile read off fewer samples than it needs "
+                      "(100 for a p99, 20 for a p95) is the sample's maximum, or close to it: "
+                      "its cell says so, and a longer load point would resolve it."))  # fmt: skip
     for make in (plots.latency_curves, plots.goodput_curves):
         path = make(data, out)
         if path is not None:
