@@ -26,6 +26,7 @@ from .conftest import CONFIGS, KNEEPOINT, QUICKSTART, SMALL, TuneRun
 
 REPORT_SECTIONS = (
     "## Summary", "## What binds and why", "## Latency vs load", "## Signals at the knee",
+    "## Fleet and price", "## Speed per user against throughput per GPU",
     "## Knobs pruned and why", "## Trials", "## How well the predictions held up",
 )  # fmt: skip
 
@@ -89,10 +90,11 @@ def test_the_markdown_report_has_every_section(small_run: Path) -> None:
     assert "Recommended command:" in report and "vllm serve" in report
     assert "running is pinned at max_num_seqs" in report
     assert "Direction right in" in report
-    for image in ("latency-vs-load", "goodput-vs-load", "signals-at-knee", "predictions"):
+    images = ("latency-vs-load", "goodput-vs-load", "signals-at-knee", "pareto", "predictions")
+    for image in images:
         assert (small_run / "plots" / f"{image}.png").stat().st_size > 5000
     html = (small_run / "report.html").read_text()
-    assert html.count("data:image/png;base64,") == 4 and "<table>" in html
+    assert html.count("data:image/png;base64,") == len(images) and "<table>" in html
     # Coordinate descent never needed Optuna here: no storage, so the report links none.
     assert not (small_run / "optuna.db").exists() and "optuna.db" not in report
 
