@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kneepoint.agent.report.data import gather
-from kneepoint.agent.report.fleet import output_per_request
+from kneepoint.agent.report.fleet import output_per_request, saving
 from kneepoint.agent.run_folder import RunFolder
 from kneepoint.load.fleet import size_fleet
 from kneepoint.records.study import FleetSpec
@@ -54,3 +54,19 @@ def test_the_report_prices_the_start_and_the_winner(fp8_run: TuneRun) -> None:
             line.startswith("| winner")]  # fmt: skip
     assert len(rows) == 2 and all("$" in row for row in rows)
     assert "Per million output tokens the winner costs" in section
+
+
+def test_the_saving_is_said_in_dollars_either_way() -> None:
+    spec = FleetSpec(peak_rps=200.0)
+    start = size_fleet(36.86, 1, 200.0, spec, 2.5)
+    winner = size_fleet(45.66, 1, 200.0, spec, 2.5)
+    assert saving(start, winner) == ("The winner needs 6 GPUs where the start needs 7: $2.50 "
+                                     "less an hour, $21,900 less a year.")  # fmt: skip
+    # A tensor-parallel winner that needs more GPUs costs more, and says so.
+    wide = size_fleet(60.0, 2, 200.0, spec, 2.5)
+    assert saving(start, wide) == ("The winner needs 10 GPUs where the start needs 7: $7.50 "
+                                   "more an hour, $65,700 more a year.")  # fmt: skip
+    same = size_fleet(38.0, 1, 200.0, spec, 2.5)
+    assert saving(start, same).startswith("The same 7 GPUs; per million output tokens")
+    assert saving(size_fleet(40.0, 1, 200.0, FleetSpec(), None), winner) == (
+        "No price, so no saving in dollars.")  # fmt: skip

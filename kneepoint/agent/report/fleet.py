@@ -81,19 +81,26 @@ def fleet(data: ReportData, doc: Document) -> None:
                    "$ / 1M output tokens", "utilisation"],
                   [_row(label, size) for label, size in sized]))  # fmt: skip
     if len(sized) == 2:
-        doc.add(Paragraph(_saving(sized[0][1], sized[1][1])))
+        doc.add(Paragraph(saving(sized[0][1], sized[1][1])))
 
 
-def _saving(start: FleetSize, winner: FleetSize) -> str:
+def _difference(amount: float, digits: int = 2) -> str:
+    """``$x less`` or ``$x more`` (the winner against the start)."""
+    return f"{_money(abs(amount), digits)} {'less' if amount >= 0 else 'more'}"
+
+
+def saving(start: FleetSize, winner: FleetSize) -> str:
+    """What the winner saves over the start, in dollars (or what it costs more)."""
     if start.usd_per_hour is None or winner.usd_per_hour is None:
         return "No price, so no saving in dollars."
+    if start.replicas is None or start.gpus == winner.gpus:
+        won, began = winner.usd_per_million_output or 0.0, start.usd_per_million_output or 0.0
+        gpus = "" if start.gpus is None else f"The same {start.gpus} GPUs; "
+        return (f"{gpus}{'p' if gpus else 'P'}er million output tokens the winner costs "
+                f"{_money(won, 3)} against {_money(began, 3)}: "
+                f"{_difference(began - won, 3)}.")  # fmt: skip
     hourly = start.usd_per_hour - winner.usd_per_hour
-    per_million = (start.usd_per_million_output or 0.0) - (winner.usd_per_million_output or 0.0)
-    if start.replicas is None:
-        won, began = winner.usd_per_million_output, start.usd_per_million_output
-        return (f"Per million output tokens the winner costs {_money(won, 3)} against "
-                f"{_money(began, 3)}: {_money(per_million, 3)} less.")  # fmt: skip
     return (
         f"The winner needs {winner.gpus} GPUs where the start needs {start.gpus}: "
-        f"{_money(hourly)} an hour less, {_money(hourly * 24 * 365, 0)} a year."
+        f"{_difference(hourly)} an hour, {_difference(hourly * 24 * 365, 0)} a year."
     )
