@@ -39,7 +39,7 @@ step sets the gaps alone."""
 CHUNK_START = 0.85
 """Where in ``[0, chunk_ceiling_s]`` the refinement starts the cost per chunk: the ceiling is
 reached only by a server that streams without pause. On the real H100 recordings the ceiling
-is ~97 us and the replays fit best near 85 us (tests/test_frontend.py)."""
+is ~93 us and the replays fit best near 85 us (tests/test_frontend.py)."""
 
 
 def first_repeat(recorded: RecordedSweep) -> RecordedSweep:

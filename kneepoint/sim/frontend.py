@@ -48,7 +48,9 @@ class FrontEnd:
 
     def stream(self, step_end_s: float, chunks: float) -> None:
         """Queue the output of a step that ended at ``step_end_s`` and streams ``chunks``."""
-        self.delivered_s[step_end_s] = self._serve(step_end_s, self.chunk_s * chunks)
+        delivered = self._serve(step_end_s, self.chunk_s * chunks)
+        if delivered != step_end_s:  # only what the server held back: ``seen_at`` says the rest
+            self.delivered_s[step_end_s] = delivered
 
     def seen_at(self, token_time_s: float) -> float:
         """When the client sees a token the engine produced at ``token_time_s`` (a step end)."""

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
+from kneepoint.agent.report import plots
 from kneepoint.agent.report.data import ReportData
 from kneepoint.agent.report.document import Document, Heading, Image, Paragraph
 from kneepoint.records.engine import EngineConfig
@@ -94,10 +95,7 @@ def plot(points: list[ParetoPoint], edge: list[ParetoPoint], path: Path) -> Path
     ax.set(xlabel="output tok/s per user", ylabel="output tok/s per GPU",
            title="speed per user vs throughput per GPU")  # fmt: skip
     ax.legend(fontsize=8)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    return path
+    return plots.save(fig, path)
 
 
 def section(data: ReportData, doc: Document, out: Path) -> None:

@@ -30,7 +30,8 @@ def plain_log_y(ax: Axes) -> None:
     ax.yaxis.set_minor_formatter(LogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.4)))
 
 
-def _save(fig: Figure, path: Path) -> Path:
+def save(fig: Figure, path: Path) -> Path:
+    """Write a figure as a PNG (its folder made if missing), laid out, at the report's dpi."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -62,7 +63,7 @@ def latency_curves(data: ReportData, out: Path) -> Path | None:
         plain_log_y(ax)
         ax.set(title=label, xlabel="offered rate (req/s)", ylabel="ms")
         ax.legend(fontsize=8)
-    return _save(fig, out / "latency-vs-load.png")
+    return save(fig, out / "latency-vs-load.png")
 
 
 def goodput_curves(data: ReportData, out: Path) -> Path | None:
@@ -80,7 +81,7 @@ def goodput_curves(data: ReportData, out: Path) -> Path | None:
             ax.axvline(c.result.capacity_rps, color=_COLOURS[c.label], ls=":", lw=1.2)
     ax.set(xlabel="offered rate (req/s)", ylabel="goodput (req/s)", title="goodput vs load")
     ax.legend(fontsize=8)
-    return _save(fig, out / "goodput-vs-load.png")
+    return save(fig, out / "goodput-vs-load.png")
 
 
 def knee_signals(data: ReportData, out: Path) -> Path | None:
@@ -102,7 +103,7 @@ def knee_signals(data: ReportData, out: Path) -> Path | None:
     ax.set_xticklabels([name for _, name, _ in _SIGNALS], fontsize=8)
     ax.set(ylim=(0, 105), ylabel="% (missing: 0)", title="signals just past the knee")
     ax.legend(fontsize=8)
-    return _save(fig, out / "signals-at-knee.png")
+    return save(fig, out / "signals-at-knee.png")
 
 
 def predictions(data: ReportData, out: Path) -> Path | None:
@@ -122,4 +123,4 @@ def predictions(data: ReportData, out: Path) -> Path | None:
         ax.annotate(str(n), (p, m), fontsize=8, xytext=(3, 3), textcoords="offset points")
     ax.set(xlabel="predicted ratio", ylabel="measured ratio (vs the incumbent then)",
            title="predictions vs results", xlim=(0, top), ylim=(0, top))  # fmt: skip
-    return _save(fig, out / "predictions.png")
+    return save(fig, out / "predictions.png")
