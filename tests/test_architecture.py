@@ -21,7 +21,19 @@ ALLOWED = {
     "sim": {"records", "config", "physics", "load"},
     "probes": {"records", "config", "physics", "load", "sim"},
     "calibration": {"records", "config", "physics", "load", "sim", "policies"},
-    "agent": {"records", "config", "physics", "load", "probes", "policies", "sim", "calibration"},
+    # the plan runs knee searches (probes.sweep) on the virtual clock, never a server
+    "planning": {"records", "config", "physics", "load", "sim", "probes"},
+    "agent": {
+        "records",
+        "config",
+        "physics",
+        "load",
+        "probes",
+        "policies",
+        "sim",
+        "calibration",
+        "planning",
+    },
 }
 SIDE_EFFECT_MODULES = {"subprocess", "socket", "httpx", "pynvml", "psutil", "asyncio"}
 

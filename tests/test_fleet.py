@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from kneepoint.agent.report.data import gather
-from kneepoint.agent.report.fleet import output_per_request, saving
+from kneepoint.agent.report.fleet import saving
 from kneepoint.agent.run_folder import RunFolder
-from kneepoint.load.fleet import size_fleet
+from kneepoint.load.fleet import output_per_request, size_fleet
 from kneepoint.records.study import FleetSpec
 from kneepoint.records.workload import mean_length_tokens
 
@@ -45,7 +45,7 @@ def test_the_report_prices_the_start_and_the_winner(fp8_run: TuneRun) -> None:
     assert data.start is not None and data.final is not None
     # The client asks to ignore EOS: every answer is as long as the workload asks.
     (chat,) = data.study.workload.classes
-    tokens = output_per_request(data.final, data.study.workload)
+    tokens = output_per_request(data.final.result, data.study.workload)
     assert tokens == mean_length_tokens(chat.output_tokens)
     report = (fp8_run.folder / "report.md").read_text()
     section = report.split("## Fleet and price", 1)[1].split("\n## ", 1)[0]

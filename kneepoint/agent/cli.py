@@ -24,6 +24,7 @@ import yaml
 from kneepoint import __version__
 from kneepoint.agent.cli_calibrate import add_calibrate_command
 from kneepoint.agent.cli_diagnose import add_diagnose_command
+from kneepoint.agent.cli_plan import add_plan_command
 from kneepoint.agent.cli_report import add_report_command
 from kneepoint.agent.cli_sweep import add_sweep_command
 from kneepoint.agent.cli_tune import EXIT_INTERRUPTED, add_tune_command
@@ -81,6 +82,7 @@ def _parser() -> argparse.ArgumentParser:
     add_sweep_command(commands)
     add_tune_command(commands)
     add_diagnose_command(commands)
+    add_plan_command(commands)
     add_report_command(commands)
     add_calibrate_command(commands)
     _global_options_everywhere(parser)

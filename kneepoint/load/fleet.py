@@ -10,9 +10,12 @@ capacity; tokens are paid for at the average rate, ``peak / peak_to_average``.
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass
 
 from kneepoint.records.study import FleetSpec
+from kneepoint.records.sweep import SweepResult
+from kneepoint.records.workload import Workload, mean_length_tokens
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,3 +67,17 @@ def size_fleet(
         usd_per_million_output=None if per_hour is None else per_hour / tokens_per_hour * 1e6,
         utilisation=average / (capacity_rps * serving),
     )
+
+
+def output_per_request(result: SweepResult, workload: Workload) -> float:
+    """Output tokens per request: the workload's mean where the client asks the server to
+    ignore EOS (every answer is as long as asked), else as the server delivered them at the
+    rates that met the SLO (a model stops early), read off its output and completion rates."""
+    measured = [p.point.output_tokens_per_s / p.point.achieved_rps
+                for p in result.points
+                if p.point.valid and p.point.meets_slo and p.point.output_tokens_per_s
+                and p.point.achieved_rps > 0]  # fmt: skip
+    if measured and not workload.client.ignore_eos:
+        return statistics.fmean(measured)
+    total = sum(c.weight for c in workload.classes)
+    return sum(c.weight * mean_length_tokens(c.output_tokens) for c in workload.classes) / total

@@ -35,6 +35,9 @@ class GpuSpec(InputRecord):
     """Total device memory as NVML reports it."""
     interconnect_gb_s: float = Field(gt=0.0)
     """Per-GPU bandwidth for tensor-parallel all-reduce (NVLink or PCIe), GB/s."""
+    nvlink: bool = False
+    """Whether the part has NVLink between the GPUs of a node (SXM/HGX boards do; PCIe cards
+    do not). Tensor parallelism past 2 GPUs runs its all-reduces over it."""
     has_gpm: bool
     """Whether NVML GPM metrics (SM, tensor, DRAM activity) exist on this GPU."""
     nvml_names: tuple[str, ...] = ()

@@ -4,28 +4,11 @@ implies; the saving in dollars between them (``kneepoint.load.fleet``)."""
 
 from __future__ import annotations
 
-import statistics
-
 from kneepoint.agent.report.data import Curve, ReportData
 from kneepoint.agent.report.document import Document, Heading, Paragraph, Table
-from kneepoint.load.fleet import FleetSize, size_fleet
+from kneepoint.load.fleet import FleetSize, output_per_request, size_fleet
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.study import StudySpec
-from kneepoint.records.workload import Workload, mean_length_tokens
-
-
-def output_per_request(curve: Curve, workload: Workload) -> float:
-    """Output tokens per request: the workload's mean where the client asks the server to
-    ignore EOS (every answer is as long as asked), else as the server delivered them at the
-    rates that met the SLO (a model stops early), read off its output and completion rates."""
-    measured = [p.point.output_tokens_per_s / p.point.achieved_rps
-                for p in curve.result.points
-                if p.point.valid and p.point.meets_slo and p.point.output_tokens_per_s
-                and p.point.achieved_rps > 0]  # fmt: skip
-    if measured and not workload.client.ignore_eos:
-        return statistics.fmean(measured)
-    total = sum(c.weight for c in workload.classes)
-    return sum(c.weight * mean_length_tokens(c.output_tokens) for c in workload.classes) / total
 
 
 def _size(data: ReportData, curve: Curve, config: EngineConfig) -> FleetSize | None:
@@ -33,7 +16,7 @@ def _size(data: ReportData, curve: Curve, config: EngineConfig) -> FleetSize | N
     if not capacity:
         return None
     study = data.study
-    tokens = output_per_request(curve, study.workload)
+    tokens = output_per_request(curve.result, study.workload)
     return size_fleet(capacity, config.tensor_parallel_size or 1, tokens, study.fleet,
                       _price(study))  # fmt: skip
 

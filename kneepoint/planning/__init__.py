@@ -1,0 +1,3 @@
+"""``kneepoint plan``: what fits on which GPUs, in which layout, at what rate and price, before
+any GPU is rented. Pure: the memory model, the roofline and the simulator's virtual clock.
+"""

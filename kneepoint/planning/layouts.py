@@ -1,0 +1,108 @@
+"""Which tensor-parallel layouts of a model exist on which GPUs, and the memory plan vLLM
+makes for each (``kneepoint.physics.memory``): weights, activation peak and KV pool per GPU,
+the concurrency the pool holds at the workload's lengths, and vLLM's refusal where it would not
+start. Pure.
+"""
+
+from __future__ import annotations
+
+from kneepoint.physics.defaults import UnmodeledSettingError, resolve_engine
+from kneepoint.physics.memory import MemoryPlan, plan_memory
+from kneepoint.physics.quantization import CHECKPOINT_METHODS, checkpoint_of
+from kneepoint.records.engine import EngineConfig
+from kneepoint.records.hardware import GIB, GpuSpec, ModelSpec
+from kneepoint.records.plan import Layout, PlanLengths, WeightOption
+
+TENSOR_PARALLEL_SIZES = (1, 2, 4, 8)
+"""The sizes within one node (vLLM needs the heads to divide evenly; 8 GPUs to a node)."""
+PCIE_TP_LIMIT = 2
+"""Largest tensor-parallel size laid out without NVLink: past 2 GPUs a PCIe all-reduce is
+several times the step's own time (32 GB/s against NVLink's 450, configs/gpus.yaml)."""
+WEIGHT_FORMATS = (None, "fp8", "awq_marlin")
+"""The weight formats the plan tries: as served, fp8 online, and 4-bit AWQ (w4a16)."""
+
+
+def layout(
+    gpu: GpuSpec, model: ModelSpec, engine: EngineConfig, tp: int, *, gpus: int,
+    lengths: PlanLengths,
+) -> Layout:  # fmt: skip
+    """The memory plan of ``engine`` at tensor-parallel size ``tp`` on ``gpus`` GPUs of
+    ``gpu``, at the right-sized max_model_len (and at the study's own, where that differs)."""
+    sized = engine.model_copy(update={"tensor_parallel_size": tp,
+                                      "max_model_len": lengths.max_model_len})  # fmt: skip
+    base = Layout(gpu=gpu.name, tensor_parallel_size=tp, replicas=gpus // tp,
+                  max_model_len=lengths.max_model_len)  # fmt: skip
+    excluded = _excluded(gpu, model, tp, gpus)
+    if excluded is not None:
+        return base.model_copy(update={"excluded": excluded})
+    plan = plan_memory(gpu, model, resolve_engine(sized, gpu, model))
+    as_configured = _refusal_as_configured(gpu, model, engine, tp, plan)
+    return base.model_copy(update={
+        "weight_gib": plan.weight_bytes / GIB, "activation_gib": plan.activation_bytes / GIB,
+        "overhead_gib": plan.overhead_bytes / GIB, "kv_gib": max(0.0, plan.kv_bytes) / GIB,
+        "kv_tokens": plan.kv_tokens if plan.refusal is None else 0,
+        "concurrency_p50": _concurrency(plan, lengths.p50_tokens, sized),
+        "concurrency_p99": _concurrency(plan, lengths.p99_tokens, sized),
+        "refusal": None if plan.refusal is None else plan.refusal.message,
+        "refusal_as_configured": as_configured,
+        "weights": weight_options(gpu, model, sized),
+    })  # fmt: skip
+
+
+def _excluded(gpu: GpuSpec, model: ModelSpec, tp: int, gpus: int) -> str | None:
+    if tp > gpus:
+        return f"needs {tp} GPUs; the node has {gpus}"
+    if model.num_attention_heads % tp:
+        # vLLM's check in ModelConfig.verify_with_parallel_config
+        return (f"Total number of attention heads ({model.num_attention_heads}) must be "
+                f"divisible by tensor parallel size ({tp}).")  # fmt: skip
+    if tp > PCIE_TP_LIMIT and not gpu.nvlink:
+        return f"tensor parallel size {tp} needs NVLink; the {gpu.display_name} has PCIe only"
+    return None
+
+
+def _refusal_as_configured(
+    gpu: GpuSpec, model: ModelSpec, engine: EngineConfig, tp: int, sized: MemoryPlan
+) -> str | None:
+    if sized.refusal is not None:
+        return None
+    own = resolve_engine(engine.model_copy(update={"tensor_parallel_size": tp}), gpu, model)
+    if own.max_model_len == sized.max_model_len:
+        return None
+    refusal = plan_memory(gpu, model, own).refusal
+    return None if refusal is None else refusal.message
+
+
+def _concurrency(plan: MemoryPlan, tokens: int, engine: EngineConfig) -> float:
+    """Requests of ``tokens`` each the pool holds at their end (0 where it does not start)."""
+    if plan.refusal is not None:
+        return 0.0
+    budget = engine.max_num_batched_tokens or 2048
+    return plan.num_blocks / plan.layout.blocks_per_request_max(tokens, budget)
+
+
+def weight_options(
+    gpu: GpuSpec, model: ModelSpec, engine: EngineConfig
+) -> tuple[WeightOption, ...]:
+    """Each weight format's KV pool on this layout (None where vLLM would refuse)."""
+    options = []
+    served = checkpoint_of(engine.model, engine.quantization)
+    for method in WEIGHT_FORMATS:
+        if method is None and served is not None:
+            continue  # the checkpoint is quantized already: it has no unquantized form here
+        config = engine.model_copy(update={"quantization": method})
+        try:
+            plan = plan_memory(gpu, model, resolve_engine(config, gpu, model))
+        except UnmodeledSettingError:
+            continue
+        needs = ""
+        if method in CHECKPOINT_METHODS and served != CHECKPOINT_METHODS[method]:
+            needs = f"a checkpoint quantized with {CHECKPOINT_METHODS[method].upper()}"
+        label = method or _dtype(model)
+        tokens = None if plan.refusal else plan.kv_tokens
+        options.append(WeightOption(quantization=label, needs=needs, kv_tokens=tokens))
+    return tuple(options)
+
+
+def _dtype(model: ModelSpec) -> str:
+    return {2.0: "bf16", 4.0: "fp32", 1.0: "fp8"}.get(model.weight_dtype_bytes, "as stored")
