@@ -3,19 +3,28 @@ with PNG plots (written into the run folder)."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from kneepoint.agent.files import write_atomically
-from kneepoint.agent.report.data import gather
+from kneepoint.agent.report.data import ReportData, gather
 from kneepoint.agent.report.document import to_html, to_markdown
+from kneepoint.agent.report.intervals import with_intervals
 from kneepoint.agent.report.sections import build
 from kneepoint.agent.run_folder import RunFolder
 
 
 def write_report(folder: RunFolder) -> tuple[Path, Path]:
     """Write report.md and report.html into the run folder; returns their paths."""
-    doc = build(gather(folder))
+    doc = build(_with_intervals(gather(folder)))
     markdown, html = folder.path / "report.md", folder.path / "report.html"
     write_atomically(markdown, to_markdown(doc, folder.path))
     write_atomically(html, to_html(doc))
     return markdown, html
+
+
+def _with_intervals(data: ReportData) -> ReportData:
+    confidence = data.study.tuning.confidence
+    start, final = (None if c is None else with_intervals(data.folder, data.study, c, confidence)
+                    for c in (data.start, data.final))  # fmt: skip
+    return dataclasses.replace(data, start=start, final=final)

@@ -34,6 +34,9 @@ class CurvePoint:
     thin: dict[str, int] = field(default_factory=dict)
     """Per SLO metric label whose percentile some repeat read off too few samples to resolve
     it (``Dist.resolves``): the fewest samples a repeat had."""
+    intervals_ms: dict[str, tuple[float, float]] = field(default_factory=dict)
+    """Per SLO metric label: a bootstrap interval of the mean over repeats, where the run kept
+    the point's requests (``kneepoint.agent.report.intervals``)."""
 
     @property
     def meets_slo(self) -> bool:

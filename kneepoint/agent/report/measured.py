@@ -91,9 +91,16 @@ def _met(point: CurvePoint) -> str:
 def _value(point: CurvePoint, label: str) -> str:
     value = point.values_ms[label]
     shown = "inf" if math.isinf(value) else f"{value:.1f}"
+    if label in point.intervals_ms:
+        low, high = point.intervals_ms[label]
+        shown += f" ({_ms(low)}-{_ms(high)})"
     if label in point.thin:
         shown += f" (only {point.thin[label]} samples: near the maximum)"
     return shown
+
+
+def _ms(value: float) -> str:
+    return "inf" if math.isinf(value) else f"{value:.1f}"
 
 
 def _curve_table(curve: Curve) -> Table:
@@ -104,7 +111,7 @@ def _curve_table(curve: Curve) -> Table:
         for p in curve.points
     ]  # fmt: skip
     header = ["rate req/s", "meets SLO", "goodput req/s (of offered)"]
-    return Table([*header, *(f"{k} ms (mean)" for k in labels)], rows)
+    return Table([*header, *(f"{k} ms (mean, interval)" for k in labels)], rows)
 
 
 def curves(data: ReportData, doc: Document, out: Path) -> None:
@@ -113,7 +120,11 @@ def curves(data: ReportData, doc: Document, out: Path) -> None:
                       "is per repeat. Dotted lines mark each configuration's SLO capacity, "
                       "dashed lines the SLO. A percentile read off fewer samples than it needs "
                       "(100 for a p99, 20 for a p95) is the sample's maximum, or close to it: "
-                      "its cell says so, and a longer load point would resolve it."))  # fmt: skip
+                      "its cell says so, and a longer load point would resolve it. Beside each "
+                      "mean, its bootstrap interval at the study's confidence: the requests of "
+                      "every repeat's stable window drawn again with replacement (requests, "
+                      "not single token gaps: a request's gaps are not independent), 400 "
+                      "times."))  # fmt: skip
     for make in (plots.latency_curves, plots.goodput_curves):
         path = make(data, out)
         if path is not None:
