@@ -126,7 +126,8 @@ def test_repair_keeps_the_valid_prefix_moves_the_rest_aside_and_resumes(
     resumed = (folder / "ledger.jsonl").read_text().splitlines()
     assert resumed[:3] == [line.rstrip("\n") for line in original[:3]]
     # The same run as the untouched one: the loop is deterministic for its seed.
-    assert len(resumed) == len(original) and '"event":"finished"' in resumed[-1]
+    assert len(resumed) == len(original) and '"event":"finished"' in resumed[-2]
+    assert '"event":"burst_checked"' in resumed[-1]
     assert (folder / "best.yaml").read_text() == (finished / "best.yaml").read_text()
 
 

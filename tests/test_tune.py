@@ -19,14 +19,21 @@ import yaml
 from kneepoint.agent.cli import main
 from kneepoint.agent.ledger import Ledger
 from kneepoint.agent.state import RunState
-from kneepoint.records.ledger import Baseline, Finished, Proposed, RunStarted, Screened
+from kneepoint.records.ledger import (
+    Baseline,
+    BurstChecked,
+    Finished,
+    Proposed,
+    RunStarted,
+    Screened,
+)
 from kneepoint.records.measure import RequestRecord
 
 from .conftest import CONFIGS, KNEEPOINT, QUICKSTART, SMALL, TuneRun
 
 REPORT_SECTIONS = (
     "## Summary", "## What binds and why", "## Latency vs load", "## Signals at the knee",
-    "## Fleet and price", "## Speed per user against throughput per GPU",
+    "## Fleet and price", "## Burst recovery", "## Speed per user against throughput per GPU",
     "## Knobs pruned and why", "## Trials", "## How well the predictions held up",
 )  # fmt: skip
 
@@ -45,7 +52,8 @@ def small_run(small_run: TuneRun) -> Path:
 def test_a_run_leaves_its_folder_ledger_winner_and_report(small_run: Path) -> None:
     events = Ledger(small_run / "ledger.jsonl").read()
     assert isinstance(events[0], RunStarted) and isinstance(events[1], Baseline)
-    assert isinstance(events[-1], Finished) and events[-1].reason == "max_trials"
+    assert isinstance(events[-2], Finished) and events[-2].reason == "max_trials"
+    assert isinstance(events[-1], BurstChecked)  # the winner's burst follows the search
     state = RunState.replay(events)
     assert state.trials_run == 4 and len(state.promotions) >= 2
     assert state.incumbent_objective and state.baseline is not None
@@ -116,7 +124,7 @@ def test_it_says_plainly_when_nothing_it_can_change_would_help(tmp_path: Path) -
     args += [item for s in sets for item in ("--set", s)]
     assert main(args) == 0
     folder = run_dir(tmp_path)
-    finished = Ledger(folder / "ledger.jsonl").read()[-1]
+    finished = Ledger(folder / "ledger.jsonl").read()[-2]
     assert isinstance(finished, Finished) and finished.reason == "nothing_to_try"
     assert "compute-bound" in finished.detail
     assert "nothing kneepoint can change would help" in (folder / "report.md").read_text()
@@ -132,8 +140,11 @@ def test_a_device_budget_stops_the_run(tmp_path: Path) -> None:
         "budget.max_device_hours=0.05",
     ]
     assert main(args) == 0
-    finished = Ledger(run_dir(tmp_path) / "ledger.jsonl").read()[-1]
+    *_, finished, burst = Ledger(run_dir(tmp_path) / "ledger.jsonl").read()
     assert isinstance(finished, Finished) and finished.reason == "max_device_hours"
+    # nothing more is measured once the budget is spent
+    assert isinstance(burst, BurstChecked) and burst.skipped.startswith("the run stopped on")
+    assert burst.device_s == 0.0
 
 
 def test_a_naive_deadline_is_local_time_and_the_run_goes_on(small_run: Path) -> None:

@@ -9,7 +9,7 @@ machine and start-up variance hit both arms alike, and one GPU is enough.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +19,7 @@ import structlog
 from kneepoint.agent.progress import Progress
 from kneepoint.agent.rates import climbs
 from kneepoint.agent.run_folder import RunFolder
+from kneepoint.load.plan import PlannedRequest
 from kneepoint.physics.defaults import UnmodeledSettingError
 from kneepoint.probes import sweep
 from kneepoint.probes.process import FailureKind, ServerFailedError
@@ -26,6 +27,7 @@ from kneepoint.probes.sweep import Prober
 from kneepoint.probes.targets import PointArtifacts, PointSize, Target, open_target
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.loadpoint import LoadPoint
+from kneepoint.records.measure import RequestRecord
 from kneepoint.records.proposal import TrialStatus
 from kneepoint.records.study import StudySpec
 from kneepoint.records.sweep import SweepResult
@@ -151,6 +153,19 @@ class Bench:
         result = sweep.merge(legs, kind="screen")
         self.folder.keep_sweep(trial_dir, "screen", result)
         return result, target.clock.seconds()
+
+    def burst(
+        self, config: EngineConfig, trial_dir: Path, plan: Sequence[PlannedRequest], rate: float
+    ) -> tuple[tuple[RequestRecord, ...], float]:
+        """A plan shaped over time (``kneepoint.load.burst``) sent to ``config`` as one load."""
+        self.progress.sweep("burst", None)
+        with self.session(config, trial_dir, "burst", self.study.tuning.validate_seconds) as (
+            _, target,
+        ):  # fmt: skip
+            if target.send is None:
+                raise TrialFailedError("startup_failed", "the backend cannot send a plan", 0.0)
+            records = target.send(plan, rate)
+        return records, target.clock.seconds()
 
     def validate(
         self, incumbent: EngineConfig, challenger: EngineConfig, trial_dir: Path,

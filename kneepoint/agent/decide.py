@@ -63,12 +63,17 @@ class Promote(_OnTrial):
 
 
 @dataclass(frozen=True)
+class CheckBurst:
+    """Burst the winner and time its recovery (after the search has finished)."""
+
+
+@dataclass(frozen=True)
 class Done:
     """The run has finished."""
 
 
 TrialAction = Screen | CheckQuality | Validate | Promote
-Action = Start | MeasureBaseline | Stop | Propose | TrialAction | Done
+Action = Start | MeasureBaseline | Stop | Propose | TrialAction | CheckBurst | Done
 
 
 def next_action(state: RunState, study: StudySpec, now: datetime) -> Action:
@@ -78,6 +83,8 @@ def next_action(state: RunState, study: StudySpec, now: datetime) -> Action:
         return _trial_action(step, trial)
     if step == "done":
         return Done()
+    if step == "burst":
+        return CheckBurst()
     if step in ("start", "baseline"):
         return Start() if step == "start" else MeasureBaseline()
     stop = budget_stop(state, study, now) or _nothing_left(state, study)

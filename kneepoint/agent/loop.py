@@ -19,8 +19,10 @@ import structlog
 
 from kneepoint import __version__
 from kneepoint.agent.bench import Bench, TrialFailedError
+from kneepoint.agent.burst_step import burst_words, check_burst
 from kneepoint.agent.decide import (
     Action,
+    CheckBurst,
     CheckQuality,
     Done,
     MeasureBaseline,
@@ -95,10 +97,22 @@ class Tuner:
             case Screen() | CheckQuality() | Validate() | Promote():
                 self._record(self._trial_step(action))
                 self._after(action.trial)
+            case CheckBurst():
+                self._burst()
             case Done():
                 pass
             case _:
                 assert_never(action)
+
+    def _burst(self) -> None:
+        state = self.state
+        assert state.incumbent is not None and state.incumbent_repeats is not None
+        assert state.finished is not None
+        self.progress.phase("burst", "the winner: a burst past its operating rate, then back")
+        checked = check_burst(self.study, self.steps.bench, state.incumbent,
+                              state.incumbent_repeats, state.finished)  # fmt: skip
+        self._record(checked)
+        self.progress.status(burst_words(checked))
 
     def _record(self, event: Event) -> None:
         self.folder.ledger.append(event)

@@ -16,6 +16,7 @@ from kneepoint.records.diagnosis import Diagnosis
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.ledger import (
     Baseline,
+    BurstChecked,
     Event,
     Finished,
     Promoted,
@@ -29,11 +30,13 @@ from kneepoint.records.objective import Objective, PeakThroughput, SloCapacity
 from kneepoint.records.proposal import Outcome, Proposal, Pruning
 from kneepoint.records.sweep import SweepResult
 
-Step = Literal["start", "baseline", "propose", "screen", "quality", "validate", "promote", "done"]
+Step = Literal[
+    "start", "baseline", "propose", "screen", "quality", "validate", "promote", "burst", "done"
+]
 _RECORDS: dict[Step, tuple[type, ...]] = {
     "start": (RunStarted,), "baseline": (Baseline, Finished), "propose": (Proposed, Finished),
     "screen": (Screened,), "quality": (QualityChecked,), "validate": (Validated,),
-    "promote": (Promoted,), "done": (),
+    "promote": (Promoted,), "burst": (BurstChecked,), "done": (),
 }  # fmt: skip
 """The events each step records: a ledger is the loop's steps, in the loop's order."""
 
@@ -122,6 +125,7 @@ class RunState:
     trials: dict[int, TrialState] = field(default_factory=dict)
     device_s: float = 0.0
     finished: Finished | None = None
+    burst: BurstChecked | None = None
     objective: Objective = field(default_factory=SloCapacity)
     """What the run maximises: how its sweeps' values are read."""
 
@@ -151,6 +155,8 @@ class RunState:
             self._apply_trial_event(event)
         elif isinstance(event, Finished):
             self.finished = event
+        elif isinstance(event, BurstChecked):
+            self.burst = event
         self.device_s += getattr(event, "device_s", 0.0)
 
     def _check_follows(self, event: Event) -> None:
@@ -212,7 +218,9 @@ class RunState:
 
     def next_step(self) -> tuple[Step, TrialState | None]:
         if self.finished is not None:
-            return "done", None
+            # the winner's burst check follows the search (none without a baseline)
+            wants_burst = self.finished.reason != "baseline_failed" and self.burst is None
+            return ("burst" if wants_burst else "done"), None
         if self.started is None:
             return "start", None
         if self.baseline is None:

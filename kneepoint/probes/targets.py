@@ -17,7 +17,7 @@ from pathlib import Path
 import yaml
 
 from kneepoint.config.trace import workload_trace
-from kneepoint.load.plan import plan_requests
+from kneepoint.load.plan import PlannedRequest, plan_requests
 from kneepoint.load.point import lag_limit_for
 from kneepoint.load.size import PointSize
 from kneepoint.physics.defaults import resolve_engine
@@ -40,12 +40,16 @@ from kneepoint.records.measure import RequestRecord
 from kneepoint.records.study import AttachBackend as AttachSpec
 from kneepoint.records.study import SimBackend, StudySpec
 from kneepoint.records.workload import TraceEntry
+from kneepoint.sim.engine import SimEngine
 from kneepoint.sim.loadpoint import simulate_load_point
+from kneepoint.sim.virtual import run_plan
 
 __all__ = ["Keep", "PointArtifacts", "PointSize", "Target", "open_target"]
 
 
 _DEFAULT_SIZE = PointSize()
+_SEND_TIMEOUT_S = 120.0
+"""A request still unfinished this long after a sent plan's last send counts as timed out."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +65,9 @@ class PointArtifacts:
 
 
 Keep = Callable[[PointArtifacts], None]
+Sender = Callable[[Sequence[PlannedRequest], float], tuple[RequestRecord, ...]]
+"""(a plan of requests, its mean rate) -> every request's record: a load shaped over time
+(a burst), where a prober sends one rate."""
 
 
 @dataclass
@@ -83,6 +90,7 @@ class Target:
     endpoint: Endpoint | None
     """None on the virtual clock."""
     clock: DeviceClock = field(default_factory=DeviceClock)
+    send: Sender | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +145,14 @@ def _virtual(o: _Opening) -> Iterator[Target]:
             raise ServerFailedError(failure)
         return simulated.point
 
-    yield Target(virtual, None, clock)
+    def send(plan: Sequence[PlannedRequest], rate: float) -> tuple[RequestRecord, ...]:
+        sim = SimEngine(study.gpu, study.model, config, study.efficiency)
+        load = run_plan(sim, plan, timeout_s=_SEND_TIMEOUT_S,
+                        request_timeout_s=study.workload.client.request_timeout_s)  # fmt: skip
+        clock.virtual_s = (clock.virtual_s or 0.0) + sim.now_s
+        return load.records
+
+    yield Target(virtual, None, clock, send)
 
 
 def _sim_server(o: _Opening) -> Backend:
@@ -169,7 +184,7 @@ def _over_http(
         clock = DeviceClock(o.config.tensor_parallel_size or 1)
         with make(o).serve(o.config, o.trial_dir) as endpoint:
             yield Target(_http_prober(o.study, endpoint, o.size, o.trace, o.keep), endpoint,
-                         clock)  # fmt: skip
+                         clock, _http_sender(o.study, endpoint))  # fmt: skip
 
     return opener
 
@@ -208,6 +223,25 @@ def rejected(records: Sequence[RequestRecord]) -> Failure | None:
     return Failure("bad_argument", message, None, ())
 
 
+def _options(study: StudySpec, endpoint: Endpoint) -> LoadOptions:
+    client = study.workload.client
+    return LoadOptions(model=endpoint.served_model, request_timeout_s=client.request_timeout_s,
+                       max_concurrency=client.max_concurrency,
+                       ignore_eos=client.ignore_eos)  # fmt: skip
+
+
+def _http_sender(study: StudySpec, endpoint: Endpoint) -> Sender:
+    def send(plan: Sequence[PlannedRequest], rate: float) -> tuple[RequestRecord, ...]:
+        measured = measure(endpoint.url, plan, rate, _options(study, endpoint), study.slo,
+                           instruments=endpoint.instruments)  # fmt: skip
+        failure = endpoint.failure()
+        if failure is not None:
+            raise ServerFailedError(failure)
+        return tuple(measured.records)
+
+    return send
+
+
 def _http_prober(
     study: StudySpec,
     endpoint: Endpoint,
@@ -215,10 +249,7 @@ def _http_prober(
     trace: Sequence[TraceEntry],
     keep: Keep | None,
 ) -> Prober:
-    client = study.workload.client
-    options = LoadOptions(model=endpoint.served_model, request_timeout_s=client.request_timeout_s,
-                          max_concurrency=client.max_concurrency,
-                          ignore_eos=client.ignore_eos)  # fmt: skip
+    options = _options(study, endpoint)
 
     def probe(rate: float, repeat: int) -> LoadPoint:
         plan = plan_requests(

@@ -139,6 +139,38 @@ class Promoted(Record):
     pruning: Pruning
 
 
+class BurstWindow(Record):
+    """One window of a burst check: the requests scheduled in it, and their worst TTFT margin
+    (each class's TTFT percentile over its limit; above 1 misses the SLO)."""
+
+    start_s: float
+    """Seconds after the burst ended (negative: before or during it)."""
+    requests: int = Field(ge=0)
+    ttft_margin: float
+
+
+class BurstChecked(Record):
+    """The winner after the search: the operating rate, a burst, the recovery (written after
+    the run's Finished; ``skipped`` says why none was measured)."""
+
+    event: Literal["burst_checked"] = "burst_checked"
+    config: EngineConfig
+    operating_rps: float = Field(ge=0.0)
+    burst_rps: float = Field(ge=0.0)
+    burst_s: float = Field(ge=0.0)
+    recover_within_s: float = Field(gt=0.0)
+    windows: tuple[BurstWindow, ...] = ()
+    recovery_s: float | None = None
+    """From the burst's end to the start of the first window from which every later one met
+    the TTFT limits; None where the last ones still missed (or nothing was measured)."""
+    skipped: str = ""
+    device_s: float = Field(default=0.0, ge=0.0)
+
+    @property
+    def recovered(self) -> bool:
+        return self.recovery_s is not None and self.recovery_s <= self.recover_within_s
+
+
 class Finished(Record):
     event: Literal["finished"] = "finished"
     reason: StopReason
@@ -146,6 +178,14 @@ class Finished(Record):
 
 
 Event = Annotated[
-    RunStarted | Baseline | Proposed | Screened | QualityChecked | Validated | Promoted | Finished,
+    RunStarted
+    | Baseline
+    | Proposed
+    | Screened
+    | QualityChecked
+    | Validated
+    | Promoted
+    | Finished
+    | BurstChecked,
     Field(discriminator="event"),
 ]

@@ -91,6 +91,19 @@ class SearchSpec(InputRecord):
         return knobs
 
 
+class BurstSpec(InputRecord):
+    """The burst check the winner gets after the search (``kneepoint.load.burst``): the
+    operating rate, a step up to ``factor`` times it for ``seconds``, then back."""
+
+    enabled: bool = True
+    factor: float = Field(default=2.5, gt=1.0, le=5.0)
+    """The burst over the operating rate (2-3x is a traffic spike a fleet's headroom does not
+    absorb: a replica lost, a retry storm)."""
+    seconds: float = Field(default=10.0, gt=0.0, le=600.0)
+    recover_within_s: float = Field(default=60.0, gt=0.0, le=3600.0)
+    """A winner whose TTFT is not back within the SLO this long after the burst is flagged."""
+
+
 class TuningSpec(InputRecord):
     """How the loop measures and decides: sizes of its sweeps, its statistics, its proposers."""
 
@@ -114,6 +127,7 @@ class TuningSpec(InputRecord):
     quality_threshold: float = Field(default=0.9, ge=0.0, le=1.0)
     """Least share of greedy output tokens that must match the incumbent's for an
     output-changing knob (quantization, fp8 KV) to be accepted."""
+    burst: BurstSpec = BurstSpec()
     quality_prompts: int = Field(default=8, ge=1, le=256)
     quality_tokens: int = Field(default=32, ge=1, le=1024)
 

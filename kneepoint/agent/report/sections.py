@@ -8,7 +8,7 @@ import math
 import statistics
 from pathlib import Path
 
-from kneepoint.agent.report import measured, pareto, plots
+from kneepoint.agent.report import burst, measured, pareto, plots
 from kneepoint.agent.report.data import ReportData
 from kneepoint.agent.report.document import (
     Bullets,
@@ -197,6 +197,7 @@ def build(data: ReportData) -> Document:
     measured.attainment(study, [c for c in (data.start, data.final) if c is not None], doc)
     measured.signals(data, doc, out)
     fleet(data, doc)
+    burst.section(data, doc)
     pareto.section(data, doc, out)
     pruned(data, doc)
     trials(data, doc)
