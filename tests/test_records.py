@@ -108,7 +108,7 @@ def test_knob_version_specifier_is_checked() -> None:
 
 def test_tensor_parallel_must_divide_the_heads() -> None:
     with pytest.raises(ConfigError, match="does not divide"):
-        load_study(QUICKSTART, ["engine.tensor_parallel_size=3"])
+        load_study(QUICKSTART, ["engine.tensor_parallel_size=3", "gpus=4"])
 
 
 INLINE_NO_SLO = (

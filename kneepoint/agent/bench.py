@@ -9,7 +9,7 @@ machine and start-up variance hit both arms alike, and one GPU is enough.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -142,7 +142,13 @@ class Bench:
             log.info("screen.cap_raised", cap_s=round(cap), point_s=round(point_s))
         self.progress.sweep("screen", len(sweep.SCREEN_FRACTIONS))
         with self.session(config, trial_dir, "screen", tuning.screen_seconds) as (probe, target):
-            clock: Callable[[], float] = target.clock.seconds
+            # the cap is on the server's time: a wider server spends device time faster
+            # (every GPU counts in the budget) but needs as long per point
+            gpus = config.tensor_parallel_size or 1
+
+            def clock() -> float:
+                return target.clock.seconds() / gpus
+
             first = sweep.screen(probe, config, slo, around_rps, time_cap_s=cap, clock=clock)
             legs = [first]
             left = cap - first.elapsed_s

@@ -84,7 +84,8 @@ def findings_of(
     if version is None and isinstance(study.backend, VllmBackend):
         version = study.backend.vllm_version
     pruning = prune(diagnosis, observation, catalogue, allowed=study.search.knobs,
-                    vllm_version=version, backend=backend, context=context)  # fmt: skip
+                    vllm_version=version, backend=backend, gpus=study.gpus,
+                    context=context)  # fmt: skip
     return Findings(result, diagnosis, pruning)
 
 

@@ -11,7 +11,7 @@ import structlog
 
 from kneepoint.agent.bench import Bench, TrialFailedError
 from kneepoint.agent.rates import repeat_rates, screens_knee, validation_arms
-from kneepoint.load.objective import by_repeat, noise_rel
+from kneepoint.load.objective import by_repeat, noise_rel, width
 from kneepoint.load.objective import value as objective_value
 from kneepoint.physics.defaults import UnmodeledSettingError, resolve_engine
 from kneepoint.physics.memory import plan_memory
@@ -77,7 +77,7 @@ class Steps:
         backend: BackendKind = self.study.backend.kind
         pruning = prune(diagnosis, context.observation, self.catalogue,
                         allowed=self.study.search.knobs, vllm_version=self.vllm_version,
-                        backend=backend, context=context)  # fmt: skip
+                        backend=backend, gpus=self.study.gpus, context=context)  # fmt: skip
         return diagnosis, pruning
 
     def baseline(self) -> Baseline:
@@ -117,11 +117,13 @@ class Steps:
     ) -> Screened:
         config, objective = proposal.config, self.study.objective
         trial_dir = self.bench.folder.trial_dir(trial, config)
+        # per GPU, a server twice as wide ties the incumbent at twice its knee: look there
+        around = incumbent_knee * width(config, objective) / width(incumbent.config, objective)
         try:
             if screens_knee(objective):
-                result, spent = self.bench.screen(config, trial_dir, incumbent_knee)
+                result, spent = self.bench.screen(config, trial_dir, around)
             else:  # one look at the rates the objective is read at
-                rates = repeat_rates(objective, incumbent_knee)
+                rates = repeat_rates(objective, around)
                 result, spent = self.bench.measure(config, trial_dir, rates, "screen")
         except TrialFailedError as exc:
             outcome = Outcome(status=exc.status, detail=exc.cause)

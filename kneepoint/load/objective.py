@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import statistics
 
+from kneepoint.records.engine import EngineConfig
 from kneepoint.records.loadpoint import LoadPoint
 from kneepoint.records.objective import GoodputAtRate, Objective, PeakThroughput
 from kneepoint.records.sweep import SweepPoint, SweepResult
@@ -32,9 +33,23 @@ def name(objective: Objective) -> str:
 def unit(objective: Objective) -> str:
     if isinstance(objective, GoodputAtRate):
         return "good req/s"
+    per = " per GPU" if objective.per_gpu else ""
     if isinstance(objective, PeakThroughput):
-        return f"{objective.tokens} tok/s"
-    return "req/s"
+        return f"{objective.tokens} tok/s{per}"
+    return f"req/s{per}"
+
+
+def gpus(result: SweepResult, objective: Objective) -> int:
+    """What a per-GPU objective divides a sweep's value by."""
+    return width(result.config, objective)
+
+
+def width(config: EngineConfig, objective: Objective) -> int:
+    """The GPUs a per-GPU objective counts for ``config`` (its tensor-parallel size); 1
+    for an objective per server."""
+    if isinstance(objective, GoodputAtRate) or not objective.per_gpu:
+        return 1
+    return config.tensor_parallel_size or 1
 
 
 def tokens_per_s(point: LoadPoint, objective: PeakThroughput) -> float | None:
@@ -61,20 +76,21 @@ def point_value(point: SweepPoint, objective: Objective) -> float | None:
 def by_repeat(result: SweepResult, objective: Objective) -> tuple[float, ...]:
     """The objective's value in each repeat that measured it."""
     if not isinstance(objective, GoodputAtRate | PeakThroughput):
-        return result.capacity_by_repeat
+        return tuple(c / gpus(result, objective) for c in result.capacity_by_repeat)
     values = []
     for repeat in sorted({p.repeat for p in result.points}):
         found = [v for p in result.points if p.repeat == repeat
                  and (v := point_value(p, objective)) is not None]  # fmt: skip
         if found:
             values.append(max(found) if isinstance(objective, PeakThroughput) else found[0])
-    return tuple(values)
+    return tuple(v / gpus(result, objective) for v in values)
 
 
 def value(result: SweepResult, objective: Objective) -> float | None:
     """The objective's mean over repeats (None when no repeat measured it)."""
     if not isinstance(objective, GoodputAtRate | PeakThroughput):
-        return result.capacity_rps
+        capacity = result.capacity_rps
+        return None if capacity is None else capacity / gpus(result, objective)
     values = by_repeat(result, objective)
     return statistics.fmean(values) if values else None
 

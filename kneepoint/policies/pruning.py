@@ -25,6 +25,7 @@ from kneepoint.policies.context import ConfigContext, context_of
 from kneepoint.policies.knob_effects import RULES, Effect, Rule, Situation
 from kneepoint.policies.quant_effects import held_conditions, quantization, w4a16_advice
 from kneepoint.policies.step_estimate import estimate_step
+from kneepoint.policies.tp_effect import tensor_parallel
 from kneepoint.records.diagnosis import Diagnosis, Observation
 from kneepoint.records.knobs import (
     ChoiceDomain,
@@ -44,7 +45,8 @@ CLEAR_CUT = 0.6
 RUNNER_UP_SHARE = 0.2
 # What the simulator does not model: a change it would silently ignore proves nothing.
 _SIM_UNMODELED = {"speculative_config": "the simulator does not model speculative decoding"}
-_RULES: dict[str, Rule] = {**RULES, "quantization": quantization}
+_RULES: dict[str, Rule] = {**RULES, "quantization": quantization,
+                           "tensor_parallel_size": tensor_parallel}  # fmt: skip
 
 
 def prune(
@@ -79,7 +81,10 @@ def prune(
             continue
         assert situation is not None
         narrowed, left_out = _narrowed(knob, held)
-        sit = replace(situation, choices=knob.choices_under(held))
+        choices = knob.choices_under(held)
+        if knob.name == "tensor_parallel_size":
+            narrowed, choices = _parallel_sizes(knob, gpus, observation.model.num_attention_heads)
+        sit = replace(situation, choices=choices)
         found = _best_effect(narrowed, targets, sit)
         if knob.name == "quantization" and left_out and "unquantized_checkpoint" in held:
             found = _with_note(found, w4a16_advice(sit, left_out))
@@ -89,6 +94,16 @@ def prune(
             candidates.append(found)
     candidates.sort(key=lambda c: -c.predicted_ratio)
     return Pruning(candidates=tuple(candidates), ruled_out=tuple(ruled))
+
+
+def _parallel_sizes(knob: Knob, gpus: int, heads: int) -> tuple[Knob, tuple[JsonValue, ...]]:
+    """Tensor-parallel sizes one server of the study can take: at most its GPUs, and dividing
+    the model's attention heads (vLLM refuses the rest)."""
+    sizes = tuple(c for c in _choices(knob)
+                  if isinstance(c, int) and c <= gpus and heads % c == 0)  # fmt: skip
+    if len(sizes) < 2:
+        return knob, sizes
+    return knob.model_copy(update={"domain": ChoiceDomain(choices=sizes)}), sizes
 
 
 def _choices(knob: Knob) -> tuple[JsonValue, ...]:

@@ -18,6 +18,9 @@ class SloCapacity(InputRecord):
     """Maximise the highest offered rate (requests/s) at which all classes meet their SLOs."""
 
     kind: Literal["slo_capacity"] = "slo_capacity"
+    per_gpu: bool = False
+    """Divide by the configuration's GPUs (its tensor-parallel size): what a study with more
+    than one GPU compares, since a wider server costs more GPUs (the default there)."""
 
 
 class GoodputAtRate(InputRecord):
@@ -33,6 +36,8 @@ class PeakThroughput(InputRecord):
     kind: Literal["peak_throughput"] = "peak_throughput"
     tokens: Literal["output", "total"] = "output"
     """Count generated tokens only, or prompt plus generated tokens."""
+    per_gpu: bool = False
+    """As for SLO capacity: tokens per second per GPU."""
 
 
 Objective = Annotated[

@@ -8,7 +8,7 @@ study, so the config loader can point at the offending field and its line.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -155,6 +155,9 @@ class StudySpec(InputRecord):
     description: str = ""
     seed: int = 0
     gpu: GpuSpec
+    gpus: int = Field(default=1, ge=1, le=64)
+    """GPUs one server may use: above 1, tensor_parallel_size is searched up to it and the
+    objective is per GPU (unless the objective sets per_gpu itself)."""
     model: ModelSpec
     backend: Backend = SimBackend()
     engine: EngineConfig
@@ -169,6 +172,21 @@ class StudySpec(InputRecord):
     calibration: Calibration | None = None
     """The simulator's constants fitted to a real engine (``kneepoint calibrate``): used by
     the virtual clock and by every step the predictions price. None: the built-in ones."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _per_gpu_with_several(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or not isinstance(data.get("gpus"), int) or data["gpus"] < 2:
+            return data
+        objective = data.get("objective", {"kind": "slo_capacity"})
+        # goodput at a fixed rate counts the rate offered to the server, whatever its width
+        if (
+            isinstance(objective, dict)
+            and "per_gpu" not in objective
+            and objective.get("kind", "slo_capacity") != "goodput_at_rate"
+        ):
+            return {**data, "objective": {**objective, "per_gpu": True}}
+        return data
 
     @property
     def efficiency(self) -> Efficiency | None:
@@ -205,6 +223,9 @@ class StudySpec(InputRecord):
     def _engine_fits_model(self) -> StudySpec:
         model, engine = self.model, self.engine
         tp = engine.tensor_parallel_size or 1
+        if tp > self.gpus:
+            raise ValueError(f"engine.tensor_parallel_size: {tp} exceeds the study's gpus "
+                             f"({self.gpus})")  # fmt: skip
         if model.num_attention_heads % tp:
             raise ValueError(
                 f"engine.tensor_parallel_size: {tp} does not divide the model's "

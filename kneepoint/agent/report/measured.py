@@ -13,7 +13,7 @@ from kneepoint.agent.report import plots
 from kneepoint.agent.report.data import Curve, CurvePoint, ReportData, slo_lines
 from kneepoint.agent.report.document import Bullets, Document, Heading, Image, Paragraph, Table
 from kneepoint.load.capacity import mean_interval
-from kneepoint.load.objective import AT_RATE_TOLERANCE, by_repeat, name, unit
+from kneepoint.load.objective import AT_RATE_TOLERANCE, by_repeat, gpus, name, unit
 from kneepoint.records.objective import GoodputAtRate, Objective, SloCapacity
 from kneepoint.records.study import StudySpec
 from kneepoint.records.sweep import SweepResult
@@ -45,7 +45,11 @@ def capacity_text(result: SweepResult | None) -> str:
 def objective_text(result: SweepResult | None, objective: Objective) -> str:
     """The objective's value over a sweep's repeats, with its 95% interval."""
     if isinstance(objective, SloCapacity):
-        return capacity_text(result)
+        per = gpus(result, objective) if result is not None else 1
+        if not objective.per_gpu or result is None or result.capacity_rps is None:
+            return capacity_text(result)
+        return (f"{result.capacity_rps / per:.2f} req/s per GPU ({capacity_text(result)} on "
+                f"{per} GPU{'s' if per > 1 else ''})")  # fmt: skip
     values = by_repeat(result, objective) if result is not None else ()
     if not values:
         return f"no {name(objective)} measured"

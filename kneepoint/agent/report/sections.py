@@ -22,7 +22,7 @@ from kneepoint.agent.report.document import (
 from kneepoint.agent.report.fleet import fleet
 from kneepoint.agent.report.measured import objective_text
 from kneepoint.agent.state import TrialState
-from kneepoint.load.objective import by_repeat
+from kneepoint.load.objective import by_repeat, unit
 from kneepoint.records.diagnosis import Diagnosis
 from kneepoint.records.proposal import Pruning
 
@@ -151,7 +151,8 @@ def trials(data: ReportData, doc: Document) -> None:
     for t in data.trials:
         screened = t.screened
         result = "-" if screened is None else (
-            f"{screened.outcome.objective:.2f} req/s" if screened.outcome.objective is not None
+            f"{screened.outcome.objective:.2f} {unit(data.study.objective)}"
+            if screened.outcome.objective is not None
             else screened.outcome.status)  # fmt: skip
         device = sum(e.device_s for e in (t.screened, t.quality, t.validated) if e is not None)
         rows.append([str(t.trial), t.proposal.reason, t.proposal.proposer,

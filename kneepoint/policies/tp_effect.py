@@ -1,0 +1,88 @@
+"""What a change of tensor-parallel size should do per GPU: the rule pruning asks when the
+study gives one server several GPUs (``StudySpec.gpus``).
+
+A wider server runs each step faster (its GEMMs and weight reads split across the GPUs, an
+all-reduce added: the roofline prices both) and holds more KV tokens (each GPU keeps a share
+of the weights), but costs more GPUs, so the objective is per GPU. The rule prices the next
+size up and the next size down from the incumbent and proposes the better per GPU: for a
+model whose KV pool is starved (Llama-3.1-70B at TP 2 on H100s keeps ~24k tokens) the wider
+server gains per GPU; for one that fits (Llama-3.1-8B at TP 1 holds 455k) the narrower does
+(``kneepoint plan`` on both: 2.09 -> 2.90 req/s per GPU from TP 2 to 4 on the 70B, 38.3 ->
+35.1 from TP 1 to 2 on the 8B, simulated).
+"""
+
+from __future__ import annotations
+
+from kneepoint.physics.defaults import resolve_engine
+from kneepoint.physics.roofline import BatchShape, Roofline
+from kneepoint.policies.knob_effects import (
+    MAX_RATIO,
+    NOTHING_GAINED,
+    Effect,
+    Situation,
+    damped,
+    kv_ratio,
+)
+
+
+def tensor_parallel(sit: Situation) -> Effect | str:
+    current = sit.engine.tensor_parallel_size
+    sizes = sorted(c for c in sit.choices if isinstance(c, int) and not isinstance(c, bool))
+    neighbours = [s for s in ([max((c for c in sizes if c < current), default=None),
+                               min((c for c in sizes if c > current), default=None)])
+                  if s is not None]  # fmt: skip
+    if not neighbours:
+        return f"no other size fits the study's GPUs and the model's heads (at {current})"
+    priced = [_priced(sit, current, size) for size in neighbours]
+    effects = [p for p in priced if isinstance(p, Effect)]
+    if not effects:
+        return "; ".join(str(p) for p in priced)
+    best = max(effects, key=lambda e: e.ratio)
+    if best.ratio < NOTHING_GAINED:
+        return "; ".join(e.reason for e in effects) + ": no gain per GPU"
+    return best
+
+
+def _priced(sit: Situation, current: int, size: int) -> Effect | str:
+    kv = kv_ratio(sit, tensor_parallel_size=size)
+    if isinstance(kv, str):
+        return f"TP {current} -> {size}: {kv}"
+    gpus = size / current
+    batch = _iso_latency_batch(sit, size, kv)
+    gain = damped(kv) if batch is None else min(MAX_RATIO, batch)
+    said = "" if batch is None else f"{batch:.2f}x the batch at today's step time, "
+    per_gpu = gain / gpus
+    reason = (f"TP {current} -> {size}: {said}the KV pool holds {kv:.2f}x the tokens, on "
+              f"{gpus:g}x the GPUs: {per_gpu:.2f}x per GPU")  # fmt: skip
+    return Effect("to", per_gpu, reason, target=size)
+
+
+def _iso_latency_batch(sit: Situation, size: int, kv: float) -> float | None:
+    """How many times today's running batch the other size runs in today's step time, at most
+    what its KV pool holds. Under an SLO the step time is what the latency limits hold still,
+    and the requests served grow with the batch: a bandwidth-bound step barely grows with
+    its batch, so a faster one buys far more than its speed-up (the simulated 70B on H100s
+    went 4.2 -> 11.6 req/s from TP 2 to 4 for a 1.7x faster step)."""
+    est, obs = sit.estimate, sit.observation
+    if est is None:
+        return None
+    signals = obs.saturated.signals
+    running = max(signals.running_mean or 1.0, 1.0)
+    per_request = (signals.tokens_per_step_mean or running) / running
+
+    def shape(batch: float) -> BatchShape:
+        n = max(1, round(batch))
+        return BatchShape(num_requests=n, new_tokens=max(1, round(per_request * batch)),
+                          attention_pairs=batch * est.context_tokens,
+                          kv_tokens=round(batch * est.context_tokens), samples=n)  # fmt: skip
+
+    now = Roofline(obs.gpu, obs.model, sit.engine, obs.efficiency).step(shape(running)).gpu_s
+    changed = resolve_engine(obs.engine.replace(tensor_parallel_size=size), obs.gpu, obs.model)
+    other = Roofline(obs.gpu, obs.model, changed, obs.efficiency)
+    low, high = 0.0, running * kv  # the pool bounds the batch as it bounds today's
+    if other.step(shape(high)).gpu_s <= now:
+        return high / running
+    for _ in range(40):
+        mid = (low + high) / 2
+        low, high = (mid, high) if other.step(shape(mid)).gpu_s <= now else (low, mid)
+    return max(low, 1.0) / running
