@@ -4,6 +4,7 @@ interleaving, caps), and `kneepoint sweep` on the simulator's virtual clock."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -104,6 +105,10 @@ def test_sweep_cli_prints_the_curve_and_writes_json(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "max_num_seqs=64" in done.stdout and "SLO capacity:" in done.stdout
     assert any(line.startswith(">") for line in done.stdout.splitlines())
+    # the knee's SLO percentiles with their bootstrap intervals over requests
+    assert "SLO percentiles with 95% bootstrap intervals:" in done.stdout
+    knee = next(ln for ln in done.stdout.splitlines() if ln.startswith("  at the knee, "))
+    assert re.search(r"chat ttft_p99 [\d.]+-[\d.]+ ms, chat itl_p95 [\d.]+-[\d.]+ ms", knee)
     result = json.loads(out.read_text())
     assert result["kind"] == "knee" and result["config"]["max_num_seqs"] == 64
     assert result["capacity_rps"] > 0 and len(result["points"]) >= 4

@@ -12,11 +12,14 @@ import sys
 from pathlib import Path
 
 from kneepoint.agent.files import write_atomically
+from kneepoint.agent.report.intervals import TRIM, slo_intervals
 from kneepoint.config import load_study
 from kneepoint.config.overrides import add_overrides_argument
+from kneepoint.load.score import stable_window
 from kneepoint.probes.process import ServerFailedError
 from kneepoint.probes.sweep import knee_search
-from kneepoint.probes.targets import PointSize, open_target
+from kneepoint.probes.targets import PointArtifacts, PointSize, open_target
+from kneepoint.records.measure import RequestRecord
 from kneepoint.records.study import StudySpec
 from kneepoint.records.sweep import SweepResult
 
@@ -46,9 +49,14 @@ def run_sweep(args: argparse.Namespace) -> int:
     config = study.engine
     out = args.out or Path("runs") / study.name / f"sweep-{config.fingerprint()}.json"
     trial_dir = out.parent / f"sweep-{config.fingerprint()}"
+    kept: dict[float, tuple[RequestRecord, ...]] = {}
+
+    def keep(artifacts: PointArtifacts) -> None:
+        kept[artifacts.rate_rps] = artifacts.records
+
     try:
         size = PointSize.for_study(study, args.seconds)
-        with open_target(study, config, trial_dir, size) as target:
+        with open_target(study, config, trial_dir, size, keep) as target:
             result = knee_search(
                 target.probe, config, study.slo, args.start_rps, rel_tol=args.rel_tol
             )
@@ -56,7 +64,9 @@ def run_sweep(args: argparse.Namespace) -> int:
         print(f"kneepoint: the server failed: {exc}", file=sys.stderr)
         return EXIT_SERVER_FAILED
     write_atomically(out, result.model_dump_json(indent=2) + "\n")
-    sys.stdout.write(render_curve(study, result) + f"\nwritten: {out}\n")
+    windows = {rate: stable_window(records, TRIM, size.warmup_s) for rate, records in kept.items()}
+    text = render_curve(study, result) + knee_intervals(study, result, windows)
+    sys.stdout.write(text + f"\nwritten: {out}\n")
     return 0
 
 
@@ -88,6 +98,32 @@ def render_curve(study: StudySpec, result: SweepResult) -> str:
         lines.append(f"SLO capacity: {result.capacity_rps:.2f} req/s (interpolated; knee "
                      f"marked > at {result.knee_rps:.2f} req/s; latencies in ms)")  # fmt: skip
     return "\n".join(lines)
+
+
+def knee_intervals(
+    study: StudySpec, result: SweepResult, windows: dict[float, list[RequestRecord]]
+) -> str:
+    """The SLO percentiles at the knee and the first rate past it, each with its bootstrap
+    interval (requests resampled: ``kneepoint.load.bootstrap``)."""
+    rates = sorted(windows)
+    knee = result.knee_rps
+    past = [r for r in rates if knee is not None and r > knee]
+    lines = []
+    for label, rate in (("at the knee", knee), ("first rate past it", past[0] if past else None)):
+        if rate is None or rate not in windows:
+            continue
+        found = slo_intervals(study, [windows[rate]], study.tuning.confidence)
+        said = ", ".join(f"{name} {_span(low, high)} ms" for name, (low, high) in found.items())
+        if said:
+            lines.append(f"  {label}, {rate:.2f} req/s: {said}")
+    if not lines:
+        return ""
+    head = f"\nSLO percentiles with {study.tuning.confidence:.0%} bootstrap intervals:"
+    return "\n".join([head, *lines])
+
+
+def _span(low: float, high: float) -> str:
+    return f"{low:.1f}-{'inf' if math.isinf(high) else f'{high:.1f}'}"
 
 
 def _ms(value: float, width: int = 9) -> str:

@@ -36,14 +36,15 @@ def with_intervals(folder: RunFolder, study: StudySpec, curve: Curve, confidence
         if not entries or any(w is None for w in windows):
             points.append(point)
             continue
-        intervals = _intervals(study, [w for w in windows if w is not None], confidence)
+        intervals = slo_intervals(study, [w for w in windows if w is not None], confidence)
         points.append(dataclasses.replace(point, intervals_ms=intervals))
     return dataclasses.replace(curve, points=tuple(points))
 
 
-def _intervals(
+def slo_intervals(
     study: StudySpec, windows: Sequence[Sequence[RequestRecord]], confidence: float
 ) -> dict[str, tuple[float, float]]:
+    """Per SLO metric label, the interval of the mean over ``windows`` (one per repeat)."""
     found = {}
     for label, metric, pct, _ in slo_metrics(study):
         name = label.split(" ", 1)[0]
