@@ -12,9 +12,10 @@ import pytest
 from kneepoint.agent.cli import main
 from kneepoint.config import load_study
 from kneepoint.config.catalog import gpu_catalogue, model_catalogue
+from kneepoint.load.fleet import gpu_price
 from kneepoint.planning.layouts import layout
 from kneepoint.planning.lengths import request_lengths
-from kneepoint.planning.plan import gpu_price, make_plan, plan_lengths
+from kneepoint.planning.plan import make_plan, plan_lengths
 from kneepoint.records.plan import Plan
 
 from .conftest import CONFIGS
@@ -47,7 +48,7 @@ def test_chat_lengths_size_max_model_len_to_serve_every_request() -> None:
     assert lengths.longest_tokens == 4096 + 1024 and lengths.max_model_len == 5120
     assert 1700 < lengths.p99_tokens < 2300 and 400 < lengths.p50_tokens < 600
     # a max_model_len at the p99, rounded up, rejects the 1% past it (less after rounding)
-    assert lengths.p99_round_tokens == 2048 and 0.0 < lengths.share_over_p99_round < 0.01
+    assert lengths.p99_max_model_len == 2048 and 0.0 < lengths.over_p99_share < 0.01
 
 
 def test_70b_on_h100_refuses_tp1_in_vllms_words_and_ranks_tp_2_4_8_by_price() -> None:

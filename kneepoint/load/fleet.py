@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from kneepoint.records.study import FleetSpec
+from kneepoint.records.hardware import GpuSpec
+from kneepoint.records.study import FleetSpec, StudySpec
 from kneepoint.records.sweep import SweepResult
 from kneepoint.records.workload import Workload, mean_length_tokens
 
@@ -81,3 +83,14 @@ def output_per_request(result: SweepResult, workload: Workload) -> float:
         return statistics.fmean(measured)
     total = sum(c.weight for c in workload.classes)
     return sum(c.weight * mean_length_tokens(c.output_tokens) for c in workload.classes) / total
+
+
+def gpu_price(study: StudySpec, gpu: GpuSpec, prices: Mapping[str, float]) -> float | None:
+    """A GPU-hour: a price given for this GPU, else the study's own for its GPU, else the
+    catalogue's typical price."""
+    if gpu.name in prices:
+        return prices[gpu.name]
+    own = study.budget.price_per_gpu_hour_usd
+    if gpu.name == study.gpu.name and own is not None:
+        return own
+    return gpu.usd_per_hour

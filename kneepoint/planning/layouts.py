@@ -22,14 +22,20 @@ WEIGHT_FORMATS = (None, "fp8", "awq_marlin")
 """The weight formats the plan tries: as served, fp8 online, and 4-bit AWQ (w4a16)."""
 
 
+def sized_engine(engine: EngineConfig, tp: int, lengths: PlanLengths) -> EngineConfig:
+    """``engine`` laid out at ``tp`` with the right-sized max_model_len: what a layout plans
+    and predicts."""
+    return engine.model_copy(update={"tensor_parallel_size": tp,
+                                     "max_model_len": lengths.max_model_len})  # fmt: skip
+
+
 def layout(
     gpu: GpuSpec, model: ModelSpec, engine: EngineConfig, tp: int, *, gpus: int,
     lengths: PlanLengths,
 ) -> Layout:  # fmt: skip
     """The memory plan of ``engine`` at tensor-parallel size ``tp`` on ``gpus`` GPUs of
     ``gpu``, at the right-sized max_model_len (and at the study's own, where that differs)."""
-    sized = engine.model_copy(update={"tensor_parallel_size": tp,
-                                      "max_model_len": lengths.max_model_len})  # fmt: skip
+    sized = sized_engine(engine, tp, lengths)
     base = Layout(gpu=gpu.name, tensor_parallel_size=tp, replicas=gpus // tp,
                   max_model_len=lengths.max_model_len)  # fmt: skip
     excluded = _excluded(gpu, model, tp, gpus)

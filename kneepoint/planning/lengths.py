@@ -9,7 +9,7 @@ import math
 import random
 
 from kneepoint.load.plan import sample_length
-from kneepoint.records.base import Record
+from kneepoint.records.plan import PlanLengths
 from kneepoint.records.workload import TraceEntry, Workload
 
 DRAWS = 20_000
@@ -18,27 +18,9 @@ MAX_MODEL_LEN_STEP = 1024
 """A right-sized max_model_len is rounded up to this, a size people recognise in a flag."""
 
 
-class RequestLengths(Record):
-    """Tokens one request holds at its end (prefix + prompt + output)."""
-
-    p50_tokens: int
-    p99_tokens: int
-    longest_tokens: int
-    """The longest request the workload can send (its distributions' upper bounds)."""
-    share_over_p99_round: float
-    """Share of requests longer than ``p99_round_tokens``: what a max_model_len set there
-    would reject."""
-    p99_round_tokens: int
-
-    @property
-    def max_model_len(self) -> int:
-        """The least max_model_len, in steps of 1,024, that serves every request."""
-        return _round_up(self.longest_tokens)
-
-
 def request_lengths(
     workload: Workload, trace: tuple[TraceEntry, ...] = (), seed: int = 0
-) -> RequestLengths:
+) -> PlanLengths:
     """Percentiles over ``DRAWS`` requests drawn from the workload (a trace's own requests)."""
     if trace:
         drawn = sorted(e.prefix_tokens + e.input_tokens + e.output_tokens for e in trace)
@@ -49,9 +31,9 @@ def request_lengths(
     p99 = drawn[min(len(drawn) - 1, math.ceil(0.99 * len(drawn)) - 1)]
     p99_round = _round_up(p99)
     over = sum(1 for n in drawn if n > p99_round) / len(drawn)
-    return RequestLengths(p50_tokens=drawn[len(drawn) // 2], p99_tokens=p99,
-                          longest_tokens=longest, share_over_p99_round=over,
-                          p99_round_tokens=p99_round)  # fmt: skip
+    return PlanLengths(p50_tokens=drawn[len(drawn) // 2], p99_tokens=p99,
+                       longest_tokens=longest, max_model_len=_round_up(longest),
+                       p99_max_model_len=p99_round, over_p99_share=over)  # fmt: skip
 
 
 def _draws(workload: Workload, seed: int) -> list[int]:

@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 from kneepoint.config.trace import workload_trace
-from kneepoint.planning.layouts import TENSOR_PARALLEL_SIZES, layout
+from kneepoint.load.fleet import gpu_price
+from kneepoint.planning.layouts import TENSOR_PARALLEL_SIZES, layout, sized_engine
 from kneepoint.planning.lengths import request_lengths
 from kneepoint.planning.predict import predict, study_on
 from kneepoint.records.hardware import GpuSpec
@@ -20,23 +21,7 @@ Progress = Callable[[Layout], None]
 
 
 def plan_lengths(study: StudySpec) -> PlanLengths:
-    lengths = request_lengths(study.workload, workload_trace(study.workload), study.seed)
-    return PlanLengths(
-        p50_tokens=lengths.p50_tokens, p99_tokens=lengths.p99_tokens,
-        longest_tokens=lengths.longest_tokens, max_model_len=lengths.max_model_len,
-        p99_max_model_len=lengths.p99_round_tokens, over_p99_share=lengths.share_over_p99_round,
-    )  # fmt: skip
-
-
-def gpu_price(study: StudySpec, gpu: GpuSpec, prices: Mapping[str, float]) -> float | None:
-    """A GPU-hour: a price given for this GPU, else the study's own for its GPU, else the
-    catalogue's typical price."""
-    if gpu.name in prices:
-        return prices[gpu.name]
-    own = study.budget.price_per_gpu_hour_usd
-    if gpu.name == study.gpu.name and own is not None:
-        return own
-    return gpu.usd_per_hour
+    return request_lengths(study.workload, workload_trace(study.workload), study.seed)
 
 
 def make_plan(
@@ -54,8 +39,7 @@ def make_plan(
         for tp in TENSOR_PARALLEL_SIZES:
             lay = layout(gpu, study.model, study.engine, tp, gpus=gpus_per_node, lengths=lengths)
             if lay.fits:
-                sized = {"tensor_parallel_size": tp, "max_model_len": lengths.max_model_len}
-                config = study.engine.model_copy(update=sized)
+                config = sized_engine(study.engine, tp, lengths)
                 prediction = predict(study_on(study, gpu, config), gpu_price(study, gpu, prices),
                                      start)  # fmt: skip
                 lay = lay.model_copy(update={"prediction": prediction})

@@ -9,7 +9,7 @@ from pathlib import Path
 from kneepoint.agent.files import write_atomically
 from kneepoint.agent.report.data import ReportData, gather
 from kneepoint.agent.report.document import to_html, to_markdown
-from kneepoint.agent.report.intervals import with_intervals
+from kneepoint.agent.report.intervals import kept_points, with_intervals
 from kneepoint.agent.report.sections import build
 from kneepoint.agent.run_folder import RunFolder
 
@@ -24,7 +24,7 @@ def write_report(folder: RunFolder) -> tuple[Path, Path]:
 
 
 def _with_intervals(data: ReportData) -> ReportData:
-    confidence = data.study.tuning.confidence
-    start, final = (None if c is None else with_intervals(data.folder, data.study, c, confidence)
+    confidence, kept = data.study.tuning.confidence, kept_points(data.folder.path)
+    start, final = (None if c is None else with_intervals(kept, data.study, c, confidence)
                     for c in (data.start, data.final))  # fmt: skip
     return dataclasses.replace(data, start=start, final=final)

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from kneepoint.agent.report.data import Curve, ReportData
 from kneepoint.agent.report.document import Document, Heading, Paragraph, Table
-from kneepoint.load.fleet import FleetSize, output_per_request, size_fleet
+from kneepoint.load.fleet import FleetSize, gpu_price, output_per_request, size_fleet
 from kneepoint.records.engine import EngineConfig
-from kneepoint.records.study import StudySpec
 
 
 def _size(data: ReportData, curve: Curve, config: EngineConfig) -> FleetSize | None:
@@ -18,13 +17,7 @@ def _size(data: ReportData, curve: Curve, config: EngineConfig) -> FleetSize | N
     study = data.study
     tokens = output_per_request(curve.result, study.workload)
     return size_fleet(capacity, config.tensor_parallel_size or 1, tokens, study.fleet,
-                      _price(study))  # fmt: skip
-
-
-def _price(study: StudySpec) -> float | None:
-    """The study's own price of a GPU-hour, else the catalogue's."""
-    own = study.budget.price_per_gpu_hour_usd
-    return own if own is not None else study.gpu.usd_per_hour
+                      gpu_price(study, study.gpu, {}))  # fmt: skip
 
 
 def _money(value: float | None, digits: int = 2) -> str:
@@ -46,7 +39,7 @@ def fleet(data: ReportData, doc: Document) -> None:
              if curve is not None and (size := _size(data, curve, config)) is not None]  # fmt: skip
     if not sized:
         return
-    price = _price(study)
+    price = gpu_price(study, study.gpu, {})
     own = study.budget.price_per_gpu_hour_usd is not None
     where = "the study's" if own else "the GPU catalogue's typical on-demand"
     priced = (f"at {where} ${price:.2f} per GPU-hour" if price is not None else

@@ -11,7 +11,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kneepoint.agent.report.data import Curve, slo_metrics
-from kneepoint.agent.run_folder import RunFolder
 from kneepoint.load.bootstrap import mean_percentile_interval
 from kneepoint.load.score import metric_values, stable_window
 from kneepoint.load.settle import request_seconds
@@ -22,11 +21,13 @@ from kneepoint.records.sweep import SweepPoint
 
 TRIM = 0.1
 """The share of the scheduled span cut at each end, as ``load_point`` cuts it."""
+KeptPoints = dict[str, list[Path]]
+"""Each kept point's summary file, by ``r<repeat>-<rate>rps``."""
 
 
-def with_intervals(folder: RunFolder, study: StudySpec, curve: Curve, confidence: float) -> Curve:
-    """``curve`` with an interval on every SLO percentile whose requests the run kept."""
-    kept = _kept_points(folder.path)
+def with_intervals(kept: KeptPoints, study: StudySpec, curve: Curve, confidence: float) -> Curve:
+    """``curve`` with an interval on every SLO percentile whose requests the run kept
+    (``kept``: ``kept_points`` of the run's folder)."""
     warmup_s = request_seconds(study.workload, study.slo)
     points = []
     for point in curve.points:
@@ -56,7 +57,7 @@ def slo_intervals(
     return found
 
 
-def _kept_points(run: Path) -> dict[str, list[Path]]:
+def kept_points(run: Path) -> KeptPoints:
     """Every kept point's summary file, by the stem its rate and repeat give it."""
     found: dict[str, list[Path]] = {}
     for path in sorted(run.glob("trials/*/points/*.point.json")):
@@ -71,9 +72,7 @@ def _stem_key(stem: str) -> str:
     return f"r{repeat}-{rate}"
 
 
-def _window(
-    kept: dict[str, list[Path]], entry: SweepPoint, warmup_s: float
-) -> list[RequestRecord] | None:
+def _window(kept: KeptPoints, entry: SweepPoint, warmup_s: float) -> list[RequestRecord] | None:
     """The stable window of the requests measured at ``entry``: the kept point with the same
     summary (window, requests sent), its records cut as they were scored."""
     key = f"r{entry.repeat}-{entry.rate_rps:.4g}rps"
