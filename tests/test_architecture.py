@@ -73,3 +73,66 @@ def test_library_code_never_prints(path: Path) -> None:
         if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "print"
     ]
     assert not calls, f"{path} calls print()"
+
+
+# Programs are started by argv lists, never through a shell: a value that reaches a command
+# line (a model name, a flag, a path) must not be able to become shell syntax.
+SHELL_CALLS = {"os.system", "os.popen", "subprocess.getoutput", "subprocess.getstatusoutput",
+               "asyncio.create_subprocess_shell", "pty.spawn"}  # fmt: skip
+ARGV_CALLS = {"subprocess.run", "subprocess.Popen", "subprocess.call", "subprocess.check_call",
+              "subprocess.check_output", "asyncio.create_subprocess_exec"}  # fmt: skip
+
+
+def _dotted(node: ast.expr) -> str:
+    if isinstance(node, ast.Attribute):
+        return f"{_dotted(node.value)}.{node.attr}"
+    return node.id if isinstance(node, ast.Name) else ""
+
+
+def _shell_argv(argv: ast.List) -> bool:
+    words = [e.value for e in argv.elts if isinstance(e, ast.Constant)]
+    shells = {"sh", "bash", "zsh", "dash", "/bin/sh", "/bin/bash", "/usr/bin/env"}
+    return bool(words) and words[0] in shells and "-c" in words
+
+
+def shell_uses(source: str) -> list[str]:
+    """Every way ``source`` could run a command through a shell, as ``line: what``."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Call):
+            continue
+        name = _dotted(node.func)
+        if name in SHELL_CALLS:
+            found.append(f"{node.lineno}: {name}")
+        if any(k.arg == "shell" and not (isinstance(k.value, ast.Constant) and k.value.value
+                                         is False) for k in node.keywords):  # fmt: skip
+            found.append(f"{node.lineno}: shell= on {name or 'a call'}")
+        first = node.args[0] if node.args else None
+        if name in ARGV_CALLS and isinstance(first, ast.Constant | ast.JoinedStr | ast.BinOp):
+            found.append(f"{node.lineno}: {name} with a command string")
+        if name in ARGV_CALLS and isinstance(first, ast.List) and _shell_argv(first):
+            found.append(f"{node.lineno}: {name} runs a shell with -c")
+    return found
+
+
+def test_the_shell_rule_catches_every_form() -> None:
+    source = (
+        "import os, subprocess\n"
+        "os.system('ls')\n"
+        "os.popen('ls')\n"
+        "subprocess.run('ls -l', shell=True)\n"
+        "subprocess.Popen(f'vllm serve {model}')\n"
+        "subprocess.check_output(['ls'], shell=flag)\n"
+        "subprocess.run(['bash', '-c', command])\n"
+        "subprocess.run(['ls', '-l'], shell=False)\n"
+    )
+    assert [u.split(":")[0] for u in shell_uses(source)] == ["2", "3", "4", "4", "5", "6", "7"]
+
+
+def _python_sources() -> list[Path]:
+    return sorted([*PACKAGE.rglob("*.py"), *(REPO / "scripts").rglob("*.py")])
+
+
+@pytest.mark.parametrize("path", _python_sources(), ids=lambda p: str(p.relative_to(REPO)))
+def test_no_command_goes_through_a_shell(path: Path) -> None:
+    assert not shell_uses(path.read_text()), f"{path}: {shell_uses(path.read_text())}"
