@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Protocol
 
 import httpx
+import structlog
 
 from kneepoint.probes.measure import Instruments
 from kneepoint.probes.process import (
@@ -32,6 +33,10 @@ from kneepoint.probes.process import (
 from kneepoint.probes.prom import parse_metrics
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.study import VllmBackend
+from kneepoint.sim.access import is_loopback
+
+log = structlog.get_logger(__name__)
+_WARNED_HOSTS: set[str] = set()
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +109,11 @@ class LaunchBackend:
         self.host, self.port = host, port
         self.startup_timeout_s, self.hang_after_s = startup_timeout_s, hang_after_s
         self.sim_telemetry, self.nvml_index = sim_telemetry, nvml_index
+        if not is_loopback(host) and host not in _WARNED_HOSTS:
+            _WARNED_HOSTS.add(host)  # once per run, not once per launched trial
+            log.warning("server.exposed", host=host,
+                        why="the study's backend.host is not a loopback address: every "
+                        "launched server is reachable from the network")  # fmt: skip
 
     @contextmanager
     def serve(self, config: EngineConfig, trial_dir: Path) -> Iterator[Endpoint]:

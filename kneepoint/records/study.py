@@ -47,6 +47,8 @@ class VllmBackend(InputRecord):
     """How the command takes the model: `vllm serve MODEL` or `--model MODEL`."""
     env: dict[str, str] = Field(default_factory=dict)
     host: str = "127.0.0.1"
+    """Where launched servers listen: loopback unless the study says otherwise (any other
+    address is logged as a ``server.exposed`` warning)."""
     port: int | None = Field(default=None, ge=1, le=65535)
     """Fixed port; None picks a free one per launch."""
     startup_timeout_s: float = Field(default=900.0, gt=0.0)

@@ -23,6 +23,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from kneepoint.physics.roofline import Efficiency
+from kneepoint.sim.access import is_loopback
 from kneepoint.sim.engine import RequestRejectedError, SimEngine
 from kneepoint.sim.metrics import VllmMetrics
 from kneepoint.sim.openai_api import (
@@ -222,6 +223,9 @@ def build_server(args: ServeArgs, efficiency: Efficiency | None = None) -> SimSe
 
 def serve(server: SimServer) -> None:
     """Serve until interrupted."""
+    if not is_loopback(server.args.host):
+        log.warning("server.exposed", host=server.args.host, port=server.args.port,
+                    why="--host is not a loopback address: reachable from the network")  # fmt: skip
     config = uvicorn.Config(
         server.app, host=server.args.host, port=server.args.port, log_config=None,
         access_log=False, lifespan="on",
