@@ -28,6 +28,7 @@ from kneepoint.agent.cli_plan import add_plan_command
 from kneepoint.agent.cli_report import add_report_command
 from kneepoint.agent.cli_sweep import add_sweep_command
 from kneepoint.agent.cli_tune import EXIT_INTERRUPTED, add_tune_command
+from kneepoint.agent.feasibility import study_checks
 from kneepoint.agent.files import write_atomically
 from kneepoint.agent.logs import configure_logging
 from kneepoint.config import ConfigError, load_study, study_file_schema
@@ -123,7 +124,8 @@ def _sim_serve(args: argparse.Namespace) -> int:
 
 
 def _config_check(args: argparse.Namespace) -> int:
-    study = load_study(args.file, args.overrides)
+    now = datetime.now().astimezone()
+    study = load_study(args.file, args.overrides, study_checks(now))
     resolved = study.model_dump(mode="json")
     log.info("config.checked", file=str(args.file), study=study.name, overrides=args.overrides)
     if args.json:
@@ -131,7 +133,7 @@ def _config_check(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(f"# {args.file}: valid; resolved study with every default\n")
         sys.stdout.write(yaml.safe_dump(resolved, sort_keys=False, allow_unicode=True))
-        deadline = study.budget.deadline_after(datetime.now().astimezone())
+        deadline = study.budget.deadline_after(now)
         if deadline is not None:
             sys.stdout.write(f"# budget.deadline: a run started now stops starting new work "
                              f"at {deadline.isoformat(timespec='minutes')}\n")  # fmt: skip

@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 
 from kneepoint.agent.cli_progress import ConsoleProgress, progress_for
-from kneepoint.agent.deadline import deadline_problem
+from kneepoint.agent.feasibility import launched_vllm, study_checks
 from kneepoint.agent.ledger import LedgerError
 from kneepoint.agent.logs import configure_logging
 from kneepoint.agent.loop import Tuner
@@ -31,7 +31,6 @@ from kneepoint.agent.state import RunState
 from kneepoint.config import ConfigError, knob_catalogue, load_study
 from kneepoint.config.errors import Problem
 from kneepoint.config.overrides import add_overrides_argument
-from kneepoint.config.yamlio import read_mapping
 from kneepoint.load.objective import name as objective_name
 from kneepoint.load.objective import unit
 from kneepoint.load.objective import value as objective_value
@@ -73,14 +72,10 @@ def _open(args: argparse.Namespace) -> RunFolder:
     if args.repair_ledger:
         raise ConfigError([Problem("--repair-ledger", None, (), "repairs a run folder's "
                                    "ledger; give the run, not a study file")])  # fmt: skip
-    study = load_study(target, args.overrides)
     now = datetime.now().astimezone()
-    late = deadline_problem(study, now)
-    if late is not None:
-        # Refused before anything starts: a baseline cut off by the deadline is device time
-        # spent for no measurement.
-        line = read_mapping(target).line_of(("budget", "deadline"))
-        raise ConfigError([Problem(str(target), line, ("budget", "deadline"), late)])
+    # Refused before anything starts (kneepoint.agent.feasibility): a baseline cut off by the
+    # deadline, or an engine vLLM or the simulator refuses, is device time for nothing.
+    study = load_study(target, args.overrides, study_checks(now))
     return RunFolder.create(args.runs_dir, study, now)
 
 
@@ -101,7 +96,8 @@ def run_tune(args: argparse.Namespace) -> int:
     configure_logging(level=args.log_level, log_file=args.log_file or folder.path / "events.jsonl")
     try:
         study = folder.study()
-        tuner = Tuner(folder, study, progress_for(sys.stderr), knob_catalogue())
+        tuner = Tuner(folder, study, progress_for(sys.stderr), knob_catalogue(),
+                      vllm_version=launched_vllm(study))  # fmt: skip
     except (RunFolderError, LedgerError) as exc:
         raise run_folder_error(folder.path, exc) from exc
     tuner.progress.phase("run", f"{study.name} in {folder.path}")

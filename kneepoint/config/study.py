@@ -11,7 +11,7 @@ ConfigError, each naming its file (or override), line and field.
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,11 @@ from kneepoint.records.calibration import Calibration
 from kneepoint.records.slo import Slo
 from kneepoint.records.study import StudySpec
 from kneepoint.records.workload import TraceArrivals, Workload
+
+StudyCheck = Callable[[StudySpec], Sequence[tuple[Loc, str]]]
+"""A check of a validated study that needs more than the records know (the physics, the
+installed vLLM, the clock: kneepoint.agent.feasibility), as (field path, problem) pairs; the
+loader locates each in the file or the --set that gave it."""
 
 
 class WorkloadFile(Record):
@@ -146,9 +151,11 @@ def _absolute_trace(workload: Any, base: Path) -> None:
             arrival["path"] = str(base / path)
 
 
-def load_study(path: Path, overrides: Sequence[str] = ()) -> StudySpec:
-    """Read, resolve, override and validate a study file."""
-    return resolve_study(read_mapping(path), overrides)
+def load_study(
+    path: Path, overrides: Sequence[str] = (), checks: Sequence[StudyCheck] = ()
+) -> StudySpec:
+    """Read, resolve, override and validate a study file, then run ``checks`` on it."""
+    return resolve_study(read_mapping(path), overrides, checks)
 
 
 def study_from_mapping(
@@ -159,8 +166,10 @@ def study_from_mapping(
     return resolve_study(YamlDoc(source, data, None), overrides)
 
 
-def resolve_study(doc: YamlDoc, overrides: Sequence[str] = ()) -> StudySpec:
-    """Resolve references, apply overrides and validate a study document."""
+def resolve_study(
+    doc: YamlDoc, overrides: Sequence[str] = (), checks: Sequence[StudyCheck] = ()
+) -> StudySpec:
+    """Resolve references, apply overrides, validate a study document and run ``checks``."""
     parsed = [parse_override(text) for text in overrides]
     resolver = _Resolver(doc, parsed)
     raw: dict[str, Any] = copy.deepcopy(doc.data)
@@ -177,6 +186,9 @@ def resolve_study(doc: YamlDoc, overrides: Sequence[str] = ()) -> StudySpec:
         StudySpec, raw, doc, context={"knobs": knob_catalogue()}, source_of=resolver.locate
     )
     _check_trace(study, resolver)
+    found = [(loc, problem) for check in checks for loc, problem in check(study)]
+    if found:
+        raise ConfigError([Problem(*resolver.locate(loc), loc, problem) for loc, problem in found])
     return study
 
 
