@@ -19,6 +19,7 @@ import structlog
 from pydantic import TypeAdapter, ValidationError
 
 from kneepoint.agent.state import RunState, StateError
+from kneepoint.probes.redact import redact
 from kneepoint.records.ledger import Event
 
 log = structlog.get_logger(__name__)
@@ -119,8 +120,9 @@ class Ledger:
         return _Scan(events, len(lines), None)
 
     def append(self, event: Event) -> None:
-        """Write one event and make it durable before returning."""
-        line = event.model_dump_json() + "\n"
+        """Write one event and make it durable before returning (secrets taken out: the
+        ledger keeps text from servers and the environment)."""
+        line = redact(event.model_dump_json()) + "\n"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.path.open("a", encoding="utf-8") as handle:
             handle.write(line)

@@ -3,6 +3,8 @@
 Library code only ever does ``structlog.get_logger(__name__).info("event", key=value)``.
 Events go to stderr, readable on a terminal and as JSON lines when stderr is not a terminal
 (an unattended run's output is then machine-readable), and optionally to a JSON-lines file.
+Every event has secrets taken out first (``kneepoint.probes.redact``), on the console and in
+the file alike.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from typing import Any
 import optuna
 import structlog
 
+from kneepoint.probes.redact import redact_all
+
 _MARK = "_kneepoint_handler"
 
 
@@ -26,7 +30,13 @@ def _shared_processors() -> list[Any]:
         structlog.processors.TimeStamper(fmt="iso", utc=True),
         structlog.processors.StackInfoRenderer(),
         structlog.processors.format_exc_info,
+        _redacted,
     ]
+
+
+def _redacted(_: Any, __: str, event: dict[str, Any]) -> dict[str, Any]:
+    """The event with every secret in it replaced (last: tracebacks are text by then)."""
+    return {key: redact_all(value) for key, value in event.items()}
 
 
 def _handler(stream_or_path: Any, renderer: Any) -> logging.Handler:

@@ -23,6 +23,8 @@ from typing import Literal
 
 import httpx
 
+from kneepoint.probes.redact import redact
+
 FailureKind = Literal["startup_oom", "bad_argument", "crashed", "hung", "timed_out"]
 
 # vLLM's own wording, across versions and platforms (CUDA and the CPU build).
@@ -72,8 +74,9 @@ def kv_capacity_tokens(log: str) -> int | None:
 
 
 def classify(log: str, exit_code: int | None, *, silent_s: float = 0.0) -> Failure:
-    """Name a failure from the server's log and exit code (None: still running)."""
-    tail = tuple(log.rstrip().splitlines()[-20:])
+    """Name a failure from the server's log and exit code (None: still running). The lines
+    kept go into the ledger and the report, so secrets are taken out of them."""
+    tail = tuple(redact(line) for line in log.rstrip().splitlines()[-20:])
     if exit_code is None:
         kind: FailureKind = "hung" if silent_s > 0 else "timed_out"
         what = f"no answer, log silent for {silent_s:.0f} s" if silent_s else "still starting"
@@ -82,7 +85,7 @@ def classify(log: str, exit_code: int | None, *, silent_s: float = 0.0) -> Failu
     for pattern, kind in ((_OOM, "startup_oom"), (_BAD_ARGUMENT, "bad_argument")):
         line = _last_matching(lines, pattern)
         if line is not None:
-            return Failure(kind, line.strip(), exit_code, tail)
+            return Failure(kind, redact(line.strip()), exit_code, tail)
     return Failure("crashed", tail[-1].strip() if tail else "no output", exit_code, tail)
 
 

@@ -1,0 +1,67 @@
+"""Secrets taken out of text before it is kept: log events, failure causes, ledger lines.
+
+Two nets. Known values: the API key the run read from its environment (remembered when it is
+read) and the value of every variable of the agent's environment whose name looks secret
+(``kneepoint.records.secret_env``). Known shapes: ``Bearer <token>``, ``--api-key <value>``,
+an ``api_key`` in a logged argument dump, Hugging Face (``hf_...``) and OpenAI-style
+(``sk-...``) tokens. Either is replaced by ``<redacted>``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+from kneepoint.records.secret_env import looks_secret
+
+REDACTED = "<redacted>"
+MIN_SECRET_CHARS = 6
+"""Shorter values of secret-looking variables are not searched for: they would blank
+ordinary words and numbers, and a secret that short protects nothing anyway."""
+# A token ends at whitespace, a quote, a comma, a bracket or a backslash (so a JSON line's
+# escapes survive).
+_TOKEN = r"[^\s'\",\]}\\]+"
+_SHAPES = (
+    (re.compile(rf"(\bBearer\s+){_TOKEN}", re.IGNORECASE), rf"\1{REDACTED}"),
+    (re.compile(rf"(--api-key(?:=|\s+)){_TOKEN}"), rf"\1{REDACTED}"),
+    (re.compile(rf"(\bapi_key\W{{0,3}}\s*[:=]\s*\[?\s*\W?)(?!None\b){_TOKEN}"), rf"\1{REDACTED}"),
+    (re.compile(r"\bhf_[A-Za-z0-9]{16,}"), REDACTED),
+    (re.compile(r"\bsk-[A-Za-z0-9_\-]{16,}"), REDACTED),
+)
+_remembered: set[str] = set()
+
+
+def remember_secret(value: str) -> None:
+    """Redact ``value`` from now on, wherever it appears (a key read from the environment)."""
+    if len(value) >= MIN_SECRET_CHARS:
+        _remembered.add(value)
+
+
+def known_secrets() -> list[str]:
+    """Every value to redact, longest first (one may contain another)."""
+    from_env = {v for k, v in os.environ.items() if looks_secret(k) and len(v) >= MIN_SECRET_CHARS}
+    return sorted(_remembered | from_env, key=len, reverse=True)
+
+
+def redact(text: str) -> str:
+    """``text`` with every known secret and every secret-shaped token replaced."""
+    for value in known_secrets():
+        if value in text:
+            text = text.replace(value, REDACTED)
+    for pattern, replacement in _SHAPES:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+def redact_all(value: Any) -> Any:
+    """``redact`` over every string in a structure of dicts, lists and tuples."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {k: redact_all(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):  # an argv: the word after --api-key is the key
+        after_flag = [i > 0 and value[i - 1] == "--api-key" for i in range(len(value))]
+        return type(value)(REDACTED if flagged else redact_all(v)
+                           for v, flagged in zip(value, after_flag, strict=True))  # fmt: skip
+    return value
