@@ -113,10 +113,19 @@ def knob_catalogue() -> KnobCatalogue:
     return read_knob_catalogue(configs_dir() / "knobs.yaml")
 
 
+def is_file(path: Path) -> bool:
+    """``path.is_file()`` for whatever a study names: a name the OS refuses (too long, a
+    component that is not a directory) is no file rather than an OSError."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
+
+
 def find_preset(kind: str, name: str) -> Path | None:
     """The shipped preset file ``configs/<kind>/<name>.yaml``, if there is one."""
     path = configs_dir() / kind / f"{name}.yaml"
-    return path if path.is_file() else None
+    return path if is_file(path) else None
 
 
 def preset_names(kind: str) -> list[str]:

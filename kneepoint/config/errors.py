@@ -12,12 +12,20 @@ from dataclasses import dataclass
 Loc = tuple[str | int, ...]
 
 
+# Characters str.splitlines breaks at: a key or value holding one must not split a problem's
+# line in two (a terminal, or a test reading stderr line by line, would see two problems).
+_LINE_BREAKS = {ord(c): repr(c)[1:-1] for c in "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"}
+
+
 def render_loc(loc: Sequence[str | int]) -> str:
-    """``('workload', 'classes', 0, 'weight')`` -> ``workload.classes[0].weight``."""
+    """``('workload', 'classes', 0, 'weight')`` -> ``workload.classes[0].weight``; a key that
+    is empty or holds unprintable characters is quoted (``slo.classes['\\t']``)."""
     text = ""
     for part in loc:
         if isinstance(part, int):
             text += f"[{part}]"
+        elif not part or not part.isprintable():
+            text += f"[{part!r}]"
         else:
             text += f".{part}" if text else str(part)
     return text
@@ -35,7 +43,8 @@ class Problem:
     def __str__(self) -> str:
         where = f"{self.source}:{self.line}" if self.line is not None else self.source
         field = render_loc(self.loc) if self.loc else ""
-        return f"{where}: {field}: {self.message}" if field else f"{where}: {self.message}"
+        text = f"{where}: {field}: {self.message}" if field else f"{where}: {self.message}"
+        return text.translate(_LINE_BREAKS)
 
 
 class ConfigError(Exception):

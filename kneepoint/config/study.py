@@ -19,6 +19,7 @@ from typing import Any
 from kneepoint.config.catalog import (
     find_preset,
     gpu_catalogue,
+    is_file,
     knob_catalogue,
     model_catalogue,
     model_from_hf_config,
@@ -87,7 +88,7 @@ class _Resolver:
             raw["model"] = catalogue[ref].model_dump(mode="json")
             return
         path = self.base_dir() / ref
-        if not (path.is_file() or (path / "config.json").is_file()):
+        if not (is_file(path) or is_file(path / "config.json")):
             raise self.fail(
                 ("model",),
                 f"{ref!r} is neither a catalogue model ({', '.join(catalogue)}) "
@@ -117,7 +118,7 @@ class _Resolver:
         if not isinstance(ref, str):
             return
         path = self.base_dir() / ref
-        if not path.is_file():
+        if not is_file(path):
             raise self.fail(("calibration",), f"no such file: {path}")
         found = validate(Calibration, read_mapping(path).data, read_mapping(path))
         gpu, model = raw.get("gpu"), raw.get("model")
@@ -132,7 +133,7 @@ class _Resolver:
         path = find_preset("workloads", ref) if "/" not in ref else None
         if path is None:
             path = self.base_dir() / ref
-            if not path.is_file():
+            if not is_file(path):
                 known = ", ".join(preset_names("workloads"))
                 raise self.fail(
                     ("workload",), f"{ref!r} is neither a preset ({known}) nor a workload file"
@@ -194,5 +195,5 @@ def resolve_study(
 
 def _check_trace(study: StudySpec, resolver: _Resolver) -> None:
     arrival = study.workload.arrival
-    if isinstance(arrival, TraceArrivals) and not arrival.path.is_file():
+    if isinstance(arrival, TraceArrivals) and not is_file(arrival.path):
         raise resolver.fail(("workload", "arrival", "path"), f"no such file: {arrival.path}")

@@ -67,7 +67,13 @@ def _child(node: yaml.Node | None, part: str | int) -> yaml.Node | None:
 
 def parse_yaml(text: str, source: str) -> YamlDoc:
     """Parse one YAML document; syntax errors become a one-line ConfigError."""
-    loader = _StrictLoader(text)
+    try:
+        # The reader refuses control characters as it is built, before any parsing.
+        loader = _StrictLoader(text)
+    except yaml.reader.ReaderError as exc:
+        line = text.count("\n", 0, exc.position) + 1
+        problem = f"not YAML text: control character #x{exc.character:04x} is not allowed"
+        raise ConfigError([Problem(source, line, None, problem)]) from exc
     try:
         root = loader.get_single_node()
         data = loader.construct_document(root) if root is not None else None

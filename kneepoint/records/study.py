@@ -155,7 +155,8 @@ class StudySpec(InputRecord):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$", max_length=80)
     """Study id; names the run folder runs/<name>-<timestamp>."""
     description: str = ""
-    seed: int = 0
+    seed: int = Field(default=0, ge=0, lt=2**32)
+    """Seeds the proposers too: Optuna's samplers take numpy's 32-bit unsigned seeds."""
     gpu: GpuSpec
     gpus: int = Field(default=1, ge=1, le=64)
     """GPUs one server may use: above 1, tensor_parallel_size is searched up to it and the

@@ -1,0 +1,170 @@
+"""Fuzzed study files never produce a traceback: each is valid (exit 0) or refused with exit 2
+and one ``kneepoint: ...`` line per problem, through the real command-line entry.
+
+The documents are the shipped studies mutated (fields dropped or replaced by junk of every
+type: huge, negative, NaN and infinite numbers, unicode text, nested lists and mappings,
+unknown keys), other YAML top levels, random text and random bytes, with random ``--set``
+overrides beside them. Each goes through ``kneepoint config check`` and through ``kneepoint
+tune`` up to the moment it would create the run folder (``RunFolder.create`` is replaced by a
+sentinel there), so no server starts and no simulation runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kneepoint.agent import cli_tune
+from kneepoint.agent.cli import main
+
+from .conftest import CONFIGS
+
+STUDIES = sorted((CONFIGS / "studies").glob("*.yaml"))
+BASES: list[dict[str, Any]] = [yaml.safe_load(p.read_text()) for p in STUDIES]
+
+_text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
+_numbers = st.one_of(
+    st.integers(min_value=-(10**30), max_value=10**30),
+    st.sampled_from([0, -1, 2**63, -(2**63), 10**400, 0.0, -0.0, 1e308, -1e-308]),
+    st.floats(allow_nan=True, allow_infinity=True),
+)
+_scalars = st.one_of(st.none(), st.booleans(), _numbers, _text,
+                     st.sampled_from(["07:00", "2020-01-01T00:00:00", "chat", "h100-sxm",
+                                      "llama-3.1-8b", "vllm", "sim", "http", "../../etc",
+                                      "/dev/null", "x" * 300, "a/" * 150]))  # fmt: skip
+_junk = st.recursive(
+    _scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.dictionaries(st.one_of(_text, st.integers(-3, 3)), inner, max_size=4),
+    ),
+    max_leaves=8,
+)
+
+
+def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+    """Every path to a value in a YAML tree (mapping keys and list indices)."""
+    yield prefix
+    if isinstance(node, dict):
+        for key, child in node.items():
+            yield from _paths(child, (*prefix, key))
+    elif isinstance(node, list):
+        for index, child in enumerate(node):
+            yield from _paths(child, (*prefix, index))
+
+
+def _parent(doc: Any, path: tuple[Any, ...]) -> Any:
+    for part in path[:-1]:
+        doc = doc[part]
+    return doc
+
+
+@st.composite
+def _mutated(draw: st.DrawFn) -> Any:
+    """A shipped study with a few fields dropped, replaced or added."""
+    doc = yaml.safe_load(yaml.safe_dump(draw(st.sampled_from(BASES))))  # a deep copy
+    for _ in range(draw(st.integers(1, 4))):
+        paths = [p for p in _paths(doc) if p]
+        if not paths or not isinstance(doc, dict):
+            break
+        path = draw(st.sampled_from(paths))
+        parent, key = _parent(doc, path), path[-1]
+        action = draw(st.sampled_from(["drop", "replace", "replace", "add"]))
+        if action == "drop":
+            del parent[key]
+        elif action == "replace":
+            parent[key] = draw(_junk)
+        elif isinstance(parent, dict):
+            parent[draw(_text)] = draw(_junk)
+        else:
+            parent.append(draw(_junk))
+    return doc
+
+
+def _dump(doc: Any) -> bytes:
+    return yaml.safe_dump(doc, allow_unicode=True, sort_keys=False).encode()
+
+
+_documents = st.one_of(
+    _mutated().map(_dump),
+    _mutated().map(_dump),
+    _mutated().map(_dump),
+    _junk.map(_dump),  # a top level that is rarely a mapping
+    _text.map(str.encode),  # text that is rarely YAML
+    st.binary(max_size=64),  # junk bytes, invalid UTF-8 among them
+)
+_overrides = st.lists(
+    st.one_of(
+        st.builds(lambda p, v: f"{'.'.join(map(str, p))}={v}",
+                  st.sampled_from([p for base in BASES for p in _paths(base) if p]),
+                  _junk.map(lambda v: yaml.safe_dump(v, default_flow_style=True).strip())),
+        _text,
+    ),
+    max_size=2,
+)  # fmt: skip
+
+
+class _LaunchError(Exception):
+    """Raised where `kneepoint tune` would create the run folder and start its baseline."""
+
+
+def _run(argv: list[str]) -> tuple[int | None, str]:
+    err, out = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
+        try:
+            code: int | None = main(argv)
+        except _LaunchError:
+            code = None
+    return code, err.getvalue()
+
+
+def _assert_clean(code: int | None, err: str, allowed: set[int | None]) -> None:
+    assert code in allowed, err
+    assert "Traceback" not in err
+    if code == 2:
+        lines = err.splitlines()
+        assert lines, "exit 2 without a line saying why"
+        assert all(line.startswith("kneepoint: ") for line in lines), err
+
+
+@pytest.fixture(scope="module")
+def study_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("fuzz") / "study.yaml"
+
+
+@settings(max_examples=500, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
+@given(document=_documents, overrides=_overrides)
+def test_no_study_file_gets_a_traceback(
+    study_file: Path, document: bytes, overrides: list[str]
+) -> None:
+    # too_slow: the shipped studies are mutated several times per example, which generates
+    # more data than hypothesis expects of a test; each example still runs in milliseconds.
+    study_file.write_bytes(document)
+    sets = [arg for text in overrides for arg in ("--set", text)]
+    code, err = _run(["config", "check", str(study_file), *sets])
+    _assert_clean(code, err, {0, 2})
+    with mock.patch.object(cli_tune.RunFolder, "create", side_effect=_LaunchError):
+        tuned, tune_err = _run(["tune", str(study_file), "--runs-dir",
+                                str(study_file.parent / "runs"), *sets])  # fmt: skip
+    _assert_clean(tuned, tune_err, {None, 2})
+    # config check and tune read the same study through the same checks
+    assert (tuned is None) == (code == 0), (err, tune_err)
+
+
+@pytest.mark.parametrize("base", BASES, ids=[p.stem for p in STUDIES])
+def test_the_unmutated_studies_go_through_both(study_file: Path, base: dict[str, Any]) -> None:
+    """The fuzzer starts from valid studies, which reach the point where tune would launch."""
+    study_file.write_bytes(_dump(base))
+    assert _run(["config", "check", str(study_file)])[0] == 0
+    with mock.patch.object(cli_tune.RunFolder, "create", side_effect=_LaunchError):
+        assert _run(["tune", str(study_file), "--runs-dir", str(study_file.parent)])[0] is None
