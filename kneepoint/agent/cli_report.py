@@ -1,6 +1,9 @@
 """``kneepoint report RUN``: (re)write a run folder's report, Markdown and HTML with plots.
 
 Works on a finished run and on one still going or killed (it reports what the ledger holds).
+It takes no lock on the folder: it only reads the ledger (reading changes nothing, and a line
+the agent is still writing is left out) and writes each report file whole, so it runs beside a
+live agent; a shared lock would refuse exactly that, the report of a run in progress.
 """
 
 from __future__ import annotations

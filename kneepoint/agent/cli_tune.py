@@ -4,6 +4,9 @@
     kneepoint tune runs/quickstart-20261122-231500      resume that run
     kneepoint tune --resume runs/quickstart-...         the same
 
+The run folder is locked while the agent works on it (a second agent is refused in one line);
+the lock dies with the agent, however it dies, so a killed run resumes at once.
+
 At the end it writes the report (Markdown and HTML), best.yaml and the winner's exact
 `vllm serve` command into the run folder, and prints where they are.
 """
@@ -18,6 +21,7 @@ from pathlib import Path
 from kneepoint.agent.cli_progress import ConsoleProgress, progress_for
 from kneepoint.agent.feasibility import launched_vllm, study_checks
 from kneepoint.agent.ledger import LedgerError
+from kneepoint.agent.lock import RunLockedError
 from kneepoint.agent.logs import configure_logging
 from kneepoint.agent.loop import Tuner
 from kneepoint.agent.report import write_report
@@ -63,11 +67,18 @@ def _open(args: argparse.Namespace) -> RunFolder:
             raise ConfigError([Problem("--set", None, (), "a resumed run keeps its study")])
         try:
             folder = RunFolder.existing(target)
+            folder.take_lock(datetime.now().astimezone())  # before the repair writes
+        except (RunFolderError, RunLockedError) as exc:
+            raise run_folder_error(target, exc) from exc
+        try:
             if args.repair_ledger:
                 _repair(folder)
             folder.check_resumable()  # after a repair too: it may have kept nothing
-        except RunFolderError as exc:
-            raise run_folder_error(target, exc) from exc
+        except BaseException as exc:
+            folder.release()
+            if isinstance(exc, RunFolderError):
+                raise run_folder_error(target, exc) from exc
+            raise
         return folder
     if args.repair_ledger:
         raise ConfigError([Problem("--repair-ledger", None, (), "repairs a run folder's "
@@ -92,6 +103,13 @@ def _repair(folder: RunFolder) -> None:
 
 def run_tune(args: argparse.Namespace) -> int:
     folder = _open(args)
+    try:
+        return _tune(folder, args)
+    finally:
+        folder.release()
+
+
+def _tune(folder: RunFolder, args: argparse.Namespace) -> int:
     # The run's own structured log lives with it, unless the user sent it elsewhere.
     configure_logging(level=args.log_level, log_file=args.log_file or folder.path / "events.jsonl")
     try:

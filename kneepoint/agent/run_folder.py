@@ -8,8 +8,11 @@
     report.md, report.html, plots/
     best.yaml           the winning engine configuration
     best-command.txt    the exact `vllm serve` command of the winner
+    .lock               locked by the agent working on the run (kneepoint.agent.lock)
 
-Files other than the ledger are written whole or not at all.
+Files other than the ledger are written whole or not at all: a temporary file beside, renamed
+into place. What a killed agent leaves half-written is only ever such a temporary file, and the
+next agent to lock the folder deletes them.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from pydantic import ValidationError
 
 from kneepoint.agent.files import write_atomically
 from kneepoint.agent.ledger import Ledger, LedgerError
+from kneepoint.agent.lock import RunLock, RunLockedError, try_lock
 from kneepoint.config.errors import ConfigError, Problem
 from kneepoint.probes.targets import PointArtifacts
 from kneepoint.records.engine import EngineConfig
@@ -37,31 +41,51 @@ class RunFolderError(ValueError):
 
 
 class RunFolder:
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    def __init__(self, path: Path, lock: RunLock | None = None) -> None:
+        self.path, self.lock = path, lock
         self.ledger = Ledger(path / "ledger.jsonl")
 
     @classmethod
     def create(cls, runs_dir: Path, study: StudySpec, now: datetime) -> RunFolder:
+        """A new run folder, locked by this agent from the moment it exists."""
+        _discard_abandoned_builds(runs_dir, now)
         stem = f"{study.name}-{now.strftime('%Y%m%d-%H%M%S')}"
         path, n = runs_dir / stem, 1
-        while path.exists():  # two runs of a study started within the same second
-            n += 1
-            path = runs_dir / f"{stem}-{n}"
         # Built beside and renamed into place: a run folder exists whole or not at all.
         partial = runs_dir / f".{path.name}.partial"
-        shutil.rmtree(partial, ignore_errors=True)
+        while path.exists() or partial.exists():  # runs of a study started the same second
+            n += 1
+            path = runs_dir / f"{stem}-{n}"
+            partial = runs_dir / f".{path.name}.partial"
         partial.mkdir(parents=True)
-        write_atomically(partial / "study.yaml", _yaml(study.model_dump(mode="json")))
-        (partial / "ledger.jsonl").touch()
-        partial.rename(path)
-        return cls(path)
+        lock = RunLock.take(partial, now)
+        try:
+            write_atomically(partial / "study.yaml", _yaml(study.model_dump(mode="json")))
+            (partial / "ledger.jsonl").touch()
+            partial.rename(path)
+        except BaseException:
+            lock.release()
+            raise
+        lock.moved_to(path)
+        return cls(path, lock)
 
     @classmethod
     def existing(cls, path: Path) -> RunFolder:
         if not (path / "study.yaml").is_file() or not (path / "ledger.jsonl").is_file():
             raise RunFolderError("not a kneepoint run folder (no study.yaml and ledger.jsonl)")
         return cls(path)
+
+    def take_lock(self, now: datetime) -> None:
+        """Lock the folder for this agent (``RunLockedError`` if another one holds it), then
+        delete what a killed agent left half-written: nobody else writes here now."""
+        self.lock = RunLock.take(self.path, now)
+        for tmp in self.path.rglob("*.tmp"):
+            tmp.unlink(missing_ok=True)
+
+    def release(self) -> None:
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None
 
     def check_resumable(self) -> None:
         """Refuse a folder whose ledger cannot be what its trials came from: an empty ledger
@@ -122,11 +146,25 @@ class RunFolder:
         write_atomically(self.path / "best-command.txt", serve_command(study, config) + "\n")
 
 
-def run_folder_error(path: Path, exc: RunFolderError | LedgerError) -> ConfigError:
+def run_folder_error(path: Path, exc: RunFolderError | LedgerError | RunLockedError) -> ConfigError:
     """A run folder's problem as the one line the CLI prints (a bad ledger line by number)."""
     if isinstance(exc, LedgerError):
         return ConfigError([Problem(str(exc.path), exc.line, (), exc.detail)])
+    if isinstance(exc, RunLockedError):
+        return ConfigError([Problem(str(path), None, (), f"another agent is working on this "
+                                    f"run ({exc.holder}); wait for it to end, or stop it "
+                                    "and resume")])  # fmt: skip
     return ConfigError([Problem(str(path), None, (), str(exc))])
+
+
+def _discard_abandoned_builds(runs_dir: Path, now: datetime) -> None:
+    """Delete the half-built folders of agents killed while creating a run (one that is still
+    being built is locked by its agent, and left alone)."""
+    for partial in runs_dir.glob(".*.partial") if runs_dir.is_dir() else ():
+        lock = try_lock(partial, now) if partial.is_dir() else None
+        if lock is not None:
+            shutil.rmtree(partial, ignore_errors=True)
+            lock.release()
 
 
 def serve_command(study: StudySpec, config: EngineConfig) -> str:
