@@ -18,6 +18,7 @@ from kneepoint.sim.access import is_loopback
 from kneepoint.sim.serve_args import add_serve_arguments
 
 from .conftest import QUICKSTART
+from .test_api_key import opening as opened
 
 CONFIG = EngineConfig(model="meta-llama/Llama-3.1-8B-Instruct", max_num_seqs=64)
 
@@ -28,7 +29,7 @@ def _host_in(argv: list[str]) -> str:
 
 def test_launched_servers_listen_on_loopback_by_default(tmp_path: Path) -> None:
     study = load_study(QUICKSTART, ["backend={kind: vllm}"])
-    opening = targets._Opening(study, CONFIG, tmp_path, targets._DEFAULT_SIZE, None, ())
+    opening = opened(study, tmp_path)
     vllm = targets._vllm_server(opening)
     assert isinstance(vllm, LaunchBackend) and vllm.host == "127.0.0.1"
     assert _host_in(vllm.argv_for(CONFIG, vllm.host, 8000, "m")) == "127.0.0.1"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 from collections.abc import Iterator, Sequence
@@ -119,7 +120,7 @@ def _sim_serve(args: argparse.Namespace) -> int:
     except (EngineRefusedError, UnmodeledSettingError) as exc:
         print(f"kneepoint: {exc}", file=sys.stderr)
         return EXIT_ENGINE_REFUSED
-    serve(server)
+    serve(server, args.api_key or os.environ.get("VLLM_API_KEY") or None)  # as vLLM reads it
     return EXIT_OK
 
 

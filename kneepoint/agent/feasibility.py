@@ -9,7 +9,9 @@ file or the ``--set`` that gave it (``kneepoint.config.study.StudyCheck``):
 - an engine setting the simulator has no model for, on a simulated backend (``kneepoint sim
   serve`` would refuse to start it);
 - an SLO limit below the fastest step the GPU can run for the model at batch 1;
-- a deadline already past, or too close for one baseline (``kneepoint.agent.deadline``).
+- a deadline already past, or too close for one baseline (``kneepoint.agent.deadline``);
+- a variable the study reads a secret from (``backend.api_key_env``, ``${NAME}`` in
+  ``backend.env``) that the agent's environment does not set.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from kneepoint.agent.deadline import deadline_problem
 from kneepoint.config.catalog import knob_catalogue
 from kneepoint.config.errors import Loc
 from kneepoint.physics.defaults import UnmodeledSettingError, resolve_engine
+from kneepoint.probes.credentials import missing_variables
 from kneepoint.records.knobs import KnobCatalogue
 from kneepoint.records.study import SimBackend, StudySpec, VllmBackend
 
@@ -45,7 +48,8 @@ _DEFAULT_COMMAND = ("vllm", "serve")
 
 def study_checks(now: datetime) -> tuple[Callable[[StudySpec], list[Finding]], ...]:
     """Every check a study must pass before anything is launched, for a run started ``now``."""
-    return (unknown_knobs, unmodeled_settings, slo_below_floor, lambda s: late(s, now))
+    return (unknown_knobs, unmodeled_settings, slo_below_floor, lambda s: late(s, now),
+            missing_variables)  # fmt: skip
 
 
 @cache

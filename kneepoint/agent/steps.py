@@ -166,7 +166,8 @@ class Steps:
                     assert target.endpoint is not None
                     endpoint = target.endpoint
                     outputs.append(greedy_outputs(endpoint.url, endpoint.served_model, prompts,
-                                                  tuning.quality_tokens))  # fmt: skip
+                                                  tuning.quality_tokens,
+                                                  api_key=endpoint.api_key))  # fmt: skip
             except (TrialFailedError, QualityCheckError) as exc:
                 reason = f"quality check could not run on the {arm}: {exc}"
                 return QualityChecked(trial=trial, verdict="failed", threshold=threshold,

@@ -21,6 +21,8 @@ from typing import Protocol
 import httpx
 import structlog
 
+from kneepoint.probes.credentials import SERVER_KEY_VARIABLE
+from kneepoint.probes.loadgen import bearer
 from kneepoint.probes.measure import Instruments
 from kneepoint.probes.process import (
     Failure,
@@ -51,6 +53,8 @@ class Endpoint:
     notes: tuple[str, ...] = field(default=())
     version: str | None = None
     """The engine release the server reports at ``/version`` (None: it does not say)."""
+    api_key: str | None = field(default=None, repr=False)
+    """What every client sends as ``Authorization: Bearer`` (None: no key)."""
 
     def failure(self) -> Failure | None:
         """Why the server is gone, if its process has exited (None: still up, or not ours)."""
@@ -104,8 +108,13 @@ class LaunchBackend:
         hang_after_s: float = 300.0,
         sim_telemetry: bool = False,
         nvml_index: int | None = None,
+        api_key: str | None = None,
     ) -> None:
-        self.argv_for, self.env = argv_for, dict(env or {})
+        """``api_key``: the server is given it as VLLM_API_KEY in ``env`` (the caller's job,
+        ``kneepoint.probes.credentials.server_env``) and called with it; without one, a
+        VLLM_API_KEY in the agent's own environment is kept from the server, which would
+        otherwise refuse every request."""
+        self.argv_for, self.env, self.api_key = argv_for, dict(env or {}), api_key
         self.host, self.port = host, port
         self.startup_timeout_s, self.hang_after_s = startup_timeout_s, hang_after_s
         self.sim_telemetry, self.nvml_index = sim_telemetry, nvml_index
@@ -124,27 +133,29 @@ class LaunchBackend:
             url = f"http://{self.host}:{port}"
             argv = self.argv_for(config, self.host, port, served)
             log_path = trial_dir / ("server.log" if attempt == 0 else f"server.{attempt}.log")
-            with ServerProcess(argv, log_path, self.env) as proc:
+            unset = () if self.api_key else (SERVER_KEY_VARIABLE,)
+            with ServerProcess(argv, log_path, self.env, unset) as proc:
                 try:
                     proc.wait_healthy(url, self.startup_timeout_s, hang_after_s=self.hang_after_s)
                 except ServerFailedError:
                     if attempt == 0 and self.port is None and address_in_use(proc.log_text()):
                         continue  # lost a race for the free port: once more on another
                     raise
-                notes = check_identity(url, served, config)
+                notes = check_identity(url, served, config, self.api_key)
                 yield Endpoint(
                     url, served,
                     Instruments(sim_telemetry=self.sim_telemetry, nvml_index=self.nvml_index,
                                 engine_pid=proc.pid),
-                    proc, kv_capacity_tokens(proc.log_text()), notes, server_version(url),
+                    proc, kv_capacity_tokens(proc.log_text()), notes,
+                    server_version(url, self.api_key), api_key=self.api_key,
                 )  # fmt: skip
                 return
 
 
-def server_version(url: str) -> str | None:
+def server_version(url: str, api_key: str | None = None) -> str | None:
     """The release a vLLM server reports at ``/version``; None where it has no such route."""
     try:
-        with httpx.Client(timeout=5.0) as client:
+        with httpx.Client(timeout=5.0, headers=bearer(api_key)) as client:
             response = client.get(f"{url}/version")
         version = response.json().get("version") if response.status_code == 200 else None
     except (httpx.HTTPError, ValueError, AttributeError):
@@ -152,10 +163,12 @@ def server_version(url: str) -> str | None:
     return str(version) if version else None
 
 
-def check_identity(url: str, served: str, config: EngineConfig) -> tuple[str, ...]:
+def check_identity(
+    url: str, served: str, config: EngineConfig, api_key: str | None = None
+) -> tuple[str, ...]:
     """Raise unless the server lists ``served`` and its ``cache_config_info`` agrees with
     the knobs asked for; returns notes on what could not be checked."""
-    with httpx.Client(timeout=10.0) as client:
+    with httpx.Client(timeout=10.0, headers=bearer(api_key)) as client:
         models = client.get(f"{url}/v1/models").json()
         names = [m.get("id") for m in models.get("data", [])]
         if served not in names:
@@ -203,21 +216,28 @@ def config_mismatches(labels: Mapping[str, str], config: EngineConfig) -> list[s
 class AttachBackend:
     """A running server: every configuration is whatever it runs."""
 
-    def __init__(self, url: str, *, nvml_index: int | None = None) -> None:
-        self.url, self.nvml_index = url.rstrip("/"), nvml_index
+    def __init__(
+        self, url: str, *, nvml_index: int | None = None, api_key: str | None = None
+    ) -> None:
+        self.url, self.nvml_index, self.api_key = url.rstrip("/"), nvml_index, api_key
 
     @contextmanager
     def serve(self, config: EngineConfig, trial_dir: Path) -> Iterator[Endpoint]:
-        with httpx.Client(timeout=10.0) as client:
+        with httpx.Client(timeout=10.0, headers=bearer(self.api_key)) as client:
             try:
-                models = client.get(f"{self.url}/v1/models").json()
+                response = client.get(f"{self.url}/v1/models")
+                models = response.json()
             except (httpx.HTTPError, ValueError) as exc:
                 failure = Failure("crashed", f"{self.url} does not answer: {exc}", None, ())
                 raise ServerFailedError(failure) from exc
+        if response.status_code == 401:
+            what = (f"{self.url} refuses the request (HTTP 401): it wants an API key; name the "
+                    "variable holding it in backend.api_key_env")  # fmt: skip
+            raise ServerFailedError(Failure("crashed", what, None, ()))
         names = [m.get("id") for m in models.get("data", [])]
         if not names:
             raise ServerFailedError(Failure("crashed", f"{self.url} serves no model", None, ()))
         yield Endpoint(
             self.url, str(names[0]), Instruments(nvml_index=self.nvml_index),
-            version=server_version(self.url),
+            version=server_version(self.url, self.api_key), api_key=self.api_key,
         )  # fmt: skip

@@ -20,7 +20,7 @@ import ssl
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import httpx
@@ -198,7 +198,10 @@ class Client:
     """Keep-alive connections to one server, opened as needed, none capped: an open-loop
     generator must never wait for a connection (a concurrency cap lives above this)."""
 
-    def __init__(self, base_url: str, ssl_context: ssl.SSLContext | None = None) -> None:
+    def __init__(
+        self, base_url: str, ssl_context: ssl.SSLContext | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:  # fmt: skip
         parts = urllib.parse.urlsplit(base_url)
         self._host = parts.hostname or ""
         https = parts.scheme == "https"
@@ -207,6 +210,8 @@ class Client:
         self._authority = parts.netloc.encode()
         self._prefix = parts.path.rstrip("/")
         self._idle: list[_Connection] = []
+        # Sent with every request (an API key's Authorization header), encoded once.
+        self._extra = b"".join(f"{k}: {v}\r\n".encode() for k, v in (headers or {}).items())
 
     async def __aenter__(self) -> Client:
         return self
@@ -239,9 +244,10 @@ class Client:
     def _request(self, method: str, path: str, body: Any) -> bytes:
         content = jsonlib.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
         head = (
-            b"%s %s%s HTTP/1.1\r\nhost: %s\r\naccept: */*\r\n"
+            b"%s %s%s HTTP/1.1\r\nhost: %s\r\naccept: */*\r\n%s"
             b"content-type: application/json\r\ncontent-length: %d\r\n\r\n"
-        ) % (method.encode(), self._prefix.encode(), path.encode(), self._authority, len(content))
+        ) % (method.encode(), self._prefix.encode(), path.encode(), self._authority, self._extra,
+             len(content))  # fmt: skip
         return head + content
 
     async def _connection(self) -> _Connection:

@@ -26,7 +26,7 @@ import json
 import ssl
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -78,6 +78,13 @@ class LoadOptions:
     """Cap on requests in flight; None: pure open loop."""
     ignore_eos: bool = True
     """Every answer runs to its max_tokens; false lets the model stop at EOS."""
+    api_key: str | None = field(default=None, repr=False)
+    """Sent as ``Authorization: Bearer`` (None: no key); kept out of every repr."""
+
+
+def bearer(api_key: str | None) -> dict[str, str]:
+    """The headers that carry an API key to a vLLM server (none without a key)."""
+    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
 
 class _Stream:
@@ -290,14 +297,20 @@ def _clients(
     """The lean client where it can carry the requests (a fifth of httpx's CPU per request
     or less, which decides the highest rate one core keeps on schedule), else httpx."""
     if transport is None and http1.direct_url(url):
-        return [http1.Client(url)]
+        return [http1.Client(url, headers=bearer(options.api_key))]
     cap = options.max_concurrency
     limits = httpx.Limits(max_connections=cap, max_keepalive_connections=cap)
     timeout = httpx.Timeout(options.request_timeout_s)
     context = ssl.create_default_context()  # one for all shards: each costs tens of ms
+    headers = bearer(options.api_key)
     return [
         httpx.AsyncClient(
-            base_url=url, timeout=timeout, limits=limits, transport=transport, verify=context
+            base_url=url,
+            timeout=timeout,
+            limits=limits,
+            transport=transport,
+            verify=context,
+            headers=headers,
         )
         for _ in range(1 if cap else _SHARDS)
     ]

@@ -61,7 +61,7 @@ async def measure_async(
     clock = Clock.start()
     sampler = HttpSampler(
         url, clock, interval_s=instruments.scrape_interval_s,
-        sim_telemetry=instruments.sim_telemetry,
+        sim_telemetry=instruments.sim_telemetry, api_key=options.api_key,
     )  # fmt: skip
     nvml = (
         NvmlSampler(clock, instruments.nvml_index) if instruments.nvml_index is not None else None

@@ -100,15 +100,18 @@ class ServerProcess:
     """One launched server. Use as a context manager: leaving it stops the process group."""
 
     def __init__(
-        self, argv: Sequence[str], log_path: Path, env: Mapping[str, str] | None = None
-    ) -> None:
+        self, argv: Sequence[str], log_path: Path, env: Mapping[str, str] | None = None,
+        unset: Sequence[str] = (),
+    ) -> None:  # fmt: skip
+        """``env`` is added to the agent's environment for the server, ``unset`` taken out."""
         self.argv = list(argv)
         self.log_path = log_path
         log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = log_path.open("ab")
         self.proc = subprocess.Popen(
             self.argv, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
-            env={**os.environ, **(env or {})}, start_new_session=True,
+            env={k: v for k, v in {**os.environ, **(env or {})}.items() if k not in unset},
+            start_new_session=True,
         )  # fmt: skip
         # If the agent dies without stopping it, its watchdog stops the group at once, and
         # failing that the next run reaps the group by this file.

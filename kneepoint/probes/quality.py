@@ -12,6 +12,8 @@ from collections.abc import Sequence
 
 import httpx
 
+from kneepoint.probes.loadgen import bearer
+
 PROMPTS = (
     "The capital of France is",
     "Water boils at a temperature of",
@@ -33,11 +35,12 @@ class QualityCheckError(RuntimeError):
 
 
 def greedy_outputs(
-    url: str, model: str, prompts: Sequence[str], max_tokens: int, timeout_s: float = 120.0
-) -> list[tuple[str, ...]]:
+    url: str, model: str, prompts: Sequence[str], max_tokens: int, timeout_s: float = 120.0,
+    *, api_key: str | None = None,
+) -> list[tuple[str, ...]]:  # fmt: skip
     """Each prompt's greedy continuation, as the server's generated tokens."""
     outputs = []
-    with httpx.Client(base_url=url, timeout=timeout_s) as client:
+    with httpx.Client(base_url=url, timeout=timeout_s, headers=bearer(api_key)) as client:
         for prompt in prompts:
             body = {
                 "model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0,

@@ -15,7 +15,7 @@ import httpx
 import psutil
 import structlog
 
-from kneepoint.probes.loadgen import Clock
+from kneepoint.probes.loadgen import Clock, bearer
 from kneepoint.probes.prom import Scrape, parse_metrics
 from kneepoint.records.telemetry import GpuSample
 
@@ -26,10 +26,12 @@ class HttpSampler:
     """Scrapes of ``/metrics``, and GPU samples from ``/telemetry`` where the server has one."""
 
     def __init__(
-        self, url: str, clock: Clock, *, interval_s: float = 0.5, sim_telemetry: bool = False
-    ) -> None:
+        self, url: str, clock: Clock, *, interval_s: float = 0.5, sim_telemetry: bool = False,
+        api_key: str | None = None,
+    ) -> None:  # fmt: skip
         self.url, self.clock, self.interval_s = url, clock, interval_s
         self.sim_telemetry = sim_telemetry
+        self._headers = bearer(api_key)  # vLLM leaves /metrics open; /telemetry is guarded
         self._raw: list[tuple[float, str]] = []
         self._parsed: list[Scrape] = []
         self.first_text: str | None = None
@@ -85,7 +87,8 @@ class HttpSampler:
     async def run(self, stop: asyncio.Event, ready: asyncio.Event | None = None) -> None:
         """Sample until ``stop`` is set, then once more (so the window's end is covered).
         ``ready`` is set after the first scrape: the baseline every counter is read from."""
-        async with httpx.AsyncClient(timeout=max(2.0, self.interval_s * 4)) as client:
+        timeout = max(2.0, self.interval_s * 4)
+        async with httpx.AsyncClient(timeout=timeout, headers=self._headers) as client:
             while True:
                 await self.scrape_once(client)
                 if self.sim_telemetry:

@@ -30,6 +30,7 @@ from kneepoint.probes.backends import (
     sim_argv,
     vllm_argv,
 )
+from kneepoint.probes.credentials import api_key, server_env
 from kneepoint.probes.loadgen import LoadOptions
 from kneepoint.probes.measure import measure
 from kneepoint.probes.process import Failure, ServerFailedError
@@ -164,14 +165,16 @@ def _sim_server(o: _Opening) -> Backend:
 def _vllm_server(o: _Opening) -> Backend:
     spec = o.study.backend
     assert not isinstance(spec, SimBackend | AttachSpec)
-    return LaunchBackend(vllm_argv(spec), env=spec.env, host=spec.host, port=spec.port,
-                         startup_timeout_s=spec.startup_timeout_s, nvml_index=0)  # fmt: skip
+    key = api_key(o.study)
+    return LaunchBackend(vllm_argv(spec), env=server_env(o.study, spec, key), host=spec.host,
+                         port=spec.port, startup_timeout_s=spec.startup_timeout_s, nvml_index=0,
+                         api_key=key)  # fmt: skip
 
 
 def _attached(o: _Opening) -> Backend:
     spec = o.study.backend
     assert isinstance(spec, AttachSpec)
-    return AttachBackend(spec.url)
+    return AttachBackend(spec.url, api_key=api_key(o.study))
 
 
 def _over_http(
@@ -227,7 +230,7 @@ def _options(study: StudySpec, endpoint: Endpoint) -> LoadOptions:
     client = study.workload.client
     return LoadOptions(model=endpoint.served_model, request_timeout_s=client.request_timeout_s,
                        max_concurrency=client.max_concurrency,
-                       ignore_eos=client.ignore_eos)  # fmt: skip
+                       ignore_eos=client.ignore_eos, api_key=endpoint.api_key)  # fmt: skip
 
 
 def _http_sender(study: StudySpec, endpoint: Endpoint) -> Sender:

@@ -53,6 +53,8 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         "--calibration", type=Path, metavar="FILE",
         help="a `kneepoint calibrate` file fitted on this GPU and model",
     )  # fmt: skip
+    parser.add_argument("--api-key", help="answer /v1 only with `Authorization: Bearer KEY`, as "
+                        "vLLM does (default: $VLLM_API_KEY; neither: no key)")  # fmt: skip
     hints = typing.get_type_hints(EngineConfig)
     for name in knob_fields():
         flags = [flag_for(name), *_ALIASES.get(name, [])]

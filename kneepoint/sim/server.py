@@ -23,7 +23,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from kneepoint.physics.roofline import Efficiency
-from kneepoint.sim.access import is_loopback
+from kneepoint.sim.access import ApiKeyGuard, is_loopback
 from kneepoint.sim.engine import RequestRejectedError, SimEngine
 from kneepoint.sim.metrics import VllmMetrics
 from kneepoint.sim.openai_api import (
@@ -221,13 +221,14 @@ def build_server(args: ServeArgs, efficiency: Efficiency | None = None) -> SimSe
     return SimServer(args, SimEngine(args.gpu, args.model, args.engine, efficiency, eager=True))
 
 
-def serve(server: SimServer) -> None:
-    """Serve until interrupted."""
+def serve(server: SimServer, api_key: str | None = None) -> None:
+    """Serve until interrupted; with ``api_key``, /v1 answers only requests carrying it."""
+    app = server.app if api_key is None else ApiKeyGuard(server.app, api_key)
     if not is_loopback(server.args.host):
         log.warning("server.exposed", host=server.args.host, port=server.args.port,
                     why="--host is not a loopback address: reachable from the network")  # fmt: skip
     config = uvicorn.Config(
-        server.app, host=server.args.host, port=server.args.port, log_config=None,
+        app, host=server.args.host, port=server.args.port, log_config=None,
         access_log=False, lifespan="on",
     )  # fmt: skip
     uvicorn.Server(config).run()
