@@ -170,3 +170,13 @@ def test_the_run_folder_keeps_variable_names_and_resumes_with_them(
     assert KEY not in (folder.path / "best-command.txt").read_text()
     resumed = RunFolder.existing(folder.path).study()
     assert resumed.backend == study.backend
+
+
+def test_sim_serve_takes_the_key_on_its_command_line_too(tmp_path: Path) -> None:
+    argv = sim_argv("h100", "llama-3.2-1b")
+    flagged = LaunchBackend(lambda c, h, p, s: [*argv(c, h, p, s), "--api-key", KEY],
+                            api_key=KEY)  # fmt: skip
+    with flagged.serve(CONFIG, tmp_path) as endpoint, httpx.Client(base_url=endpoint.url) as bare:
+        assert bare.get("/v1/models").status_code == 401
+        keyed = bare.get("/v1/models", headers={"Authorization": f"Bearer {KEY}"})
+        assert keyed.json()["data"][0]["id"] == endpoint.served_model
