@@ -195,7 +195,7 @@ def test_unmodeled_flag_and_refusal_exit_cleanly() -> None:
         [*KNEEPOINT, "sim", "serve", "--gpu", "l4", "--model", "llama-3.1-70b"],
         check=False, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
-    assert refused.returncode == 3
+    assert refused.returncode == 1  # as vLLM exits when it refuses to start
     assert "Traceback" not in refused.stderr and "memory" in refused.stderr.lower()
 
 

@@ -1,9 +1,11 @@
 """The ``kneepoint`` command line.
 
-Exit status: 0 success, 2 bad input (a configuration problem or a usage error), 3 the
-simulated engine refused to start (vLLM's reason), 4 a measured server failed (its failure
-named), 130 interrupted (Ctrl-C, SIGTERM or SIGHUP: any server it held is stopped first),
-each printed as one line on stderr with no traceback.
+Exit status: 0 success; 2 bad input (a configuration problem, a usage error, a file that
+cannot be read or an output path that cannot be written), told before any server starts; 1
+the run failed (a measured server that would not start or died, a baseline that could not be
+measured, the simulated engine refusing to start as vLLM does, the OS refusing a file
+operation); 130 interrupted (Ctrl-C, SIGTERM or SIGHUP: any server it held is stopped first).
+Each failure is one line on stderr (one per problem in a file) and never a traceback.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from contextlib import contextmanager, nullcontext
 from datetime import datetime
 from pathlib import Path
 from types import FrameType
+from typing import NoReturn
 
 import structlog
 import yaml
@@ -30,7 +33,7 @@ from kneepoint.agent.cli_report import add_report_command
 from kneepoint.agent.cli_sweep import add_sweep_command
 from kneepoint.agent.cli_tune import EXIT_INTERRUPTED, add_tune_command
 from kneepoint.agent.feasibility import study_checks
-from kneepoint.agent.files import write_atomically
+from kneepoint.agent.files import check_output, write_atomically
 from kneepoint.agent.logs import configure_logging
 from kneepoint.config import ConfigError, load_study, study_file_schema
 from kneepoint.config.overrides import add_overrides_argument
@@ -40,14 +43,22 @@ from kneepoint.sim.serve_args import add_serve_arguments, resolve_serve_args
 from kneepoint.sim.server import build_server, serve
 
 EXIT_OK = 0
+EXIT_RUN_FAILED = 1
 EXIT_BAD_INPUT = 2
-EXIT_ENGINE_REFUSED = 3
 
 log = structlog.get_logger(__name__)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a usage error as one line like every other bad input (argparse prints
+    the whole usage first); subcommands' parsers are of the same class."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_BAD_INPUT, f"kneepoint: {message} (see {self.prog} --help)\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser: argparse.ArgumentParser = _Parser(  # its subcommands are _Parsers too
         prog="kneepoint",
         description="Autonomous tuning agent for LLM serving engines (vLLM first).",
     )
@@ -119,7 +130,7 @@ def _sim_serve(args: argparse.Namespace) -> int:
         server = build_server(serve_args, serve_args.efficiency)
     except (EngineRefusedError, UnmodeledSettingError) as exc:
         print(f"kneepoint: {exc}", file=sys.stderr)
-        return EXIT_ENGINE_REFUSED
+        return EXIT_RUN_FAILED  # vLLM exits 1 when it refuses to start
     serve(server, args.api_key or os.environ.get("VLLM_API_KEY") or None)  # as vLLM reads it
     return EXIT_OK
 
@@ -146,6 +157,7 @@ def _config_schema(args: argparse.Namespace) -> int:
     if args.output is None:
         sys.stdout.write(text)
     else:
+        check_output("--output", args.output)
         write_atomically(args.output, text)
     return EXIT_OK
 
@@ -172,6 +184,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown and not getattr(args, "takes_unknown", False):
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     args.unknown = unknown
+    try:
+        if args.log_file is not None:
+            check_output("--log-file", args.log_file)
+    except ConfigError as exc:
+        for line in exc.lines():
+            print(f"kneepoint: {line}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     configure_logging(level=args.log_level, log_file=args.log_file)
     # The simulated server handles its own signals; every other command may hold a server.
     guard = nullcontext() if args.command == "sim" else _terminate_as_interrupt()
@@ -185,6 +204,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("kneepoint: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except OSError as exc:
+        # The OS refused an operation on a named file mid-run (disk full, permissions changed,
+        # a path removed under the run): the run failed, said in one line. An OSError without
+        # a file is not this, and keeps its traceback.
+        if exc.filename is None:
+            raise
+        print(f"kneepoint: {exc.filename}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_RUN_FAILED
     return code
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import structlog
 import yaml
 
-from kneepoint.agent.files import write_atomically
+from kneepoint.agent.files import check_output, write_atomically
 from kneepoint.calibration.calibrate import Fitted, calibrate
 from kneepoint.calibration.recorded import find_recorded
 
@@ -49,6 +49,7 @@ def _table(fitted: Fitted) -> list[str]:
 
 
 def run_calibrate(args: argparse.Namespace) -> int:
+    check_output("--out", args.out)
     recordings = find_recorded(args.recordings)
     fitted = calibrate(recordings)
     found = fitted.calibration

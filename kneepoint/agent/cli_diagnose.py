@@ -23,7 +23,7 @@ import yaml
 
 from kneepoint.agent.cli_progress import progress_for
 from kneepoint.agent.diagnose import findings_document, findings_of, measure_and_diagnose
-from kneepoint.agent.files import write_atomically
+from kneepoint.agent.files import check_output, write_atomically
 from kneepoint.agent.report.document import to_markdown
 from kneepoint.agent.run_folder import RunFolder, RunFolderError
 from kneepoint.calibration.recorded import load_recorded
@@ -33,7 +33,8 @@ from kneepoint.probes.process import ServerFailedError
 from kneepoint.records.study import StudySpec
 from kneepoint.records.sweep import SweepResult
 
-EXIT_SERVER_FAILED = 4
+EXIT_SERVER_FAILED = 1
+"""The run failed (the server did not answer or died)."""
 
 
 def add_diagnose_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -94,6 +95,7 @@ def _recording(path: Path) -> tuple[StudySpec, SweepResult]:
 
 def run_diagnose(args: argparse.Namespace) -> int:
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    check_output("--runs-dir", args.runs_dir, directory=True)
     if args.recorded is not None:
         if args.study is not None or args.url:
             message = "--from reads a recording: give no study file and no --url with it"

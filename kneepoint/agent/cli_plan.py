@@ -17,7 +17,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from kneepoint.agent.files import write_atomically
+from kneepoint.agent.files import check_output, write_atomically
 from kneepoint.agent.plan_document import plan_document
 from kneepoint.agent.report.document import to_markdown
 from kneepoint.config import ConfigError, Problem, load_study
@@ -93,6 +93,8 @@ def run_plan(args: argparse.Namespace) -> int:
     if not 1 <= args.gpus <= 64:
         raise ConfigError([Problem("--gpus", None, None, "expected 1 to 64 GPUs in the node")])
     study = load_study(args.file, args.overrides)
+    if args.out is not None:
+        check_output("--out", args.out, directory=True)
     gpus, prices = _gpus(args.gpu_catalogue, study.gpu), _prices(args.price)
     started = time.monotonic()
 

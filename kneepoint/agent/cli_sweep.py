@@ -11,7 +11,7 @@ import math
 import sys
 from pathlib import Path
 
-from kneepoint.agent.files import write_atomically
+from kneepoint.agent.files import check_output, write_atomically
 from kneepoint.agent.report.intervals import TRIM, slo_intervals
 from kneepoint.config import load_study
 from kneepoint.config.overrides import add_overrides_argument
@@ -23,7 +23,8 @@ from kneepoint.records.measure import RequestRecord
 from kneepoint.records.study import StudySpec
 from kneepoint.records.sweep import SweepResult
 
-EXIT_SERVER_FAILED = 4
+EXIT_SERVER_FAILED = 1
+"""The run failed (a server that would not start or died), as vLLM exits when it refuses."""
 
 
 def add_sweep_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -48,6 +49,7 @@ def run_sweep(args: argparse.Namespace) -> int:
     study = load_study(args.file, overrides)
     config = study.engine
     out = args.out or Path("runs") / study.name / f"sweep-{config.fingerprint()}.json"
+    check_output("--out", out)
     trial_dir = out.parent / f"sweep-{config.fingerprint()}"
     kept: dict[float, tuple[RequestRecord, ...]] = {}
 

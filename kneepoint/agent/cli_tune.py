@@ -20,6 +20,7 @@ from pathlib import Path
 
 from kneepoint.agent.cli_progress import ConsoleProgress, progress_for
 from kneepoint.agent.feasibility import launched_vllm, study_checks
+from kneepoint.agent.files import check_output
 from kneepoint.agent.ledger import LedgerError
 from kneepoint.agent.lock import RunLockedError
 from kneepoint.agent.logs import configure_logging
@@ -41,6 +42,7 @@ from kneepoint.load.objective import value as objective_value
 from kneepoint.records.objective import Objective
 from kneepoint.records.study import StudySpec
 
+EXIT_RUN_FAILED = 1
 EXIT_INTERRUPTED = 130
 
 
@@ -83,6 +85,7 @@ def _open(args: argparse.Namespace) -> RunFolder:
     if args.repair_ledger:
         raise ConfigError([Problem("--repair-ledger", None, (), "repairs a run folder's "
                                    "ledger; give the run, not a study file")])  # fmt: skip
+    check_output("--runs-dir", args.runs_dir, directory=True)
     now = datetime.now().astimezone()
     # Refused before anything starts (kneepoint.agent.feasibility): a baseline cut off by the
     # deadline, or an engine vLLM or the simulator refuses, is device time for nothing.
@@ -142,6 +145,11 @@ def _tune(folder: RunFolder, args: argparse.Namespace) -> int:
     if state.incumbent is not None:
         lines += _winner_lines(folder, study, state)
     sys.stdout.write("\n".join(lines) + "\n")
+    if finished is not None and finished.reason == "baseline_failed":
+        # Nothing was tuned: the run failed, though its report says what the server did.
+        print(f"kneepoint: {folder.path}: the baseline failed: {finished.detail}",
+              file=sys.stderr)  # fmt: skip
+        return EXIT_RUN_FAILED
     return 0
 
 

@@ -1,10 +1,12 @@
-"""Files the agent writes: whole or not at all."""
+"""Files the agent writes: whole or not at all, and checked writable before the work."""
 
 from __future__ import annotations
 
 import os
 import tempfile
 from pathlib import Path
+
+from kneepoint.config.errors import ConfigError, Problem
 
 
 def write_atomically(path: Path, text: str) -> None:
@@ -20,3 +22,26 @@ def write_atomically(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def output_problem(path: Path, *, directory: bool) -> str | None:
+    """Why ``path`` cannot become the file (or directory) a command was asked to write, told
+    before the work that fills it rather than after; None if nothing says it cannot."""
+    try:
+        if path.exists():
+            wrong = path.is_dir() != directory
+            return None if not wrong else ("exists and is not a directory" if directory
+                                           else "is a directory, not a file")  # fmt: skip
+        parent = next(p for p in path.parents if p.exists())
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    if not parent.is_dir():
+        return f"{parent} is a file, not a directory"
+    return None if os.access(parent, os.W_OK | os.X_OK) else f"{parent} is not writable"
+
+
+def check_output(option: str, path: Path, *, directory: bool = False) -> None:
+    """Raise a one-line ConfigError where ``output_problem`` finds one."""
+    problem = output_problem(path, directory=directory)
+    if problem is not None:
+        raise ConfigError([Problem(f"{option} {path}", None, None, problem)])

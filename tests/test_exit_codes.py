@@ -1,0 +1,102 @@
+"""Every failure path of `kneepoint` exits 2 (bad input, told before any work) or 1 (the run
+failed), each with one ``kneepoint: `` line on stderr and no traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from unittest import mock
+
+import pytest
+
+from kneepoint.agent import cli
+from kneepoint.agent.cli import main
+
+from .conftest import QUICKSTART
+
+
+def _one_line(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err
+    failures = [line for line in err.splitlines() if line.startswith("kneepoint: ")]
+    assert len(failures) == 1, err
+    assert "Traceback" not in err and "usage:" not in err
+    return failures[0]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["frobnicate"], ["config", "check", str(QUICKSTART), "--bogus"], ["tune", "--resume"]],
+)
+def test_a_usage_error_is_one_line(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        main(argv)
+    assert done.value.code == 2
+    assert "--help)" in _one_line(capsys)
+
+
+def _outputs(tmp_path: Path) -> dict[str, tuple[list[str], str]]:
+    """Commands given an output path that cannot be written, and what each must say."""
+    a_file, a_dir = tmp_path / "file", tmp_path / "dir"
+    a_file.write_text("x")
+    a_dir.mkdir()
+    q = str(QUICKSTART)
+    return {
+        "log-file": (["--log-file", str(a_dir), "config", "check", q],
+                     f"--log-file {a_dir}: is a directory, not a file"),
+        "schema": (["config", "schema", "--output", str(a_dir)],
+                   f"--output {a_dir}: is a directory, not a file"),
+        "tune": (["tune", q, "--runs-dir", str(a_file)],
+                 f"--runs-dir {a_file}: exists and is not a directory"),
+        "sweep": (["sweep", q, "--out", str(a_file / "x.json")],
+                  f"--out {a_file / 'x.json'}: {a_file} is a file, not a directory"),
+        "plan": (["plan", q, "--out", str(a_file)],
+                 f"--out {a_file}: exists and is not a directory"),
+        "calibrate": (["calibrate", str(a_dir), "--out", str(a_dir)],
+                      f"--out {a_dir}: is a directory, not a file"),
+        "diagnose": (["diagnose", "--from", str(a_dir), "--runs-dir", str(a_file)],
+                     f"--runs-dir {a_file}: exists and is not a directory"),
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "command", ["log-file", "schema", "tune", "sweep", "plan", "calibrate", "diagnose"]
+)
+def test_an_output_path_that_cannot_be_written_is_bad_input_before_any_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    argv, said = _outputs(tmp_path)[command]
+    assert main(argv) == 2
+    assert _one_line(capsys) == f"kneepoint: {said}"
+
+
+def test_the_os_refusing_a_file_mid_run_is_a_failed_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    full = OSError(28, "No space left on device", str(tmp_path / "schema.json"))
+    with mock.patch.object(cli, "write_atomically", side_effect=full):
+        assert main(["config", "schema", "--output", str(tmp_path / "schema.json")]) == 1
+    line = _one_line(capsys)
+    assert line == f"kneepoint: {tmp_path / 'schema.json'}: No space left on device"
+
+
+def test_a_baseline_that_failed_is_a_failed_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Llama-3.1-70B does not fit an L4: the simulated engine refuses it, as vLLM would."""
+    sets = ["gpu=l4", "model=llama-3.1-70b", "engine.max_model_len=8192",
+            "slo={default: {ttft_p99_ms: 100000}}"]  # fmt: skip
+    argv = ["tune", str(QUICKSTART), "--runs-dir", str(tmp_path)]
+    assert main([*argv, *(a for s in sets for a in ("--set", s))]) == 1
+    line = _one_line(capsys)
+    assert line.startswith(f"kneepoint: {tmp_path}/quickstart-")
+    assert ": the baseline failed: startup_failed: " in line
+    [run] = tmp_path.iterdir()
+    assert (run / "report.md").is_file()  # the report still says what happened
+
+
+def test_a_server_that_does_not_answer_is_a_failed_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["diagnose", "--url", "http://127.0.0.1:9", "--gpu", "h100-sxm", "--model",
+            "llama-3.1-8b", "--workload", "chat", "--runs-dir", str(tmp_path)]  # fmt: skip
+    assert main(argv) == 1
+    assert _one_line(capsys).startswith("kneepoint: the server failed: ")
