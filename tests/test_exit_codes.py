@@ -3,6 +3,7 @@ failed), each with one ``kneepoint: `` line on stderr and no traceback."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 from unittest import mock
 
@@ -10,6 +11,8 @@ import pytest
 
 from kneepoint.agent import cli
 from kneepoint.agent.cli import main
+from kneepoint.agent.run_folder import RunFolder
+from kneepoint.config import load_study
 
 from .conftest import QUICKSTART
 
@@ -100,3 +103,22 @@ def test_a_server_that_does_not_answer_is_a_failed_run(
             "llama-3.1-8b", "--workload", "chat", "--runs-dir", str(tmp_path)]  # fmt: skip
     assert main(argv) == 1
     assert _one_line(capsys).startswith("kneepoint: the server failed: ")
+
+
+@pytest.mark.parametrize(
+    ("damage", "said"),
+    [
+        (b"\xff\xfe\x00", "study.yaml cannot be read: 'utf-8' codec can't decode byte 0xff"),
+        (b"- 1\n", "study.yaml is damaged: its top level: Input should be a valid dictionary"),
+        (b"name: 5\n", "study.yaml is damaged: name: Input should be a valid string"),
+    ],
+)
+def test_a_run_folder_with_a_damaged_study_is_bad_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], damage: bytes, said: str
+) -> None:
+    folder = RunFolder.create(tmp_path, load_study(QUICKSTART), datetime.now().astimezone())
+    folder.release()
+    (folder.path / "study.yaml").write_bytes(damage)
+    for command in ("report", "tune"):
+        assert main([command, str(folder.path)]) == 2
+        assert _one_line(capsys).startswith(f"kneepoint: {folder.path}: {said}")

@@ -29,7 +29,7 @@ from pydantic import ValidationError
 from kneepoint.agent.files import write_atomically
 from kneepoint.agent.ledger import Ledger, LedgerError
 from kneepoint.agent.lock import RunLock, RunLockedError, try_lock
-from kneepoint.config.errors import ConfigError, Problem
+from kneepoint.config.errors import ConfigError, Problem, render_loc
 from kneepoint.probes.targets import PointArtifacts
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.study import StudySpec, VllmBackend
@@ -102,9 +102,18 @@ class RunFolder:
     def study(self) -> StudySpec:
         """The run's own resolved study (a resumed run keeps it, whatever the file says now)."""
         try:
-            return StudySpec.model_validate(yaml.safe_load((self.path / "study.yaml").read_text()))
-        except (ValidationError, yaml.YAMLError) as exc:
+            text = (self.path / "study.yaml").read_text(encoding="utf-8")
+            return StudySpec.model_validate(yaml.safe_load(text))
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise RunFolderError(f"study.yaml cannot be read: {reason}") from exc
+        except yaml.YAMLError as exc:
             raise RunFolderError(f"study.yaml is damaged: {str(exc).splitlines()[0]}") from exc
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = render_loc(first["loc"]) or "its top level"
+            raise RunFolderError(f"study.yaml is damaged: {where}: {first['msg']} "
+                                 f"({exc.error_count()} problem(s))") from exc  # fmt: skip
 
     def set_optuna_aside(self, tag: str) -> None:
         """Move the Optuna storage aside (``optuna.db.<tag>``): after a ledger repair it holds
