@@ -114,3 +114,21 @@ def test_an_slo_below_the_floor_only_warns_on_a_real_engine(
 def test_a_deadline_in_the_past(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     line = _refusal(tmp_path, capsys, HTTP, "budget.deadline=2020-01-01T00:00:00+00:00")
     assert ": budget.deadline: 2020-01-01T00:00+00:00 is already past" in line
+
+
+def test_sweep_refuses_an_engine_it_could_not_start_but_not_the_study_s_search(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`kneepoint sweep` measures the engine as given: its knobs are judged, the search's not,
+    and nothing is launched."""
+    out = ["--out", str(tmp_path / "sweep.json")]
+    with mock.patch.object(subprocess.Popen, "__init__", side_effect=AssertionError("launched")):
+        assert main(["sweep", str(QUICKSTART), *out, "--set", VLLM_09,
+                     "--set", "engine.async_scheduling=true"]) == 2  # fmt: skip
+        [line] = capsys.readouterr().err.splitlines()
+        assert line.endswith(": engine.async_scheduling: vLLM 0.9.0 does not know "
+                             "--async-scheduling (it needs vLLM >=0.10.0)")  # fmt: skip
+        assert main(["sweep", str(QUICKSTART), *out, "--set", HTTP,
+                     "--set", "slo={default: {itl_p50_ms: 0.4}}"]) == 2  # fmt: skip
+        assert ": slo.default.itl_p50_ms: 0.4 ms cannot be met" in capsys.readouterr().err
+    assert not (tmp_path / "sweep.json").exists()

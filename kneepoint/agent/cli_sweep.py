@@ -11,6 +11,7 @@ import math
 import sys
 from pathlib import Path
 
+from kneepoint.agent.feasibility import launch_checks
 from kneepoint.agent.files import check_output, write_atomically
 from kneepoint.agent.report.intervals import TRIM, slo_intervals
 from kneepoint.config import load_study
@@ -46,7 +47,7 @@ def add_sweep_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
 
 def run_sweep(args: argparse.Namespace) -> int:
     overrides = [*args.overrides, *(f"engine.{knob}" for knob in args.knobs)]
-    study = load_study(args.file, overrides)
+    study = load_study(args.file, overrides, launch_checks())
     config = study.engine
     out = args.out or Path("runs") / study.name / f"sweep-{config.fingerprint()}.json"
     check_output("--out", out)

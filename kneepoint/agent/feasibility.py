@@ -46,10 +46,20 @@ that a real engine could just meet."""
 _DEFAULT_COMMAND = ("vllm", "serve")
 
 
-def study_checks(now: datetime) -> tuple[Callable[[StudySpec], list[Finding]], ...]:
-    """Every check a study must pass before anything is launched, for a run started ``now``."""
-    return (unknown_knobs, unmodeled_settings, slo_below_floor, lambda s: late(s, now),
+Check = Callable[[StudySpec], list[Finding]]
+
+
+def launch_checks() -> tuple[Check, ...]:
+    """What one configuration's servers need to start and its SLO to be meetable, whatever
+    the study's search and budget (``kneepoint sweep`` measures the engine as given)."""
+    return (lambda s: unknown_knobs(s, searched=False), unmodeled_settings, slo_below_floor,
             missing_variables)  # fmt: skip
+
+
+def study_checks(now: datetime) -> tuple[Check, ...]:
+    """Every check a study must pass before anything is launched, for a run started ``now``."""
+    return (unknown_knobs, unmodeled_settings, slo_below_floor, missing_variables,
+            lambda s: late(s, now))  # fmt: skip
 
 
 @cache
@@ -73,9 +83,12 @@ def launched_vllm(study: StudySpec) -> str | None:
     return installed_vllm() if tuple(backend.command) == _DEFAULT_COMMAND else None
 
 
-def unknown_knobs(study: StudySpec, catalogue: KnobCatalogue | None = None) -> list[Finding]:
-    """Knobs the study sets or asks to search that the launched vLLM release does not know
-    (the catalogue's ``vllm_versions``); an attached server is not launched, so not judged."""
+def unknown_knobs(
+    study: StudySpec, catalogue: KnobCatalogue | None = None, *, searched: bool = True
+) -> list[Finding]:
+    """Knobs the study sets (or, if ``searched``, asks to search) that the launched vLLM
+    release does not know (the catalogue's ``vllm_versions``); an attached server is not
+    launched, so not judged."""
     version = launched_vllm(study)
     if version is None:
         return []
@@ -93,7 +106,7 @@ def unknown_knobs(study: StudySpec, catalogue: KnobCatalogue | None = None) -> l
         if knob is not None and not knob.known_by(version):
             found.append((("engine", name), f"{release} does not know {knob.flag} "
                           f"(it needs vLLM {knob.vllm_versions})"))  # fmt: skip
-    for index, name in enumerate(study.search.knobs):
+    for index, name in enumerate(study.search.knobs if searched else ()):
         knob = knobs.get(name)
         if knob is not None and not knob.known_by(version):
             found.append((("search", "knobs", index), f"{release} does not know {knob.flag} "
