@@ -122,3 +122,10 @@ def test_a_run_folder_with_a_damaged_study_is_bad_input(
     for command in ("report", "tune"):
         assert main([command, str(folder.path)]) == 2
         assert _one_line(capsys).startswith(f"kneepoint: {folder.path}: {said}")
+
+
+def test_calibrating_a_folder_without_recordings_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["calibrate", str(tmp_path), "--out", str(tmp_path / "c.yaml")]) == 2
+    assert _one_line(capsys) == f"kneepoint: {tmp_path}: holds no recording (sweep.json)"

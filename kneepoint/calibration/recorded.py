@@ -77,5 +77,8 @@ def find_recorded(roots: list[Path]) -> list[RecordedSweep]:
             continue
         if not root.is_dir():
             raise ConfigError([Problem(str(root), None, (), "no such file or folder")])
-        found += [load_recorded(p) for p in sorted(root.rglob("sweep.json"))]
+        inside = [load_recorded(p) for p in sorted(root.rglob("sweep.json"))]
+        if not inside:
+            raise ConfigError([Problem(str(root), None, (), "holds no recording (sweep.json)")])
+        found += inside
     return found
