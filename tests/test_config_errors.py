@@ -98,7 +98,7 @@ def test_unknown_key_in_a_tagged_union_lists_that_member_s_fields(tmp_path: Path
         load_study(path)
     [problem] = info.value.problems
     assert problem.loc == ("backend", "url")
-    assert problem.message == "unknown key 'url' (expected one of: kind, clock)"
+    assert problem.message == "unknown key 'url' (expected one of: kind, clock, faults)"
 
 
 def test_several_problems_one_line_each(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

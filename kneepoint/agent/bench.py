@@ -9,10 +9,12 @@ machine and start-up variance hit both arms alike, and one GPU is enough.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import functools
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import structlog
 
@@ -40,6 +42,10 @@ _STATUS: dict[FailureKind, TrialStatus] = {
 }  # fmt: skip
 
 
+TRANSIENT: frozenset[TrialStatus] = frozenset({"crashed", "timed_out"})
+"""Failures worth a fresh server: a crash or a hang mid-sweep. A refused start is not."""
+T = TypeVar("T")
+
 SCREEN_MIN_POINTS = 3
 CLIMB = 4
 """Rates a leg may add above its range when the range never reached its knee."""
@@ -56,6 +62,34 @@ class Bench:
     study: StudySpec
     folder: RunFolder
     progress: Progress
+    launches: int = 0
+    """Servers this agent has started (the simulator's injected faults pick by it)."""
+
+    def _retrying(
+        self, what: str, attempt: Callable[[], tuple[T, float]]
+    ) -> tuple[T, float, tuple[str, ...]]:
+        """``attempt`` re-run on a fresh server after a transient failure, up to
+        ``tuning.transient_retries`` times: its result, the device time of every attempt,
+        and why the failed ones ended. A failure that is not transient, or the last one, is
+        raised with the earlier causes and all the time spent."""
+        spent, retries = 0.0, self.study.tuning.transient_retries
+        causes: list[str] = []
+        for tries in range(retries + 1):
+            try:
+                result, seconds = attempt()
+            except TrialFailedError as exc:
+                spent += exc.device_s
+                if exc.status not in TRANSIENT or tries == retries:
+                    cause = "; ".join([*(f"first {c}" for c in causes[:1]), exc.cause])
+                    raise TrialFailedError(exc.status, cause, spent) from exc
+                causes.append(f"{exc.status}: {exc.cause}")
+                log.warning("bench.retry", what=what, status=exc.status, cause=exc.cause,
+                            attempt=tries + 1, retries=retries)  # fmt: skip
+                self.progress.status(f"{what}: server {exc.status} ({exc.cause}); "
+                                     "again on a fresh server")  # fmt: skip
+                continue
+            return result, seconds + spent, tuple(causes)
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     @contextmanager
     def session(
@@ -67,9 +101,11 @@ class Bench:
             self.folder.keep_point(trial_dir, label, artifacts)
 
         target: Target | None = None
+        self.launches += 1
+        size = PointSize.for_study(self.study, seconds)
         try:
             with open_target(
-                self.study, config, trial_dir, PointSize.for_study(self.study, seconds), keep
+                self.study, config, trial_dir, size, keep, launch=self.launches
             ) as target:
                 yield self._reporting(target.probe, label), target
         except ServerFailedError as exc:
@@ -89,26 +125,44 @@ class Bench:
     def knee(self, config: EngineConfig, trial_dir: Path) -> tuple[SweepResult, float]:
         """A coarse knee search for a configuration whose knee is unknown."""
         tuning = self.study.tuning
-        self.progress.sweep("knee", None)
-        with self.session(config, trial_dir, "knee", tuning.screen_seconds) as (probe, target):
-            result = sweep.knee_search(probe, config, self.study.slo, tuning.start_rps)
-        self.folder.keep_sweep(trial_dir, "knee", result)
-        return result, target.clock.seconds()
+
+        def attempt() -> tuple[SweepResult, float]:
+            self.progress.sweep("knee", None)
+            with self.session(config, trial_dir, "knee", tuning.screen_seconds) as (
+                probe, target,
+            ):  # fmt: skip
+                result = sweep.knee_search(probe, config, self.study.slo, tuning.start_rps)
+            return result, target.clock.seconds()
+
+        return self._kept(trial_dir, "knee", *self._retrying("knee search", attempt))
+
+    def _kept(
+        self, trial_dir: Path, label: str, result: SweepResult, seconds: float,
+        retried: tuple[str, ...],
+    ) -> tuple[SweepResult, float]:  # fmt: skip
+        """The sweep with the causes of its failed attempts, kept in the trial's folder."""
+        result = result.model_copy(update={"retried": retried}) if retried else result
+        self.folder.keep_sweep(trial_dir, label, result)
+        return result, seconds
 
     def repeats(
         self, config: EngineConfig, trial_dir: Path, rates: list[float]
     ) -> tuple[SweepResult, float]:
         """One configuration over ``rates``, repeated: its capacity and its noise."""
-        tuning, legs = self.study.tuning, []
-        label = "repeats"
-        self.progress.sweep(label, tuning.validate_repeats * len(rates))
-        with self.session(config, trial_dir, label, tuning.validate_seconds) as (probe, target):
-            for repeat in range(tuning.validate_repeats):
-                legs.append(sweep.measure_rates(probe, config, self.study.slo, rates,
-                                                repeat=repeat, climb=self._climb))  # fmt: skip
-        result = sweep.merge(legs)
-        self.folder.keep_sweep(trial_dir, label, result)
-        return result, target.clock.seconds()
+        tuning, label = self.study.tuning, "repeats"
+
+        def attempt() -> tuple[SweepResult, float]:
+            legs = []
+            self.progress.sweep(label, tuning.validate_repeats * len(rates))
+            with self.session(config, trial_dir, label, tuning.validate_seconds) as (
+                probe, target,
+            ):  # fmt: skip
+                for repeat in range(tuning.validate_repeats):
+                    legs.append(sweep.measure_rates(probe, config, self.study.slo, rates,
+                                                    repeat=repeat, climb=self._climb))  # fmt: skip
+            return sweep.merge(legs), target.clock.seconds()
+
+        return self._kept(trial_dir, label, *self._retrying("repeats", attempt))
 
     @property
     def _climb(self) -> int:
@@ -118,21 +172,24 @@ class Bench:
         self, config: EngineConfig, trial_dir: Path, rates: list[float], label: str
     ) -> tuple[SweepResult, float]:
         """One configuration at ``rates``, once (a screen that needs no knee)."""
-        self.progress.sweep(label, len(rates))
-        with self.session(config, trial_dir, label, self.study.tuning.screen_seconds) as (
-            probe, target,
-        ):  # fmt: skip
-            result = sweep.measure_rates(probe, config, self.study.slo, rates, kind="screen",
-                                         climb=self._climb)  # fmt: skip
-        self.folder.keep_sweep(trial_dir, label, result)
-        return result, target.clock.seconds()
+
+        def attempt() -> tuple[SweepResult, float]:
+            self.progress.sweep(label, len(rates))
+            with self.session(config, trial_dir, label, self.study.tuning.screen_seconds) as (
+                probe, target,
+            ):  # fmt: skip
+                result = sweep.measure_rates(probe, config, self.study.slo, rates,
+                                             kind="screen", climb=self._climb)  # fmt: skip
+            return result, target.clock.seconds()
+
+        return self._kept(trial_dir, label, *self._retrying(label, attempt))
 
     def screen(
         self, config: EngineConfig, trial_dir: Path, around_rps: float
     ) -> tuple[SweepResult, float]:
         """The cheap look: a few rates around the incumbent's knee under a hard device-time cap;
         a challenger that passes them all is followed up until it fails (within the cap)."""
-        tuning, slo = self.study.tuning, self.study.slo
+        tuning = self.study.tuning
         # Three points must fit under the cap, or the screen answers nothing: long requests
         # need long points (see kneepoint.load.settle), whatever the cap says.
         size = PointSize.for_study(self.study, tuning.screen_seconds)
@@ -140,8 +197,17 @@ class Bench:
         cap = max(tuning.screen_time_cap_s, SCREEN_MIN_POINTS * point_s)
         if cap > tuning.screen_time_cap_s:
             log.info("screen.cap_raised", cap_s=round(cap), point_s=round(point_s))
+        retried = self._retrying("screen", lambda: self._screen(config, trial_dir, around_rps, cap))
+        return self._kept(trial_dir, "screen", *retried)
+
+    def _screen(
+        self, config: EngineConfig, trial_dir: Path, around_rps: float, cap: float
+    ) -> tuple[SweepResult, float]:
+        slo = self.study.slo
         self.progress.sweep("screen", len(sweep.SCREEN_FRACTIONS))
-        with self.session(config, trial_dir, "screen", tuning.screen_seconds) as (probe, target):
+        with self.session(config, trial_dir, "screen", self.study.tuning.screen_seconds) as (
+            probe, target,
+        ):  # fmt: skip
             # the cap is on the server's time: a wider server spends device time faster
             # (every GPU counts in the budget) but needs as long per point
             gpus = config.tensor_parallel_size or 1
@@ -156,22 +222,25 @@ class Bench:
                 top = max(p.rate_rps for p in first.points)
                 legs.append(sweep.knee_search(probe, config, slo, top * 1.25,
                                               time_cap_s=left, clock=clock))  # fmt: skip
-        result = sweep.merge(legs, kind="screen")
-        self.folder.keep_sweep(trial_dir, "screen", result)
-        return result, target.clock.seconds()
+        return sweep.merge(legs, kind="screen"), target.clock.seconds()
 
     def burst(
         self, config: EngineConfig, trial_dir: Path, plan: Sequence[PlannedRequest], rate: float
     ) -> tuple[tuple[RequestRecord, ...], float]:
         """A plan shaped over time (``kneepoint.load.burst``) sent to ``config`` as one load."""
-        self.progress.sweep("burst", None)
-        with self.session(config, trial_dir, "burst", self.study.tuning.validate_seconds) as (
-            _, target,
-        ):  # fmt: skip
-            if target.send is None:
-                raise TrialFailedError("startup_failed", "the backend cannot send a plan", 0.0)
-            records = target.send(plan, rate)
-        return records, target.clock.seconds()
+
+        def attempt() -> tuple[tuple[RequestRecord, ...], float]:
+            self.progress.sweep("burst", None)
+            with self.session(config, trial_dir, "burst", self.study.tuning.validate_seconds) as (
+                _, target,
+            ):  # fmt: skip
+                if target.send is None:
+                    raise TrialFailedError("startup_failed", "the backend cannot send a plan", 0)
+                records = target.send(plan, rate)
+            return records, target.clock.seconds()
+
+        records, seconds, _ = self._retrying("burst", attempt)
+        return records, seconds
 
     def validate(
         self, incumbent: EngineConfig, challenger: EngineConfig, trial_dir: Path,
@@ -179,7 +248,6 @@ class Bench:
     ) -> tuple[SweepResult, SweepResult, float]:  # fmt: skip
         """Both arms, each over the full range around its own knee (``rates`` by arm), for
         each repeat, interleaved A B / B A by repeat."""
-        tuning, slo = self.study.tuning, self.study.slo
         arms = {"incumbent": incumbent, "challenger": challenger}
         legs: dict[str, list[SweepResult]] = {"incumbent": [], "challenger": []}
         spent = 0.0
@@ -189,19 +257,29 @@ class Bench:
             order = list(arms) if repeat % 2 == 0 else list(arms)[::-1]
             for arm in order:
                 label = f"validate-{arm}"
-                self.progress.sweep(label, len(rates[arm]))
+                attempt = functools.partial(self._leg, arms[arm], trial_dir, rates[arm],
+                                            repeat, arm)  # fmt: skip
                 try:
-                    with self.session(arms[arm], trial_dir, label, tuning.validate_seconds) as (
-                        probe, target,
-                    ):  # fmt: skip
-                        legs[arm].append(sweep.measure_rates(
-                            probe, arms[arm], slo, rates[arm], repeat=repeat, arm=arm,
-                            climb=self._climb))  # fmt: skip
+                    leg, seconds, retried = self._retrying(label, attempt)
                 except TrialFailedError as exc:
                     exc.device_s += spent
                     raise
-                spent += target.clock.seconds()
+                legs[arm].append(leg.model_copy(update={"retried": retried}))
+                spent += seconds
         results = {arm: sweep.merge(legs[arm]) for arm in arms}
         for arm, result in results.items():
             self.folder.keep_sweep(trial_dir, f"validate-{arm}-r{repeats.start}", result)
         return results["incumbent"], results["challenger"], spent
+
+    def _leg(
+        self, config: EngineConfig, trial_dir: Path, rates: list[float], repeat: int, arm: str
+    ) -> tuple[SweepResult, float]:
+        """One arm of one validation repeat, on its own server."""
+        label = f"validate-{arm}"
+        self.progress.sweep(label, len(rates))
+        with self.session(config, trial_dir, label, self.study.tuning.validate_seconds) as (
+            probe, target,
+        ):  # fmt: skip
+            leg = sweep.measure_rates(probe, config, self.study.slo, rates, repeat=repeat,
+                                      arm=arm, climb=self._climb)  # fmt: skip
+        return leg, target.clock.seconds()

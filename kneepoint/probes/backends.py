@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import secrets
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,10 +81,13 @@ def vllm_argv(spec: VllmBackend) -> ArgvFor:
     return argv
 
 
-def sim_argv(gpu: str, model: str, calibration: Path | None = None) -> ArgvFor:
+def sim_argv(
+    gpu: str, model: str, calibration: Path | None = None, faults: Sequence[str] = ()
+) -> ArgvFor:
     """``kneepoint sim serve`` with the same flags vLLM would get (and the study's
-    calibration, when it names one)."""
+    calibration, when it names one, and the ``--fault-*`` flags it is to act out)."""
     fitted = ["--calibration", str(calibration)] if calibration is not None else []
+    fitted += faults
 
     def argv(config: EngineConfig, host: str, port: int, served: str) -> list[str]:
         return [sys.executable, "-m", "kneepoint.agent.cli", "sim", "serve", "--gpu", gpu,
@@ -168,15 +171,25 @@ def check_identity(
 ) -> tuple[str, ...]:
     """Raise unless the server lists ``served`` and its ``cache_config_info`` agrees with
     the knobs asked for; returns notes on what could not be checked."""
-    with httpx.Client(timeout=10.0, headers=bearer(api_key)) as client:
-        models = client.get(f"{url}/v1/models").json()
-        names = [m.get("id") for m in models.get("data", [])]
-        if served not in names:
-            raise ServerFailedError(
-                Failure("crashed", f"wrong server at {url}: serves {names}, not {served}", None, ())
-            )
-        metrics = client.get(f"{url}/metrics").text
-    labels = parse_metrics(metrics).labels("cache_config") or {}
+    try:
+        with httpx.Client(timeout=10.0, headers=bearer(api_key)) as client:
+            models = client.get(f"{url}/v1/models").json()
+            names = [m.get("id") for m in models.get("data", [])]
+            metrics = client.get(f"{url}/metrics").text
+    except httpx.TimeoutException as exc:
+        hung = Failure("hung", f"healthy, then no answer: {exc!r}", None, ())
+        raise ServerFailedError(hung) from exc
+    except (httpx.HTTPError, ValueError, AttributeError, TypeError) as exc:
+        what = f"{url}/v1/models does not answer as vLLM does: {exc!r}"
+        raise ServerFailedError(Failure("crashed", what, None, ())) from exc
+    if served not in names:
+        raise ServerFailedError(
+            Failure("crashed", f"wrong server at {url}: serves {names}, not {served}", None, ())
+        )
+    try:
+        labels = parse_metrics(metrics).labels("cache_config") or {}
+    except ValueError:  # measured without the engine's signals: the load points say so
+        return ("/metrics does not parse as Prometheus text: nothing to check against",)
     if not labels:
         return ("no vllm:cache_config_info to check the configuration against",)
     mismatches = config_mismatches(labels, config)

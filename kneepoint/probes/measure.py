@@ -8,6 +8,7 @@ from its process tree. Everything measured is kept alongside the scored point.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -15,6 +16,7 @@ from kneepoint.load.plan import PlannedRequest
 from kneepoint.load.point import DEFAULT_LAG_LIMIT_MS, load_point, window_bounds
 from kneepoint.probes.loadgen import Clock, LoadOptions, run_load
 from kneepoint.probes.nvml import NvmlSampler
+from kneepoint.probes.process import Failure, ServerFailedError
 from kneepoint.probes.prom import Scrape
 from kneepoint.probes.samplers import HttpSampler, ProcessCpu
 from kneepoint.probes.signals import summarize_signals
@@ -34,6 +36,12 @@ class Instruments:
     nvml_index: int | None = None
     """Sample this local GPU through NVML (None: do not)."""
     engine_pid: int | None = None
+    hang_after_s: float = 60.0
+    """A server that answers nothing, not even ``/metrics``, for this long is hung and the
+    point is abandoned: a live vLLM answers between engine steps, and the longest step in
+    the real H100 sweeps (tests/fixtures/real) was 56 ms at 1,675 tokens, so a minute of
+    silence is no load, only a wedged server (which would otherwise cost every request its
+    full timeout before the point ended)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +81,8 @@ async def measure_async(
         nvml.start()
     try:
         await ready.wait()
-        records = await run_load(url, plan, options, clock=clock)
+        load = asyncio.create_task(run_load(url, plan, options, clock=clock))
+        records = await _unless_silent(load, sampler, instruments.hang_after_s)
     finally:
         stop.set()
         await sampling
@@ -87,6 +96,24 @@ async def measure_async(
     )  # fmt: skip
     texts = tuple(t for t in (sampler.first_text, sampler.last_text) if t is not None)
     return Measured(point, tuple(records), tuple(scrapes), tuple(gpu), texts)
+
+
+async def _unless_silent(
+    load: asyncio.Task[list[RequestRecord]], sampler: HttpSampler, limit_s: float
+) -> list[RequestRecord]:
+    """The load's records; raises ServerFailedError (hung) once the server has answered
+    nothing for ``limit_s``."""
+    while True:
+        done, _ = await asyncio.wait({load}, timeout=1.0)
+        if done:
+            return load.result()
+        silent_s = sampler.clock.now() - sampler.answered_s
+        if silent_s > limit_s:
+            load.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await load
+            what = f"the server answered nothing for {silent_s:.0f} s, not even /metrics"
+            raise ServerFailedError(Failure("hung", what, None, ()))
 
 
 def measure(

@@ -39,12 +39,15 @@ class HttpSampler:
         """The first and last ``/metrics`` text, kept as the point's metric snapshots."""
         self.gpu: list[GpuSample] = []
         self.errors = 0
+        self.answered_s = clock.now()
+        """When the server last answered anything (an error status counts: it is alive)."""
 
     async def scrape_once(self, client: httpx.AsyncClient) -> None:
         """Fetch ``/metrics`` and keep the text: parsing waits until the load is over, so
         that it never delays a send on the generator's event loop."""
         try:
             response = await client.get(f"{self.url}/metrics")
+            self.answered_s = self.clock.now()
             response.raise_for_status()
         except httpx.HTTPError as exc:
             self.errors += 1

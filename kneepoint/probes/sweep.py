@@ -187,9 +187,9 @@ def merge(results: Sequence[SweepResult], kind: SweepKind = "validate") -> Sweep
     arm = run.points[0].arm if run.points else "incumbent"
     merged = run.result(kind, results[0].config, arm)
     elapsed = sum(r.elapsed_s for r in results)
-    return merged.model_copy(
-        update={"elapsed_s": elapsed, "capped": any(r.capped for r in results)}
-    )
+    retried = tuple(cause for r in results for cause in r.retried)
+    update = {"elapsed_s": elapsed, "capped": any(r.capped for r in results), "retried": retried}
+    return merged.model_copy(update=update)
 
 
 def validation_rates(

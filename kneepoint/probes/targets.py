@@ -14,11 +14,12 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import structlog
 import yaml
 
 from kneepoint.config.trace import workload_trace
 from kneepoint.load.plan import PlannedRequest, plan_requests
-from kneepoint.load.point import lag_limit_for
+from kneepoint.load.point import lag_limit_for, load_point
 from kneepoint.load.size import PointSize
 from kneepoint.physics.defaults import resolve_engine
 from kneepoint.physics.startup import startup_seconds
@@ -35,16 +36,20 @@ from kneepoint.probes.loadgen import LoadOptions
 from kneepoint.probes.measure import measure
 from kneepoint.probes.process import Failure, ServerFailedError
 from kneepoint.probes.sweep import Prober
+from kneepoint.probes.virtual_faults import Lifetime, faulted_records, faulted_signals
 from kneepoint.records.engine import EngineConfig
+from kneepoint.records.faults import MARKER, Faults, fault_flags
 from kneepoint.records.loadpoint import LoadPoint
 from kneepoint.records.measure import RequestRecord
 from kneepoint.records.study import AttachBackend as AttachSpec
 from kneepoint.records.study import SimBackend, StudySpec
 from kneepoint.records.workload import TraceEntry
 from kneepoint.sim.engine import SimEngine
+from kneepoint.sim.fault_server import refuse_start
 from kneepoint.sim.loadpoint import simulate_load_point
 from kneepoint.sim.virtual import run_plan
 
+log = structlog.get_logger(__name__)
 __all__ = ["Keep", "PointArtifacts", "PointSize", "Target", "open_target"]
 
 
@@ -104,6 +109,15 @@ class _Opening:
     size: PointSize
     keep: Keep | None
     trace: Sequence[TraceEntry]
+    launch: int
+
+    @property
+    def faults(self) -> Faults | None:
+        """The study's injected faults, where they apply to this launch."""
+        spec = self.study.backend
+        if not isinstance(spec, SimBackend) or spec.faults is None:
+            return None
+        return spec.faults if spec.faults.applies_to(self.launch) else None
 
 
 @contextmanager
@@ -113,13 +127,17 @@ def open_target(
     trial_dir: Path,
     size: PointSize = _DEFAULT_SIZE,
     keep: Keep | None = None,
+    *,
+    launch: int = 1,
 ) -> Iterator[Target]:
     """The study's backend serving ``config`` for the length of the ``with``; ``keep`` gets
-    every measured point's records (and metric snapshots) as it is measured."""
+    every measured point's records (and metric snapshots) as it is measured; ``launch``
+    counts the servers this agent has started (the simulator's faults pick by it)."""
     spec = study.backend
     kind = "sim-virtual" if isinstance(spec, SimBackend) and spec.clock == "virtual" else spec.kind
     # The workload's trace is read once for every load point.
-    opening = _Opening(study, config, trial_dir, size, keep, workload_trace(study.workload))
+    opening = _Opening(study, config, trial_dir, size, keep, workload_trace(study.workload),
+                       launch)  # fmt: skip
     with BACKENDS[kind](opening) as target:
         yield target
 
@@ -127,10 +145,16 @@ def open_target(
 @contextmanager
 def _virtual(o: _Opening) -> Iterator[Target]:
     """The simulator in-process, on its virtual clock: no server, no HTTP."""
-    study, config, size = o.study, o.config, o.size
+    study, config, size, faults = o.study, o.config, o.size, o.faults or Faults()
+    refuse_start(faults)
     engine = resolve_engine(config, study.gpu, study.model)
-    clock = DeviceClock(config.tensor_parallel_size or 1,
-                        virtual_s=startup_seconds(study.model, engine))  # fmt: skip
+    started = startup_seconds(study.model, engine) + faults.slow_start_s
+    clock = DeviceClock(config.tensor_parallel_size or 1, virtual_s=started)
+    life = Lifetime(faults)
+    for kind in faults.signal_faults():  # as the live server says it, once per launch
+        log.warning(f"{MARKER} {kind}")
+    if faults.slow_start_s > 0:
+        log.warning(f"{MARKER} slow_start", seconds=faults.slow_start_s)
 
     def virtual(rate: float, repeat: int) -> LoadPoint:
         seed = study.workload.seed + repeat
@@ -138,13 +162,22 @@ def _virtual(o: _Opening) -> Iterator[Target]:
             study, rate, size.requests(rate), config, seed, trace=o.trace,
             warmup_s=size.warmup_s,
         )  # fmt: skip
-        clock.virtual_s = (clock.virtual_s or 0.0) + simulated.point.duration_s
+        point, records = simulated.point, simulated.load.records
+        held, died = life.serve(point.duration_s, study.workload.client.request_timeout_s)
+        clock.virtual_s = (clock.virtual_s or 0.0) + held
+        if died is not None:
+            raise ServerFailedError(died)
+        if faults.injected():
+            records = faulted_records(records, faults, life.arrived)
+            point = load_point(rate, records, study.slo, warmup_s=size.warmup_s,
+                               signals=faulted_signals(point.signals, faults))  # fmt: skip
+        life.arrived += len(records)
         if o.keep is not None:
-            o.keep(PointArtifacts(rate, repeat, simulated.point, simulated.load.records))
-        failure = rejected(simulated.load.records)
+            o.keep(PointArtifacts(rate, repeat, point, records))
+        failure = rejected(records)
         if failure is not None:
             raise ServerFailedError(failure)
-        return simulated.point
+        return point
 
     def send(plan: Sequence[PlannedRequest], rate: float) -> tuple[RequestRecord, ...]:
         sim = SimEngine(study.gpu, study.model, config, study.efficiency)
@@ -158,7 +191,8 @@ def _virtual(o: _Opening) -> Iterator[Target]:
 
 def _sim_server(o: _Opening) -> Backend:
     calibration = _calibration_file(o.study, o.trial_dir)
-    argv = sim_argv(o.study.gpu.name, o.study.model.name, calibration)
+    faults = fault_flags(o.faults) if o.faults is not None else []
+    argv = sim_argv(o.study.gpu.name, o.study.model.name, calibration, faults)
     return LaunchBackend(argv, sim_telemetry=True)
 
 

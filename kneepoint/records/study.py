@@ -23,6 +23,7 @@ from kneepoint.records.budget import Budget
 from kneepoint.records.calibration import Calibration
 from kneepoint.records.efficiency import Efficiency
 from kneepoint.records.engine import EngineConfig
+from kneepoint.records.faults import Faults
 from kneepoint.records.hardware import GpuSpec, ModelSpec
 from kneepoint.records.knobs import KnobCatalogue
 from kneepoint.records.objective import Objective, PeakThroughput, SloCapacity
@@ -36,6 +37,9 @@ class SimBackend(InputRecord):
 
     kind: Literal["sim"] = "sim"
     clock: Literal["virtual", "http"] = "virtual"
+    faults: Faults | None = None
+    """Failures to inject on purpose (``kneepoint.records.faults``), to test a run's
+    handling of them; None: a healthy server."""
 
 
 class VllmBackend(InputRecord):
@@ -148,6 +152,10 @@ class TuningSpec(InputRecord):
 
     start_rps: float = Field(default=1.0, gt=0.0)
     """First rate of the baseline's knee search (it doubles from here)."""
+    transient_retries: int = Field(default=1, ge=0, le=5)
+    """Times a sweep whose server crashed or hung is run again on a fresh server: such
+    failures are often passing (a GPU Xid, a driver hiccup). A server that refuses to start
+    or a configuration vLLM rejects fails the same way every time and is never retried."""
     screen_seconds: float = Field(default=15.0, gt=0.0)
     """Arrivals per screening load point, in seconds (at least 40 requests)."""
     screen_time_cap_s: float = Field(default=120.0, gt=0.0)

@@ -39,4 +39,7 @@ class SweepResult(Record):
     """Points dropped because the client could not keep its schedule."""
     capped: bool = False
     """The time cap stopped the sweep before it finished its plan."""
+    retried: tuple[str, ...] = ()
+    """Why earlier attempts at this sweep ended (a crash, a hang), each re-run on a fresh
+    server; empty when the first attempt finished."""
     elapsed_s: float = Field(default=0.0, ge=0.0)

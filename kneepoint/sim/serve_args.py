@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import typing
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -22,6 +22,7 @@ from kneepoint.config.yamlio import read_mapping
 from kneepoint.records.calibration import Calibration
 from kneepoint.records.efficiency import Efficiency
 from kneepoint.records.engine import EngineConfig, flag_for, knob_fields
+from kneepoint.records.faults import Faults
 from kneepoint.records.hardware import GpuSpec, ModelSpec
 
 # vLLM flags that change nothing the simulator models, accepted so real command lines work.
@@ -41,6 +42,8 @@ class ServeArgs:
     port: int
     efficiency: Efficiency | None = None
     """The roofline's constants from ``--calibration`` (None: the built-in ones)."""
+    faults: Faults = field(default_factory=Faults)
+    """What ``--fault-*`` asks the server to break (nothing by default)."""
 
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
@@ -62,10 +65,41 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
             parser.add_argument(*flags, dest=f"knob_{name}", action=argparse.BooleanOptionalAction)
         else:
             parser.add_argument(*flags, dest=f"knob_{name}", metavar="VALUE")
+    _add_fault_arguments(parser)
     for flag in _HARMLESS:
         parser.add_argument(flag, action="store_true", help=argparse.SUPPRESS)
     for flag in _HARMLESS_WITH_VALUE:
         parser.add_argument(flag, help=argparse.SUPPRESS)
+
+
+def _add_fault_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--fault-NAME`` for every field of ``Faults`` but ``launches`` (the launcher picks the
+    launches; a server is one launch)."""
+    group = parser.add_argument_group("faults (kneepoint.records.faults)")
+    for name, spec in Faults.model_fields.items():
+        if name == "launches":
+            continue
+        flag = "--fault-" + name.replace("_", "-")
+        if spec.annotation is bool:
+            group.add_argument(flag, dest=f"fault_{name}", action="store_true",
+                               help=spec.description)  # fmt: skip
+        else:
+            group.add_argument(flag, dest=f"fault_{name}", metavar="VALUE",
+                               help=spec.description)  # fmt: skip
+
+
+def _faults(args: argparse.Namespace) -> Faults:
+    values = {
+        name: getattr(args, f"fault_{name}")
+        for name in Faults.model_fields
+        if name != "launches" and getattr(args, f"fault_{name}") not in (None, False)
+    }
+    try:
+        return Faults.model_validate(values)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = str(first["loc"][0]) if first["loc"] else "fault"
+        raise _bad("--fault-" + loc.replace("_", "-"), first["msg"]) from exc
 
 
 def _pick(catalogue: dict[str, typing.Any], name: str, what: str) -> typing.Any:
@@ -105,7 +139,7 @@ def resolve_serve_args(args: argparse.Namespace, unknown: Sequence[str]) -> Serv
         raise _bad(flag, first["msg"]) from exc
     name = args.served_model_name or args.model
     efficiency = _calibrated(args.calibration, gpu, model)
-    return ServeArgs(gpu, model, name, engine, args.host, args.port, efficiency)
+    return ServeArgs(gpu, model, name, engine, args.host, args.port, efficiency, _faults(args))
 
 
 def _calibrated(path: Path | None, gpu: GpuSpec, model: ModelSpec) -> Efficiency | None:

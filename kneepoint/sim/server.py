@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 import structlog
@@ -25,6 +25,13 @@ from starlette.routing import Route
 from kneepoint.physics.roofline import Efficiency
 from kneepoint.sim.access import ApiKeyGuard, is_loopback
 from kneepoint.sim.engine import RequestRejectedError, SimEngine
+from kneepoint.sim.fault_server import (
+    HangWhenHung,
+    Injector,
+    cut,
+    dropped,
+    refuse_start,
+)
 from kneepoint.sim.metrics import VllmMetrics
 from kneepoint.sim.openai_api import (
     ApiError,
@@ -63,6 +70,7 @@ class SimServer:
         )
         self.telemetry = GpuTelemetry(args.gpu, engine.memory, engine.roofline.linear_peak_tflops)
         self.realtime: RealtimeEngine | None = None
+        self.injector = Injector(args.faults)
         routes = [
             Route("/v1/completions", self.completions, methods=["POST"]),
             Route("/v1/chat/completions", self.chat, methods=["POST"]),
@@ -71,20 +79,23 @@ class SimServer:
             Route("/metrics", self.prometheus),
             Route("/telemetry", self.gpu),
         ]
-        self.app = Starlette(routes=routes, lifespan=self._lifespan)
+        self.app = HangWhenHung(Starlette(routes=routes, lifespan=self._lifespan), self.injector)
 
     @contextlib.asynccontextmanager
     async def _lifespan(self, _: Starlette) -> AsyncIterator[None]:
+        await self.injector.slow_start()
         self.realtime = RealtimeEngine(self.engine, self.metrics)
         task = asyncio.create_task(self.realtime.run())
         for line in startup_lines(self.engine):
             log.info(line)
+        timers = self.injector.timers(on_hang=task.cancel)  # a hung engine steps no more
         try:
             yield
         finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            for running in (task, *timers):
+                running.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await running
 
     def _rt(self) -> RealtimeEngine:
         assert self.realtime is not None, "the engine task starts with the app"
@@ -94,7 +105,8 @@ class SimServer:
         return Response(status_code=200)
 
     async def prometheus(self, _: Request) -> Response:
-        return Response(self.metrics.render(), media_type="text/plain; version=0.0.4")
+        text = self.injector.metrics(self.metrics.render())
+        return Response(text, media_type="text/plain; version=0.0.4")
 
     async def models(self, _: Request) -> Response:
         name = self.args.served_model_name
@@ -103,6 +115,8 @@ class SimServer:
         return JSONResponse({"object": "list", "data": [card]})
 
     async def gpu(self, request: Request) -> Response:
+        if (refused := self.injector.telemetry()) is not None:
+            return refused
         rt = self._rt()
         try:
             window = float(request.query_params.get("window_s", "1"))
@@ -130,7 +144,10 @@ class SimServer:
                 parsed = CompletionRequest.model_validate(body)
                 prompt = completion_prompt(parsed)
             max_tokens = self._checked_max_tokens(parsed, len(prompt))
-            stream = self._rt().submit(prompt, max_tokens)
+            fault = self.injector.request_fault(streamed=parsed.stream)
+            if fault == "5xx":
+                raise ApiError(500, "EngineCore encountered an issue.", "InternalServerError")
+            stream = None if fault == "reset" else self._rt().submit(prompt, max_tokens)
         except ApiError as exc:
             return _error(exc)
         except json.JSONDecodeError:
@@ -143,13 +160,17 @@ class SimServer:
             return _error(ApiError(400, str(exc)))
         responder = Responder(kind, self.args.served_model_name, len(prompt))
         if not parsed.stream:
+            assert stream is not None  # connections drop only under a stream
             return await self._whole(stream, responder)
         options = parsed.stream_options
         usage = options is not None and options.include_usage
         continuous = usage and options is not None and options.continuous_usage_stats
-        return StreamingResponse(
-            self._events(stream, responder, usage, continuous), media_type="text/event-stream"
-        )
+        if stream is None:  # the connection drops before the first token
+            body = dropped()
+        else:
+            events = self._events(stream, responder, usage, continuous)
+            body = cut(events, 1) if fault == "cut" else events
+        return StreamingResponse(body, media_type="text/event-stream")
 
     def _checked_max_tokens(self, parsed: CompletionRequest | ChatRequest, prompt_len: int) -> int:
         """The request's max_tokens, after refusing a wrong model name or n > 1."""
@@ -180,7 +201,7 @@ class SimServer:
 
     async def _events(
         self, stream: Stream, responder: Responder, usage: bool, continuous: bool
-    ) -> AsyncIterator[bytes]:
+    ) -> AsyncGenerator[bytes]:
         """One SSE event per chunk: the first token at once, then ``stream_interval`` at a
         time, the rest at the end (vLLM's --stream-interval)."""
         interval = self.engine.resolved.stream_interval
@@ -218,6 +239,7 @@ def _error(exc: ApiError) -> Response:
 
 def build_server(args: ServeArgs, efficiency: Efficiency | None = None) -> SimServer:
     """The server for these arguments (raises EngineRefusedError if vLLM would not start)."""
+    refuse_start(args.faults)
     return SimServer(args, SimEngine(args.gpu, args.model, args.engine, efficiency, eager=True))
 
 
@@ -229,6 +251,6 @@ def serve(server: SimServer, api_key: str | None = None) -> None:
                     why="--host is not a loopback address: reachable from the network")  # fmt: skip
     config = uvicorn.Config(
         app, host=server.args.host, port=server.args.port, log_config=None,
-        access_log=False, lifespan="on",
+        access_log=False, lifespan="on", timeout_graceful_shutdown=5,
     )  # fmt: skip
     uvicorn.Server(config).run()
