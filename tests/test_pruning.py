@@ -173,3 +173,12 @@ def test_admission_control_is_proposed_where_sequences_evict_each_other() -> Non
     calm = {**CACHE, "preemptions_per_s": 0.0}
     quiet, _ = run("cache", calm, model=LLAMA_1B, engine={"kv_cache_memory_bytes": 2**30})
     assert "nothing to save" in why(quiet, "max_num_seqs")
+
+
+def test_a_server_with_no_signals_at_all_keeps_its_knobs() -> None:
+    # Unreadable /metrics and no GPU counters (benchmarks/faults.py's malformed-metrics case):
+    # an inconclusive verdict with no evidence rules nothing out by what binds; each rule
+    # prices its knob as if its own constraint bound.
+    blind, _ = run("inconclusive", {}, engine={"max_num_seqs": 2, "async_scheduling": False})
+    assert blind.candidates, [r.reason for r in blind.ruled_out]
+    assert not any("does not bind" in r.reason for r in blind.ruled_out)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import JsonValue
 
@@ -142,7 +142,12 @@ def _targets(diagnosis: Diagnosis) -> tuple[Constraint, ...]:
         if close and runner is not None and diagnosis.scores.get(runner, 0.0) >= RUNNER_UP_SHARE:
             return (binding, runner)
         return (binding,)
-    return tuple(scored[:2]) if diagnosis.binding == "inconclusive" else ()
+    if diagnosis.binding != "inconclusive":
+        return ()
+    # No evidence at all (a server whose /metrics cannot be read, no GPU counters): nothing
+    # can be ruled out by what binds, so every constraint is a target and each knob's rule
+    # prices it as if its own constraint bound.
+    return tuple(scored[:2]) if scored else get_args(Constraint)
 
 
 def _situation(diagnosis: Diagnosis, context: ConfigContext) -> Situation | None:
