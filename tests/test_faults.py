@@ -144,7 +144,7 @@ def test_a_hung_server_is_named_hung_without_waiting_out_every_request(tmp_path:
     assert info.value.failure.kind == "hung"
 
 
-def _tune(tmp_path: Path, faults: dict[str, object]) -> list[Event]:
+def _tune(tmp_path: Path, faults: dict[str, object]) -> tuple[Path, list[Event]]:
     runs = tmp_path / "runs"
     done = subprocess.run(
         [sys.executable, "-m", "kneepoint.agent.cli", "tune", str(STUDY), "--runs-dir",
@@ -154,25 +154,26 @@ def _tune(tmp_path: Path, faults: dict[str, object]) -> list[Event]:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     (folder,) = runs.iterdir()
-    return list(Ledger(folder / "ledger.jsonl").read())
+    return folder, list(Ledger(folder / "ledger.jsonl").read())
 
 
 @pytest.mark.slow  # a whole tuning run through the entry point
 def test_a_crash_is_retried_once_on_a_fresh_server_and_the_run_carries_on(
     tmp_path: Path,
 ) -> None:
-    events = _tune(tmp_path, {"crash_after_s": 5, "launches": [3]})
+    folder, events = _tune(tmp_path, {"crash_after_s": 5, "launches": [3]})
     (first,) = [e for e in events if isinstance(e, Screened) and e.trial == 1]
     assert first.outcome.status == "ok"
     assert first.sweep is not None and len(first.sweep.retried) == 1
     assert "illegal memory access" in first.sweep.retried[0]
+    assert "a server failed and was replaced: crashed" in (folder / "report.md").read_text()
 
 
 @pytest.mark.slow  # a whole tuning run through the entry point
 def test_a_repeated_crash_fails_the_trial_with_its_cause_and_the_next_trial_runs(
     tmp_path: Path,
 ) -> None:
-    events = _tune(tmp_path, {"crash_after_s": 5, "launches": [3, 4]})
+    _, events = _tune(tmp_path, {"crash_after_s": 5, "launches": [3, 4]})
     screens = [e for e in events if isinstance(e, Screened)]
     assert screens[0].outcome.status == "crashed"
     assert "illegal memory access" in screens[0].outcome.detail
@@ -181,7 +182,7 @@ def test_a_repeated_crash_fails_the_trial_with_its_cause_and_the_next_trial_runs
 
 @pytest.mark.slow  # a whole tuning run through the entry point
 def test_a_start_refused_for_good_is_not_retried_nor_proposed_again(tmp_path: Path) -> None:
-    events = _tune(tmp_path, {"startup_oom": True, "launches": [3]})
+    _, events = _tune(tmp_path, {"startup_oom": True, "launches": [3]})
     screens = [e for e in events if isinstance(e, Screened)]
     assert screens[0].outcome.status == "startup_failed"
     assert "CUDA out of memory" in screens[0].outcome.detail

@@ -134,6 +134,15 @@ def pruned(data: ReportData, doc: Document) -> None:
 def _verdict(trial: TrialState) -> str:
     if trial.screened is None:
         return "not measured yet"
+    sweeps = [trial.screened.sweep, *((trial.validated.incumbent, trial.validated.challenger)
+                                      if trial.validated is not None else ())]  # fmt: skip
+    retried = [cause for s in sweeps if s is not None for cause in s.retried]
+    survived = f"(a server failed and was replaced: {retried[0]}) " if retried else ""
+    return survived + _outcome_words(trial)
+
+
+def _outcome_words(trial: TrialState) -> str:
+    assert trial.screened is not None
     if trial.promoted is not None:
         return "promoted, not quality-checked" if trial.unchecked_quality else "promoted"
     if trial.validated is not None and trial.validated.failure is not None:
