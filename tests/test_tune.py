@@ -181,7 +181,8 @@ def test_a_deadline_past_or_too_close_is_refused_before_any_server_starts(
                           capture_output=True, text=True, check=False)  # fmt: skip
     assert done.returncode == 2
     [line] = done.stderr.splitlines()
-    assert line.startswith(f"kneepoint: {study}:") and ": budget.deadline: " in line
+    # named where the deadline came from: the --set that gave it
+    assert line.startswith(f"kneepoint: --set budget.deadline={deadline}: budget.deadline: ")
     assert words in line
     assert not runs.exists()  # nothing started, nothing written
 
