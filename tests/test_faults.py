@@ -130,7 +130,7 @@ def test_sim_serve_crash_is_classified_from_its_log(tmp_path: Path) -> None:
         measure(endpoint.url, _plan(100), 50.0, LoadOptions(endpoint.served_model), None)
         failure = endpoint.failure()
     assert failure is not None and failure.kind == "crashed" and failure.exit_code == 1
-    assert "illegal memory access" in failure.message
+    assert failure.message == "RuntimeError: CUDA error: an illegal memory access was encountered"
 
 
 def test_a_hung_server_is_named_hung_without_waiting_out_every_request(tmp_path: Path) -> None:

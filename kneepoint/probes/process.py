@@ -9,6 +9,7 @@ failures are classified from, in vLLM's own words.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import signal
@@ -85,8 +86,18 @@ def classify(log: str, exit_code: int | None, *, silent_s: float = 0.0) -> Failu
     for pattern, kind in ((_OOM, "startup_oom"), (_BAD_ARGUMENT, "bad_argument")):
         line = _last_matching(lines, pattern)
         if line is not None:
-            return Failure(kind, redact(line.strip()), exit_code, tail)
-    return Failure("crashed", tail[-1].strip() if tail else "no output", exit_code, tail)
+            return Failure(kind, redact(_said(line)), exit_code, tail)
+    return Failure("crashed", _said(tail[-1]) if tail else "no output", exit_code, tail)
+
+
+def _said(line: str) -> str:
+    """A log line's message: the event of a JSON-lines log (what ``kneepoint sim serve``
+    writes when its output is not a terminal), else the line itself."""
+    try:
+        event = json.loads(line)
+    except ValueError:
+        return line.strip()
+    return str(event["event"]) if isinstance(event, dict) and "event" in event else line.strip()
 
 
 def _last_matching(lines: Sequence[str], pattern: re.Pattern[str]) -> str | None:
