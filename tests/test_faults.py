@@ -12,15 +12,17 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
 
 from kneepoint.agent.ledger import Ledger
 from kneepoint.config.study import load_study
 from kneepoint.load.plan import PlannedRequest
 from kneepoint.probes.backends import LaunchBackend, sim_argv
-from kneepoint.probes.loadgen import LoadOptions
+from kneepoint.probes.loadgen import Clock, LoadOptions
 from kneepoint.probes.measure import Instruments, measure
 from kneepoint.probes.process import ServerFailedError
+from kneepoint.probes.samplers import HttpSampler
 from kneepoint.probes.targets import PointSize, open_target
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.faults import Faults, fault_flags
@@ -188,3 +190,28 @@ def test_a_start_refused_for_good_is_not_retried_nor_proposed_again(tmp_path: Pa
     assert "CUDA out of memory" in screens[0].outcome.detail
     keys = [e.proposal.config.fingerprint() for e in events if isinstance(e, Proposed)]
     assert len(keys) == len(set(keys)) and len(keys) > 1
+
+
+def test_the_scrapes_that_bracket_a_load_are_tried_again_when_they_fail() -> None:
+    class Flaky(HttpSampler):
+        calls = 0
+
+        async def scrape_once(self, client: httpx.AsyncClient) -> None:
+            self.calls += 1
+            if self.calls % 2:  # every other scrape is lost, the first one included
+                self.errors += 1
+                return
+            self._raw.append((self.clock.now(), "vllm:num_requests_running 1\n"))
+
+    sampler = Flaky("http://127.0.0.1:9", Clock.start(), interval_s=0.01)
+    stop, ready = asyncio.Event(), asyncio.Event()
+
+    async def load() -> None:
+        task = asyncio.create_task(sampler.run(stop, ready))
+        await ready.wait()
+        assert len(sampler._raw) == 1, "the load starts after a scrape that landed"
+        stop.set()
+        await task
+
+    asyncio.run(load())
+    assert len(sampler._raw) == 2 and sampler.errors == 2
