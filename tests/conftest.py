@@ -16,6 +16,7 @@ import pytest
 from _pytest.terminal import TerminalReporter
 
 from kneepoint.probes.measure import Measured
+from tests.postgres_server import postgres_db, postgres_server, postgres_url  # noqa: F401
 
 REPO = Path(__file__).resolve().parent.parent
 CONFIGS = REPO / "configs"
