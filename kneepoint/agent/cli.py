@@ -32,6 +32,7 @@ from kneepoint.agent.cli_plan import add_plan_command
 from kneepoint.agent.cli_report import add_report_command
 from kneepoint.agent.cli_sweep import add_sweep_command
 from kneepoint.agent.cli_tune import EXIT_INTERRUPTED, add_tune_command
+from kneepoint.agent.cli_worker import add_worker_command
 from kneepoint.agent.feasibility import study_checks
 from kneepoint.agent.files import check_output, write_atomically
 from kneepoint.agent.logs import configure_logging
@@ -94,6 +95,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.set_defaults(handler=_sim_serve, takes_unknown=True)
     add_sweep_command(commands)
     add_tune_command(commands)
+    add_worker_command(commands)
     add_diagnose_command(commands)
     add_plan_command(commands)
     add_report_command(commands)

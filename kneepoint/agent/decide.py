@@ -87,7 +87,7 @@ def next_action(state: RunState, study: StudySpec, now: datetime) -> Action:
         return CheckBurst()
     if step in ("start", "baseline"):
         return Start() if step == "start" else MeasureBaseline()
-    stop = budget_stop(state, study, now) or _nothing_left(state, study)
+    stop = budget_stop(state, study, now) or nothing_left(state, study)
     return Stop(stop) if stop is not None else Propose()
 
 
@@ -119,7 +119,7 @@ def budget_stop(state: RunState, study: StudySpec, now: datetime) -> Finished | 
     return None
 
 
-def _nothing_left(state: RunState, study: StudySpec) -> Finished | None:
+def nothing_left(state: RunState, study: StudySpec) -> Finished | None:
     """A stop when no candidate is left, or none is worth a trial: each re-priced by what its
     knob's last move against this incumbent measured, none beats the incumbent's noise."""
     assert state.pruning is not None and state.diagnosis is not None

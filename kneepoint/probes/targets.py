@@ -201,7 +201,8 @@ def _vllm_server(o: _Opening) -> Backend:
     assert not isinstance(spec, SimBackend | AttachSpec)
     key = api_key(o.study)
     return LaunchBackend(vllm_argv(spec), env=server_env(o.study, spec, key), host=spec.host,
-                         port=spec.port, startup_timeout_s=spec.startup_timeout_s, nvml_index=0,
+                         port=spec.port, startup_timeout_s=spec.startup_timeout_s,
+                         nvml_index=spec.gpu_index or 0,
                          api_key=key)  # fmt: skip
 
 

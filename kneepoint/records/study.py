@@ -65,6 +65,9 @@ class VllmBackend(InputRecord):
     port: int | None = Field(default=None, ge=1, le=65535)
     """Fixed port; None picks a free one per launch."""
     startup_timeout_s: float = Field(default=900.0, gt=0.0)
+    gpu_index: int | None = Field(default=None, ge=0)
+    """The GPU launched servers run on (``CUDA_VISIBLE_DEVICES``) and NVML reads; None: the
+    environment's GPUs, NVML index 0. ``kneepoint worker --gpu N`` sets it."""
     vllm_version: str | None = None
     """The release being launched; None asks the environment at run time."""
     preflight_memory: bool = True

@@ -1,0 +1,119 @@
+"""What the workers of a shared study do next: a pure function of its state, the study, the
+live workers and the time, like ``kneepoint.agent.decide`` is for ``kneepoint tune``.
+
+The run goes by rounds. The baseline first, on one worker. Then a round screens up to one
+proposal per live worker, all against the incumbent (``kneepoint.policies.rounds``). When
+its screens are in, its finalists are validated one at a time, best screened first, each as
+one task (the incumbent and the challenger interleaved on one GPU); a promotion ends the
+round, and the next starts from the new incumbent. Nothing is planned while a task is still
+out: rounds are synchronous, so every screen of a round is judged against one incumbent.
+Budgets and "nothing left worth trying" stop the run exactly as they stop ``tune``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from kneepoint.agent.decide import budget_stop, nothing_left
+from kneepoint.agent.shared_state import Shared
+from kneepoint.agent.state import RunState
+from kneepoint.policies.observe import observe
+from kneepoint.policies.optuna_search import OptunaProposer
+from kneepoint.policies.proposer import Proposer
+from kneepoint.policies.pruning import search_space
+from kneepoint.policies.rounds import coordinate_round, liar_round
+from kneepoint.records.knobs import KnobCatalogue
+from kneepoint.records.ledger import Finished
+from kneepoint.records.proposal import Proposal, SearchSpace
+from kneepoint.records.study import StudySpec
+from kneepoint.records.task import Task
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Tasks to queue, or the end of the run; neither: wait for the tasks that are out."""
+
+    tasks: tuple[Task, ...] = ()
+    finished: Finished | None = None
+
+
+def plan(shared: Shared, study: StudySpec, catalogue: KnobCatalogue, workers: int,
+         now: datetime) -> Plan:  # fmt: skip
+    state = shared.state
+    started = _baseline(shared)
+    if started is not None:
+        return started
+    generation = len(state.promotions)
+    finalist = _next_finalist(shared)
+    if finalist is not None:
+        return Plan((finalist,))
+    stop = budget_stop(state, study, now) or nothing_left(state, study)
+    if stop is not None:
+        return Plan(finished=stop)
+    size = max(1, workers)
+    if study.budget.max_trials is not None:
+        size = min(size, study.budget.max_trials - state.trials_run)
+    proposals = _round(study, state, size)
+    if not proposals:
+        return Plan(finished=Finished(reason="exhausted", detail="every candidate has been "
+                                      "tried"))  # fmt: skip
+    first = state.next_trial_number()
+    return Plan(tuple(Task(kind="screen", trial=first + i, generation=generation, proposal=p,
+                           quality_check=_changes_outputs(p, catalogue))
+                      for i, p in enumerate(proposals)))  # fmt: skip
+
+
+def _baseline(shared: Shared) -> Plan | None:
+    """Waiting, the baseline's task, or the end of a run whose baseline failed; None: on."""
+    if shared.state.finished is not None or shared.pending:
+        return Plan()
+    if "baseline" not in shared.planned:
+        return Plan((Task(kind="baseline", trial=0, generation=0),))
+    if shared.baseline_failure is not None:
+        return Plan(finished=Finished(reason="baseline_failed", detail=shared.baseline_failure))
+    return None
+
+
+def _next_finalist(shared: Shared) -> Task | None:
+    """The validation of the round's best screened finalist not yet validated."""
+    state = shared.state
+    waiting = [t for t in state.trials.values()
+               if t.next_step() in ("quality", "validate")
+               and f"trial-{t.trial}-validate" not in shared.planned]  # fmt: skip
+    if not waiting:
+        return None
+    best = max(waiting, key=lambda t: (t.measured_objective() or 0.0, -t.trial))
+    return Task(kind="validate", trial=best.trial, generation=len(state.promotions),
+                proposal=best.proposal, quality_check=best.quality_check)  # fmt: skip
+
+
+def _changes_outputs(proposal: Proposal, catalogue: KnobCatalogue) -> bool:
+    knobs = [catalogue.get(name) for name in proposal.changes]
+    return any(knob is not None and knob.changes_outputs for knob in knobs)
+
+
+def _space(study: StudySpec, state: RunState) -> SearchSpace:
+    assert state.incumbent is not None and state.incumbent_repeats is not None
+    assert state.pruning is not None
+    observation = observe(state.incumbent_repeats, gpu=study.gpu, model=study.model,
+                          engine=state.incumbent, workload=study.workload,
+                          efficiency=study.efficiency)  # fmt: skip
+    return search_space(state.pruning, observation, state.incumbent_objective)
+
+
+def _round(study: StudySpec, state: RunState, size: int) -> list[Proposal]:
+    space, history = _space(study, state), state.history()
+    kind, tuning = study.tuning.proposer, study.tuning
+    proposals: list[Proposal] = []
+    if kind in ("coordinate", "auto"):
+        proposals = coordinate_round(space, history, size, seed=study.seed,
+                                     min_gain=tuning.min_effect_rel)  # fmt: skip
+    if not proposals and kind in ("optuna", "auto"):
+        name = f"{study.name}-space{len(state.promotions)}"
+
+        def build() -> Proposer:
+            return OptunaProposer(space, study.seed, sampler=tuning.sampler, study_name=name)
+
+        proposals = liar_round(build, space, history, size)
+    return proposals

@@ -1,0 +1,132 @@
+"""A shared study's state as the loop's ``RunState``: its tasks' results put together, so the
+workers' planner reads the incumbent, its knee, the trials and their outcomes, the budget and
+what is left worth trying exactly as ``kneepoint tune`` does.
+
+A task every attempt of which failed (its workers died ``max_retry + 1`` times) is read as a
+crashed trial: the configuration may be what kills them. A finalist left unvalidated when a
+sibling of its round was promoted is read as closed, superseded: it was screened against an
+incumbent that is gone, and the walk from the new one decides whether it is tried again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from kneepoint import __version__
+from kneepoint.agent.shared_study import Attempts
+from kneepoint.agent.state import RunState, TrialState
+from kneepoint.load.objective import value as objective_value
+from kneepoint.records.ledger import Baseline, Finished, Promoted, RunStarted, Screened, Validated
+from kneepoint.records.proposal import Outcome
+from kneepoint.records.study import StudySpec
+from kneepoint.records.task import Task
+
+
+@dataclass(frozen=True)
+class Shared:
+    """The run's state, and the tasks still waiting or running."""
+
+    state: RunState
+    pending: tuple[Task, ...]
+    planned: frozenset[str]
+    """Every task key ever queued."""
+    baseline_failure: str | None = None
+
+
+def _lost(attempts: Attempts) -> str:
+    return (f"lost: the {attempts.failed} workers that ran it died or went silent "
+            "(it may be what kills them)")  # fmt: skip
+
+
+def shared_state(study: StudySpec, started_at: datetime, tasks: list[Attempts],
+                 finished: Finished | None) -> Shared:  # fmt: skip
+    state = RunState(objective=study.objective)
+    state.started = RunStarted(study_name=study.name, seed=study.seed,
+                               kneepoint_version=__version__, started_at=started_at)  # fmt: skip
+    pending = tuple(a.task for a in tasks if a.pending)
+    failure = _baseline(state, next((a for a in tasks if a.task.kind == "baseline"), None))
+    screens = sorted((a for a in tasks if a.task.kind == "screen"), key=lambda a: a.task.trial)
+    validations = {a.task.trial: a for a in tasks if a.task.kind == "validate"}
+    promoted: dict[int, Promoted] = {}
+    for attempts in screens:
+        trial = _trial(state, attempts, validations.get(attempts.task.trial))
+        if trial.promoted is not None:
+            promoted[attempts.task.generation] = trial.promoted
+    for generation in sorted(promoted):
+        event = promoted[generation]
+        state.promotions.append(event)
+        _incumbent(state, event)
+    _supersede(state, pending, {a.task.trial: a.task.generation for a in screens})
+    state.device_s = sum(a.result.device_s for a in tasks if a.result is not None)
+    state.finished = finished
+    planned = frozenset(a.task.key for a in tasks)
+    return Shared(state, pending, planned, failure)
+
+
+def _baseline(state: RunState, attempts: Attempts | None) -> str | None:
+    """Set the baseline as the incumbent; the cause when it failed."""
+    if attempts is None or attempts.pending:
+        return None
+    result = attempts.result
+    if result is None:
+        return _lost(attempts)
+    if result.baseline is None:
+        return result.failure or "the baseline was not measured"
+    state.baseline = result.baseline
+    _incumbent(state, result.baseline)
+    return None
+
+
+def _incumbent(state: RunState, event: Baseline | Promoted) -> None:
+    state.incumbent, state.incumbent_repeats = event.config, event.repeats
+    state.incumbent_objective = objective_value(event.repeats, state.objective)
+    state.diagnosis, state.pruning = event.diagnosis, event.pruning
+
+
+def _trial(state: RunState, screen: Attempts, validation: Attempts | None) -> TrialState:
+    task = screen.task
+    assert task.proposal is not None
+    against = _objective_at(state, task.generation)
+    trial = TrialState(task.trial, task.proposal, task.quality_check, against,
+                       objective=state.objective)  # fmt: skip
+    state.trials[task.trial] = trial
+    if screen.result is not None:
+        trial.screened = screen.result.screened
+    elif not screen.pending:
+        lost = Outcome(status="crashed", detail=_lost(screen))
+        trial.screened = Screened(trial=task.trial, outcome=lost, reason=lost.detail)
+    if validation is None:
+        return trial
+    result = validation.result
+    if result is not None:
+        trial.quality, trial.validated = result.quality, result.validated
+        trial.promoted = result.promoted
+    elif not validation.pending:
+        lost = Outcome(status="crashed", detail=f"during validation: {_lost(validation)}")
+        trial.validated = Validated(trial=task.trial, failure=lost)
+    return trial
+
+
+def _objective_at(state: RunState, generation: int) -> float | None:
+    """The incumbent's objective when a task of this generation was planned."""
+    if generation == 0:
+        baseline = state.baseline
+        return None if baseline is None else objective_value(baseline.repeats, state.objective)
+    promoted = sorted((t.trial, t.promoted.objective) for t in state.trials.values()
+                      if t.promoted is not None)  # fmt: skip
+    return promoted[generation - 1][1] if generation <= len(promoted) else None
+
+
+def _supersede(state: RunState, pending: tuple[Task, ...], generations: dict[int, int]) -> None:
+    """Close finalists of an earlier incumbent's rounds that were never validated."""
+    generation = len(state.promotions)
+    busy = {t.trial for t in pending}
+    for trial in state.trials.values():
+        screened = trial.screened
+        if screened is None or trial.next_step() is None or trial.trial in busy:
+            continue
+        if generations[trial.trial] < generation:
+            reason = (f"superseded: {screened.reason}; a sibling of its round was promoted "
+                      "first, and it was screened against the incumbent before")  # fmt: skip
+            trial.screened = screened.model_copy(update={"finalist": False, "reason": reason})

@@ -1,0 +1,56 @@
+"""A unit of GPU work in a shared study (``kneepoint worker``), and what it gave.
+
+Workers on many GPUs share one Optuna study in PostgreSQL; each Optuna trial there is one
+task: the baseline, the screen of one proposal, or the validation of one finalist (the
+incumbent and the challenger interleaved on one GPU, so the pair is one task). A task's key
+names the work, not the attempt: a dead worker's trial is re-queued by Optuna with the same
+task, and at most one attempt of a key ever completes.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from kneepoint.records.base import Record
+from kneepoint.records.ledger import Baseline, Promoted, QualityChecked, Screened, Validated
+from kneepoint.records.proposal import Proposal
+
+TaskKind = Literal["baseline", "screen", "validate"]
+
+
+class Task(Record):
+    kind: TaskKind
+    trial: int = Field(ge=0)
+    """The trial it belongs to (0: the baseline)."""
+    generation: int = Field(ge=0)
+    """The incumbent it is measured against: 0 the baseline, k the k-th promotion."""
+    proposal: Proposal | None = None
+    """What a screen measures (None for the baseline; a validation's is its screen's)."""
+    quality_check: bool = False
+    """A knob it changes alters model outputs: the validation checks greedy outputs first."""
+
+    @property
+    def key(self) -> str:
+        return "baseline" if self.kind == "baseline" else f"trial-{self.trial}-{self.kind}"
+
+
+class TaskResult(Record):
+    """What a finished task recorded: the baseline; a screen; or a validation's quality
+    check (if it had one), its judgement and, when the judge promoted it, the promotion."""
+
+    baseline: Baseline | None = None
+    screened: Screened | None = None
+    quality: QualityChecked | None = None
+    validated: Validated | None = None
+    promoted: Promoted | None = None
+    failure: str | None = None
+    """Why the baseline could not be measured (its server would not start, or died)."""
+    worker: str
+    """The worker that ran it (``host/gpuN``)."""
+
+    @property
+    def device_s(self) -> float:
+        events = (self.baseline, self.screened, self.quality, self.validated)
+        return sum(e.device_s for e in events if e is not None)

@@ -1,0 +1,158 @@
+"""``kneepoint worker`` on a real PostgreSQL: three workers on simulated GPUs tune the
+quickstart study, one is killed (SIGKILL) in the middle of a screen; its task is failed by
+the others' heartbeat check, queued again by Optuna and finished elsewhere, no task completes
+twice, no configuration is screened twice, and the winner is as good as a sequential
+``kneepoint tune``'s. Bad input is one line and exit 2."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+from optuna.storages import RDBStorage
+from optuna.trial import FrozenTrial, TrialState
+
+from kneepoint.agent.cli import main
+from kneepoint.agent.run_folder import RunFolder
+from kneepoint.agent.shared_state import shared_state
+from kneepoint.agent.shared_study import RESULT, TASK, WORKER, SharedStudy
+from kneepoint.agent.state import RunState
+from kneepoint.config import load_study
+from kneepoint.records.task import Task
+
+from .conftest import QUICKSTART
+
+WORKER_OPTIONS = ["--heartbeat-s", "1", "--grace-s", "4", "--poll-s", "0.3"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--study", str(QUICKSTART)], "--storage: give the shared storage's URL"),
+        (["--storage", "sqlite:///x.db", "--study", str(QUICKSTART)], "kneepoint tune"),
+        (["--storage", "postgresql+psycopg://u@127.0.0.1:1/db", "--study", str(QUICKSTART)],
+         "--storage: cannot open it"),
+        (["--storage", "postgresql+psycopg://u@h/db", "--study", "s", "--grace-s", "1"],
+         "the grace period longer"),
+    ],
+)  # fmt: skip
+def test_bad_input_is_one_line(
+    argv: list[str], says: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    monkeypatch.delenv("KNEEPOINT_STORAGE", raising=False)
+    assert main(["worker", "--runs-dir", str(tmp_path), *argv]) == 2
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.startswith("kneepoint: ")]
+    assert len(lines) == 1 and says in lines[0], err
+    assert "Traceback" not in err
+    assert not list(tmp_path.iterdir()), "nothing written"
+
+
+def test_an_unknown_study_name_is_one_line(
+    postgres_db: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["worker", "--storage", postgres_db, "--study", "nobody", "--runs-dir", str(tmp_path)]
+    assert main(argv) == 2
+    assert "no kneepoint study of this name" in capsys.readouterr().err
+
+
+def _worker(url: str, gpu: int, tmp_path: Path) -> subprocess.Popen[str]:
+    argv = [sys.executable, "-m", "kneepoint.agent.cli", "worker", "--storage", url, "--study",
+            str(QUICKSTART), "--gpu", str(gpu), "--runs-dir", str(tmp_path / "runs"),
+            *WORKER_OPTIONS]  # fmt: skip
+    log = (tmp_path / f"worker{gpu}.err").open("w")
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=log, text=True,
+                            start_new_session=True)  # fmt: skip
+
+
+def _kill_one_mid_screen(
+    url: str, workers: dict[int, subprocess.Popen[str]]
+) -> tuple[int, FrozenTrial]:
+    """SIGKILL the worker running the first screen, while it runs; its GPU and attempt."""
+    storage = RDBStorage(url)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        try:
+            study_id = storage.get_study_id_from_name("quickstart")
+        except KeyError:  # not published yet
+            time.sleep(0.1)
+            continue
+        for trial in storage.get_all_trials(study_id):
+            attrs = trial.user_attrs
+            if trial.state != TrialState.RUNNING or WORKER not in attrs:
+                continue
+            if Task.model_validate_json(str(attrs[TASK])).kind != "screen":
+                continue
+            pid = int(str(attrs[WORKER]).rsplit("/", 1)[-1])
+            [gpu] = [g for g, p in workers.items() if p.pid == pid]
+            os.killpg(pid, signal.SIGKILL)
+            workers[gpu].wait(30)
+            return gpu, trial
+        time.sleep(0.1)
+    raise AssertionError("no worker ever ran a screen")
+
+
+def _sequential(tmp_path: Path) -> float:
+    assert main(["tune", str(QUICKSTART), "--runs-dir", str(tmp_path / "sequential")]) == 0
+    [run] = list((tmp_path / "sequential").iterdir())
+    folder = RunFolder.existing(run)
+    state = RunState.replay(folder.ledger.recover(), folder.study().objective)
+    assert state.incumbent_objective is not None
+    return state.incumbent_objective
+
+
+@pytest.mark.slow
+def test_three_workers_one_killed_mid_trial(postgres_db: str, tmp_path: Path) -> None:
+    workers = {gpu: _worker(postgres_db, gpu, tmp_path) for gpu in range(3)}
+    try:
+        killed_gpu, killed = _kill_one_mid_screen(postgres_db, workers)
+        outputs = {g: p.communicate(timeout=900)[0] for g, p in workers.items() if g != killed_gpu}
+    finally:
+        for process in workers.values():
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+    assert all(workers[g].returncode == 0 for g in outputs), outputs
+    shared = SharedStudy(
+        postgres_db, "quickstart", heartbeat_s=1, grace_s=4, max_retry=2, create=False
+    )
+    trials = shared.study.get_trials()
+    task_of = {t.number: Task.model_validate_json(str(t.user_attrs[TASK])) for t in trials}
+    completed = [task_of[t.number].key for t in trials if t.state == TrialState.COMPLETE]
+    assert len(completed) == len(set(completed)), "a task completed twice"
+    assert set(completed) == {task.key for task in task_of.values()}, "a task never completed"
+    retries = [t for t in trials if t.system_attrs.get("failed_trial") == killed.number]
+    assert [t.state for t in retries] == [TrialState.COMPLETE], "retried once, then done"
+    assert task_of[retries[0].number] == task_of[killed.number]
+    assert RESULT in retries[0].user_attrs
+    assert next(t for t in trials if t.number == killed.number).state == TrialState.FAIL
+    tasks = {task.key: task for task in task_of.values()}  # attempts of one task: one task
+    screened = [t.proposal.key() for t in tasks.values() if t.proposal and t.kind == "screen"]
+    assert len(screened) == len(set(screened)), "a configuration screened twice"
+
+    study = load_study(QUICKSTART)
+    now = datetime.now().astimezone()
+    final = shared_state(study, shared.started_at(), shared.attempts(now), shared.finished())
+    best = final.state.incumbent_objective
+    assert best is not None and final.state.finished is not None
+    sequential = _sequential(tmp_path)
+    assert best >= sequential * (1 - study.tuning.min_effect_rel), (best, sequential)
+    for output in outputs.values():
+        assert f"-> {best:.2f} after" in output
+
+
+def test_a_refused_study_writes_nothing_to_the_storage(
+    postgres_db: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["worker", "--storage", postgres_db, "--study", str(QUICKSTART), "--runs-dir",
+            str(tmp_path), "--set", "budget.deadline=2020-01-01T00:00:00+00:00"]  # fmt: skip
+    assert main(argv) == 2
+    assert "deadline" in capsys.readouterr().err
+    assert not RDBStorage(postgres_db).get_all_studies(), "no study half-made"
+    assert not list(tmp_path.iterdir())
