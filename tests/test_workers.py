@@ -145,6 +145,13 @@ def test_three_workers_one_killed_mid_trial(postgres_db: str, tmp_path: Path) ->
     assert best >= sequential * (1 - study.tuning.min_effect_rel), (best, sequential)
     for output in outputs.values():
         assert f"-> {best:.2f} after" in output
+    for run in (tmp_path / "runs").iterdir():  # the killed worker's folder has no report
+        if (run / "report.md").is_file():
+            folder = RunFolder.existing(run)
+            replayed = RunState.replay(folder.ledger.recover(), study.objective)
+            assert replayed.incumbent_objective == best
+            assert replayed.trials_run == final.state.trials_run
+    assert len(list((tmp_path / "runs").glob("*/report.html"))) == len(outputs)
 
 
 def test_a_refused_study_writes_nothing_to_the_storage(

@@ -139,9 +139,10 @@ def run_worker(args: argparse.Namespace) -> int:
     start = objective_value(state.baseline.repeats, objective) if state.baseline else None
     lines = [f"study {study.name}: {finished.reason}: {finished.detail}",
              f"objective: {_show(start)} -> {_show(state.incumbent_objective)} after "
-             f"{state.trials_run} trials, {state.device_s / 3600:.2f} device-hours "
-             f"(this worker ran {worker.tasks_done} tasks)",
-             f"worker folder: {folder.path}"]  # fmt: skip
+             f"{state.trials_run} trials in {final.batches} batches: "
+             f"{state.device_s / 3600:.2f} device-hours, {final.makespan_s / 3600:.2f} h on "
+             f"the critical path (this worker ran {worker.tasks_done} tasks)",
+             f"report of the whole run: {folder.path / 'report.md'}"]  # fmt: skip
     if state.incumbent is not None:
         lines.append(f"serve the winner with: {serve_command(study, state.incumbent)}")
     sys.stdout.write("\n".join(lines) + "\n")

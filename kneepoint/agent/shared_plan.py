@@ -60,7 +60,8 @@ def plan(shared: Shared, study: StudySpec, catalogue: KnobCatalogue, workers: in
                                       "tried"))  # fmt: skip
     first = state.next_trial_number()
     return Plan(tuple(Task(kind="screen", trial=first + i, generation=generation, proposal=p,
-                           quality_check=_changes_outputs(p, catalogue))
+                           quality_check=_changes_outputs(p, catalogue),
+                           batch=shared.batches + 1)
                       for i, p in enumerate(proposals)))  # fmt: skip
 
 
@@ -69,7 +70,7 @@ def _baseline(shared: Shared) -> Plan | None:
     if shared.state.finished is not None or shared.pending:
         return Plan()
     if "baseline" not in shared.planned:
-        return Plan((Task(kind="baseline", trial=0, generation=0),))
+        return Plan((Task(kind="baseline", trial=0, generation=0, batch=1),))
     if shared.baseline_failure is not None:
         return Plan(finished=Finished(reason="baseline_failed", detail=shared.baseline_failure))
     return None
@@ -85,7 +86,8 @@ def _next_finalist(shared: Shared) -> Task | None:
         return None
     best = max(waiting, key=lambda t: (t.measured_objective() or 0.0, -t.trial))
     return Task(kind="validate", trial=best.trial, generation=len(state.promotions),
-                proposal=best.proposal, quality_check=best.quality_check)  # fmt: skip
+                proposal=best.proposal, quality_check=best.quality_check,
+                batch=shared.batches + 1)  # fmt: skip
 
 
 def _changes_outputs(proposal: Proposal, catalogue: KnobCatalogue) -> bool:

@@ -17,7 +17,16 @@ from kneepoint import __version__
 from kneepoint.agent.shared_study import Attempts
 from kneepoint.agent.state import RunState, TrialState
 from kneepoint.load.objective import value as objective_value
-from kneepoint.records.ledger import Baseline, Finished, Promoted, RunStarted, Screened, Validated
+from kneepoint.records.ledger import (
+    Baseline,
+    Event,
+    Finished,
+    Promoted,
+    Proposed,
+    RunStarted,
+    Screened,
+    Validated,
+)
 from kneepoint.records.proposal import Outcome
 from kneepoint.records.study import StudySpec
 from kneepoint.records.task import Task
@@ -32,6 +41,11 @@ class Shared:
     planned: frozenset[str]
     """Every task key ever queued."""
     baseline_failure: str | None = None
+    batches: int = 0
+    """Plannings so far (each queued one batch of tasks)."""
+    makespan_s: float = 0.0
+    """Device time along the run's critical path: each batch's longest task, summed (its
+    tasks ran side by side). With one worker it is the device time itself."""
 
 
 def _lost(attempts: Attempts) -> str:
@@ -61,7 +75,29 @@ def shared_state(study: StudySpec, started_at: datetime, tasks: list[Attempts],
     state.device_s = sum(a.result.device_s for a in tasks if a.result is not None)
     state.finished = finished
     planned = frozenset(a.task.key for a in tasks)
-    return Shared(state, pending, planned, failure)
+    batches = max((a.task.batch for a in tasks), default=0)
+    longest: dict[int, float] = {}
+    for a in tasks:
+        if a.result is not None:
+            longest[a.task.batch] = max(longest.get(a.task.batch, 0.0), a.result.device_s)
+    return Shared(state, pending, planned, failure, batches, sum(longest.values()))
+
+
+def ledger_events(state: RunState) -> list[Event]:
+    """The shared run as a ``kneepoint tune`` ledger (so ``kneepoint report`` reads it): each
+    trial's events in trial order. A trial screened in the same round as a promoted one but
+    numbered after it reads as proposed against the new incumbent; its measurements are
+    its own."""
+    events: list[Event] = [e for e in (state.started, state.baseline) if e is not None]
+    for number in sorted(state.trials):
+        trial = state.trials[number]
+        events.append(Proposed(trial=number, proposal=trial.proposal,
+                               quality_check=trial.quality_check))  # fmt: skip
+        events += [e for e in (trial.screened, trial.quality, trial.validated, trial.promoted)
+                   if e is not None]  # fmt: skip
+    if state.finished is not None:
+        events.append(state.finished)
+    return events
 
 
 def _baseline(state: RunState, attempts: Attempts | None) -> str | None:

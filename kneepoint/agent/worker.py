@@ -18,11 +18,12 @@ import structlog
 
 from kneepoint.agent.bench import Bench, TrialFailedError
 from kneepoint.agent.progress import Progress
+from kneepoint.agent.report import write_report
 from kneepoint.agent.run_folder import RunFolder
 from kneepoint.agent.shared_plan import plan
-from kneepoint.agent.shared_state import Shared, shared_state
+from kneepoint.agent.shared_state import Shared, ledger_events, shared_state
 from kneepoint.agent.shared_study import Claimed, SharedStudy
-from kneepoint.agent.state import RunState
+from kneepoint.agent.state import RunState, StateError
 from kneepoint.agent.steps import Steps
 from kneepoint.load.objective import value as objective_value
 from kneepoint.records.knobs import KnobCatalogue
@@ -63,7 +64,20 @@ class Worker:
         final = self.state()
         if final.state.incumbent is not None:
             self.folder.write_best(self.study, final.state.incumbent)
+        self._write_report(final.state)
         return final
+
+    def _write_report(self, state: RunState) -> None:
+        """The whole run (every worker's trials) as this folder's ledger and report."""
+        events = ledger_events(state)
+        try:
+            RunState.replay(events, self.study.objective)
+        except StateError as exc:  # never expected; the results stay in the study
+            log.warning("worker.no_report", reason=str(exc))
+            return
+        for event in events:
+            self.folder.ledger.append(event)
+        write_report(self.folder)
 
     def state(self, *, requeue: bool = False) -> Shared:
         shared = self.shared

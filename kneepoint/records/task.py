@@ -26,6 +26,9 @@ class Task(Record):
     """The trial it belongs to (0: the baseline)."""
     generation: int = Field(ge=0)
     """The incumbent it is measured against: 0 the baseline, k the k-th promotion."""
+    batch: int = Field(default=1, ge=1)
+    """The planning that queued it (1: the baseline's); a batch's tasks run side by side,
+    and the next is planned when all of them are in."""
     proposal: Proposal | None = None
     """What a screen measures (None for the baseline; a validation's is its screen's)."""
     quality_check: bool = False
