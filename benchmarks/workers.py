@@ -1,0 +1,124 @@
+"""Scale-out: one tuning run shared by 1, 3 and 6 `kneepoint worker`s on simulated GPUs
+(virtual clock) through a real PostgreSQL, beside a sequential `kneepoint tune` of the same
+study.
+
+For each, it prints the trials, the batches the workers planned, the device-hours spent (every
+GPU's time, summed), the critical path (each batch's longest task, summed: how long the run
+takes with its workers side by side, in the simulator's device time) and the winner's
+objective. The sequential run's critical path is its device time. Wall time on this machine
+says nothing here: the simulated GPUs share its CPU cores.
+
+Run: .venv/bin/python benchmarks/workers.py [--study configs/studies/quickstart.yaml]
+     [--workers 1,3,6] [--set tuning.proposer=optuna ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))  # the test suite's PostgreSQL server (tests/postgres_server.py)
+
+from kneepoint.agent.run_folder import RunFolder  # noqa: E402
+from kneepoint.agent.shared_state import shared_state  # noqa: E402
+from kneepoint.agent.shared_study import SharedStudy  # noqa: E402
+from kneepoint.agent.state import RunState  # noqa: E402
+from kneepoint.config import load_study  # noqa: E402
+from tests.postgres_server import MISSING, PostgresServer, find_bindir, running_server  # noqa: E402
+
+CLI = [sys.executable, "-m", "kneepoint.agent.cli"]
+
+
+@dataclass(frozen=True)
+class Row:
+    label: str
+    trials: int
+    batches: int
+    device_h: float
+    critical_h: float
+    objective: float | None
+    finished: str
+
+
+def _shared(
+    server: PostgresServer, study: Path, overrides: list[str], workers: int, folder: Path
+) -> Row:
+    url = server.create_database(f"w{workers}_{uuid.uuid4().hex[:8]}")
+    argv = [*CLI, "worker", "--storage", url, "--study", str(study), "--runs-dir",
+            str(folder / f"w{workers}"), "--heartbeat-s", "2", "--grace-s", "30",
+            *_sets(overrides)]  # fmt: skip
+    processes = [subprocess.Popen([*argv, "--gpu", str(gpu)], stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL) for gpu in range(workers)]  # fmt: skip
+    codes = [p.wait() for p in processes]
+    if any(codes):
+        raise SystemExit(f"workers exited {codes}")
+    spec = load_study(study, overrides)
+    shared = SharedStudy(url, spec.name, heartbeat_s=2, grace_s=30, max_retry=2)
+    now = datetime.now().astimezone()
+    final = shared_state(spec, shared.started_at(), shared.attempts(now), shared.finished())
+    state = final.state
+    assert state.finished is not None
+    return Row(f"{workers} worker{'s' if workers > 1 else ''}", state.trials_run,
+               final.batches, state.device_s / 3600, final.makespan_s / 3600,
+               state.incumbent_objective, state.finished.reason)  # fmt: skip
+
+
+def _sets(overrides: list[str]) -> list[str]:
+    return [arg for o in overrides for arg in ("--set", o)]
+
+
+def _sequential(study: Path, overrides: list[str], folder: Path) -> Row:
+    """A sequential tune, its burst check (which workers do not run) left out of its time."""
+    runs = folder / "sequential"
+    subprocess.run([*CLI, "tune", str(study), "--runs-dir", str(runs), *_sets(overrides)],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    [run] = list(runs.iterdir())
+    events = RunFolder.existing(run).ledger.recover()
+    state = RunState.replay(events, load_study(study, overrides).objective)
+    assert state.finished is not None
+    burst = state.burst.device_s if state.burst is not None else 0.0
+    hours = (state.device_s - burst) / 3600
+    steps = 1 + sum(1 + (t.validated is not None) for t in state.trials.values())
+    return Row("sequential tune", state.trials_run, steps, hours, hours,
+               state.incumbent_objective, state.finished.reason)  # fmt: skip
+
+
+def _print(rows: list[Row]) -> None:
+    print(f"{'run':<16} {'trials':>6} {'batches':>7} {'device-h':>9} {'critical-h':>10} "
+          f"{'speed-up':>8} {'objective':>9}  finished")  # fmt: skip
+    base = rows[0].critical_h
+    for r in rows:
+        objective = "-" if r.objective is None else f"{r.objective:.2f}"
+        print(f"{r.label:<16} {r.trials:>6} {r.batches:>7} {r.device_h:>9.2f} "
+              f"{r.critical_h:>10.2f} {base / r.critical_h:>7.2f}x {objective:>9}  "
+              f"{r.finished}")  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--study", type=Path, default=REPO / "configs/studies/quickstart.yaml")
+    parser.add_argument("--workers", default="1,3,6")
+    parser.add_argument("--set", dest="overrides", action="append", default=[],
+                        help="override a study field, as kneepoint tune --set")  # fmt: skip
+    args = parser.parse_args()
+    bindir = find_bindir()
+    if bindir is None:
+        raise SystemExit(MISSING)
+    with tempfile.TemporaryDirectory() as tmp, running_server(bindir) as server:
+        rows = [_sequential(args.study, args.overrides, Path(tmp))]
+        for n in (int(w) for w in args.workers.split(",")):
+            rows.append(_shared(server, args.study, args.overrides, n, Path(tmp)))
+            print(f"... {n} workers done", file=sys.stderr, flush=True)
+    print(f"study: {args.study} {' '.join(_sets(args.overrides))}")
+    _print(rows)
+
+
+if __name__ == "__main__":
+    main()
