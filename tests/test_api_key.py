@@ -5,6 +5,7 @@ it sends ``Authorization: Bearer``; ``kneepoint sim serve`` guards /v1 as vLLM d
 from __future__ import annotations
 
 import asyncio
+from argparse import Namespace
 from datetime import datetime
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import pytest
 import yaml
 
 from kneepoint.agent.cli import main
+from kneepoint.agent.cli_diagnose import _study
 from kneepoint.agent.run_folder import RunFolder
 from kneepoint.config import ConfigError, load_study
 from kneepoint.load.plan import PlannedRequest
@@ -25,6 +27,7 @@ from kneepoint.probes.process import ServerFailedError
 from kneepoint.probes.quality import QualityCheckError, greedy_outputs
 from kneepoint.probes.samplers import HttpSampler
 from kneepoint.records.engine import EngineConfig
+from kneepoint.records.study import AttachBackend as AttachSpec
 from kneepoint.records.study import StudySpec
 
 from .conftest import QUICKSTART
@@ -180,3 +183,12 @@ def test_sim_serve_takes_the_key_on_its_command_line_too(tmp_path: Path) -> None
         assert bare.get("/v1/models").status_code == 401
         keyed = bare.get("/v1/models", headers={"Authorization": f"Bearer {KEY}"})
         assert keyed.json()["data"][0]["id"] == endpoint.served_model
+
+
+def test_diagnose_of_a_running_server_takes_its_key_from_a_variable() -> None:
+    args = Namespace(overrides=[], url="http://127.0.0.1:8000", api_key_env="KP_TEST_KEY",
+                     study=None, gpu="h100-sxm", model="llama-3.1-8b", workload="chat")  # fmt: skip
+    backend = _study(args).backend
+    assert isinstance(backend, AttachSpec) and backend.api_key_env == "KP_TEST_KEY"
+    with pytest.raises(ConfigError, match="goes with --url"):
+        _study(Namespace(**{**vars(args), "url": None}))

@@ -43,6 +43,8 @@ def add_diagnose_command(commands: argparse._SubParsersAction[argparse.ArgumentP
     )
     cmd.add_argument("study", type=Path, nargs="?", help="a study YAML file")
     cmd.add_argument("--url", help="diagnose this running server (attach)")
+    cmd.add_argument("--api-key-env", metavar="NAME", help="the variable of this environment "
+                     "holding the server's API key (sent as a Bearer token)")  # fmt: skip
     cmd.add_argument("--gpu", help="the server's GPU (catalogue name), without a study")
     cmd.add_argument("--model", help="the served model (catalogue name or config.json path)")
     cmd.add_argument("--workload", default="chat", help="workload preset (default: chat)")
@@ -63,8 +65,11 @@ def add_diagnose_command(commands: argparse._SubParsersAction[argparse.ArgumentP
 
 def _study(args: argparse.Namespace) -> StudySpec:
     overrides = list(args.overrides)
+    if args.api_key_env and not args.url:
+        raise ConfigError([Problem("--api-key-env", None, (), "goes with --url")])
     if args.url:
-        overrides.append(f"backend={{kind: attach, url: '{args.url}'}}")
+        key = f", api_key_env: '{args.api_key_env}'" if args.api_key_env else ""
+        overrides.append(f"backend={{kind: attach, url: '{args.url}'{key}}}")
     if args.study is not None:
         return load_study(args.study, overrides)
     missing = [flag for flag, value in (("--url", args.url), ("--gpu", args.gpu),
