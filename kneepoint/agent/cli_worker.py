@@ -24,7 +24,7 @@ from kneepoint.agent.feasibility import launched_vllm, study_checks
 from kneepoint.agent.files import check_output
 from kneepoint.agent.logs import configure_logging
 from kneepoint.agent.run_folder import RunFolder, serve_command
-from kneepoint.agent.shared_study import SharedStudy, SharedStudyError
+from kneepoint.agent.shared_study import SharedStudy, SharedStudyError, StudyNotFoundError
 from kneepoint.agent.worker import Worker
 from kneepoint.config import ConfigError, knob_catalogue, load_study
 from kneepoint.config.errors import Problem
@@ -100,10 +100,8 @@ def _started(shared_study: Callable[[str], SharedStudy], name: str) -> datetime 
     """When the shared study of this name started; None: it is not published."""
     try:
         shared = shared_study(name)
-    except SharedStudyError as exc:
-        if "no kneepoint study" in str(exc):
-            return None
-        raise
+    except StudyNotFoundError:
+        return None
     return shared.started_at() if shared.published() else None
 
 

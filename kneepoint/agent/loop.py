@@ -55,14 +55,14 @@ log = structlog.get_logger(__name__)
 Now = Callable[[], datetime]
 
 
-def _local_now() -> datetime:
+def local_now() -> datetime:
     return datetime.now().astimezone()
 
 
 class Tuner:
     def __init__(
         self, folder: RunFolder, study: StudySpec, progress: Progress, catalogue: KnobCatalogue,
-        *, now: Now = _local_now, vllm_version: str | None = None,
+        *, now: Now = local_now, vllm_version: str | None = None,
     ) -> None:  # fmt: skip
         self.folder, self.study, self.progress, self.now = folder, study, progress, now
         self.state = RunState.replay(folder.ledger.recover(), study.objective)

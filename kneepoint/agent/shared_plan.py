@@ -79,15 +79,13 @@ def _baseline(shared: Shared) -> Plan | None:
 def _next_finalist(shared: Shared) -> Task | None:
     """The validation of the round's best screened finalist not yet validated."""
     state = shared.state
-    waiting = [t for t in state.trials.values()
-               if t.next_step() in ("quality", "validate")
-               and f"trial-{t.trial}-validate" not in shared.planned]  # fmt: skip
-    if not waiting:
-        return None
-    best = max(waiting, key=lambda t: (t.measured_objective() or 0.0, -t.trial))
-    return Task(kind="validate", trial=best.trial, generation=len(state.promotions),
-                proposal=best.proposal, quality_check=best.quality_check,
-                batch=shared.batches + 1)  # fmt: skip
+    waiting = [t for t in state.trials.values() if t.next_step() in ("quality", "validate")]
+    validations = [Task(kind="validate", trial=t.trial, generation=len(state.promotions),
+                        proposal=t.proposal, quality_check=t.quality_check,
+                        batch=shared.batches + 1)
+                   for t in sorted(waiting, key=lambda t: (-(t.measured_objective() or 0.0),
+                                                           t.trial))]  # fmt: skip
+    return next((v for v in validations if v.key not in shared.planned), None)
 
 
 def _changes_outputs(proposal: Proposal, catalogue: KnobCatalogue) -> bool:

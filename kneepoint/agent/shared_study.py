@@ -43,6 +43,10 @@ class SharedStudyError(ValueError):
     """The storage or the study cannot be used (one line for the user)."""
 
 
+class StudyNotFoundError(SharedStudyError):
+    """No kneepoint study of this name is in the storage (yet)."""
+
+
 @dataclass(frozen=True)
 class Attempts:
     """Every attempt at one task: its result if one completed, and how many failed."""
@@ -52,7 +56,6 @@ class Attempts:
     pending: bool
     """An attempt is waiting or running."""
     failed: int
-    last_failed_at: datetime | None = None
 
 
 @dataclass
@@ -100,16 +103,15 @@ class SharedStudy:
         try:
             return optuna.load_study(study_name=self.name, storage=self.storage)
         except KeyError:
-            raise SharedStudyError(_absent(self.name)) from None
+            raise StudyNotFoundError(_absent(self.name)) from None
 
     # -- the study file ----------------------------------------------------------------
     def publish(self, spec: StudySpec, now: datetime) -> None:
         """Put the study file into a new shared study; joining with another one is refused."""
-        attrs = self.study.user_attrs
         mine = spec.model_dump(mode="json")
-        if SPEC not in attrs:
+        if not self.published():
             with self.planning():
-                if SPEC not in self.study.user_attrs:
+                if not self.published():
                     self.study.set_user_attr(STARTED, now.isoformat())
                     self.study.set_user_attr(SPEC, mine)
                     return
@@ -123,7 +125,7 @@ class SharedStudy:
     def spec(self) -> StudySpec:
         attrs = self.study.user_attrs
         if SPEC not in attrs:
-            raise SharedStudyError(_absent(self.name))
+            raise StudyNotFoundError(_absent(self.name))
         return StudySpec.model_validate(attrs[SPEC])
 
     def started_at(self) -> datetime:
@@ -144,15 +146,16 @@ class SharedStudy:
     def attempts(self, now: datetime, *, requeue: bool = False) -> list[Attempts]:
         """Every task and where its attempts stand, in the order it was queued. ``requeue``
         (the planner, under its lock): queue again a task whose retry was never queued."""
-        by_key: dict[str, list[FrozenTrial]] = {}
+        by_key: dict[str, tuple[Task, list[FrozenTrial]]] = {}
         for trial in self.study.get_trials(deepcopy=False):
             if TASK in trial.user_attrs:
                 task = Task.model_validate_json(str(trial.user_attrs[TASK]))
-                by_key.setdefault(task.key, []).append(trial)
-        return [self._attempts(trials, now, requeue) for trials in by_key.values()]
+                by_key.setdefault(task.key, (task, []))[1].append(trial)
+        return [self._attempts(task, trials, now, requeue) for task, trials in by_key.values()]
 
-    def _attempts(self, trials: list[FrozenTrial], now: datetime, requeue: bool) -> Attempts:
-        task = Task.model_validate_json(str(trials[0].user_attrs[TASK]))
+    def _attempts(
+        self, task: Task, trials: list[FrozenTrial], now: datetime, requeue: bool
+    ) -> Attempts:
         done = [t for t in trials if t.state == TrialState.COMPLETE and RESULT in t.user_attrs]
         result = TaskResult.model_validate_json(str(done[0].user_attrs[RESULT])) if done else None
         failed = [t for t in trials if t.state == TrialState.FAIL]
@@ -165,7 +168,7 @@ class SharedStudy:
             if requeue and late:
                 self.retry(self.study, failed[-1])
             pending = True
-        return Attempts(task, result, pending, len(failed), last)
+        return Attempts(task, result, pending, len(failed))
 
     def enqueue(self, tasks: list[Task]) -> None:
         for task in tasks:

@@ -11,12 +11,11 @@ task back at once.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from datetime import datetime
 
 import structlog
 
 from kneepoint.agent.bench import Bench, TrialFailedError
+from kneepoint.agent.loop import Now, local_now
 from kneepoint.agent.progress import Progress
 from kneepoint.agent.report import write_report
 from kneepoint.agent.run_folder import RunFolder
@@ -31,18 +30,13 @@ from kneepoint.records.study import StudySpec
 from kneepoint.records.task import Task, TaskResult
 
 log = structlog.get_logger(__name__)
-Now = Callable[[], datetime]
-
-
-def _local_now() -> datetime:
-    return datetime.now().astimezone()
 
 
 class Worker:
     def __init__(
         self, shared: SharedStudy, study: StudySpec, folder: RunFolder, progress: Progress,
         catalogue: KnobCatalogue, *, name: str, poll_s: float = 2.0,
-        vllm_version: str | None = None, now: Now = _local_now,
+        vllm_version: str | None = None, now: Now = local_now,
     ) -> None:  # fmt: skip
         self.shared, self.study, self.folder, self.name = shared, study, folder, name
         self.progress, self.catalogue, self.poll_s, self.now = progress, catalogue, poll_s, now
