@@ -11,6 +11,8 @@ from __future__ import annotations
 import hashlib
 import math
 import random
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import accumulate
@@ -135,28 +137,79 @@ def plan_requests(
     if rate_rps <= 0 or num_requests < 0:
         raise ValueError("rate_rps must be > 0 and num_requests >= 0")
     seed = workload.seed if seed is None else seed
-    docs = _Documents(workload.prefix_groups, seed, vocab_size)
     if workload.arrival.kind == "trace":
+        docs = _Documents(workload.prefix_groups, seed, vocab_size)
         return _replay(workload, rate_rps, num_requests, trace, docs, salt=salt)
-    # Common random numbers: every rate gets the same requests and the same gaps, scaled, so a
-    # sweep's latency curve moves with the rate and not with the draw.
-    rng = random.Random(f"{seed}:plan")
-    classes = workload.classes
-    cum = list(accumulate(c.weight for c in classes))
     planned: list[PlannedRequest] = []
     at = 0.0
-    for index in range(num_requests):
-        cls = rng.choices(classes, cum_weights=cum)[0]
+    for index, draw in enumerate(_draws(workload, seed, vocab_size, salt).first(num_requests)):
+        planned.append(PlannedRequest(index, at, draw.traffic_class, draw.prompt,
+                                      draw.max_tokens, draw.prefix_id))  # fmt: skip
+        at += draw.unit_gap / rate_rps
+    return planned
+
+
+@dataclass(frozen=True, slots=True)
+class _Draw:
+    """One request with its gap to the next at one request per second: all but the rate."""
+
+    traffic_class: str
+    prompt: tuple[int, ...]
+    max_tokens: int
+    prefix_id: str | None
+    unit_gap: float
+
+
+class _Draws:
+    """A workload's requests in order, drawn once and extended as longer plans ask.
+
+    Common random numbers: every rate gets the same requests and the same gaps, scaled, so a
+    sweep's latency curve moves with the rate and not with the draw. Every point of a run asks
+    for the same requests, and drawing their prompt ids cost as much as simulating them.
+    """
+
+    def __init__(self, workload: Workload, seed: int, vocab_size: int, salt: str) -> None:
+        self._workload, self._salt = workload, salt
+        self._docs = _Documents(workload.prefix_groups, seed, vocab_size)
+        self._rng = random.Random(f"{seed}:plan")
+        self._cum = list(accumulate(c.weight for c in workload.classes))
+        self._drawn: list[_Draw] = []
+        self._lock = threading.Lock()
+
+    def first(self, count: int) -> list[_Draw]:
+        with self._lock:
+            while len(self._drawn) < count:
+                self._drawn.append(self._next(len(self._drawn)))
+            return self._drawn[:count]
+
+    def _next(self, index: int) -> _Draw:
+        rng, workload = self._rng, self._workload
+        cls = rng.choices(workload.classes, cum_weights=self._cum)[0]
         prefix_id: str | None = None
         prefix: tuple[int, ...] = ()
         if cls.prefix_group is not None:
-            prefix_id, prefix = docs.draw(cls.prefix_group, rng)
+            prefix_id, prefix = self._docs.draw(cls.prefix_group, rng)
         own = sample_length(cls.input_tokens, rng)
         out = sample_length(cls.output_tokens, rng)
-        prompt = prefix + docs.unique(f"{salt}{index}", own)
-        planned.append(PlannedRequest(index, at, cls.name, prompt, out, prefix_id))
-        at += _unit_gap(workload, rng) / rate_rps
-    return planned
+        prompt = prefix + self._docs.unique(f"{self._salt}{index}", own)
+        return _Draw(cls.name, prompt, out, prefix_id, _unit_gap(workload, rng))
+
+
+_DRAWS: OrderedDict[tuple[str, int, int, str], _Draws] = OrderedDict()
+_DRAWS_KEPT = 4  # workloads whose draws stay in memory (a run uses one; tests a few)
+_DRAWS_LOCK = threading.Lock()
+
+
+def _draws(workload: Workload, seed: int, vocab_size: int, salt: str) -> _Draws:
+    key = (workload.model_dump_json(), seed, vocab_size, salt)
+    with _DRAWS_LOCK:
+        found = _DRAWS.get(key)
+        if found is None:
+            found = _DRAWS[key] = _Draws(workload, seed, vocab_size, salt)
+            while len(_DRAWS) > _DRAWS_KEPT:
+                _DRAWS.popitem(last=False)
+        _DRAWS.move_to_end(key)
+        return found
 
 
 def _replay(

@@ -17,7 +17,9 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
-from kneepoint.load.score import Score, percentile, request_is_good, score, stable_window
+import numpy as np
+
+from kneepoint.load.score import Score, percentile, score, stable_window
 from kneepoint.records.loadpoint import LoadPoint, Signals
 from kneepoint.records.measure import RequestRecord
 from kneepoint.records.slo import Slo
@@ -81,7 +83,7 @@ def load_point(
     lag_p99 = percentile(lags, 99) if lags else 0.0
     completed = sum(r.ok for r in window)
     output_per_s, prompt_per_s = token_rates(records, trim)
-    goodput_by_class, attainment = _by_class(window, slo, rate_rps)
+    goodput_by_class, attainment = _by_class(result, rate_rps)
     achieved = completed / result.window_s if result.window_s > 0 else 0.0
     ratio = concurrency_ratio(window, signals or Signals(), achieved)
     off = ratio is not None and not 1 / CONCURRENCY_TOLERANCE <= ratio <= CONCURRENCY_TOLERANCE
@@ -147,7 +149,8 @@ def token_rates(records: Sequence[RequestRecord], trim: float) -> tuple[float, f
         if not r.chunk_times_s:
             continue
         per_chunk = r.output_tokens / len(r.chunk_times_s)
-        output += per_chunk * sum(low <= t < high for t in r.chunk_times_s)
+        times = np.asarray(r.chunk_times_s)  # a load point holds ~10^5 chunks
+        output += per_chunk * int(np.count_nonzero((times >= low) & (times < high)))
         prompt += r.prompt_tokens if low <= r.chunk_times_s[0] < high else 0
     return output / (high - low), prompt / (high - low)
 
@@ -160,17 +163,9 @@ def _duration(records: Sequence[RequestRecord]) -> float:
     return max(0.0, max(ends) - min(r.scheduled_s for r in records))
 
 
-def _by_class(
-    window: Sequence[RequestRecord], slo: Slo | None, rate_rps: float
-) -> tuple[dict[str, float], dict[str, float]]:
+def _by_class(result: Score, rate_rps: float) -> tuple[dict[str, float], dict[str, float]]:
     """(each class's good requests as a share of the whole window times the offered rate, so
     the classes add up to the goodput; each class's good requests as a share of its own)."""
-    good: dict[str, int] = {}
-    sent: dict[str, int] = {}
-    for rec in window:
-        limits = slo.for_class(rec.traffic_class) if slo is not None else None
-        good[rec.traffic_class] = good.get(rec.traffic_class, 0) + request_is_good(rec, limits)
-        sent[rec.traffic_class] = sent.get(rec.traffic_class, 0) + 1
-    total = len(window)
+    good, sent, total = result.good_by_class, result.total_by_class, result.total
     goodput = {name: rate_rps * good[name] / total for name in sorted(good)} if total else {}
     return goodput, {name: good[name] / sent[name] for name in sorted(sent)}
