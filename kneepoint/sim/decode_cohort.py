@@ -17,6 +17,8 @@ and each member's crossing step is filed when it joins.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from kneepoint.sim.kv_cache import KvCache
 from kneepoint.sim.request import SimRequest
 
@@ -24,8 +26,10 @@ from kneepoint.sim.request import SimRequest
 class DecodeCohort:
     """Members, their due steps, and the end time of every step so far."""
 
-    def __init__(self, kv: KvCache) -> None:
+    def __init__(self, kv: KvCache, on_leave: Callable[[SimRequest], None]) -> None:
+        """``on_leave``: told of every member released (it is stepped one by one again)."""
         self.kv = kv
+        self._on_leave = on_leave
         self.members: dict[SimRequest, None] = {}
         self._due: dict[int, list[SimRequest]] = {}
         self._offset = 0
@@ -137,14 +141,13 @@ class DecodeCohort:
         """Give each member one new block (the caller has checked the pool) and file it again.
         Its filled block is registered in the prefix cache when it is released: until its
         blocks are freed nobody else can match them (they hold its own output tokens)."""
-        kv, step, size = self.kv, len(self.step_ends_s), self.kv.block_size
+        step, size, due = len(self.step_ends_s), self.kv.block_size, self._due
+        self.kv.extend_all([(req, req.num_computed + step - req.decode_since) for req in full])
         for req in full:
-            elapsed = step - req.decode_since
-            kv.extend(req, req.num_computed + elapsed)
             # the new block is all room; the last token may come sooner
-            ahead = min(size, req.max_tokens - len(req.output) - elapsed - 1)
+            ahead = min(size, req.max_tokens - len(req.output) - (step - req.decode_since) - 1)
             req.decode_due = step + ahead
-            self._due.setdefault(step + ahead, []).append(req)
+            due.setdefault(step + ahead, []).append(req)
 
     def release_all(self) -> None:
         for req in list(self.members):
@@ -159,6 +162,7 @@ class DecodeCohort:
         if self.kv.window:
             self._leave_window(req.num_computed, since)
         req.decode_since = req.decode_due = -1
+        self._on_leave(req)
         count = step - since
         if count <= 0:
             return

@@ -22,6 +22,7 @@ nothing: the network, HTTP, the hand-off between processes). The HTTP simulator
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from kneepoint.records.efficiency import Efficiency
@@ -55,6 +56,11 @@ class FrontEnd:
     def seen_at(self, token_time_s: float) -> float:
         """When the client sees a token the engine produced at ``token_time_s`` (a step end)."""
         return self.delivered_s.get(token_time_s, token_time_s)
+
+    def seen_all(self, token_times_s: Sequence[float], start_s: float = 0.0) -> list[float]:
+        """``seen_at`` of each time, less ``start_s``: one pass (a load point has ~10^5)."""
+        get = self.delivered_s.get
+        return [get(t, t) - start_s for t in token_times_s]
 
     def _serve(self, ready_s: float, work_s: float) -> float:
         self.free_at_s = max(self.free_at_s, ready_s) + work_s

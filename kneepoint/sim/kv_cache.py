@@ -200,13 +200,17 @@ class KvCache:
         """Blocks one more block position takes over all groups (before the window frees)."""
         return 1 + self._extra_per_position
 
-    def extend(self, req: SimRequest, computed: int) -> None:
-        """Give a decoding request with ``computed`` tokens in the cache (its last block full)
-        one more block position, as ``allocate`` would (the caller has checked the pool)."""
+    def extend_all(self, grown: Sequence[tuple[SimRequest, int]]) -> None:
+        """Give each decoding request, with its ``computed`` tokens in the cache (its last block
+        full), one more block position, in order, as ``allocate`` would (the caller has checked
+        the pool). The blocks come in one draw: what the window frees goes to the free queue's
+        tail, behind every block drawn here, so freeing first changes nothing."""
         if self.window:
-            self.slide(req, self._skip_at(computed, len(req.blocks)))
-        req.blocks += self.take_blocks(1)
-        self._extra_used += self._extra_per_position
+            for req, computed in grown:
+                self.slide(req, self._skip_at(computed, len(req.blocks)))
+        for (req, _), block in zip(grown, self.take_blocks(len(grown)), strict=True):
+            req.blocks.append(block)
+        self._extra_used += len(grown) * self._extra_per_position
 
     def take_blocks(self, count: int) -> list[int]:
         """The ``count`` least recently freed blocks, now held once each (the caller has
@@ -267,9 +271,12 @@ class KvCache:
 
     def free(self, req: SimRequest) -> None:
         """Release the request's blocks, tail first; cached ones stay findable until reused."""
+        ref, free = self._ref, self._free  # ``_release`` inlined: every block of every request
         for block in reversed(req.blocks):
             if block >= 0:
-                self._release(block)
+                ref[block] -= 1
+                if not ref[block]:
+                    free[block] = None
         self._extra_used -= (
             len(req.blocks) * self._extra_per_position - req.skipped_blocks * self._extra_per_skip
         )

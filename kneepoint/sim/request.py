@@ -40,6 +40,8 @@ class SimRequest:
     """Step at which it joined the decode cohort (-1: advanced step by step); while in the
     cohort, ``output``, ``token_times_s`` and ``num_computed`` are as of that step."""
     decode_due: int = -1
+    run_seq: int = -1
+    """Order of its latest admission: the running list is in this order."""
 
     prompt_len: int = field(init=False)
     output_id_base: int = field(init=False)

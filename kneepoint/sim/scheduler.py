@@ -93,6 +93,10 @@ class StepPlan:
         )
 
 
+def _run_seq(req: SimRequest) -> int:
+    return req.run_seq
+
+
 class Scheduler:
     """Waiting queue, running list and the KV cache of one simulated engine."""
 
@@ -103,7 +107,10 @@ class Scheduler:
         self.kv = kv
         self.waiting: deque[SimRequest] = deque()
         self.running: list[SimRequest] = []
-        self.cohort = None if eager else DecodeCohort(kv)
+        self._solo: dict[SimRequest, None] = {}
+        """Running requests outside the decode cohort (with one): those stepped one by one."""
+        self._admissions = 0
+        self.cohort = None if eager else DecodeCohort(kv, self._solo.setdefault)
         self._clip = kv.window - 1 if kv.window else 1 << 62
         """Decode contexts count at most this in the window sums (no bound without one)."""
 
@@ -188,8 +195,7 @@ class Scheduler:
         full = cohort.due_for_blocks()
         demands = [
             (req, self._chunk(req.prompt_len + len(req.output) - req.num_computed, 1 << 62))
-            for req in self.running
-            if req.decode_since < 0
+            for req in sorted(self._solo, key=_run_seq)  # in running order, not all of it
         ]
         tokens, blocks = len(cohort), len(full) * kv.blocks_per_position
         for req, new in demands:
@@ -215,6 +221,7 @@ class Scheduler:
     def _preempt(self, victim: SimRequest, plan: StepPlan) -> None:
         if victim.decode_since >= 0 and self.cohort is not None:
             self.cohort.release(victim)  # catch its output up before the KV goes
+        self._solo.pop(victim, None)
         self.kv.register_generated(victim)
         self.kv.free(victim)
         victim.preempt()
@@ -239,7 +246,11 @@ class Scheduler:
             self.kv.record_admission(req, hit)
             req.num_computed = hit
             req.prefix_hit_tokens = hit
+            req.run_seq = self._admissions
+            self._admissions += 1
             self.running.append(req)
+            if self.cohort is not None:
+                self._solo[req] = None
             plan.admitted.append(req)
             plan.add(req, new)
             budget -= new
@@ -253,6 +264,7 @@ class Scheduler:
             self.waiting.remove(req)
         elif req in self.running:
             self.running.remove(req)
+            self._solo.pop(req, None)
             self.kv.free(req)
 
     def _unless_kv_full(self, stop: AdmissionStop) -> AdmissionStop:
@@ -290,9 +302,11 @@ class Scheduler:
         if finished:
             for req in finished:
                 self.running.remove(req)
+                self._solo.pop(req, None)
                 kv.free(req)
         if self.cohort is not None:
             self.cohort.end_step(now_s)
             for req in sampled:
-                self.cohort.try_join(req)
+                if self.cohort.try_join(req):
+                    del self._solo[req]
         return sampled, finished

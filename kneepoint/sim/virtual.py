@@ -7,13 +7,14 @@ submitted at its scheduled time, and what a streaming client would have seen (on
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kneepoint.load.plan import PlannedRequest
 from kneepoint.records.measure import RequestRecord
 from kneepoint.sim.attribution import Attribution
 from kneepoint.sim.engine import Arrival, SimEngine, SimRun
+from kneepoint.sim.frontend import FrontEnd
 from kneepoint.sim.request import SimRequest
 
 
@@ -51,7 +52,7 @@ def run_plan(
             requests.get(i),
             rejected.get(i),
             interval,
-            seen_at=engine.frontend.seen_at,
+            frontend=engine.frontend,
             request_timeout_s=request_timeout_s,
         )
         for i, p in enumerate(plan)
@@ -81,7 +82,7 @@ def _record(
     rejection: str | None,
     stream_interval: int,
     *,
-    seen_at: Callable[[float], float],
+    frontend: FrontEnd,
     request_timeout_s: float | None = None,
 ) -> RequestRecord:
     base = {
@@ -95,12 +96,12 @@ def _record(
         return RequestRecord(**base, error=f"HTTP 400: {rejection}")
     if req is None or req.finish_s is None:
         return RequestRecord(**base, error="timed out")
-    end_s = seen_at(req.finish_s) - start  # the client sees the last token when it is sent
+    end_s = frontend.seen_at(req.finish_s) - start  # the client sees the last token when it is sent
     if request_timeout_s is not None and end_s - planned.at_s > request_timeout_s:
         return RequestRecord(**base, error=f"timed out {request_timeout_s:g} s after its "
                              "scheduled time")  # fmt: skip
     times = req.token_times_s
-    chunks = [seen_at(t) - start for t in chunk_times(times, stream_interval)]
+    chunks = frontend.seen_all(chunk_times(times, stream_interval), start)
     return RequestRecord(
         **base,
         chunk_times_s=tuple(chunks),
