@@ -103,8 +103,8 @@ def test_scheduler_invariants_hold_every_step(case: Case) -> None:
             break
     assert len(finished) == len(case.requests), "every request finishes"
     for req in finished:
-        first_id = SimRequest(req.rid, req.prompt, 0, 0.0).next_output_id()
-        assert req.output == [first_id + i for i in range(req.max_tokens)]
+        first_id = SimRequest(req.rid, req.prompt, 0, 0.0).output_id_base
+        assert list(req.output) == [first_id + i for i in range(req.max_tokens)]
     assert case.kv.num_used == 0
 
 

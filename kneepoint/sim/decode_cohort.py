@@ -98,7 +98,7 @@ class DecodeCohort:
 
     def try_join(self, req: SimRequest) -> bool:
         """Take a request that has just sampled a token, if its next steps are plain decodes."""
-        computed, produced = req.num_computed, len(req.output)
+        computed, produced = req.num_computed, req.num_output
         if computed != req.prompt_len + produced - 1:
             return False  # still prefilling
         step = len(self.step_ends_s)
@@ -106,6 +106,7 @@ class DecodeCohort:
         if ahead <= 0:
             return False
         req.decode_since = step
+        req.decode_end = step + req.max_tokens - produced - 1
         self.members[req] = None
         self._offset += computed - step
         if self.kv.window:
@@ -128,10 +129,9 @@ class DecodeCohort:
         step = len(self.step_ends_s)
         full = []
         for req in self._due.pop(step, ()):
-            if req.decode_since < 0 or req.decode_due != step:
+            if req.decode_due != step:
                 continue  # released (and perhaps rejoined) since it was filed here
-            produced = len(req.output) + step - req.decode_since
-            if produced + 1 >= req.max_tokens:
+            if step >= req.decode_end:
                 self.release(req)
             else:
                 full.append(req)
@@ -145,9 +145,8 @@ class DecodeCohort:
         self.kv.extend_all([(req, req.num_computed + step - req.decode_since) for req in full])
         for req in full:
             # the new block is all room; the last token may come sooner
-            ahead = min(size, req.max_tokens - len(req.output) - (step - req.decode_since) - 1)
-            req.decode_due = step + ahead
-            due.setdefault(step + ahead, []).append(req)
+            req.decode_due = next_due = min(step + size, req.decode_end)
+            due.setdefault(next_due, []).append(req)
 
     def release_all(self) -> None:
         for req in list(self.members):
@@ -161,14 +160,12 @@ class DecodeCohort:
         self._offset -= req.num_computed - since
         if self.kv.window:
             self._leave_window(req.num_computed, since)
-        req.decode_since = req.decode_due = -1
+        req.decode_since = req.decode_due = req.decode_end = -1
         self._on_leave(req)
         count = step - since
         if count <= 0:
             return
-        produced = len(req.output)
-        first = req.output_id_base + produced
-        req.output.extend(range(first, first + count))
+        req.num_output += count
         req.token_times_s.extend(self.step_ends_s[since:step])
         req.num_computed += count
         if req.num_computed // self.kv.block_size > req.num_cached_blocks:

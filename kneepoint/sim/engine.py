@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from kneepoint.physics.defaults import ResolvedEngine, resolve_engine
 from kneepoint.physics.memory import MemoryPlan, StartupRefusal, plan_memory
@@ -45,8 +46,7 @@ class Arrival:
     traffic_class: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class StepRecord:
+class StepRecord(NamedTuple):
     """One engine step: when, how long, what it ran, the state after, and its ground truth."""
 
     start_s: float
@@ -66,8 +66,7 @@ class StepRecord:
     truth: Attribution
 
 
-@dataclass(frozen=True, slots=True)
-class StepOutcome:
+class StepOutcome(NamedTuple):
     """A step's record, the requests it gave a token to, finished and admitted."""
 
     record: StepRecord
@@ -175,7 +174,7 @@ class SimEngine:
             waiting=len(self.scheduler.waiting),
             kv_usage=usage,
             preempted=len(plan.preempted),
-            prompt_tokens=sum(r.prompt_len for r in sampled if len(r.output) == 1),
+            prompt_tokens=sum(r.prompt_len for r in sampled if r.num_output == 1),
             admission_stop=plan.admission_stop,
             truth=attribute(cost, plan.admission_stop, usage),
         )

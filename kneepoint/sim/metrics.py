@@ -173,7 +173,7 @@ class VllmMetrics:
         self.latency["request_decode_time"].observe(last - first)
         self.latency["request_inference_time"].observe(last - scheduled)
         self.request_prompt_tokens.observe(req.prompt_len)
-        self.request_generation_tokens.observe(len(req.output))
+        self.request_generation_tokens.observe(req.num_output)
         self.request_preemptions.observe(req.preemptions)
         self._success.labels(**self._labels, finished_reason=reason).inc()
 

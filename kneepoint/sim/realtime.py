@@ -96,7 +96,7 @@ class RealtimeEngine:
         for req in outcome.sampled:
             stream = self._streams.get(req.rid)
             if stream is not None:
-                stream.produced = len(req.output)
+                stream.produced = req.num_output
                 stream.updated.set()
         for req in outcome.finished:
             self.metrics.observe_finished(req)

@@ -22,7 +22,8 @@ class SimRequest:
     max_tokens: int
     arrival_s: float
     traffic_class: str = ""
-    output: list[int] = field(default_factory=list)
+    num_output: int = 0
+    """Tokens generated so far (their ids are ``output``)."""
     num_computed: int = 0
     blocks: list[int] = field(default_factory=list)
     block_hashes: list[int] = field(default_factory=list)
@@ -40,6 +41,9 @@ class SimRequest:
     """Step at which it joined the decode cohort (-1: advanced step by step); while in the
     cohort, ``output``, ``token_times_s`` and ``num_computed`` are as of that step."""
     decode_due: int = -1
+    """Cohort step at which it is next looked at (a full block, or its last token)."""
+    decode_end: int = -1
+    """Cohort step that samples its last token: it is released before it."""
     run_seq: int = -1
     """Order of its latest admission: the running list is in this order."""
 
@@ -52,17 +56,19 @@ class SimRequest:
         self.output_id_base = _OUTPUT_ID_BASE + self.rid * 1_000_003
 
     @property
+    def output(self) -> range:
+        """The generated token ids, in order: a count, not a list, so that stepping many
+        tokens at once (the decode cohort) costs nothing per token."""
+        return range(self.output_id_base, self.output_id_base + self.num_output)
+
+    @property
     def num_tokens(self) -> int:
         """Prompt plus generated tokens: what the KV cache must eventually hold."""
-        return self.prompt_len + len(self.output)
+        return self.prompt_len + self.num_output
 
     @property
     def finished(self) -> bool:
-        return len(self.output) >= self.max_tokens
-
-    def next_output_id(self) -> int:
-        """The deterministic id of the next generated token."""
-        return self.output_id_base + len(self.output)
+        return self.num_output >= self.max_tokens
 
     def preempt(self) -> None:
         """Recompute preemption: KV is dropped, generated tokens are kept."""

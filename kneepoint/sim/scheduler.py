@@ -57,7 +57,7 @@ class StepPlan:
         self.num_tokens += new
         self.attention_pairs += new * (computed + (new + 1) / 2)
         self.kv_tokens += computed + new
-        self.samples += computed + new == req.prompt_len + len(req.output)
+        self.samples += computed + new == req.prompt_len + req.num_output
         if self.window:
             self.window_pairs += window_pairs(new, computed, self.window)
             self.window_kv_tokens += min(computed + new, self.window + new - 1)
@@ -140,7 +140,7 @@ class Scheduler:
         while index < len(running) and budget > 0:
             req = running[index]
             computed = req.num_computed
-            remaining = req.prompt_len + len(req.output) - computed
+            remaining = req.prompt_len + req.num_output - computed
             if req.decode_since >= 0 or (
                 remaining == 1 and computed < len(req.blocks) * block_size
             ):
@@ -194,7 +194,7 @@ class Scheduler:
         kv = self.kv
         full = cohort.due_for_blocks()
         demands = [
-            (req, self._chunk(req.prompt_len + len(req.output) - req.num_computed, 1 << 62))
+            (req, self._chunk(req.prompt_len + req.num_output - req.num_computed, 1 << 62))
             for req in sorted(self._solo, key=_run_seq)  # in running order, not all of it
         ]
         tokens, blocks = len(cohort), len(full) * kv.blocks_per_position
@@ -290,13 +290,12 @@ class Scheduler:
             req.num_computed = computed
             if computed // block_size > req.num_cached_blocks:
                 kv.cache_full_blocks(req)
-            output = req.output
-            if computed < req.prompt_len + len(output):
+            if computed < req.prompt_len + req.num_output:
                 continue  # a prefill chunk: no token yet
-            output.append(req.output_id_base + len(output))
+            req.num_output += 1
             req.token_times_s.append(now_s)
             sampled.append(req)
-            if len(output) >= req.max_tokens:
+            if req.num_output >= req.max_tokens:
                 req.finish_s = now_s
                 finished.append(req)
         if finished:

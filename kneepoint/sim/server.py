@@ -205,7 +205,7 @@ class SimServer:
         """One SSE event per chunk: the first token at once, then ``stream_interval`` at a
         time, the rest at the end (vLLM's --stream-interval)."""
         interval = self.engine.resolved.stream_interval
-        output, sent = stream.request.output, 0
+        sent = 0
         try:
             while True:
                 await stream.updated.wait()
@@ -215,6 +215,7 @@ class SimServer:
                     break
                 if ready <= 0 or not (sent == 0 or ready >= interval or stream.done):
                     continue
+                output = stream.request.output  # a range over the ids so far: read it anew
                 text = "".join(token_text(t) for t in output[sent : stream.produced])
                 sent = stream.produced
                 reason = "length" if stream.done else None

@@ -106,5 +106,5 @@ def _record(
         **base,
         chunk_times_s=tuple(chunks),
         end_s=end_s,
-        output_tokens=len(req.output),
+        output_tokens=req.num_output,
     )
