@@ -161,6 +161,10 @@ def test_metrics_carry_vllm_names_and_counters_match_histograms(
     )
     info = families["vllm:cache_config_info"].samples[0].labels
     assert info["enable_prefix_caching"] == "True" and int(info["num_gpu_blocks"]) > 0
+    # and its own clock lag, one observation per step, which a real vLLM does not export
+    steps = value("vllm:iteration_tokens_total", "vllm:iteration_tokens_total_count")
+    lag = "kneepoint:sim_clock_lag_seconds"
+    assert families[lag].type == "histogram" and value(lag, f"{lag}_count") == steps > 0
 
 
 def test_telemetry_reports_gpm_on_hopper(server: tuple[str, object]) -> None:

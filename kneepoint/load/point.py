@@ -28,6 +28,9 @@ DEFAULT_LAG_LIMIT_MS = 10.0
 # The client's lag may not exceed this share of the tightest SLO limit: below it, the lag
 # cannot move a request across its limit by more than the measurement noise does.
 LAG_SHARE_OF_SLO = 0.05
+LATE_STEP_SHARE = 0.01
+"""A simulator may send at most this share of a point's steps over 5 ms late (its clock lag
+p99 under 5 ms): beyond it the host's CPU, not the simulated engine, shapes the latencies."""
 CONCURRENCY_TOLERANCE = 2.0
 """How far a steady point's server concurrency may stray from rate x latency. Real H100
 recordings (tests/fixtures/real): 0.81-1.03 at every point that met the SLO (the requests
@@ -87,6 +90,7 @@ def load_point(
     achieved = completed / result.window_s if result.window_s > 0 else 0.0
     ratio = concurrency_ratio(window, signals or Signals(), achieved)
     off = ratio is not None and not 1 / CONCURRENCY_TOLERANCE <= ratio <= CONCURRENCY_TOLERANCE
+    late = signals.sim_clock_late_share if signals is not None else None
     return LoadPoint(
         rate_rps=rate_rps,
         window_start_s=start,
@@ -114,6 +118,7 @@ def load_point(
         signals=signals or Signals(),
         concurrency_ratio=ratio,
         inconsistent=off and result.meets_slo,
+        server_behind=late is not None and late > LATE_STEP_SHARE,
     )
 
 

@@ -33,6 +33,7 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "queue_time": ("vllm:request_queue_time_seconds",),
     "iteration_tokens": ("vllm:iteration_tokens_total",),
     "cache_config": ("vllm:cache_config_info",),
+    "sim_clock_lag": ("kneepoint:sim_clock_lag_seconds",),  # kneepoint sim serve only
 }
 # Gauges whose engines' values are averaged rather than summed.
 _MEAN_GAUGES = {"kv_cache_usage"}

@@ -14,6 +14,7 @@ from statistics import fmean
 from kneepoint.probes.prom import Scrape
 from kneepoint.records.loadpoint import Signals
 from kneepoint.records.telemetry import GpuSample
+from kneepoint.sim.metrics import CLOCK_LAG_LIMIT_S
 
 _GPU_FIELDS = (
     "gpu_util_pct", "memory_util_pct", "sm_util_pct", "tensor_util_pct", "dram_bw_util_pct",
@@ -67,6 +68,21 @@ def _steps(pair: tuple[Scrape, Scrape] | None) -> tuple[float | None, float | No
         return None, None
     delta = b.minus(a)
     return delta.mean, delta.count / (pair[1].at_s - pair[0].at_s)
+
+
+def _late_share(pair: tuple[Scrape, Scrape] | None) -> float | None:
+    """Share of the window's steps whose tokens the simulator sent more than
+    ``CLOCK_LAG_LIMIT_S`` behind its own clock (None from anything but ``kneepoint sim serve``)."""
+    if pair is None:
+        return None
+    a, b = pair[0].histogram("sim_clock_lag"), pair[1].histogram("sim_clock_lag")
+    if a is None or b is None:
+        return None
+    delta = b.minus(a)
+    on_time = dict(delta.buckets).get(CLOCK_LAG_LIMIT_S)
+    if on_time is None or delta.count <= 0:
+        return None
+    return min(1.0, max(0.0, 1.0 - on_time / delta.count))
 
 
 def _cache_config(scrapes: Sequence[Scrape]) -> dict[str, str]:
@@ -125,6 +141,7 @@ def summarize_signals(
         num_gpu_blocks=_int_label(config, "num_gpu_blocks"),
         block_size=_int_label(config, "block_size"),
         engine_cpu_pct=engine_cpu_pct,
+        sim_clock_late_share=_late_share(pair),
         metric_samples=len(inside),
         gpu_samples=len(in_window),
         **_gpu_means(in_window, start_s, end_s),

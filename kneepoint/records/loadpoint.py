@@ -37,6 +37,9 @@ class Signals(Record):
     power_w: float | None = Field(default=None, ge=0.0)
     engine_cpu_pct: float | None = Field(default=None, ge=0.0)
     """CPU of the engine's processes (100 = one core busy)."""
+    sim_clock_late_share: float | None = Field(default=None, ge=0.0, le=1.0)
+    """``kneepoint sim serve`` only: share of the window's steps whose tokens left more than
+    5 ms behind the simulator's own clock (the host, not the simulated engine, set them)."""
     metric_samples: int = Field(default=0, ge=0)
     gpu_samples: int = Field(default=0, ge=0)
 
@@ -87,14 +90,23 @@ class LoadPoint(Record):
     off by more than 2x: the server's counts and the client's latencies do not describe the
     same load (``kneepoint.load.point``), so it is not counted."""
 
+    server_behind: bool = False
+    """The simulator fell behind its own clock (more than 1% of its steps over 5 ms late,
+    i.e. clock lag p99 over 5 ms): its latencies are the host's, not the simulated engine's,
+    so it is not counted."""
+
     @property
     def valid(self) -> bool:
-        return not (self.client_bound or self.inconsistent)
+        return not (self.client_bound or self.inconsistent or self.server_behind)
 
     def invalid_reason(self) -> str | None:
         """Why the point is not counted, in a few words (None when it is)."""
         if self.client_bound:
             return "client-bound: not counted"
+        if self.server_behind:
+            late = self.signals.sim_clock_late_share or 0.0
+            return (f"simulator behind its clock: {late:.1%} of steps over 5 ms late; "
+                    "not counted")  # fmt: skip
         if self.inconsistent:
             return (f"inconsistent: the server held {self.concurrency_ratio:.2f}x the "
                     "sequences rate x latency says; not counted")  # fmt: skip

@@ -29,6 +29,11 @@ REQUEST_LATENCY_BUCKETS = (
     240.0, 480.0, 960.0, 1920.0, 7680.0,
 )  # fmt: skip
 ITERATION_TOKEN_BUCKETS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
+CLOCK_LAG_METRIC = "kneepoint:sim_clock_lag_seconds"
+"""Not a vLLM metric: how late each step's tokens left the simulator behind its own clock
+(``kneepoint.probes.signals`` reads the share later than ``CLOCK_LAG_LIMIT_S``)."""
+CLOCK_LAG_LIMIT_S = 0.005
+CLOCK_LAG_BUCKETS = (0.0005, 0.001, 0.002, CLOCK_LAG_LIMIT_S, 0.01, 0.02, 0.05, 0.1, 0.5, 1.0)
 
 
 def one_two_five_buckets(limit: int) -> tuple[float, ...]:
@@ -126,6 +131,10 @@ class VllmMetrics:
         self.request_preemptions = histogram(
             "vllm:request_num_preemptions", "Number of preemptions per request.", token_buckets
         )
+        self.clock_lag = histogram(
+            CLOCK_LAG_METRIC, "Simulator only: how late each step's tokens left, in seconds.",
+            CLOCK_LAG_BUCKETS,
+        )  # fmt: skip
         info = Gauge(
             "vllm:cache_config_info",
             "Information of the LLMEngine CacheConfig",

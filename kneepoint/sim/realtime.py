@@ -82,7 +82,9 @@ class RealtimeEngine:
             delay = due - loop.time()
             if delay > 0:
                 await asyncio.sleep(delay)
-            self.lags_s.append(max(0.0, loop.time() - due))
+            lag = max(0.0, loop.time() - due)
+            self.lags_s.append(lag)
+            self.metrics.clock_lag.observe(lag)
             self._publish(outcome)
 
     def _publish(self, outcome: StepOutcome) -> None:
