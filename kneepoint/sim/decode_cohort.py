@@ -142,7 +142,8 @@ class DecodeCohort:
         Its filled block is registered in the prefix cache when it is released: until its
         blocks are freed nobody else can match them (they hold its own output tokens)."""
         step, size, due = len(self.step_ends_s), self.kv.block_size, self._due
-        self.kv.extend_all([(req, req.num_computed + step - req.decode_since) for req in full])
+        computed = [r.num_computed + step - r.decode_since for r in full] if self.kv.window else ()
+        self.kv.extend_all(full, computed)
         for req in full:
             # the new block is all room; the last token may come sooner
             req.decode_due = next_due = min(step + size, req.decode_end)

@@ -19,10 +19,11 @@ is a multiple of the block size, it frees each one step sooner).
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import deque
 from collections.abc import Sequence
 
 from kneepoint.physics.kv_layout import KvLayout
+from kneepoint.sim.block_hash import block_hashes
 from kneepoint.sim.request import SimRequest
 
 
@@ -40,7 +41,15 @@ class KvCache:
         self.prefix_caching = prefix_caching
         self._ref = [0] * num_blocks
         self._hash: list[int | None] = [None] * num_blocks
-        self._free: OrderedDict[int, None] = OrderedDict.fromkeys(range(num_blocks))
+        self._queue: deque[int] = deque(range(num_blocks))
+        """The free queue, least recently freed first. A block taken back out of the middle
+        (a prefix hit on a freed block) leaves its entry behind, counted in ``_stale``: the
+        queue's ops are then C calls, where an OrderedDict's cost twice as much per block."""
+        self._stale = [0] * num_blocks
+        """Per block, its entries in the queue that no longer stand for it: all of a held
+        block's, and all but the newest of a free one's, so its oldest is stale while any is."""
+        self._queued = num_blocks
+        """Free blocks (live entries in the queue)."""
         self._cached: dict[int, int] = {}
         self.query_tokens = 0
         self.hit_tokens = 0
@@ -57,7 +66,7 @@ class KvCache:
 
     @property
     def num_free(self) -> int:
-        return len(self._free) - self._extra_used
+        return self._queued - self._extra_used
 
     @property
     def num_used(self) -> int:
@@ -71,25 +80,6 @@ class KvCache:
     def ref_count(self, block: int) -> int:
         return self._ref[block]
 
-    def _hashes_upto(self, req: SimRequest, count: int) -> list[int]:
-        """The request's first ``count`` chained block hashes, computed once each."""
-        size = self.block_size
-        hashes = req.block_hashes
-        if len(hashes) >= count:
-            return hashes
-        prompt, output, prompt_len = req.prompt, req.output, req.prompt_len
-        for i in range(len(hashes), count):
-            parent = hashes[i - 1] if i else 0
-            start, end = i * size, (i + 1) * size
-            if end <= prompt_len:
-                block = prompt[start:end]
-            else:  # slice the two parts rather than joining the whole sequence per block
-                block = prompt[start:prompt_len] + tuple(
-                    output[max(start - prompt_len, 0) : end - prompt_len]
-                )
-            hashes.append(hash((parent, block)))
-        return hashes
-
     def cached_prefix(self, req: SimRequest) -> list[int]:
         """Cached blocks matching the request's leading full blocks. At least one token is
         always left to compute, as in vLLM, so the step can produce the next token."""
@@ -97,7 +87,7 @@ class KvCache:
             return []
         limit = (req.num_tokens - 1) // self.block_size
         found: list[int] = []
-        for block_hash in self._hashes_upto(req, limit):
+        for block_hash in block_hashes(req, limit, self.block_size):
             block = self._cached.get(block_hash)
             if block is None:
                 break
@@ -125,6 +115,8 @@ class KvCache:
         """Blocks the pool gives up for ``new`` positions and ``prefix`` cached ones in every
         group, net of those the window frees (positions before ``skip``)."""
         new = max(0, new)
+        if not prefix and not self.window:  # the common case, worked out in one line
+            return new * (1 + self._extra_per_position)
         untouched = skip if self._first_slides and prefix else 0
         # Cached prefix blocks nobody holds sit in the free queue: taking them uses it up too.
         revived = sum(1 for b in prefix[untouched:] if self._ref[b] == 0)
@@ -173,8 +165,9 @@ class KvCache:
         already out of the window stay empty (-1), as vLLM pads them with its null block."""
         untouched = skip if self._first_slides else 0
         for block in prefix[untouched:]:
-            if self._ref[block] == 0:
-                del self._free[block]
+            if self._ref[block] == 0:  # out of the free queue: its entry there goes stale
+                self._stale[block] += 1
+                self._queued -= 1
             self._ref[block] += 1
         req.blocks.extend([-1] * untouched)
         req.blocks.extend(prefix[untouched:])
@@ -200,32 +193,45 @@ class KvCache:
         """Blocks one more block position takes over all groups (before the window frees)."""
         return 1 + self._extra_per_position
 
-    def extend_all(self, grown: Sequence[tuple[SimRequest, int]]) -> None:
-        """Give each decoding request, with its ``computed`` tokens in the cache (its last block
-        full), one more block position, in order, as ``allocate`` would (the caller has checked
-        the pool). The blocks come in one draw: what the window frees goes to the free queue's
-        tail, behind every block drawn here, so freeing first changes nothing."""
-        if self.window:
-            for req, computed in grown:
-                self.slide(req, self._skip_at(computed, len(req.blocks)))
-        for (req, _), block in zip(grown, self.take_blocks(len(grown)), strict=True):
+    def extend_all(self, grown: Sequence[SimRequest], computed_tokens: Sequence[int]) -> None:
+        """Give each decoding request (its last block full) one more block position, in order,
+        as ``allocate`` would (the caller has checked the pool). ``computed_tokens``: each one's
+        tokens in the cache, needed only with a window (else empty). The blocks come in one
+        draw: what the window frees goes to the free queue's tail, behind every block drawn
+        here, so freeing first changes nothing."""
+        for req, computed in zip(grown, computed_tokens, strict=False):  # empty: no window
+            self.slide(req, self._skip_at(computed, len(req.blocks)))
+        for req, block in zip(grown, self.take_blocks(len(grown)), strict=True):
             req.blocks.append(block)
         self._extra_used += len(grown) * self._extra_per_position
 
     def take_blocks(self, count: int) -> list[int]:
         """The ``count`` least recently freed blocks, now held once each (the caller has
         checked there are enough), with whatever they cached evicted."""
-        pop, hashes, cached, ref = self._free.popitem, self._hash, self._cached, self._ref
-        taken = []
-        for _ in range(count):
-            block, _ = pop(last=False)
+        pop, hashes, cached, ref, stale = (
+            self._queue.popleft,
+            self._hash,
+            self._cached,
+            self._ref,
+            self._stale,
+        )
+        taken: list[int] = []
+        append = taken.append
+        left = count
+        while left:
+            block = pop()
+            if stale[block]:
+                stale[block] -= 1
+                continue
+            left -= 1
             old = hashes[block]
             if old is not None:
                 if cached.get(old) == block:
                     del cached[old]
                 hashes[block] = None
             ref[block] = 1
-            taken.append(block)
+            append(block)
+        self._queued -= count
         return taken
 
     def record_admission(self, req: SimRequest, hit_tokens: int) -> None:
@@ -257,26 +263,29 @@ class KvCache:
     def _register(self, req: SimRequest, start: int, end: int) -> None:
         if end <= start:
             return
-        hashes, cached = self._hashes_upto(req, end), self._cached
-        for i in range(start, end):
-            block = req.blocks[i]
-            if hashes[i] not in cached and block >= 0:
-                cached[hashes[i]] = block
-                self._hash[block] = hashes[i]
+        hashes, cached, owner = block_hashes(req, end, self.block_size), self._cached, self._hash
+        for block_hash, block in zip(hashes[start:end], req.blocks[start:end], strict=True):
+            if block >= 0 and block_hash not in cached:
+                cached[block_hash] = block
+                owner[block] = block_hash
 
     def _release(self, block: int) -> None:
         self._ref[block] -= 1
         if self._ref[block] == 0:
-            self._free[block] = None
+            self._queue.append(block)
+            self._queued += 1
 
     def free(self, req: SimRequest) -> None:
         """Release the request's blocks, tail first; cached ones stay findable until reused."""
-        ref, free = self._ref, self._free  # ``_release`` inlined: every block of every request
+        ref, queue = self._ref, self._queue.append  # ``_release`` inlined: it runs for every
+        freed = 0  # block of every request
         for block in reversed(req.blocks):
             if block >= 0:
                 ref[block] -= 1
                 if not ref[block]:
-                    free[block] = None
+                    queue(block)
+                    freed += 1
+        self._queued += freed
         self._extra_used -= (
             len(req.blocks) * self._extra_per_position - req.skipped_blocks * self._extra_per_skip
         )
