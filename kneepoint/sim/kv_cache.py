@@ -40,7 +40,9 @@ class KvCache:
         self.block_size = block_size
         self.prefix_caching = prefix_caching
         self._ref = [0] * num_blocks
-        self._hash: list[int | None] = [None] * num_blocks
+        self._hash: dict[int, int] = {}
+        """Block -> the hash it is cached under (a dict, so that registering a run of blocks
+        and evicting one on reuse are each one C call)."""
         self._queue: deque[int] = deque(range(num_blocks))
         """The free queue, least recently freed first. A block taken back out of the middle
         (a prefix hit on a freed block) leaves its entry behind, counted in ``_stale``: the
@@ -50,6 +52,7 @@ class KvCache:
         block's, and all but the newest of a free one's, so its oldest is stale while any is."""
         self._queued = num_blocks
         """Free blocks (live entries in the queue)."""
+        self._stale_entries = 0
         self._cached: dict[int, int] = {}
         self.query_tokens = 0
         self.hit_tokens = 0
@@ -167,6 +170,7 @@ class KvCache:
         for block in prefix[untouched:]:
             if self._ref[block] == 0:  # out of the free queue: its entry there goes stale
                 self._stale[block] += 1
+                self._stale_entries += 1
                 self._queued -= 1
             self._ref[block] += 1
         req.blocks.extend([-1] * untouched)
@@ -208,29 +212,24 @@ class KvCache:
     def take_blocks(self, count: int) -> list[int]:
         """The ``count`` least recently freed blocks, now held once each (the caller has
         checked there are enough), with whatever they cached evicted."""
-        pop, hashes, cached, ref, stale = (
-            self._queue.popleft,
-            self._hash,
-            self._cached,
-            self._ref,
-            self._stale,
-        )
-        taken: list[int] = []
-        append = taken.append
-        left = count
-        while left:
-            block = pop()
-            if stale[block]:
-                stale[block] -= 1
-                continue
-            left -= 1
-            old = hashes[block]
-            if old is not None:
-                if cached.get(old) == block:
-                    del cached[old]
-                hashes[block] = None
+        pop, stale = self._queue.popleft, self._stale
+        if self._stale_entries:
+            taken: list[int] = []
+            while len(taken) < count:
+                block = pop()
+                if stale[block]:
+                    stale[block] -= 1
+                    self._stale_entries -= 1
+                else:
+                    taken.append(block)
+        else:  # no entry has gone stale: the next ``count`` are the blocks
+            taken = [pop() for _ in range(count)]
+        evict, cached, ref = self._hash.pop, self._cached, self._ref
+        for block in taken:
+            old = evict(block, None)
+            if old is not None and cached.get(old) == block:
+                del cached[old]
             ref[block] = 1
-            append(block)
         self._queued -= count
         return taken
 
@@ -264,7 +263,13 @@ class KvCache:
         if end <= start:
             return
         hashes, cached, owner = block_hashes(req, end, self.block_size), self._cached, self._hash
-        for block_hash, block in zip(hashes[start:end], req.blocks[start:end], strict=True):
+        new_hashes, blocks = hashes[start:end], req.blocks[start:end]
+        if cached.keys().isdisjoint(new_hashes) and (not self.window or min(blocks) >= 0):
+            # the common case (a prompt nobody cached before), in C: the same entries
+            cached.update(zip(new_hashes, blocks, strict=True))
+            owner.update(zip(blocks, new_hashes, strict=True))
+            return
+        for block_hash, block in zip(new_hashes, blocks, strict=True):
             if block >= 0 and block_hash not in cached:
                 cached[block_hash] = block
                 owner[block] = block_hash
