@@ -23,6 +23,13 @@ Definitions, the same for both tools:
   loopback, reading and parsing the stream). The same counted from the scheduled time (so
   with the send lag) is printed beside it.
 
+- looser: the same search again under a p99 send lag of --loose-lag-limit-ms (50 ms), from
+  the rate the first search ended on: a criterion both tools can meet where the 5 ms one
+  leaves one of them with nothing (GuideLLM 0.8.1's lag floor is ~7 ms p99 at any rate).
+- achieved vs offered: one step at --offered-rps (1,000 req/s), whether sustained or not: the
+  requests completed over it per second, from the first scheduled send to the last stream's
+  end, beside the offered rate (and how many were sent and failed).
+
 Other processes on this machine can take the cores; the CPU they used on each core during
 each step is printed, and a failed step that shared a core with more than a fifth of a core of
 other work is measured again, once. The endpoint's own CPU is printed too: where it was near a
@@ -55,7 +62,7 @@ from typing import Any
 import httpx
 import psutil
 from guidellm_driver import GuideLLM
-from loadgen_figures import Search, Step, Timing, log_step, report, score
+from loadgen_figures import Search, Step, Timing, log_step, report, report_loose, score
 
 from kneepoint.load.plan import PlannedRequest
 from kneepoint.probes.loadgen import LoadOptions, run_load
@@ -182,15 +189,27 @@ class Runner:
             print("    (other processes shared the cores: measured again)", flush=True)
         return step
 
+    def looser(self, strict: Search) -> tuple[Search, Step]:
+        """A second search under --loose-lag-limit-ms, from where the strict one ended (the
+        lowest rate tried, where none was sustained), then one step at --offered-rps."""
+        a = self.args
+        start = strict.best.rate if strict.best else min(step.rate for step in strict.steps)
+        looser = argparse.Namespace(**{**vars(a), "lag_limit_ms": a.loose_lag_limit_ms,
+                                       "start_rate": start})  # fmt: skip
+        print(f"  {self.name}: p99 lag < {a.loose_lag_limit_ms:g} ms, from {start:g} req/s",
+              flush=True)  # fmt: skip
+        runner = Runner(self.name, self.measure, looser, self.endpoint, self.watch)
+        return runner.search(), runner.step(a.offered_rps)
+
     def search(self) -> Search:
-        """Double from the start rate until a rate fails (halve if the first fails), then
-        bisect between the highest sustained and the lowest failed rate."""
+        """Double from the start rate until a rate fails (halve if the first fails; --max-rate
+        is the last tried), then bisect between the highest sustained and the lowest failed."""
         a = self.args
         result = Search()
         result.steps.append(first := self.step(a.start_rate))
         low, high = (first, None) if first.sustained else (None, first)
-        while low is not None and high is None and low.rate * 2 <= a.max_rate:
-            result.steps.append(step := self.step(low.rate * 2))
+        while low is not None and high is None and low.rate < a.max_rate:
+            result.steps.append(step := self.step(min(low.rate * 2, a.max_rate)))
             low, high = (step, None) if step.sustained else (low, step)
         while low is None and high is not None and high.rate / 2 >= a.min_rate:
             result.steps.append(step := self.step(high.rate / 2))
@@ -227,6 +246,10 @@ def _arguments() -> argparse.Namespace:
     add("--prompt-tokens", type=int, default=4)
     add("--output-tokens", type=int, default=4)
     add("--lag-limit-ms", type=float, default=5.0)
+    add("--loose-lag-limit-ms", type=float, default=50.0,
+        help="a second search per tool under this looser p99 lag (0: skip)")  # fmt: skip
+    add("--offered-rps", type=float, default=1000.0,
+        help="one step per tool at this rate: achieved vs offered (0: skip)")  # fmt: skip
     add("--repeats", type=int, default=1, help="whole searches per tool, for the spread")
     add("--skip-guidellm", action="store_true")
     add("--guidellm-venv", help="an environment with guidellm (default: install one)")
@@ -253,10 +276,19 @@ def main() -> None:
                 tools.append(("GuideLLM", guidellm))
                 releases["GuideLLM"] = guidellm.version
             results: dict[str, list[Search]] = {name: [] for name, _ in tools}
+            loose: dict[str, list[Search]] = {name: [] for name, _ in tools}
+            offered: dict[str, list[Step]] = {name: [] for name, _ in tools}
             for _ in range(args.repeats):  # tools take turns, so drift hits both alike
                 for name, measure in tools:
-                    results[name].append(Runner(name, measure, args, endpoint, watch).search())
+                    runner = Runner(name, measure, args, endpoint, watch)
+                    results[name].append(strict := runner.search())
+                    if args.loose_lag_limit_ms > 0 and args.offered_rps > 0:
+                        search, step = runner.looser(strict)
+                        loose[name].append(search)
+                        offered[name].append(step)
             report(results, args, releases)
+            if args.loose_lag_limit_ms > 0 and args.offered_rps > 0:
+                report_loose(loose, offered, args)
     finally:
         endpoint.close()
 
