@@ -176,7 +176,7 @@ class Roofline:
             + self._window_flops_per_pair
             * (batch.attention_pairs if clipped_pairs is None else clipped_pairs)
         ) / tp
-        weights = self._weights_read(batch.new_tokens)
+        weights = self._weights_read(batch.new_tokens) if self._expert_share else self._weight_bytes
         linear_s = self._gemm.seconds(linear_flops, batch.new_tokens, weights / self._weight_bytes)
         attention_s = attention_flops / self._attention_flop_s
         kv_bytes = self._kv_bytes_per_token * batch.kv_tokens + self._window_kv_bytes_per_token * (
@@ -187,14 +187,17 @@ class Roofline:
         # GEMMs, attention and their memory traffic overlap as one smooth maximum (fitted to
         # the real H100 steps, this prices them within 6%: tests/test_calibration.py); the
         # per-token elementwise work runs beside neither.
-        overlapped, compute_share = _smooth_max(
-            linear_s + attention_s, weight_read_s + kv_read_s, eff.smooth_max_power
-        )
+        p = eff.smooth_max_power  # (written out here: this runs every simulated step)
+        compute_p, memory_p = (linear_s + attention_s) ** p, (weight_read_s + kv_read_s) ** p
+        total = compute_p + memory_p
+        overlapped, compute_share = total ** (1.0 / p), compute_p / total if total else 0.0
         token_s = self._token_s * batch.new_tokens / tp
         roofline_s = overlapped + token_s
         compute_share *= overlapped / roofline_s
         launch_s = self._fixed_launch_s + eff.request_overhead_s * batch.num_requests
-        allreduce_s = _allreduce_s(self._gpu, self._model, tp, batch.new_tokens, eff)
+        allreduce_s = (
+            _allreduce_s(self._gpu, self._model, tp, batch.new_tokens, eff) if tp > 1 else 0.0
+        )
         gpu_s = roofline_s + launch_s + allreduce_s
         chunks = batch.samples / engine.stream_interval
         cpu_s = eff.cpu_step_s + eff.cpu_request_s * batch.num_requests + eff.cpu_chunk_s * chunks
@@ -224,14 +227,6 @@ def step_cost(
 ) -> StepCost:
     """Time of one step that runs ``batch``; for many steps, build one Roofline instead."""
     return Roofline(gpu, model, engine, efficiency).step(batch)
-
-
-def _smooth_max(compute_s: float, memory_s: float, p: float) -> tuple[float, float]:
-    """(time of kernels that compute for ``compute_s`` and move memory for ``memory_s``,
-    overlapping; the share of it owed to compute)."""
-    compute_p, memory_p = compute_s**p, memory_s**p
-    total = compute_p + memory_p
-    return total ** (1.0 / p), compute_p / total if total else 0.0
 
 
 def _expert_share(model: ModelSpec) -> float:

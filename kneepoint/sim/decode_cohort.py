@@ -141,13 +141,24 @@ class DecodeCohort:
         """Give each member one new block (the caller has checked the pool) and file it again.
         Its filled block is registered in the prefix cache when it is released: until its
         blocks are freed nobody else can match them (they hold its own output tokens)."""
-        step, size, due = len(self.step_ends_s), self.kv.block_size, self._due
-        computed = [r.num_computed + step - r.decode_since for r in full] if self.kv.window else ()
-        self.kv.extend_all(full, computed)
+        kv, step, due = self.kv, len(self.step_ends_s), self._due
+        if kv.window:
+            kv.extend_all(full, [r.num_computed + step - r.decode_since for r in full])
+        else:
+            for req, block in zip(full, kv.take_positions(len(full)), strict=True):
+                req.blocks.append(block)
+        # The new block is all room, so most are next due a block later, in this order; the
+        # rest sooner, at their last token.
+        later, next_due = [], step + kv.block_size
         for req in full:
-            # the new block is all room; the last token may come sooner
-            req.decode_due = next_due = min(step + size, req.decode_end)
-            due.setdefault(next_due, []).append(req)
+            end = req.decode_end
+            if end >= next_due:
+                req.decode_due = next_due
+                later.append(req)
+            else:
+                req.decode_due = end
+                due.setdefault(end, []).append(req)
+        due.setdefault(next_due, []).extend(later)
 
     def release_all(self) -> None:
         for req in list(self.members):

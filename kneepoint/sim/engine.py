@@ -47,7 +47,8 @@ class Arrival:
 
 
 class StepRecord(NamedTuple):
-    """One engine step: when, how long, what it ran, the state after, and its ground truth."""
+    """One engine step: when, how long, what it ran, the state after (its ground truth is
+    ``truth``)."""
 
     start_s: float
     cost: StepCost
@@ -63,7 +64,12 @@ class StepRecord(NamedTuple):
     """Whole prompts, cached tokens included, of the requests that got their first token:
     what vLLM's ``prompt_tokens`` counter adds for the step (not the tokens it computed)."""
     admission_stop: AdmissionStop
-    truth: Attribution
+
+    @property
+    def truth(self) -> Attribution:
+        """Ground truth: the step's wall time charged to the constraints (worked out when
+        asked: a live server never asks, a load point only for its window)."""
+        return attribute(self.cost, self.admission_stop, self.kv_usage)
 
 
 class StepOutcome(NamedTuple):
@@ -176,7 +182,6 @@ class SimEngine:
             preempted=len(plan.preempted),
             prompt_tokens=sum(r.prompt_len for r in sampled if r.num_output == 1),
             admission_stop=plan.admission_stop,
-            truth=attribute(cost, plan.admission_stop, usage),
         )
         return StepOutcome(record, sampled, finished, plan.admitted)
 

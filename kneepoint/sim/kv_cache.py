@@ -1,11 +1,9 @@
-"""The paged KV cache with prefix caching, modeled on vLLM V1's block pool.
+"""The paged KV cache with prefix caching, modeled on vLLM V1's KV cache manager.
 
-Blocks hold ``block_size`` tokens. A full block is identified by a hash chained over all
-tokens up to its end, so two requests share a block only if they share the whole prefix.
-Freed blocks go to the tail of a free queue but keep their hash: a later request with the
-same prefix can take them back until they are reused. Allocation takes from the head (least
-recently freed first), evicting the hash of what it takes. A request's blocks are freed
-tail-first, so its last blocks are evicted before its shared prefix.
+Blocks hold ``block_size`` tokens and come from a ``BlockPool``. A full block is identified by
+a hash chained over all tokens up to its end (``kneepoint.sim.block_hash``), so two requests
+share a block only if they share the whole prefix. A request's blocks are freed tail-first,
+so its last blocks are evicted before its shared prefix.
 
 A model with sliding-window layers has several KV cache groups drawing on one pool
 (``kneepoint.physics.kv_layout``): each block position of a request takes one block in every
@@ -19,16 +17,16 @@ is a multiple of the block size, it frees each one step sooner).
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Sequence
 
 from kneepoint.physics.kv_layout import KvLayout
 from kneepoint.sim.block_hash import block_hashes
+from kneepoint.sim.block_pool import BlockPool
 from kneepoint.sim.request import SimRequest
 
 
 class KvCache:
-    """Block pool, per-block reference counts and the hash -> block map of cached blocks."""
+    """Each request's blocks over one pool: allocation, prefix hits, the window, freeing."""
 
     def __init__(
         self, num_blocks: int, block_size: int, prefix_caching: bool, layout: KvLayout | None = None
@@ -39,21 +37,7 @@ class KvCache:
         self.num_blocks = num_blocks
         self.block_size = block_size
         self.prefix_caching = prefix_caching
-        self._ref = [0] * num_blocks
-        self._hash: dict[int, int] = {}
-        """Block -> the hash it is cached under (a dict, so that registering a run of blocks
-        and evicting one on reuse are each one C call)."""
-        self._queue: deque[int] = deque(range(num_blocks))
-        """The free queue, least recently freed first. A block taken back out of the middle
-        (a prefix hit on a freed block) leaves its entry behind, counted in ``_stale``: the
-        queue's ops are then C calls, where an OrderedDict's cost twice as much per block."""
-        self._stale = [0] * num_blocks
-        """Per block, its entries in the queue that no longer stand for it: all of a held
-        block's, and all but the newest of a free one's, so its oldest is stale while any is."""
-        self._queued = num_blocks
-        """Free blocks (live entries in the queue)."""
-        self._stale_entries = 0
-        self._cached: dict[int, int] = {}
+        self.pool = BlockPool(num_blocks)
         self.query_tokens = 0
         self.hit_tokens = 0
         full, sliding = (layout.full_groups, layout.sliding_groups) if layout else (1, 0)
@@ -69,7 +53,7 @@ class KvCache:
 
     @property
     def num_free(self) -> int:
-        return self._queued - self._extra_used
+        return self.pool.free_count - self._extra_used
 
     @property
     def num_used(self) -> int:
@@ -81,7 +65,7 @@ class KvCache:
         return 1.0 - self.num_free / self.num_blocks
 
     def ref_count(self, block: int) -> int:
-        return self._ref[block]
+        return self.pool.ref[block]
 
     def cached_prefix(self, req: SimRequest) -> list[int]:
         """Cached blocks matching the request's leading full blocks. At least one token is
@@ -91,7 +75,7 @@ class KvCache:
         limit = (req.num_tokens - 1) // self.block_size
         found: list[int] = []
         for block_hash in block_hashes(req, limit, self.block_size):
-            block = self._cached.get(block_hash)
+            block = self.pool.cached.get(block_hash)
             if block is None:
                 break
             found.append(block)
@@ -122,12 +106,13 @@ class KvCache:
             return new * (1 + self._extra_per_position)
         untouched = skip if self._first_slides and prefix else 0
         # Cached prefix blocks nobody holds sit in the free queue: taking them uses it up too.
-        revived = sum(1 for b in prefix[untouched:] if self._ref[b] == 0)
+        revived = sum(1 for b in prefix[untouched:] if self.pool.ref[b] == 0)
         gone = max(0, skip - req.skipped_blocks)
         extras = (new + len(prefix)) * self._extra_per_position - gone * self._extra_per_skip
         returned = 0
         if self._first_slides and not prefix:
-            returned = sum(1 for b in req.blocks[req.skipped_blocks : skip] if self._ref[b] == 1)
+            held = req.blocks[req.skipped_blocks : skip]
+            returned = sum(1 for b in held if self.pool.ref[b] == 1)
         return new + revived + extras - returned
 
     def blocks_needed(self, req: SimRequest, num_new: int) -> int:
@@ -159,7 +144,7 @@ class KvCache:
         else:
             self.slide(req, skip)
         if new_blocks:
-            req.blocks += self.take_blocks(new_blocks)
+            req.blocks += self.pool.take(new_blocks)
             self._extra_used += new_blocks * self._extra_per_position
         return True
 
@@ -168,11 +153,7 @@ class KvCache:
         already out of the window stay empty (-1), as vLLM pads them with its null block."""
         untouched = skip if self._first_slides else 0
         for block in prefix[untouched:]:
-            if self._ref[block] == 0:  # out of the free queue: its entry there goes stale
-                self._stale[block] += 1
-                self._stale_entries += 1
-                self._queued -= 1
-            self._ref[block] += 1
+            self.pool.hold(block)
         req.blocks.extend([-1] * untouched)
         req.blocks.extend(prefix[untouched:])
         req.num_cached_blocks = max(req.num_cached_blocks, len(prefix))
@@ -187,7 +168,7 @@ class KvCache:
         if self._first_slides:
             blocks = req.blocks
             for i in range(start, skip):
-                self._release(blocks[i])
+                self.pool.release(blocks[i])
                 blocks[i] = -1
         self._extra_used -= (skip - start) * self._extra_per_skip
         req.skipped_blocks = skip
@@ -198,40 +179,21 @@ class KvCache:
         return 1 + self._extra_per_position
 
     def extend_all(self, grown: Sequence[SimRequest], computed_tokens: Sequence[int]) -> None:
-        """Give each decoding request (its last block full) one more block position, in order,
-        as ``allocate`` would (the caller has checked the pool). ``computed_tokens``: each one's
-        tokens in the cache, needed only with a window (else empty). The blocks come in one
-        draw: what the window frees goes to the free queue's tail, behind every block drawn
-        here, so freeing first changes nothing."""
-        for req, computed in zip(grown, computed_tokens, strict=False):  # empty: no window
+        """Give each decoding request (its last block full, ``computed_tokens`` in the cache)
+        one more block position, in order, as ``allocate`` would (the caller has checked the
+        pool), freeing what falls out of the window. The blocks come in one draw: what the
+        window frees goes to the free queue's tail, behind every block drawn here, so freeing
+        first changes nothing. Without a window, ``take_positions`` is all it takes."""
+        for req, computed in zip(grown, computed_tokens, strict=True):
             self.slide(req, self._skip_at(computed, len(req.blocks)))
-        for req, block in zip(grown, self.take_blocks(len(grown)), strict=True):
+        for req, block in zip(grown, self.take_positions(len(grown)), strict=True):
             req.blocks.append(block)
-        self._extra_used += len(grown) * self._extra_per_position
 
-    def take_blocks(self, count: int) -> list[int]:
-        """The ``count`` least recently freed blocks, now held once each (the caller has
-        checked there are enough), with whatever they cached evicted."""
-        pop, stale = self._queue.popleft, self._stale
-        if self._stale_entries:
-            taken: list[int] = []
-            while len(taken) < count:
-                block = pop()
-                if stale[block]:
-                    stale[block] -= 1
-                    self._stale_entries -= 1
-                else:
-                    taken.append(block)
-        else:  # no entry has gone stale: the next ``count`` are the blocks
-            taken = [pop() for _ in range(count)]
-        evict, cached, ref = self._hash.pop, self._cached, self._ref
-        for block in taken:
-            old = evict(block, None)
-            if old is not None and cached.get(old) == block:
-                del cached[old]
-            ref[block] = 1
-        self._queued -= count
-        return taken
+    def take_positions(self, count: int) -> list[int]:
+        """Blocks for ``count`` more block positions: the first group's, counted in every
+        group (the caller has checked the pool and appends them)."""
+        self._extra_used += count * self._extra_per_position
+        return self.pool.take(count)
 
     def record_admission(self, req: SimRequest, hit_tokens: int) -> None:
         """Count a new request's prefix-cache query and hit, in tokens (vLLM's counters)."""
@@ -260,37 +222,13 @@ class KvCache:
             )
 
     def _register(self, req: SimRequest, start: int, end: int) -> None:
-        if end <= start:
-            return
-        hashes, cached, owner = block_hashes(req, end, self.block_size), self._cached, self._hash
-        new_hashes, blocks = hashes[start:end], req.blocks[start:end]
-        if cached.keys().isdisjoint(new_hashes) and (not self.window or min(blocks) >= 0):
-            # the common case (a prompt nobody cached before), in C: the same entries
-            cached.update(zip(new_hashes, blocks, strict=True))
-            owner.update(zip(blocks, new_hashes, strict=True))
-            return
-        for block_hash, block in zip(new_hashes, blocks, strict=True):
-            if block >= 0 and block_hash not in cached:
-                cached[block_hash] = block
-                owner[block] = block_hash
-
-    def _release(self, block: int) -> None:
-        self._ref[block] -= 1
-        if self._ref[block] == 0:
-            self._queue.append(block)
-            self._queued += 1
+        if end > start:
+            hashes = block_hashes(req, end, self.block_size)
+            self.pool.register(hashes[start:end], req.blocks[start:end])
 
     def free(self, req: SimRequest) -> None:
         """Release the request's blocks, tail first; cached ones stay findable until reused."""
-        ref, queue = self._ref, self._queue.append  # ``_release`` inlined: it runs for every
-        freed = 0  # block of every request
-        for block in reversed(req.blocks):
-            if block >= 0:
-                ref[block] -= 1
-                if not ref[block]:
-                    queue(block)
-                    freed += 1
-        self._queued += freed
+        self.pool.release_all(req.blocks[::-1])
         self._extra_used -= (
             len(req.blocks) * self._extra_per_position - req.skipped_blocks * self._extra_per_skip
         )
