@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kneepoint.physics.roofline import StepCost
-from kneepoint.sim.scheduler import AdmissionStop
+from kneepoint.sim.step_plan import AdmissionStop
 
 # From this KV usage on, the pool is what limits the batch.
 _KV_ROOM = 0.9

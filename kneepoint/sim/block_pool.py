@@ -25,9 +25,8 @@ class BlockPool:
         """Block hash -> the block cached under it."""
         self.free_count = num_blocks
         """Free blocks (live entries in the queue)."""
-        self._owner: dict[int, int] = {}
-        """Block -> the hash it is cached under (a dict: registering a run of blocks and
-        evicting one on reuse are each one C call)."""
+        self._owner: list[int | None] = [None] * num_blocks
+        """Block -> the hash it is cached under (None: none)."""
         self._queue: deque[int] = deque(range(num_blocks))
         self._stale = [0] * num_blocks
         """Per block, its entries in the queue that no longer stand for it: all of a held
@@ -75,11 +74,13 @@ class BlockPool:
                     taken.append(block)
         else:  # no entry has gone stale: the next ``count`` are the blocks
             taken = [pop() for _ in range(count)]
-        evict, cached, ref = self._owner.pop, self.cached, self.ref
+        owner, cached, ref = self._owner, self.cached, self.ref
         for block in taken:
-            old = evict(block, None)
-            if old is not None and cached.get(old) == block:
-                del cached[old]
+            old = owner[block]
+            if old is not None:
+                if cached.get(old) == block:
+                    del cached[old]
+                owner[block] = None
             ref[block] = 1
         self.free_count -= count
         return taken
@@ -88,11 +89,7 @@ class BlockPool:
         """Cache each block under its hash, unless the hash is cached already (the first
         block keeps it) or the position is empty (-1)."""
         cached, owner = self.cached, self._owner
-        if cached.keys().isdisjoint(hashes) and (not blocks or min(blocks) >= 0):
-            # the common case (a prompt nobody cached before), in C: the same entries
-            cached.update(zip(hashes, blocks, strict=True))
-            owner.update(zip(blocks, hashes, strict=True))
-            return
+        # (a plain loop: bulk dict updates measured slower, the dicts being large and growing)
         for block_hash, block in zip(hashes, blocks, strict=True):
             if block >= 0 and block_hash not in cached:
                 cached[block_hash] = block

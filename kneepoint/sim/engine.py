@@ -21,7 +21,8 @@ from kneepoint.sim.attribution import Attribution, attribute
 from kneepoint.sim.frontend import FrontEnd
 from kneepoint.sim.kv_cache import KvCache
 from kneepoint.sim.request import SimRequest
-from kneepoint.sim.scheduler import AdmissionStop, Scheduler
+from kneepoint.sim.scheduler import Scheduler
+from kneepoint.sim.step_plan import AdmissionStop
 
 
 class EngineRefusedError(RuntimeError):

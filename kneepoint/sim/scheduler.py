@@ -15,82 +15,12 @@ only the members it preempts or starves, so both modes produce the same steps.
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
-from typing import Literal
 
 from kneepoint.physics.defaults import ResolvedEngine
-from kneepoint.physics.roofline import BatchShape, window_pairs
 from kneepoint.sim.decode_cohort import DecodeCohort
 from kneepoint.sim.kv_cache import KvCache
 from kneepoint.sim.request import SimRequest
-
-AdmissionStop = Literal["no_waiting", "preempted", "max_num_seqs", "budget", "kv_capacity"]
-
-
-@dataclass(slots=True)
-class StepPlan:
-    """What one step runs: (request, new tokens) pairs, and what the scheduler did.
-
-    The batch-shape sums are accumulated as requests are added (``add``), not recomputed: the
-    plan is built on the simulator's hot path.
-    """
-
-    scheduled: list[tuple[SimRequest, int]] = field(default_factory=list)
-    admitted: list[SimRequest] = field(default_factory=list)
-    preempted: list[SimRequest] = field(default_factory=list)
-    admission_stop: AdmissionStop = "no_waiting"
-    """Why admission from the waiting queue stopped this step."""
-    num_tokens: int = 0
-    attention_pairs: float = 0.0
-    kv_tokens: int = 0
-    samples: int = 0
-    cohort_size: int = 0
-    """Decodes run by the cohort this step, not listed in ``scheduled``."""
-    window: int = 0
-    """The model's sliding window in tokens (0: none); the window sums below follow it."""
-    window_pairs: float = 0.0
-    window_kv_tokens: int = 0
-
-    def add(self, req: SimRequest, new: int) -> None:
-        computed = req.num_computed
-        self.scheduled.append((req, new))
-        self.num_tokens += new
-        self.attention_pairs += new * (computed + (new + 1) / 2)
-        self.kv_tokens += computed + new
-        self.samples += computed + new == req.prompt_len + req.num_output
-        if self.window:
-            self.window_pairs += window_pairs(new, computed, self.window)
-            self.window_kv_tokens += min(computed + new, self.window + new - 1)
-
-    def add_cohort(self, count: int, context_tokens: int, window_context: int = 0) -> None:
-        """The decode cohort's ``count`` one-token decodes (not listed in ``scheduled``)."""
-        self.cohort_size = count
-        self.add_decodes(count, context_tokens, window_context)
-
-    def add_decodes(self, count: int, context_tokens: int, window_context: int = 0) -> None:
-        """Shape terms of ``count`` one-token decodes already in ``scheduled``;
-        ``window_context`` sums their contexts clipped to ``window - 1``."""
-        self.num_tokens += count
-        self.attention_pairs += context_tokens + count
-        self.kv_tokens += context_tokens + count
-        self.samples += count
-        self.window_pairs += window_context + count
-        self.window_kv_tokens += window_context + count
-
-    @property
-    def num_requests(self) -> int:
-        return len(self.scheduled) + self.cohort_size
-
-    def shape(self) -> BatchShape:
-        return BatchShape(
-            num_requests=self.num_requests,
-            new_tokens=self.num_tokens,
-            attention_pairs=self.attention_pairs,
-            kv_tokens=self.kv_tokens,
-            samples=self.samples,
-            window_attention_pairs=self.window_pairs if self.window else None,
-            window_kv_tokens=self.window_kv_tokens if self.window else None,
-        )
+from kneepoint.sim.step_plan import AdmissionStop, StepPlan
 
 
 def _run_seq(req: SimRequest) -> int:
@@ -193,10 +123,11 @@ class Scheduler:
         sure to get its tokens and blocks; otherwise step through the running list."""
         kv = self.kv
         full = cohort.due_for_blocks()
-        demands = [
-            (req, self._chunk(req.prompt_len + req.num_output - req.num_computed, 1 << 62))
-            for req in sorted(self._solo, key=_run_seq)  # in running order, not all of it
-        ]
+        threshold = self.long_prefill_threshold  # ``_chunk`` with no budget, written out
+        demands = []
+        for req in sorted(self._solo, key=_run_seq):  # in running order, not all of it
+            remaining = req.prompt_len + req.num_output - req.num_computed
+            demands.append((req, threshold if 0 < threshold < remaining else remaining))
         tokens, blocks = len(cohort), len(full) * kv.blocks_per_position
         for req, new in demands:
             tokens += new
