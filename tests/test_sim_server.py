@@ -23,6 +23,7 @@ from kneepoint.probes.backends import sim_argv
 from kneepoint.records.calibration import Calibration
 from kneepoint.records.efficiency import Efficiency
 from kneepoint.records.engine import EngineConfig
+from kneepoint.sim.openai_api import Responder, sse_event
 from kneepoint.sim.serve_args import add_serve_arguments, resolve_serve_args
 
 KNEEPOINT = [sys.executable, "-m", "kneepoint.agent.cli"]
@@ -229,3 +230,18 @@ def test_a_study_s_calibration_reaches_the_launched_simulator(tmp_path: Path) ->
     add_serve_arguments(parser)
     args, unknown = parser.parse_known_args(argv[argv.index("serve") + 1 :])
     assert resolve_serve_args(args, unknown).efficiency == fitted.efficiency
+
+
+@pytest.mark.parametrize("kind", ["completion", "chat"])
+def test_a_streamed_chunk_is_the_json_of_its_body(kind: str) -> None:
+    """The server writes the common chunk from bytes built once around its text: they must be
+    the compact JSON of the chunk's body, whatever the text."""
+    responder = Responder(kind, "m", 7)
+    for text in (" word", ' "quoted" \\ back', " ünïcødé ☃", "", " \n\t"):
+        for first, reason, so_far in ((False, None, None), (True, None, None),
+                                      (False, "length", None), (False, None, 3)):  # fmt: skip
+            event = responder.chunk_event(text, reason, first, so_far)
+            assert event == sse_event(responder.chunk(text, reason, first, so_far))
+            assert json.loads(event.removeprefix(b"data: ")) == responder.chunk(
+                text, reason, first, so_far
+            )

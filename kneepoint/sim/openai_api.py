@@ -9,6 +9,7 @@ never stops early: every request generates ``max_tokens`` tokens, as with ``igno
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from typing import Any
@@ -101,6 +102,14 @@ def chat_prompt(req: ChatRequest) -> tuple[int, ...]:
     return text_token_ids("".join(parts) + "<|assistant|>")
 
 
+_COMPLETION_TOKENS = '"completion_tokens":'
+
+
+def sse_event(payload: dict[str, Any]) -> bytes:
+    """One server-sent event carrying ``payload`` as compact JSON, as vLLM writes them."""
+    return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
+
+
 def token_text(token_id: int) -> str:
     return " " + _VOCAB[token_id % len(_VOCAB)]
 
@@ -114,6 +123,7 @@ class Responder:
         self.id = f"{prefix}-{uuid.uuid4().hex}"
         self.model, self.prompt_tokens = model, prompt_tokens
         self.created = int(time.time())
+        self._around: tuple[bytes, bytes, bytes, bytes] | None = None
 
     def _envelope(self, streaming: bool) -> dict[str, Any]:
         if self.chat:
@@ -146,6 +156,33 @@ class Responder:
         if so_far is not None:
             body["usage"] = self.usage(so_far)
         return body
+
+    def chunk_event(
+        self, text: str, finish_reason: str | None, first: bool, so_far: int | None = None
+    ) -> bytes:
+        """``chunk`` as one server-sent event. The common chunk (neither the first nor the
+        last) is the same bytes around its text and token counts each time, built once: the
+        server writes one per token per request, and json.dumps of the whole body cost more
+        than the rest of the server's work on it."""
+        if first or finish_reason is not None:
+            return sse_event(self.chunk(text, finish_reason, first, so_far))
+        if self._around is None:
+            self._around = self._template()
+        head, tail, middle, end = self._around
+        if so_far is None:
+            return head + json.dumps(text).encode() + tail
+        counts = f"{self.prompt_tokens + so_far},{_COMPLETION_TOKENS}{so_far}".encode()
+        return head + json.dumps(text).encode() + middle + counts + end
+
+    def _template(self) -> tuple[bytes, bytes, bytes, bytes]:
+        """The common chunk's bytes around its text (head, tail), and with a usage report
+        around its total and completion tokens (head, middle, end)."""
+        marker = "\x00"  # json.dumps writes it as an escape no text can contain
+        quoted = json.dumps(marker).encode()
+        head, tail = sse_event(self.chunk(marker, None, False)).split(quoted)
+        with_usage = sse_event(self.chunk(marker, None, False, so_far=0)).split(quoted)[1]
+        before, after = with_usage.split(f"{self.prompt_tokens},{_COMPLETION_TOKENS}0".encode())
+        return head, tail, before, after
 
     def usage_chunk(self, completion_tokens: int) -> dict[str, Any]:
         return {**self._envelope(True), "choices": [], "usage": self.usage(completion_tokens)}
