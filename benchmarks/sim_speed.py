@@ -164,11 +164,13 @@ def main() -> None:
 
 def _show(rate: float, got: HttpPoint, note: str = "") -> bool:
     """Print one HTTP point; whether the server kept up with its clock there."""
-    keeps_up = got.lag_p99_ms < 5.0 and not got.failed
+    # Judged as the sweep judges it: at most 1% of the window's steps over 5 ms late (the
+    # lag p99 printed beside it is over every step, quiet start and drain included).
+    keeps_up = got.counted and not got.failed
     late = "-" if got.late_share is None else f"{got.late_share:.1%}"
     verdict = "counted" if got.counted else f"not counted: {got.reason}"
-    print(f"  {rate:6.1f} req/s{note}: lag p99 {got.lag_p99_ms:7.2f} ms, {got.ok} ok, "
-          f"{got.failed} failed, steps over 5 ms late {late} -> "
+    print(f"  {rate:6.1f} req/s{note}: lag p99 {got.lag_p99_ms:7.2f} ms (all steps), {got.ok} ok, "
+          f"{got.failed} failed, window steps over 5 ms late {late} -> "
           f"{'keeps up' if keeps_up else 'falls behind'}; the sweep: {verdict}",
           flush=True)  # fmt: skip
     return keeps_up
