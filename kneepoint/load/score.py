@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kneepoint.records.measure import Dist, RequestRecord
-from kneepoint.records.slo import METRICS, ClassSlo, Slo
+from kneepoint.records.slo import METRICS, Slo
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -85,11 +85,6 @@ def metric_values(records: Sequence[RequestRecord], metric: str) -> list[float]:
     return values
 
 
-def request_is_good(rec: RequestRecord, slo: ClassSlo | None) -> bool:
-    """Whether the request met every limit of its class (its own ITL percentiles included)."""
-    return _is_good(rec, slo.limits_ms() if slo is not None else None, _itl_array(rec))
-
-
 def _itl_array(rec: RequestRecord) -> FloatArray:
     """The request's gaps between chunks in ms (``itls_ms``'s numbers, as an array); a failed
     request's one gap is infinite."""
@@ -101,12 +96,12 @@ def _itl_array(rec: RequestRecord) -> FloatArray:
 _FAILED_ITLS = np.array([math.inf])
 
 
-def _is_good(
-    rec: RequestRecord, limits: dict[tuple[str, int], float] | None, itls: FloatArray
-) -> bool:
+def _is_good(rec: RequestRecord, limits: dict[tuple[str, int], float], itls: FloatArray) -> bool:
+    """Whether the request met every limit of its class (its own ITL percentiles included),
+    given its gaps (``_itl_array``)."""
     if not rec.ok:
         return False
-    for (metric, pct), limit in (limits or {}).items():
+    for (metric, pct), limit in limits.items():
         if metric == "itl":
             value = _from_sorted(np.sort(itls), pct) if len(itls) else None
         else:
