@@ -108,7 +108,10 @@ def _gpu_means(samples: Sequence[GpuSample], start: float, end: float) -> dict[s
         pairs = [(v, w) for v, w in pairs if v is not None and w > 0]
         total = sum(w for _, w in pairs)
         if total > 0:
-            means[field] = sum(v * w for v, w in pairs) / total
+            mean = sum(v * w for v, w in pairs) / total
+            # A weighted mean of readings all at 100% can round to 100.00000000000001 (seen
+            # on a real H100 at full load), which the record's 0-100 bound refuses.
+            means[field] = mean if field == "power_w" else min(100.0, mean)
     return means
 
 
