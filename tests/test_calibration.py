@@ -22,6 +22,9 @@ from .conftest import KNEEPOINT, QUICKSTART, REPO
 
 REAL = REPO / "tests" / "fixtures" / "real"
 H100 = REAL / "h100-llama8b-chat"
+SHARED = [H100 / name for name in ("base", "fp8", "defaults")]
+"""The three recordings of shared/real-h100 (the figures below are theirs); the folder also
+holds this project's kv-starved recording of 2026-11-24."""
 
 
 def test_every_recording_loads_with_its_study() -> None:
@@ -59,7 +62,7 @@ def test_a_folder_without_a_recording_is_one_clear_problem(tmp_path: Path) -> No
 def test_the_fit_prices_the_recorded_h100_steps_within_a_tenth() -> None:
     # Each busy point's average step (vLLM's own tokens per step, decodes and running
     # sequences) against its measured time (one over the step rate).
-    samples = step_samples(find_recorded([H100]))
+    samples = step_samples(find_recorded(SHARED))
     assert len(samples) == 21
     fitted = fit_steps(samples)
     assert step_error(fitted, samples) < 0.08 < step_error(Efficiency(), samples)
@@ -71,7 +74,7 @@ def test_the_token_gaps_bound_the_api_server_s_cost_per_chunk() -> None:
     # Real H100 recordings: past 64 running sequences ITL p50 is ~100 us per running sequence
     # (base: 17.6 ms at 167 running, 23.6 at 245; defaults 61.8 ms at 546); the least of them
     # is fp8 at 44 req/s (16.4 ms at 176).
-    ceiling = chunk_ceiling_s(find_recorded([H100]))
+    ceiling = chunk_ceiling_s(find_recorded(SHARED))
     assert ceiling == pytest.approx(93.2e-6, rel=0.01)
     assert chunk_ceiling_s(find_recorded([H100 / "base"])) >= ceiling
 
@@ -79,7 +82,7 @@ def test_the_token_gaps_bound_the_api_server_s_cost_per_chunk() -> None:
 def test_the_fp8_gain_shrinks_as_steps_grow() -> None:
     # Real H100 vLLM 0.26 Llama-3.1-8B chat (tests/fixtures/real): fp8 steps ran 0.65x as
     # long at 8 req/s (~20 tokens, weight streaming) and 0.89-1.0x at 40-64 req/s (~400-600).
-    found = {r.name: r for r in find_recorded([H100])}
+    found = {r.name: r for r in find_recorded(SHARED)}
     by_rate = {name: {s.label.split(" @ ")[1]: s for s in step_samples([r])}
                for name, r in found.items()}  # fmt: skip
     eff = Efficiency()
@@ -94,7 +97,7 @@ def test_the_fp8_gain_shrinks_as_steps_grow() -> None:
 def test_uncalibrated_the_simulator_matches_the_real_h100_capacities_and_fp8_effect() -> None:
     # Real vLLM 0.26 on an H100 (tests/fixtures/real): base 40.31, fp8 44.43 (+10.2%),
     # 1024 seqs / 8192 tokens 40.83 req/s. Goals: capacity within 10%, fp8 within 5 points.
-    found = {r.name: r for r in find_recorded([H100])}
+    found = {r.name: r for r in find_recorded(SHARED)}
     simulated = {name: replay(r).capacity_rps or 0.0 for name, r in found.items()}
     for name, recorded in found.items():
         assert simulated[name] == pytest.approx(recorded.result.capacity_rps, rel=0.10), name
