@@ -78,6 +78,11 @@ def predicted_ratio(base: RecordedSweep, other: RecordedSweep) -> tuple[str, flo
     return ", ".join(changes), None
 
 
+def _label(recording: RecordedSweep) -> str:
+    """The study folder and the configuration: two studies may each have a ``base``."""
+    return f"{recording.source.parent.parent.name}/{recording.name}"
+
+
 def _nearest(recording: RecordedSweep, others: list[RecordedSweep]) -> RecordedSweep | None:
     """The recording of the same study whose configuration differs by the fewest knobs (a
     ``base`` first on ties): the change this one is an instance of."""
@@ -121,7 +126,7 @@ class Figures:
 
 
 def effects(
-    recordings: list[RecordedSweep], simulated: dict[str, SweepResult], figures: Figures
+    recordings: list[RecordedSweep], simulated: dict[Path, SweepResult], figures: Figures
 ) -> list[str]:
     rows = [f"  {'change':<58} {'real':>8} {'simulated':>10} {'predicted':>10}"]
     for other in recordings:
@@ -129,11 +134,12 @@ def effects(
         if base is None or (other.name == "base" and base.name != "base"):
             continue  # the base is the starting point of the changes, not one of them
         real = (other.result.capacity_rps or 0) / (base.result.capacity_rps or 1)
-        sim = (simulated[other.name].capacity_rps or 0) / (simulated[base.name].capacity_rps or 1)
+        sim_base = simulated[base.source].capacity_rps or 1
+        sim = (simulated[other.source].capacity_rps or 0) / sim_base
         figures.effect_points.append(sim - real)
         changed, predicted = predicted_ratio(base, other)
         shown = "ruled out" if predicted is None else f"{predicted - 1:+.1%}"
-        rows.append(f"  {base.name + ' -> ' + other.name + ': ' + changed:<58.58} "
+        rows.append(f"  {_label(base) + ' -> ' + other.name + ': ' + changed:<58.58} "
                     f"{real - 1:+8.1%} {sim - 1:+10.1%} {shown:>10}")  # fmt: skip
     return rows
 
@@ -148,20 +154,20 @@ def _itl_errors(recorded: RecordedSweep, simulated: SweepResult) -> list[float]:
 def leave_one_out(recordings: list[RecordedSweep], figures: Figures) -> list[str]:
     """Fit on every other recording of the same study, replay the one held out."""
     header = f"{'worst ITL p50 error (passing rates)':>36} {'effect real':>12} {'sim':>7}"
-    rows = [f"  {'held out':<12} {'real cap':>9} {'sim cap':>8} {'error':>7} {header}"]
-    held: dict[str, SweepResult] = {}
+    rows = [f"  {'held out':<30} {'real cap':>9} {'sim cap':>8} {'error':>7} {header}"]
+    held: dict[Path, SweepResult] = {}
     for out in recordings:
         rest = [r for r in recordings if r is not out
                 and r.source.parent.parent == out.source.parent.parent]  # fmt: skip
         if not rest:
             continue
         fitted = calibrate(rest).calibration.efficiency
-        held[out.name] = replay(out, fitted)
+        held[out.source] = replay(out, fitted)
         # The base replayed with the same fit, for the held-out change's simulated effect.
         base = _nearest(out, recordings)
         base_sim = replay(base, fitted) if base is not None and base is not out else None
-        real, sim = out.result.capacity_rps, held[out.name].capacity_rps
-        itl_errors = _itl_errors(out, held[out.name])
+        real, sim = out.result.capacity_rps, held[out.source].capacity_rps
+        itl_errors = _itl_errors(out, held[out.source])
         figures.loo_itl_p50 += itl_errors
         figures.loo_capacity.append((sim or 0) / (real or 1) - 1)
         itl = max(itl_errors, key=abs, default=0.0)
@@ -171,7 +177,7 @@ def leave_one_out(recordings: list[RecordedSweep], figures: Figures) -> list[str
             sim_effect = (sim or 0) / (base_sim.capacity_rps or 1) - 1
             effect = f"{real_effect:+12.1%} {sim_effect:+7.1%}"
             figures.loo_effect_points.append(sim_effect - real_effect)
-        rows.append(f"  {out.name:<12} {real or 0:9.2f} {sim or 0:8.2f} {_err(real, sim):>7} "
+        rows.append(f"  {_label(out):<30} {real or 0:9.2f} {sim or 0:8.2f} {_err(real, sim):>7} "
                     f"{itl:+36.1%} {effect}")  # fmt: skip
     return rows
 
@@ -184,18 +190,18 @@ def main() -> None:
     roots = args.paths or [p for p in DEFAULT_PATHS if p.exists()]
     recordings = find_recorded(roots)
     started = time.perf_counter()
-    simulated = {r.name: replay(r) for r in recordings}
+    simulated = {r.source: replay(r) for r in recordings}
     print(f"{len(recordings)} recordings from {', '.join(map(str, roots))}; "
           f"replayed in {time.perf_counter() - started:.0f} s\n")  # fmt: skip
     figures = Figures()
-    print(f"  {'recording':<12} {'real capacity':>14} {'simulated':>10} {'error':>7}")
+    print(f"  {'recording':<30} {'real capacity':>14} {'simulated':>10} {'error':>7}")
     for r in recordings:
-        real, sim = r.result.capacity_rps, simulated[r.name].capacity_rps
+        real, sim = r.result.capacity_rps, simulated[r.source].capacity_rps
         figures.capacity.append((sim or 0) / (real or 1) - 1)
-        print(f"  {r.name:<12} {real or 0:14.2f} {sim or 0:10.2f} {_err(real, sim):>7}")
+        print(f"  {_label(r):<30} {real or 0:14.2f} {sim or 0:10.2f} {_err(real, sim):>7}")
     for r in recordings:
-        print(f"\n{r.name} ({r.source}): real/simulated")
-        print("\n".join(rate_table(r, simulated[r.name])))
+        print(f"\n{_label(r)} ({r.source}): real/simulated")
+        print("\n".join(rate_table(r, simulated[r.source])))
     print("\nknob effects on SLO capacity (real engine, simulator, kneepoint's prediction):")
     print("\n".join(effects(recordings, simulated, figures)))
     started = time.perf_counter()

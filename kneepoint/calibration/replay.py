@@ -67,7 +67,8 @@ def replay_point(
 ) -> SweepPoint:  # fmt: skip
     """One recorded point (its rate and repeat) as the simulator measures it: on a fresh
     engine, or ``on`` one that served the points measured before it. The prompts are the
-    ones the recording sent (kneepoint at b0c96fd sent the same prompts at every rate)."""
+    ones the recording sent: the same at every rate (kneepoint at b0c96fd) or salted by the
+    rate (``RecordedSweep.prompts_salted``)."""
     simulated = _simulate(recorded, real, efficiency, config=recorded.result.config, on=on)
     return _as_recorded(real, simulated, recorded.study)
 
@@ -85,10 +86,11 @@ def _simulate(
 ) -> SimLoadPoint:  # fmt: skip
     study = recorded.simulated()
     size = PointSize.for_study(study, study.tuning.screen_seconds)
+    salt = f"{real.rate_rps:.9g}/" if recorded.prompts_salted else ""  # as the prober salts
     return simulate_load_point(
         study, real.rate_rps, size.requests(real.rate_rps), config,
         study.workload.seed + real.repeat, trace=trace, warmup_s=size.warmup_s,
-        efficiency=efficiency, on=on,
+        efficiency=efficiency, on=on, salt=salt,
     )  # fmt: skip
 
 

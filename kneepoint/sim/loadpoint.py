@@ -55,19 +55,21 @@ def simulate_load_point(
     warmup_s: float = 0.0,
     efficiency: Efficiency | None = None,
     on: SimEngine | None = None,
+    salt: str = "",
 ) -> SimLoadPoint:
     """Run ``num_requests`` of the study's workload at ``rate_rps`` on a fresh engine
     (``trace``: the workload's trace, already read; None reads it; ``warmup_s``: the least
     time cut from the start of the stable window; ``efficiency``: the roofline's constants,
     by default the study's calibration's, else the built-in ones; ``on``: an engine to go on
-    with instead, its prefix cache as earlier points left it, as a live server's is)."""
+    with instead, its prefix cache as earlier points left it, as a live server's is;
+    ``salt``: the plan's, as ``plan_requests`` takes it)."""
     sim = on or SimEngine(study.gpu, study.model, engine or study.engine,
                           efficiency or study.efficiency)  # fmt: skip
     if trace is None:
         trace = workload_trace(study.workload)
     plan = plan_requests(
         study.workload, rate_rps, num_requests=num_requests, seed=seed, trace=trace,
-        vocab_size=study.model.vocab_size,
+        vocab_size=study.model.vocab_size, salt=salt,
     )  # fmt: skip
     began = sim.now_s  # records count from the plan's start; steps from the engine's
     load = run_plan(
