@@ -9,7 +9,10 @@ tokens of KV).
 gemma12b-h100-random: a Gemma-class 12B (sliding window 1024 on 40 of 48 layers) on one
 H100, vLLM defaults, 1024-in / 128-out. Real: output ceiling ~2,070 tok/s past a ~8 req/s
 knee, fp8 weights +14% on it. What the simulator does not reproduce there (its knee, its KV
-use) is written in the scenario file.
+use) is written in the scenario file. This project's own recording of the same shape and
+settings (tests/fixtures/real/h100-gemma12b-random, vLLM 0.26.0, 2026-11-24) puts the knee at
+18.4 req/s with the pool 66% full there, the ceiling at 1,985 tok/s and fp8 at +20% on it:
+tests/test_real_recordings_h100.py holds the simulator to those.
 """
 
 from __future__ import annotations
@@ -88,8 +91,10 @@ def gemma_ceiling(*overrides: str) -> float:
 @pytest.mark.slow  # eight load points of a 12B model (~40 s)
 def test_the_gemma_ceiling_and_fp8_gain_on_it_match_the_real_h100() -> None:
     bf16, fp8 = gemma_ceiling(), gemma_ceiling("engine.quantization=fp8")
-    assert bf16 == pytest.approx(2070, rel=0.15)  # real ~2,070 tok/s; simulated ~1,770
-    assert 1.05 <= fp8 / bf16 <= 1.25  # real +14%; simulated ~+11%
+    # Real ~2,070 tok/s (published) and 1,985 (our recording's peak); simulated ~1,770.
+    assert bf16 == pytest.approx(2070, rel=0.15)
+    assert bf16 == pytest.approx(1985, rel=0.15)
+    assert 1.05 <= fp8 / bf16 <= 1.25  # real +14% (published), +20% (ours); simulated ~+11%
 
 
 def test_awq_makes_the_qwen_mix_decode_slower_than_bf16() -> None:
