@@ -10,6 +10,7 @@ from collections.abc import Iterator, Sequence
 from kneepoint.calibration.recorded import RecordedSweep
 from kneepoint.config.trace import workload_trace
 from kneepoint.load.capacity import interpolate_capacity, mean_interval, slo_margin
+from kneepoint.load.plan import rate_salt
 from kneepoint.load.size import PointSize
 from kneepoint.physics.roofline import BatchShape
 from kneepoint.records.efficiency import Efficiency
@@ -86,7 +87,7 @@ def _simulate(
 ) -> SimLoadPoint:  # fmt: skip
     study = recorded.simulated()
     size = PointSize.for_study(study, study.tuning.screen_seconds)
-    salt = f"{real.rate_rps:.9g}/" if recorded.prompts_salted else ""  # as the prober salts
+    salt = rate_salt(real.rate_rps) if recorded.prompts_salted else ""  # as the prober did
     return simulate_load_point(
         study, real.rate_rps, size.requests(real.rate_rps), config,
         study.workload.seed + real.repeat, trace=trace, warmup_s=size.warmup_s,

@@ -115,6 +115,12 @@ def _unit_gap(workload: Workload, rng: random.Random) -> float:
     return rng.expovariate(1.0)
 
 
+def rate_salt(rate_rps: float) -> str:
+    """The salt a sweep gives the point at ``rate_rps`` on one live server, so that no prompt
+    repeats an earlier point's (``plan_requests``); a replay of a recording salts the same."""
+    return f"{rate_rps:.9g}/"
+
+
 def plan_requests(
     workload: Workload,
     rate_rps: float,

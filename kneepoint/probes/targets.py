@@ -18,7 +18,7 @@ import structlog
 import yaml
 
 from kneepoint.config.trace import workload_trace
-from kneepoint.load.plan import PlannedRequest, plan_requests
+from kneepoint.load.plan import PlannedRequest, plan_requests, rate_salt
 from kneepoint.load.point import lag_limit_for, load_point
 from kneepoint.load.size import PointSize
 from kneepoint.physics.defaults import resolve_engine
@@ -293,7 +293,7 @@ def _http_prober(
         plan = plan_requests(
             study.workload, rate, num_requests=size.requests(rate),
             seed=study.workload.seed + repeat, trace=trace, vocab_size=study.model.vocab_size,
-            salt=f"{rate:.9g}/",  # one live server: no prompt may repeat an earlier point's
+            salt=rate_salt(rate),  # one live server: no prompt may repeat an earlier point's
         )  # fmt: skip
         measured = measure(
             endpoint.url, plan, rate, options, study.slo, instruments=endpoint.instruments,
