@@ -1,6 +1,7 @@
 """How close real kernels come to a GPU's peaks, and the fixed costs around them: the constants
-the roofline prices a step with. The defaults come from public models of vLLM on an H100; a
-calibration (``kneepoint calibrate``) fits them to a real engine's recorded sweeps."""
+the roofline prices a step with. The defaults come from public models of vLLM on an H100 and,
+where a field says so, from the real H100 recordings in tests/fixtures/real; a calibration
+(``kneepoint calibrate``) fits them to a real engine's recorded sweeps."""
 
 from __future__ import annotations
 
