@@ -98,7 +98,10 @@ def test_more_kv_memory_relieves_the_cache_scenario() -> None:
         SIZING["cache-bound"][0],
     )
     assert roomy.preemptions < tight.preemptions / 4
-    assert gain("cache-bound", "engine.kv_cache_memory_bytes=2147483648") >= 1.3
+    # The doubled pool runs about twice the sequences; a 1B model's steps are short enough
+    # that the engine core's CPU work per sequence (Efficiency.cpu_request_s) takes part of
+    # that back (1.26x since it is 60 us, read off the real H100 recordings; 1.3x+ at 6 us).
+    assert gain("cache-bound", "engine.kv_cache_memory_bytes=2147483648") >= 1.2
 
 
 @pytest.mark.slow  # several knee searches on the virtual clock
