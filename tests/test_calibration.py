@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kneepoint.calibration.dynamics import chunk_ceiling_s, first_repeat, replay_error
+from kneepoint.calibration.dynamics import first_repeat, replay_error, sequence_ceiling_s
 from kneepoint.calibration.fit import fit_steps, step_error, step_samples
 from kneepoint.calibration.recorded import find_recorded, load_recorded
 from kneepoint.calibration.replay import replay, replay_point
@@ -70,13 +70,13 @@ def test_the_fit_prices_the_recorded_h100_steps_within_a_tenth() -> None:
     assert 0.35 <= fitted.mfu <= 0.75 and fitted.fp8_gemm_speedup < 1.4
 
 
-def test_the_token_gaps_bound_the_api_server_s_cost_per_chunk() -> None:
+def test_the_token_gaps_bound_the_cpu_work_per_sequence() -> None:
     # Real H100 recordings: past 64 running sequences ITL p50 is ~100 us per running sequence
     # (base: 17.6 ms at 167 running, 23.6 at 245; defaults 61.8 ms at 546); the least of them
     # is fp8 at 44 req/s (16.4 ms at 176).
-    ceiling = chunk_ceiling_s(find_recorded(SHARED))
+    ceiling = sequence_ceiling_s(find_recorded(SHARED))
     assert ceiling == pytest.approx(93.2e-6, rel=0.01)
-    assert chunk_ceiling_s(find_recorded([H100 / "base"])) >= ceiling
+    assert sequence_ceiling_s(find_recorded([H100 / "base"])) >= ceiling
 
 
 def test_the_fp8_gain_shrinks_as_steps_grow() -> None:
@@ -130,9 +130,11 @@ def test_calibrate_writes_a_file_a_study_can_name(tmp_path: Path) -> None:
     study = load_study(QUICKSTART, [f"calibration={out}"])
     assert study.calibration is not None and study.efficiency == study.calibration.efficiency
     assert 0.005 < study.efficiency.frontend_latency_s < 0.03  # TTFT 29 ms real vs ~15 engine
-    # The API server's cost per streamed chunk: under the ~93 us ceiling the recordings' token
-    # gaps set (kneepoint.calibration.dynamics.chunk_ceiling_s), and not left out.
-    assert 20e-6 < study.efficiency.frontend_chunk_s < 93.2e-6
+    # The engine core's CPU work per running sequence: under the ~93 us ceiling the
+    # recordings' token gaps set (kneepoint.calibration.dynamics.sequence_ceiling_s), and not
+    # left out; the API server's cost per chunk, which paces the same gaps, is not fitted.
+    assert 20e-6 < study.efficiency.cpu_request_s < 93.2e-6
+    assert study.efficiency.frontend_chunk_s == 0.0
     # Fitted on these recordings, it replays them at least as well as the built-in constants.
     recordings = [first_repeat(r) for r in find_recorded([H100 / "base", H100 / "fp8"])]
     assert replay_error(recordings, study.efficiency) <= replay_error(recordings, Efficiency())

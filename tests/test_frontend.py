@@ -17,8 +17,8 @@ H100 = REPO / "tests" / "fixtures" / "real" / "h100-llama8b-chat"
 
 # The engine's constants that replay the real base recording's 8-32 req/s steps (fitted by
 # hand on tests/fixtures/real: ITL p50 within 1% there), and the chunk cost that then replays
-# its 40 req/s point (kneepoint calibrate fits the same on the three recordings). They were
-# fitted beside 6 us of engine-core CPU work per running sequence: the built-in 60 us
+# its 40 req/s point. They were fitted beside 6 us of engine-core CPU work per running
+# sequence: the built-in 60 us
 # (Efficiency.cpu_request_s) paces the 40 req/s steps by itself, and these recordings cannot
 # tell the two costs apart, so this test of the API server keeps the CPU cost it was fitted
 # with.

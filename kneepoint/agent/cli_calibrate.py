@@ -63,7 +63,8 @@ def run_calibrate(args: argparse.Namespace) -> int:
         *_table(fitted),
         f"fit: steps within {found.step_error_rel:.1%} (rms); API server "
         f"{eff.frontend_latency_s * 1e3:.1f} ms per request (TTFT error {found.ttft_error_ms} "
-        f"ms) and {eff.frontend_chunk_s * 1e6:.0f} us per streamed chunk; mfu {eff.mfu:.2f}, "
+        f"ms); engine core {eff.cpu_request_s * 1e6:.0f} us of CPU per running sequence; mfu "
+        f"{eff.mfu:.2f}, "
         f"weights {eff.weight_bandwidth:.2f} and KV {eff.kv_bandwidth:.2f} of peak bandwidth, fp8 "
         f"GEMMs up to {eff.fp8_gemm_speedup:.2f}x",
         f"written: {args.out} (name it in a study: calibration: {args.out})",

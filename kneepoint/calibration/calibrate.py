@@ -1,6 +1,6 @@
 """A calibration from recorded real sweeps of one (GPU, model, vLLM version): the roofline's
-constants fitted to the engine's own step times, the compute/memory split and the API
-server's cost per streamed chunk to whole replays, then the API server's fixed share of
+constants fitted to the engine's own step times, the compute/memory split and the engine
+core's CPU work per running sequence to whole replays, then the API server's fixed share of
 latency read from time to first token at the lowest rates, where no queue adds to it."""
 
 from __future__ import annotations
@@ -104,11 +104,10 @@ def calibrate(recordings: Sequence[RecordedSweep], start: Efficiency | None = No
         # refit to them: the step mix moves with the step times, so a few rounds settle it.
         samples = replayed_samples(recordings, fitted)
         fitted = fit_steps(samples, fitted, restarts=0)  # it starts near: one search
-    # With the API server's latency in place, the compute/memory split and the API server's
-    # cost per streamed chunk on whole replays,
-    # from whichever replays the recordings better: the step fit, or the constants it started
-    # from (a step fit can price the average step right and the knee wrong); the latency is
-    # then read again off the refined engine.
+    # With the API server's latency in place, the compute/memory split and the engine core's
+    # CPU work per sequence on whole replays, from whichever replays the recordings better:
+    # the step fit, or the constants it started from (a step fit can price the average step
+    # right and the knee wrong); the latency is then read again off the refined engine.
     firsts = [first_repeat(r) for r in recordings]
     origins = [_with_frontend(recordings, e)[0] for e in (fitted, first)]
     origin = min(origins, key=lambda e: replay_error(firsts, e))

@@ -6,7 +6,14 @@ grow with load), and a split that prices the average step right can still price 
 steps that set ITL p95 and the knee wrong. Here the simulator replays each recording's first
 repeat under candidate constants and the fit scores what a user reads: SLO capacity, and
 ITL p50 and p95 at every rate up to the first one that fails. A replay takes about a second,
-so a few dozen of them, over the three constants that set the split, by Nelder-Mead.
+so a few dozen of them, over the three constants that set the split and the engine core's CPU
+work per running sequence, by Nelder-Mead.
+
+The API server's cost per streamed chunk (``frontend_chunk_s``) is not fitted: it paces the
+same token gaps as the engine core's work per sequence, and recorded sweeps cannot tell the
+two apart, while the engine's own step rate and its GPU idling past the knee (real H100: NVML
+78-87% at ~250 running) show the engine core's. Fitting both, with the chunk cost at ~90 us
+beside 60 us of CPU work, replayed the held-out H100 recordings 8% high (benchmarks/README.md).
 """
 
 from __future__ import annotations
@@ -24,22 +31,18 @@ from kneepoint.calibration.replay import replay
 from kneepoint.records.efficiency import Efficiency
 
 REFINED = ("mfu", "weight_bandwidth", "kv_bandwidth")
-"""The constants the coarse grid spans; the direct search moves the API server's cost per
-streamed chunk (``frontend_chunk_s``) with them."""
+"""The constants the coarse grid spans; the direct search moves the engine core's CPU work
+per running sequence (``cpu_request_s``) with them."""
 GRID = (0.25, 0.5, 0.75)
 """Where in each refined constant's range (0: its lower bound) the coarse grid looks."""
 CAPACITY_WEIGHT = 3.0
 """Capacity's weight beside one rate's token gaps: it is the figure a tune decides on."""
 GAP_WEIGHTS = (1.0, 0.5)
 """Weights of ITL p50 and p95: a p95 rests on a twentieth of the gaps, so it is noisier."""
-STREAMING_RUNNING = 64.0
-"""Points with at least this many sequences running bound the API server's cost per chunk
-(``chunk_ceiling_s``): with fewer, a step's chunks take it a few ms at most and the engine's
-step sets the gaps alone."""
-CHUNK_START = 0.85
-"""Where in ``[0, chunk_ceiling_s]`` the refinement starts the cost per chunk: the ceiling is
-reached only by a server that streams without pause. On the real H100 recordings the ceiling
-is ~93 us and the replays fit best near 85 us (tests/test_frontend.py)."""
+BUSY_RUNNING = 64.0
+"""Points with at least this many sequences running bound the CPU work per sequence
+(``sequence_ceiling_s``): with fewer, it is a few ms a step at most and the GPU's work sets
+the gaps alone."""
 
 
 def first_repeat(recorded: RecordedSweep) -> RecordedSweep:
@@ -82,36 +85,35 @@ def replay_error(recordings: Sequence[RecordedSweep], efficiency: Efficiency) ->
     return math.sqrt(sum(e * e for e in errors) / len(errors)) if errors else 0.0
 
 
-def chunk_ceiling_s(recordings: Sequence[RecordedSweep]) -> float:
-    """The shortest token gap (p50) per chunk a step streamed, over the recorded points with
-    ``STREAMING_RUNNING`` or more sequences running: a step's tokens cannot reach the client
-    before the API server has streamed its chunks, so this bounds the server's cost per chunk
-    from above (0 where no point ran that many)."""
+def sequence_ceiling_s(recordings: Sequence[RecordedSweep]) -> float:
+    """The shortest step (token gap p50 over the steps a streamed gap spans) per running
+    sequence, over the recorded points with ``BUSY_RUNNING`` or more sequences running: a
+    step cannot be shorter than the engine core's work on its sequences, so this bounds that
+    work per sequence from above (0 where no point ran that many)."""
     ceilings = []
     for rec in recordings:
         interval = rec.result.config.stream_interval or 1
         for point in rec.result.points:
             running, gaps = point.point.signals.running_mean, gaps_ms(point)
-            if running is not None and running >= STREAMING_RUNNING and gaps is not None:
-                ceilings.append(gaps[0] / 1e3 / (running / interval))
+            if running is not None and running >= BUSY_RUNNING and gaps is not None:
+                ceilings.append(gaps[0] / 1e3 / interval / running)
     return min(ceilings, default=0.0)
 
 
 def refine(
     recordings: Sequence[RecordedSweep], start: Efficiency, evaluations: int = 24
 ) -> Efficiency:
-    """``start`` with the compute/memory split and the API server's cost per streamed chunk
-    chosen to replay the recordings best: the best of ``start`` and a coarse grid over the
+    """``start`` with the compute/memory split and the engine core's CPU work per running
+    sequence chosen to replay the recordings best: the best of ``start`` and a coarse grid over the
     split (a direct search from one point stays near it, and another model or GPU may want
     a split far from the built-in one: the Llama-8B chat recordings alone fitted KV reads
     anywhere from 0.59 to 0.75 of peak bandwidth), then a direct search over the split and
-    the chunk cost together."""
+    the CPU work together, under ``sequence_ceiling_s``."""
     firsts = [first_repeat(r) for r in recordings]
-    ceiling = chunk_ceiling_s(recordings)
+    ceiling = sequence_ceiling_s(recordings)
     bounds = {n: BOUNDS[n] for n in REFINED}
-    if ceiling > 0:
-        bounds["frontend_chunk_s"] = (0.0, ceiling)
-        start = start.model_copy(update={"frontend_chunk_s": CHUNK_START * ceiling})
+    if ceiling > 0:  # else no recorded step ran enough sequences to show it
+        bounds["cpu_request_s"] = (0.0, ceiling)
 
     def unit(x: np.ndarray) -> Efficiency:
         clipped = np.clip(x, 0.0, 1.0)

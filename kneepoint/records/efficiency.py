@@ -79,5 +79,6 @@ class Efficiency(InputRecord):
     frontend_chunk_s: float = Field(default=0.0, ge=0.0)
     """The API server's serial work to stream one chunk (detokenise, serialise, write), on
     the one thread that also takes requests in (``kneepoint.sim.frontend``): 0 leaves the
-    server out, as a calibration that has not fitted it; fitted to the real H100
-    recordings, ~85 us (tests/test_frontend.py)."""
+    server out. ``kneepoint calibrate`` does not fit it: it paces the same token gaps as
+    ``cpu_request_s``, and the real H100 recordings cannot tell the two apart (~85 us per
+    chunk replays their 40 req/s gaps beside 6 us per sequence: tests/test_frontend.py)."""
