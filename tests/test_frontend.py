@@ -18,10 +18,9 @@ H100 = REPO / "tests" / "fixtures" / "real" / "h100-llama8b-chat"
 # The engine's constants that replay the real base recording's 8-32 req/s steps (fitted by
 # hand on tests/fixtures/real: ITL p50 within 1% there), and the chunk cost that then replays
 # its 40 req/s point. They were fitted beside 6 us of engine-core CPU work per running
-# sequence: the built-in 60 us
-# (Efficiency.cpu_request_s) paces the 40 req/s steps by itself, and these recordings cannot
-# tell the two costs apart, so this test of the API server keeps the CPU cost it was fitted
-# with.
+# sequence: the built-in 60 us (Efficiency.cpu_request_s) paces the 40 req/s steps by itself,
+# and these recordings cannot tell the two costs apart, so this test of the API server keeps
+# the CPU cost it was fitted with.
 ENGINE = {"mfu": 0.47, "weight_bandwidth": 0.85, "kv_bandwidth": 0.75, "cpu_request_s": 6e-6}
 CHUNK_S = 85e-6
 

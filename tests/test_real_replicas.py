@@ -24,7 +24,7 @@ import pytest
 from kneepoint.config.catalog import knob_catalogue
 from kneepoint.config.study import load_study
 from kneepoint.physics.defaults import resolve_engine
-from kneepoint.physics.roofline import BatchShape, Roofline
+from kneepoint.physics.roofline import BatchShape, step_cost
 from kneepoint.policies.diagnosis import diagnose
 from kneepoint.policies.pruning import prune
 from kneepoint.records.diagnosis import Observation
@@ -117,7 +117,7 @@ def test_awq_makes_the_qwen_mix_steps_slower_than_bf16_at_the_baselines_batch() 
     def step_ms(*overrides: str) -> float:
         spec = study(*overrides)
         engine = resolve_engine(spec.engine, spec.gpu, spec.model)
-        return Roofline(spec.gpu, spec.model, engine).step(shape).wall_s * 1e3
+        return step_cost(spec.gpu, spec.model, engine, shape).wall_s * 1e3
 
     bf16, awq = step_ms(), step_ms("engine.model=Qwen/Qwen2.5-14B-Instruct-AWQ")
     assert awq > 1.1 * bf16

@@ -104,11 +104,11 @@ def refine(
     recordings: Sequence[RecordedSweep], start: Efficiency, evaluations: int = 24
 ) -> Efficiency:
     """``start`` with the compute/memory split and the engine core's CPU work per running
-    sequence chosen to replay the recordings best: the best of ``start`` and a coarse grid over the
-    split (a direct search from one point stays near it, and another model or GPU may want
-    a split far from the built-in one: the Llama-8B chat recordings alone fitted KV reads
-    anywhere from 0.59 to 0.75 of peak bandwidth), then a direct search over the split and
-    the CPU work together, under ``sequence_ceiling_s``."""
+    sequence chosen to replay the recordings best: the best of ``start`` and a coarse grid
+    over the split (a direct search from one point stays near it, and another model or GPU
+    may want a split far from the built-in one: the Llama-8B chat recordings alone fitted KV
+    reads anywhere from 0.59 to 0.75 of peak bandwidth), then a direct search over the split
+    and the CPU work together, under ``sequence_ceiling_s``."""
     firsts = [first_repeat(r) for r in recordings]
     ceiling = sequence_ceiling_s(recordings)
     bounds = {n: BOUNDS[n] for n in REFINED}

@@ -67,7 +67,7 @@ class Efficiency(InputRecord):
     27.6 and 29.5 ms steps with ~254 running although fp8 streams half the weight bytes, and
     NVML utilisation fell from 90-96% at 8 req/s to 78-87% there (the GPU waits on the CPU).
     With the output processing per chunk (``cpu_chunk_s``) beside it, 60 us replays the four
-    Llama recordings' capacities within 2% (50 us: up to +6%, 70 us: fp8 -4%)."""
+    Llama recordings' capacities within 3% (50 us: up to +6%, 70 us: fp8 -4%)."""
     cpu_chunk_s: float = Field(default=12e-6, ge=0.0)
     """Output processing per streamed chunk (detokenise, serialise, send)."""
     frontend_latency_s: float = Field(default=0.014, ge=0.0)
