@@ -89,7 +89,7 @@ def gap_weight(rate_rps: float, capacity_rps: float | None) -> float:
     1 / (1 - load), and so does what a few percent of error in the engine's ceiling does to
     the gaps near the knee. On the real H100 Llama recordings (tests/fixtures/real), 55 ->
     65 us of CPU per sequence moved capacity by up to 5% and the replayed ITL p50 at 40-44
-    req/s (90-99% of capacity) by 19-27 points (fp8 at 44 req/s: -5% -> +22%), at 8-32 req/s
+    req/s (90-99% of capacity) by 17-27 points (fp8 at 44 req/s: -5% -> +22%), at 8-32 req/s
     by under 0.1 point. Fitted at full weight, those few gaps pulled the KV bandwidth from
     0.8 to 0.48 (base and fp8 recordings), and the held-out defaults' ITL p50 at 32 req/s
     went 27% long; weighted so, 6% (benchmarks/README.md)."""
