@@ -11,7 +11,7 @@ import pytest
 
 from kneepoint.config.errors import ConfigError
 from kneepoint.config.trace import read_trace
-from kneepoint.load.knee import find_capacity
+from kneepoint.load.knee import Verdict, find_capacity
 from kneepoint.load.plan import plan_requests
 from kneepoint.load.score import percentile, score, stable_window
 from kneepoint.records.measure import RequestRecord
@@ -189,12 +189,22 @@ def test_chunks_follow_stream_interval() -> None:
 
 @pytest.mark.parametrize("start", [0.5, 7.0, 40.0])
 def test_capacity_search_brackets_a_threshold(start: float) -> None:
-    found = find_capacity(lambda rate: rate <= 12.3, start, rel_tol=0.01)
+    found = find_capacity(lambda rate: "pass" if rate <= 12.3 else "fail", start, rel_tol=0.01)
     assert found.passing_rps <= 12.3 < found.failing_rps  # type: ignore[operator]
     assert found.failing_rps - found.passing_rps <= 0.01 * found.passing_rps + 1e-9  # type: ignore[operator]
 
 
 def test_capacity_search_edges() -> None:
-    assert find_capacity(lambda r: False, 1.0).passing_rps == 0.0
-    never = find_capacity(lambda r: True, 1.0, max_rps=100.0)
+    assert find_capacity(lambda r: "fail", 1.0).passing_rps == 0.0
+    never = find_capacity(lambda r: "pass", 1.0, max_rps=100.0)
     assert never.passing_rps == 100.0 and never.failing_rps is None
+    # the start cannot tell: a pass below it, then the climb over it to a counted failure
+    tried: list[float] = []
+
+    def check(rate: float) -> Verdict:
+        tried.append(rate)
+        return "unknown" if rate == 4.0 else "pass" if rate <= 5.0 else "fail"
+
+    found = find_capacity(check, 4.0, rel_tol=0.5)
+    assert tried == [4.0, 2.0, 8.0, 5.0, 6.5]
+    assert (found.passing_rps, found.failing_rps) == (5.0, 6.5)

@@ -1,5 +1,6 @@
-"""Sweeps over scripted load points (capacity interpolation, client-bound points left out,
-interleaving, caps), and `kneepoint sweep` on the simulator's virtual clock."""
+"""Sweeps over scripted load points (capacity interpolation, points that cannot tell retaken,
+stepped over and never read as failures, floors, caps), and `kneepoint sweep` on the
+simulator's virtual clock."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -14,7 +16,7 @@ import pytest
 from kneepoint.load.capacity import interpolate_capacity, mean_interval
 from kneepoint.probes.sweep import knee_search, screen
 from kneepoint.records.engine import EngineConfig
-from kneepoint.records.loadpoint import LoadPoint
+from kneepoint.records.loadpoint import LoadPoint, Signals
 from kneepoint.records.measure import Dist
 from kneepoint.records.slo import ClassSlo, Slo
 from tests.conftest import QUICKSTART
@@ -23,65 +25,137 @@ SLO = Slo(classes={"c": ClassSlo(ttft_p99_ms=100.0)})
 CONFIG = EngineConfig(model="m")
 
 
-def _point(rate: float, ttft_p99_ms: float, *, client_bound: bool = False) -> LoadPoint:
+def _point(
+    rate: float, ttft_p99_ms: float, *, client_bound: bool = False, waiting: float | None = None
+) -> LoadPoint:
     dist = Dist(count=10, mean_ms=1.0, p50_ms=1.0, p90_ms=1.0, p95_ms=1.0, p99_ms=ttft_p99_ms)
     ok = Dist(count=10, mean_ms=1.0, p50_ms=1.0, p90_ms=1.0, p95_ms=1.0, p99_ms=1.0)
     return LoadPoint(
         rate_rps=rate, window_start_s=0, window_end_s=10, sent=10, completed=10, failed=0,
         timed_out=0, achieved_rps=rate, goodput_rps=rate, meets_slo=ttft_p99_ms <= 100,
         dists={"c": {"ttft": dist, "itl": ok, "tpot": ok, "e2e": ok}},
-        send_lag_p50_ms=0.1, send_lag_p99_ms=50.0 if client_bound else 0.5,
-        client_bound=client_bound,
+        send_lag_p50_ms=0.1, send_lag_p99_ms=500.0 if client_bound else 0.5,
+        late_send_share=0.2 if client_bound else 0.0, client_bound=client_bound,
+        signals=Signals(waiting_mean=waiting),
     )  # fmt: skip
 
 
-def linear_server(capacity: float) -> tuple[list[float], object]:
-    """TTFT p99 = 100 ms x rate / capacity: the SLO binds exactly at ``capacity``."""
-    calls: list[float] = []
+Call = tuple[float, int]
+"""(rate, attempt) of one probe call."""
 
-    def probe(rate: float, repeat: int) -> LoadPoint:
-        calls.append(rate)
+
+def linear_server(
+    capacity: float, unknown: Callable[[float, int], bool] = lambda rate, attempt: False
+) -> tuple[list[float], list[Call], object]:
+    """TTFT p99 = 100 ms x rate / capacity: the SLO binds exactly at ``capacity``. Where
+    ``unknown(rate, attempt)``, the point cannot tell (its miss is the client's lag)."""
+    rates: list[float] = []
+    calls: list[Call] = []
+
+    def probe(rate: float, repeat: int, attempt: int = 0) -> LoadPoint:
+        rates.append(rate)
+        calls.append((rate, attempt))
+        # a point that cannot tell is one whose client fell behind and whose verdict rested
+        # on that lag, whatever the server did
+        if unknown(rate, attempt):
+            return _point(rate, 150.0, client_bound=True)
         return _point(rate, 100.0 * rate / capacity)
 
-    return calls, probe
+    return rates, calls, probe
 
 
 def test_knee_search_ramps_bisects_and_interpolates_the_crossing() -> None:
-    calls, probe = linear_server(30.0)
+    rates, _, probe = linear_server(30.0)
     result = knee_search(probe, CONFIG, SLO, 2.0, rel_tol=0.05)  # type: ignore[arg-type]
-    assert calls[:5] == [2.0, 4.0, 8.0, 16.0, 32.0]
+    assert rates[:5] == [2.0, 4.0, 8.0, 16.0, 32.0]
     assert result.knee_rps is not None and 28.5 <= result.knee_rps <= 30.0
     assert result.capacity_rps == pytest.approx(30.0, rel=1e-6)  # linear: exact crossing
+    assert result.floor_reason is None
 
 
-def test_client_bound_points_never_count_as_capacity() -> None:
-    def probe(rate: float, repeat: int) -> LoadPoint:
-        return _point(rate, 100.0 * rate / 30.0, client_bound=rate > 10)
+def test_a_point_that_cannot_tell_is_measured_again_and_counts_when_it_can() -> None:
+    # 16 req/s cannot tell at first (a busy host); its retake can, and the search goes on
+    _, calls, probe = linear_server(30.0, lambda rate, attempt: rate == 16.0 and attempt == 0)
+    result = knee_search(probe, CONFIG, SLO, 4.0, retakes=1)  # type: ignore[arg-type]
+    assert calls[:4] == [(4.0, 0), (8.0, 0), (16.0, 0), (16.0, 1)]
+    assert [p.attempt for p in result.points if p.rate_rps == 16.0] == [0, 1]
+    assert result.invalid_points == 1 and result.capacity_rps == pytest.approx(30.0)
 
-    result = knee_search(probe, CONFIG, SLO, 4.0)
-    assert result.invalid_points >= 1
-    assert result.capacity_rps is not None and result.capacity_rps <= 10.0
-    assert all(p.rate_rps <= 10 for p in result.points if p.point.valid)
+
+def test_an_unknown_point_is_stepped_over_never_read_as_a_failure() -> None:
+    # 16 req/s cannot tell, even retaken; 32 fails (counted): the knee is bracketed by
+    # counted points only, and the capacity is the crossing, not 8 req/s
+    rates, _, probe = linear_server(30.0, lambda rate, attempt: 12.0 < rate <= 20.0)
+    result = knee_search(probe, CONFIG, SLO, 4.0)  # type: ignore[arg-type]
+    assert rates[:5] == [4.0, 8.0, 16.0, 16.0, 32.0]
+    assert rates[5] == 20.0  # the bisection's first midpoint cannot tell: the bracket stands
+    assert result.capacity_rps == pytest.approx(30.0) and result.floor_reason is None
+    assert all(p.point.valid for p in result.points if p.rate_rps not in (16.0, 20.0))
+
+
+def test_two_rates_that_cannot_tell_end_the_climb_with_a_floor_that_says_why() -> None:
+    rates, _, probe = linear_server(30.0, lambda rate, attempt: rate > 10.0)
+    result = knee_search(probe, CONFIG, SLO, 4.0, retakes=0)  # type: ignore[arg-type]
+    assert rates == [4.0, 8.0, 16.0, 32.0]
+    assert result.capacity_rps == 8.0 and result.knee_rps == 8.0
+    assert result.floor_reason is not None
+    assert result.floor_reason.startswith(
+        "the host cannot measure this server above 8.00 req/s: at 16.00 req/s, client-bound"
+    )
+
+
+def test_a_miss_no_lower_rate_can_mend_ends_the_walk_down() -> None:
+    # TTFT p99 500 ms at every rate with nothing queued: the unloaded latency misses a
+    # 100 ms limit, so halving the rate again would only spend device time
+    calls: list[float] = []
+
+    def probe(rate: float, repeat: int, attempt: int = 0) -> LoadPoint:
+        calls.append(rate)
+        return _point(rate, 500.0, waiting=0.0)
+
+    result = knee_search(probe, CONFIG, SLO, 8.0)
+    assert calls == [8.0, 4.0] and result.capacity_rps is None
+
+
+def test_the_walk_down_stops_at_the_lowest_rate_worth_measuring() -> None:
+    calls: list[float] = []
+
+    def probe(rate: float, repeat: int, attempt: int = 0) -> LoadPoint:
+        calls.append(rate)
+        return _point(rate, 500.0, waiting=5.0)  # queued: a lower rate might have helped
+
+    knee_search(probe, CONFIG, SLO, 8.0)
+    assert calls == [8.0, 4.0, 2.0, 1.0, 0.5]  # a 16th of the start
+    calls.clear()
+    knee_search(probe, CONFIG, SLO, 8.0, lowest_rps=2.0)
+    assert calls == [8.0, 4.0, 2.0]
 
 
 def test_screen_starts_at_the_incumbents_knee_and_climbs_until_a_rate_fails() -> None:
-    calls, probe = linear_server(24.0)  # the challenger is better than the incumbent's 20
+    rates, _, probe = linear_server(24.0)  # the challenger is better than the incumbent's 20
     result = screen(probe, CONFIG, SLO, 20.0, fractions=(0.5, 0.8, 1.0, 1.1, 1.3, 1.6))  # type: ignore[arg-type]
-    assert calls == [20.0, 22.0, 26.0]
+    assert rates == [20.0, 22.0, 26.0]
     assert result.capacity_rps == pytest.approx(24.0)
 
 
 def test_screen_descends_when_the_challenger_fails_at_the_incumbents_knee() -> None:
-    calls, probe = linear_server(15.0)  # worse than the incumbent's 20
+    rates, _, probe = linear_server(15.0)  # worse than the incumbent's 20
     result = screen(probe, CONFIG, SLO, 20.0, fractions=(0.5, 0.8, 1.0, 1.1, 1.3))  # type: ignore[arg-type]
-    assert calls == [20.0, 16.0, 10.0]
+    assert rates == [20.0, 16.0, 10.0]
     assert result.capacity_rps == pytest.approx(15.0)
 
 
+def test_screen_looks_below_a_knee_that_cannot_tell() -> None:
+    rates, _, probe = linear_server(24.0, lambda rate, attempt: rate >= 20.0)
+    result = screen(probe, CONFIG, SLO, 20.0, fractions=(0.5, 0.8, 1.0, 1.1), retakes=0)  # type: ignore[arg-type]
+    assert rates == [20.0, 16.0]
+    assert result.capacity_rps == 16.0 and result.floor_reason is not None
+
+
 def test_screen_respects_its_time_cap() -> None:
-    calls, probe = linear_server(20.0)
+    rates, _, probe = linear_server(20.0)
     result = screen(probe, CONFIG, SLO, 20.0, time_cap_s=0.0)  # type: ignore[arg-type]
-    assert calls == [] and result.capped and result.capacity_rps is None
+    assert rates == [] and result.capped and result.capacity_rps is None
 
 
 def test_capacity_helpers() -> None:

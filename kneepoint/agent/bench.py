@@ -25,6 +25,7 @@ from kneepoint.load.plan import PlannedRequest
 from kneepoint.physics.defaults import UnmodeledSettingError
 from kneepoint.probes import sweep
 from kneepoint.probes.process import FailureKind, ServerFailedError
+from kneepoint.probes.study_knee import study_knee_search
 from kneepoint.probes.sweep import Prober
 from kneepoint.probes.targets import PointArtifacts, PointSize, Target, open_target
 from kneepoint.records.engine import EngineConfig
@@ -115,8 +116,8 @@ class Bench:
             raise TrialFailedError("startup_failed", str(exc), 0.0) from exc
 
     def _reporting(self, probe: Prober, label: str) -> Prober:
-        def reported(rate: float, repeat: int) -> LoadPoint:
-            point = probe(rate, repeat)
+        def reported(rate: float, repeat: int, attempt: int = 0) -> LoadPoint:
+            point = probe(rate, repeat, attempt)
             self.progress.point(label, rate, repeat, point)
             return point
 
@@ -131,7 +132,7 @@ class Bench:
             with self.session(config, trial_dir, "knee", tuning.screen_seconds) as (
                 probe, target,
             ):  # fmt: skip
-                result = sweep.knee_search(probe, config, self.study.slo, tuning.start_rps)
+                result = study_knee_search(probe, self.study, config)
             return result, target.clock.seconds()
 
         return self._kept(trial_dir, "knee", *self._retrying("knee search", attempt))
@@ -159,7 +160,8 @@ class Bench:
             ):  # fmt: skip
                 for repeat in range(tuning.validate_repeats):
                     legs.append(sweep.measure_rates(probe, config, self.study.slo, rates,
-                                                    repeat=repeat, climb=self._climb))  # fmt: skip
+                                                    repeat=repeat, climb=self._climb,
+                                                    retakes=self._retakes))  # fmt: skip
             return sweep.merge(legs), target.clock.seconds()
 
         return self._kept(trial_dir, label, *self._retrying("repeats", attempt))
@@ -167,6 +169,10 @@ class Bench:
     @property
     def _climb(self) -> int:
         return CLIMB if climbs(self.study.objective) else 0
+
+    @property
+    def _retakes(self) -> int:
+        return self.study.measurement.retakes
 
     def measure(
         self, config: EngineConfig, trial_dir: Path, rates: list[float], label: str
@@ -179,7 +185,8 @@ class Bench:
                 probe, target,
             ):  # fmt: skip
                 result = sweep.measure_rates(probe, config, self.study.slo, rates,
-                                             kind="screen", climb=self._climb)  # fmt: skip
+                                             kind="screen", climb=self._climb,
+                                             retakes=self._retakes)  # fmt: skip
             return result, target.clock.seconds()
 
         return self._kept(trial_dir, label, *self._retrying(label, attempt))
@@ -215,13 +222,15 @@ class Bench:
             def clock() -> float:
                 return target.clock.seconds() / gpus
 
-            first = sweep.screen(probe, config, slo, around_rps, time_cap_s=cap, clock=clock)
+            first = sweep.screen(probe, config, slo, around_rps, time_cap_s=cap, clock=clock,
+                                 retakes=self._retakes)  # fmt: skip
             legs = [first]
             left = cap - first.elapsed_s
-            if not any(p.margin > 1.0 for p in first.points) and left > 0 and first.points:
-                top = max(p.rate_rps for p in first.points)
-                legs.append(sweep.knee_search(probe, config, slo, top * 1.25,
-                                              time_cap_s=left, clock=clock))  # fmt: skip
+            passes = [p.rate_rps for p in first.points if p.passed]
+            if not any(p.failed for p in first.points) and left > 0 and passes:
+                legs.append(sweep.knee_search(probe, config, slo, max(passes) * 1.25,
+                                              time_cap_s=left, clock=clock,
+                                              retakes=self._retakes))  # fmt: skip
         return sweep.merge(legs, kind="screen"), target.clock.seconds()
 
     def burst(
@@ -281,5 +290,6 @@ class Bench:
             probe, target,
         ):  # fmt: skip
             leg = sweep.measure_rates(probe, config, self.study.slo, rates, repeat=repeat,
-                                      arm=arm, climb=self._climb)  # fmt: skip
+                                      arm=arm, climb=self._climb,
+                                      retakes=self._retakes)  # fmt: skip
         return leg, target.clock.seconds()

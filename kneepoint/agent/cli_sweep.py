@@ -18,7 +18,7 @@ from kneepoint.config import load_study
 from kneepoint.config.overrides import add_overrides_argument
 from kneepoint.load.score import stable_window
 from kneepoint.probes.process import ServerFailedError
-from kneepoint.probes.sweep import knee_search
+from kneepoint.probes.study_knee import study_knee_search
 from kneepoint.probes.targets import PointArtifacts, PointSize, open_target
 from kneepoint.records.measure import RequestRecord
 from kneepoint.records.study import StudySpec
@@ -38,9 +38,10 @@ def add_sweep_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
         help="set an engine knob, e.g. max_num_seqs=128",
     )  # fmt: skip
     add_overrides_argument(sweep, "override any study field")
-    sweep.add_argument("--start-rps", type=float, default=1.0, help="first rate of the ramp")
-    sweep.add_argument("--rel-tol", type=float, default=0.05, help="bisection tolerance")
-    sweep.add_argument("--seconds", type=float, default=20.0, help="arrivals per load point")
+    sweep.add_argument("--start-rps", type=float, help="first rate of the ramp (default: the "
+                       "study's tuning.start_rps)")  # fmt: skip
+    sweep.add_argument("--seconds", type=float, help="arrivals per load point (default: the "
+                       "study's tuning.screen_seconds, as tune's knee search)")  # fmt: skip
     sweep.add_argument("--out", type=Path, help="JSON result (default: runs/<study>/...)")
     sweep.set_defaults(handler=run_sweep)
 
@@ -58,11 +59,9 @@ def run_sweep(args: argparse.Namespace) -> int:
         kept[artifacts.rate_rps] = artifacts.records
 
     try:
-        size = PointSize.for_study(study, args.seconds)
+        size = PointSize.for_study(study, args.seconds or study.tuning.screen_seconds)
         with open_target(study, config, trial_dir, size, keep) as target:
-            result = knee_search(
-                target.probe, config, study.slo, args.start_rps, rel_tol=args.rel_tol
-            )
+            result = study_knee_search(target.probe, study, config, start_rps=args.start_rps)
     except ServerFailedError as exc:
         print(f"kneepoint: the server failed: {exc}", file=sys.stderr)
         return EXIT_SERVER_FAILED

@@ -23,6 +23,7 @@ from kneepoint.policies.diagnosis import diagnose
 from kneepoint.policies.observe import observe
 from kneepoint.policies.pruning import BackendKind, prune
 from kneepoint.probes import sweep
+from kneepoint.probes.study_knee import study_knee_search
 from kneepoint.probes.targets import PointSize, open_target
 from kneepoint.records.diagnosis import Diagnosis
 from kneepoint.records.knobs import KnobCatalogue
@@ -30,9 +31,6 @@ from kneepoint.records.objective import SloCapacity
 from kneepoint.records.proposal import Pruning
 from kneepoint.records.study import StudySpec, VllmBackend
 from kneepoint.records.sweep import SweepResult
-
-# A coarse search: the diagnosis needs a point past the knee, not the knee to 5%.
-COARSE_TOLERANCE = 0.15
 
 
 @dataclass(frozen=True)
@@ -50,19 +48,20 @@ def measure_and_diagnose(
     size = PointSize.for_study(study, study.tuning.screen_seconds)
     with open_target(study, config, folder, size) as target:
         if knee_rps is None:
-            progress.phase("diagnose", "coarse knee search")
-            result = sweep.knee_search(target.probe, config, slo, study.tuning.start_rps,
-                                       rel_tol=COARSE_TOLERANCE)  # fmt: skip
+            progress.phase("diagnose", "knee search")
+            result = study_knee_search(target.probe, study, config)
         else:
             progress.phase("diagnose", f"one point past {knee_rps:g} req/s and one below", 2)
             rates = [0.6 * knee_rps, 1.2 * knee_rps]
-            result = sweep.measure_rates(target.probe, config, slo, rates, kind="knee")
+            result = sweep.measure_rates(target.probe, config, slo, rates, kind="knee",
+                                         retakes=study.measurement.retakes)  # fmt: skip
         if not isinstance(study.objective, SloCapacity):
             # The objective's own rates too: a diagnosis never reports another objective.
             knee = result.capacity_rps or max(p.rate_rps for p in result.points)
             rates = repeat_rates(study.objective, knee)
             progress.phase("diagnose", f"{objective_name(study.objective)}: {len(rates)} points")
-            at = sweep.measure_rates(target.probe, config, slo, rates, kind="knee")
+            at = sweep.measure_rates(target.probe, config, slo, rates, kind="knee",
+                                     retakes=study.measurement.retakes)  # fmt: skip
             result = sweep.merge([result, at], kind="knee")
         version = target.endpoint.version if target.endpoint is not None else None
     write_atomically(folder / "sweep.json", result.model_dump_json(indent=1) + "\n")

@@ -115,10 +115,21 @@ def _unit_gap(workload: Workload, rng: random.Random) -> float:
     return rng.expovariate(1.0)
 
 
-def rate_salt(rate_rps: float) -> str:
-    """The salt a sweep gives the point at ``rate_rps`` on one live server, so that no prompt
-    repeats an earlier point's (``plan_requests``); a replay of a recording salts the same."""
-    return f"{rate_rps:.9g}/"
+def rate_salt(rate_rps: float, attempt: int = 0) -> str:
+    """The salt a sweep gives the point at ``rate_rps`` (its ``attempt``-th retake) on one
+    live server, so that no prompt repeats an earlier point's (``plan_requests``); a replay
+    of a recording salts the same."""
+    return f"{rate_rps:.9g}/" + (f"retake{attempt}/" if attempt else "")
+
+
+RETAKE_SEED_STRIDE = 10_007
+"""Seeds of a point's retakes step this far, past any repeat number a sweep uses."""
+
+
+def point_seed(workload_seed: int, repeat: int, attempt: int = 0) -> int:
+    """The seed a sweep draws the point of ``repeat`` (its ``attempt``-th retake) from: each
+    repeat and each retake sends requests of its own."""
+    return workload_seed + repeat + RETAKE_SEED_STRIDE * attempt
 
 
 def plan_requests(

@@ -20,8 +20,11 @@ class PointSize:
     warmup_s: float = 0.0
     """Least time cut from the start of the stable window (one request's lifetime)."""
 
-    def requests(self, rate_rps: float) -> int:
-        return max(self.min_requests, round(rate_rps * max(self.seconds, self.settle_s)))
+    def requests(self, rate_rps: float, attempt: int = 0) -> int:
+        """Requests at ``rate_rps``; a retake (``attempt`` > 0) sends 2**attempt times as
+        many, since a longer point rides out more of a busy host's stalls."""
+        base = max(self.min_requests, round(rate_rps * max(self.seconds, self.settle_s)))
+        return int(base * 2**attempt)
 
     @classmethod
     def for_study(cls, study: StudySpec, seconds: float) -> PointSize:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from kneepoint.config.trace import workload_trace
 from kneepoint.load.fleet import output_per_request
+from kneepoint.load.plan import point_seed
 from kneepoint.load.size import PointSize
 from kneepoint.probes.sweep import knee_search
 from kneepoint.records.engine import EngineConfig
@@ -36,10 +37,10 @@ def predict(study: StudySpec, usd_per_gpu_hour: float | None, start_rps: float) 
     size = PointSize.for_study(study, POINT_SECONDS)
     trace = workload_trace(study.workload)
 
-    def probe(rate: float, repeat: int) -> LoadPoint:
-        return simulate_load_point(study, rate, size.requests(rate), study.engine,
-                                   study.workload.seed + repeat, trace=trace,
-                                   warmup_s=size.warmup_s).point  # fmt: skip
+    def probe(rate: float, repeat: int, attempt: int = 0) -> LoadPoint:
+        return simulate_load_point(study, rate, size.requests(rate, attempt), study.engine,
+                                   point_seed(study.workload.seed, repeat, attempt),
+                                   trace=trace, warmup_s=size.warmup_s).point  # fmt: skip
 
     result = knee_search(probe, study.engine, study.slo, start_rps, rel_tol=REL_TOL)
     tokens = output_per_request(result, study.workload)

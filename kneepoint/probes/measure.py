@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kneepoint.load.plan import PlannedRequest
-from kneepoint.load.point import DEFAULT_LAG_LIMIT_MS, load_point, window_bounds
+from kneepoint.load.point import load_point, window_bounds
+from kneepoint.load.trust import Trust
 from kneepoint.probes.loadgen import Clock, LoadOptions, run_load
 from kneepoint.probes.nvml import NvmlSampler
 from kneepoint.probes.process import Failure, ServerFailedError
@@ -31,6 +32,9 @@ class Instruments:
     """What to read besides the client's own records."""
 
     scrape_interval_s: float = 1.0
+    adaptive_scrapes: bool = False
+    """Scrape at most every ``scrape_interval_s``, further apart where a scrape takes long
+    (``kneepoint.probes.samplers.COST_FACTOR``)."""
     sim_telemetry: bool = False
     """The server is ``kneepoint sim serve``: read its ``/telemetry`` for GPU samples."""
     nvml_index: int | None = None
@@ -63,13 +67,14 @@ async def measure_async(
     *,
     instruments: Instruments = Instruments(),
     trim: float = 0.1,
-    lag_limit_ms: float = DEFAULT_LAG_LIMIT_MS,
+    trust: Trust | None = None,
     warmup_s: float = 0.0,
 ) -> Measured:
     clock = Clock.start()
     sampler = HttpSampler(
         url, clock, interval_s=instruments.scrape_interval_s,
         sim_telemetry=instruments.sim_telemetry, api_key=options.api_key,
+        adaptive=instruments.adaptive_scrapes,
     )  # fmt: skip
     nvml = (
         NvmlSampler(clock, instruments.nvml_index) if instruments.nvml_index is not None else None
@@ -89,9 +94,10 @@ async def measure_async(
         gpu = [*sampler.gpu, *(nvml.stop() if nvml is not None else [])]
     scrapes = sampler.scrapes()
     start, end = window_bounds(records, trim, warmup_s)
-    signals = summarize_signals(scrapes, gpu, start, end, engine_cpu_pct=cpu.percent())
+    signals = summarize_signals(scrapes, gpu, start, end, engine_cpu_pct=cpu.percent(),
+                                scrape_share=sampler.share_landed(start, end))  # fmt: skip
     point = load_point(
-        rate_rps, records, slo, signals=signals, trim=trim, lag_limit_ms=lag_limit_ms,
+        rate_rps, records, slo, signals=signals, trim=trim, trust=trust,
         warmup_s=warmup_s,
     )  # fmt: skip
     texts = tuple(t for t in (sampler.first_text, sampler.last_text) if t is not None)
@@ -125,7 +131,7 @@ def measure(
     *,
     instruments: Instruments = Instruments(),
     trim: float = 0.1,
-    lag_limit_ms: float = DEFAULT_LAG_LIMIT_MS,
+    trust: Trust | None = None,
     warmup_s: float = 0.0,
 ) -> Measured:
     """``measure_async`` on a fresh event loop."""
@@ -138,7 +144,7 @@ def measure(
             slo,
             instruments=instruments,
             trim=trim,
-            lag_limit_ms=lag_limit_ms,
+            trust=trust,
             warmup_s=warmup_s,
         )
     )

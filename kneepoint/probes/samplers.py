@@ -1,8 +1,14 @@
 """Telemetry sampled during a load point, on the load point's clock.
 
 ``HttpSampler`` polls the server's ``/metrics`` (and, for the simulator, its ``/telemetry``)
-every interval; ``ProcessCpu`` reads the engine's process tree through psutil. A source that
-fails or does not exist yields nothing: none of them raises into the measurement.
+on a schedule, and keeps which of the scrapes due landed; ``ProcessCpu`` reads the engine's
+process tree through psutil. A source that fails or does not exist yields nothing: none of
+them raises into the measurement.
+
+Scraping is not free for a small server: vLLM's API server renders the page (about 50 KB
+from the CPU build) on the thread that streams its tokens. An adaptive sampler therefore
+waits at least ``COST_FACTOR`` times as long as the last scrape took before the next one
+(``benchmarks/scrape_cost.py`` measures what a scrape costs the server).
 """
 
 from __future__ import annotations
@@ -20,6 +26,9 @@ from kneepoint.probes.prom import Scrape, parse_metrics
 from kneepoint.records.telemetry import GpuSample
 
 log = structlog.get_logger(__name__)
+COST_FACTOR = 50.0
+"""An adaptive sampler waits at least this many times the last scrape's duration, so that
+scraping holds the server's API thread under 2% of the time."""
 
 
 class HttpSampler:
@@ -27,9 +36,13 @@ class HttpSampler:
 
     def __init__(
         self, url: str, clock: Clock, *, interval_s: float = 0.5, sim_telemetry: bool = False,
-        api_key: str | None = None,
+        api_key: str | None = None, adaptive: bool = False,
     ) -> None:  # fmt: skip
+        """``interval_s``: between scrapes (with ``adaptive``, the least)."""
         self.url, self.clock, self.interval_s = url, clock, interval_s
+        self.base_interval_s, self.adaptive = interval_s, adaptive
+        self.due: list[tuple[float, bool]] = []
+        """(when a scheduled scrape was due, whether it landed), bracketing scrapes aside."""
         self.sim_telemetry = sim_telemetry
         self._headers = bearer(api_key)  # vLLM leaves /metrics open; /telemetry is guarded
         self._raw: list[tuple[float, str]] = []
@@ -45,6 +58,7 @@ class HttpSampler:
     async def scrape_once(self, client: httpx.AsyncClient) -> None:
         """Fetch ``/metrics`` and keep the text: parsing waits until the load is over, so
         that it never delays a send on the generator's event loop."""
+        began = self.clock.now()
         try:
             response = await client.get(f"{self.url}/metrics")
             self.answered_s = self.clock.now()
@@ -53,10 +67,19 @@ class HttpSampler:
             self.errors += 1
             log.debug("metrics.scrape_failed", url=self.url, error=str(exc))
             return
+        took = self.clock.now() - began
+        if self.adaptive:
+            self.interval_s = max(self.base_interval_s, COST_FACTOR * took)
         self._raw.append((self.clock.now(), response.text))
         if self.first_text is None:
             self.first_text = response.text
         self.last_text = response.text
+
+    def share_landed(self, start_s: float, end_s: float) -> float | None:
+        """Share of the scrapes due between ``start_s`` and ``end_s`` that landed (None where
+        none was due)."""
+        due = [landed for at, landed in self.due if start_s <= at <= end_s]
+        return sum(due) / len(due) if due else None
 
     def scrapes(self) -> list[Scrape]:
         """Every scrape so far, parsed (unparseable ones are counted in ``errors``)."""
@@ -95,21 +118,34 @@ class HttpSampler:
         counter's delta (a CI run on a busy machine once counted 23 of 24 TTFTs)."""
         timeout = max(2.0, self.interval_s * 4)
         async with httpx.AsyncClient(timeout=timeout, headers=self._headers) as client:
-            first = True
+            await self._bracket(client)
+            due = self.clock.now()
             while True:
-                if first or stop.is_set():
-                    await self._bracket(client)
-                else:
-                    await self.scrape_once(client)
-                first = False
                 if self.sim_telemetry:
                     await self._gpu_once(client)
                 if ready is not None:
                     ready.set()
-                if stop.is_set():
-                    return
+                due = self._next_due(due)
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), self.interval_s)
+                    await asyncio.wait_for(stop.wait(), max(0.0, due - self.clock.now()))
+                if stop.is_set():
+                    await self._bracket(client)
+                    if self.sim_telemetry:  # GPU time up to the load's very end
+                        await self._gpu_once(client)
+                    return
+                kept = len(self._raw)
+                await self.scrape_once(client)
+                self.due.append((due, len(self._raw) > kept))
+
+    def _next_due(self, last_due: float) -> float:
+        """The next scrape's time on the schedule; those the last scrape overran are missed
+        (a server too busy to answer is a server whose gauges go unsampled)."""
+        due = last_due + self.interval_s
+        now = self.clock.now()
+        while due < now:
+            self.due.append((due, False))
+            due += self.interval_s
+        return due
 
     async def _bracket(self, client: httpx.AsyncClient, tries: int = 3) -> None:
         """A scrape that must land: up to ``tries`` attempts (a server without ``/metrics``

@@ -85,6 +85,18 @@ def _late_share(pair: tuple[Scrape, Scrape] | None) -> float | None:
     return min(1.0, max(0.0, 1.0 - on_time / delta.count))
 
 
+def _server_e2e(scrapes: Sequence[Scrape]) -> tuple[float | None, float | None]:
+    """(the server's e2e latencies summed, their count) between the first and the last
+    scrape, which bracket the whole load; (None, None) without vLLM's e2e histogram."""
+    if len(scrapes) < 2:
+        return None, None
+    first, last = scrapes[0].histogram("e2e"), scrapes[-1].histogram("e2e")
+    if first is None or last is None:
+        return None, None
+    delta = last.minus(first)
+    return (max(0.0, delta.sum), max(0.0, delta.count)) if delta.count >= 0 else (None, None)
+
+
 def _cache_config(scrapes: Sequence[Scrape]) -> dict[str, str]:
     for scrape in reversed(scrapes):
         labels = scrape.labels("cache_config")
@@ -122,13 +134,16 @@ def summarize_signals(
     end_s: float,
     *,
     engine_cpu_pct: float | None = None,
+    scrape_share: float | None = None,
 ) -> Signals:
+    """``scrape_share``: the sampler's share of the scrapes due in the window that landed."""
     inside = [s for s in scrapes if start_s <= s.at_s <= end_s] or list(scrapes)
     pair = _bracket(scrapes, start_s, end_s)
     config = _cache_config(scrapes)
     kv_mean, kv_max = _mean(inside, "kv_cache_usage"), _max(inside, "kv_cache_usage")
     in_window = [s for s in gpu if s.end_s > start_s and s.start_s < end_s]
     tokens_per_step, steps_per_s = _steps(pair)
+    e2e_sum, e2e_count = _server_e2e(scrapes)
     return Signals(
         kv_usage_mean=min(1.0, kv_mean) if kv_mean is not None else None,
         kv_usage_max=min(1.0, kv_max) if kv_max is not None else None,
@@ -145,6 +160,9 @@ def summarize_signals(
         block_size=_int_label(config, "block_size"),
         engine_cpu_pct=engine_cpu_pct,
         sim_clock_late_share=_late_share(pair),
+        server_e2e_sum_s=e2e_sum,
+        server_requests=e2e_count,
+        scrape_share=scrape_share,
         metric_samples=len(inside),
         gpu_samples=len(in_window),
         **_gpu_means(in_window, start_s, end_s),

@@ -8,6 +8,7 @@ driven by the load generator. A server that dies between load points raises
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -18,9 +19,10 @@ import structlog
 import yaml
 
 from kneepoint.config.trace import workload_trace
-from kneepoint.load.plan import PlannedRequest, plan_requests, rate_salt
-from kneepoint.load.point import lag_limit_for, load_point
+from kneepoint.load.plan import PlannedRequest, plan_requests, point_seed, rate_salt
+from kneepoint.load.point import load_point
 from kneepoint.load.size import PointSize
+from kneepoint.load.trust import Trust
 from kneepoint.physics.defaults import resolve_engine
 from kneepoint.physics.startup import startup_seconds
 from kneepoint.probes.backends import (
@@ -33,7 +35,7 @@ from kneepoint.probes.backends import (
 )
 from kneepoint.probes.credentials import api_key, server_env
 from kneepoint.probes.loadgen import LoadOptions
-from kneepoint.probes.measure import measure
+from kneepoint.probes.measure import Instruments, measure
 from kneepoint.probes.process import Failure, ServerFailedError
 from kneepoint.probes.sweep import Prober
 from kneepoint.probes.virtual_faults import Lifetime, faulted_records, faulted_signals
@@ -156,11 +158,11 @@ def _virtual(o: _Opening) -> Iterator[Target]:
     if faults.slow_start_s > 0:
         log.warning(f"{MARKER} slow_start", seconds=faults.slow_start_s)
 
-    def virtual(rate: float, repeat: int) -> LoadPoint:
-        seed = study.workload.seed + repeat
+    def virtual(rate: float, repeat: int, attempt: int = 0) -> LoadPoint:
+        seed = point_seed(study.workload.seed, repeat, attempt)
         simulated = simulate_load_point(
-            study, rate, size.requests(rate), config, seed, trace=o.trace,
-            warmup_s=size.warmup_s,
+            study, rate, size.requests(rate, attempt), config, seed, trace=o.trace,
+            warmup_s=size.warmup_s, trust=Trust.of(study.slo, study.measurement),
         )  # fmt: skip
         point, records = simulated.point, simulated.load.records
         held, died = life.serve(point.duration_s, study.workload.client.request_timeout_s)
@@ -170,7 +172,8 @@ def _virtual(o: _Opening) -> Iterator[Target]:
         if faults.injected():
             records = faulted_records(records, faults, life.arrived)
             point = load_point(rate, records, study.slo, warmup_s=size.warmup_s,
-                               signals=faulted_signals(point.signals, faults))  # fmt: skip
+                               signals=faulted_signals(point.signals, faults),
+                               trust=Trust.of(study.slo, study.measurement))  # fmt: skip
         life.arrived += len(records)
         if o.keep is not None:
             o.keep(PointArtifacts(rate, repeat, point, records))
@@ -280,6 +283,17 @@ def _http_sender(study: StudySpec, endpoint: Endpoint) -> Sender:
     return send
 
 
+def _instruments(study: StudySpec, endpoint: Endpoint, attempt: int) -> Instruments:
+    """The endpoint's instruments with the study's scrape schedule: its interval, else
+    adaptive from 1 s; a retake scrapes half as often as the attempt before it (a lighter
+    measurement on a host that could not tell)."""
+    every = study.measurement.scrape_interval_s
+    return dataclasses.replace(
+        endpoint.instruments, scrape_interval_s=(every or 1.0) * 2**attempt,
+        adaptive_scrapes=every is None,
+    )  # fmt: skip
+
+
 def _http_prober(
     study: StudySpec,
     endpoint: Endpoint,
@@ -288,16 +302,19 @@ def _http_prober(
     keep: Keep | None,
 ) -> Prober:
     options = _options(study, endpoint)
+    trust = Trust.of(study.slo, study.measurement)
 
-    def probe(rate: float, repeat: int) -> LoadPoint:
+    def probe(rate: float, repeat: int, attempt: int = 0) -> LoadPoint:
         plan = plan_requests(
-            study.workload, rate, num_requests=size.requests(rate),
-            seed=study.workload.seed + repeat, trace=trace, vocab_size=study.model.vocab_size,
-            salt=rate_salt(rate),  # one live server: no prompt may repeat an earlier point's
+            study.workload, rate, num_requests=size.requests(rate, attempt),
+            seed=point_seed(study.workload.seed, repeat, attempt), trace=trace,
+            vocab_size=study.model.vocab_size,
+            salt=rate_salt(rate, attempt),  # one live server: no prompt repeats an earlier one
         )  # fmt: skip
         measured = measure(
-            endpoint.url, plan, rate, options, study.slo, instruments=endpoint.instruments,
-            lag_limit_ms=lag_limit_for(study.slo), warmup_s=size.warmup_s,
+            endpoint.url, plan, rate, options, study.slo,
+            instruments=_instruments(study, endpoint, attempt), trust=trust,
+            warmup_s=size.warmup_s,
         )  # fmt: skip
         if keep is not None:
             keep(PointArtifacts(rate, repeat, measured.point, measured.records,

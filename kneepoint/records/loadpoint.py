@@ -40,6 +40,14 @@ class Signals(Record):
     sim_clock_late_share: float | None = Field(default=None, ge=0.0, le=1.0)
     """``kneepoint sim serve`` only: share of the window's steps whose tokens left more than
     5 ms behind the simulator's own clock (the host, not the simulated engine, set them)."""
+    server_e2e_sum_s: float | None = Field(default=None, ge=0.0)
+    server_requests: float | None = Field(default=None, ge=0.0)
+    """The server's own end-to-end latencies, summed, and their count, over the whole point:
+    vLLM's ``e2e_request_latency_seconds`` histogram read before and after the load (None
+    where the server exports none). Little's law from these needs no gauge sampling."""
+    scrape_share: float | None = Field(default=None, ge=0.0, le=1.0)
+    """Share of the ``/metrics`` scrapes due in the stable window that landed there (None
+    where nothing was scraped on a schedule)."""
     metric_samples: int = Field(default=0, ge=0)
     gpu_samples: int = Field(default=0, ge=0)
 
@@ -78,17 +86,23 @@ class LoadPoint(Record):
     send_lag_p50_ms: float
     send_lag_p99_ms: float
     """The client's own lag behind its schedule (concurrency-cap waits taken out)."""
+    late_send_share: float | None = Field(default=None, ge=0.0, le=1.0)
+    """Share of the stable window's sends later than the study's ``late_send_ms`` (None in
+    recordings made before it was kept)."""
     client_bound: bool
-    """The client could not keep its schedule: the point says nothing about the server."""
+    """The client fell behind its schedule (``late_send_share`` over the study's limit) and
+    the point missed its SLO only by that lag: counted from the actual sends it would have
+    met it. Whether the server failed cannot be told, so the point is not counted."""
     signals: Signals = Signals()
     concurrency_ratio: float | None = Field(default=None, ge=0.0)
-    """Little's law: the server's mean concurrency (vLLM's running plus waiting) over the
-    achieved rate times the window's mean end-to-end latency (None without the server's
-    counts, or in recordings made before it was kept)."""
+    """Little's law: the server's concurrency over the client's. From vLLM's e2e histogram
+    where it exports one (its latencies summed over the client's, sends to ends, over the
+    whole point), else from its running plus waiting gauges over the achieved rate times the
+    window's mean latency (None without either, or too few scrapes to judge by)."""
     inconsistent: bool = False
     """A point that met its SLO, so held a steady state, yet whose ``concurrency_ratio`` is
     off by more than 2x: the server's counts and the client's latencies do not describe the
-    same load (``kneepoint.load.point``), so it is not counted."""
+    same load (``kneepoint.load.trust``), so it is not counted."""
 
     server_behind: bool = False
     """The simulator fell behind its own clock (more than 1% of its steps over 5 ms late,
@@ -102,7 +116,10 @@ class LoadPoint(Record):
     def invalid_reason(self) -> str | None:
         """Why the point is not counted, in a few words (None when it is)."""
         if self.client_bound:
-            return "client-bound: not counted"
+            late = self.late_send_share
+            share = f"{late:.0%} of sends late, " if late is not None else ""
+            return (f"client-bound: {share}the SLO missed only by the client's own lag; "
+                    "not counted")  # fmt: skip
         if self.server_behind:
             late = self.signals.sim_clock_late_share or 0.0
             return (f"simulator behind its clock: {late:.1%} of steps over 5 ms late; "

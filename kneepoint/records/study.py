@@ -26,6 +26,7 @@ from kneepoint.records.engine import EngineConfig
 from kneepoint.records.faults import Faults
 from kneepoint.records.hardware import GpuSpec, ModelSpec
 from kneepoint.records.knobs import KnobCatalogue
+from kneepoint.records.measurement import MeasurementSpec
 from kneepoint.records.objective import Objective, PeakThroughput, SloCapacity
 from kneepoint.records.secret_env import ENV_NAME, looks_secret, referenced
 from kneepoint.records.slo import Slo
@@ -219,6 +220,7 @@ class StudySpec(InputRecord):
     budget: Budget = Budget()
     search: SearchSpec = SearchSpec()
     tuning: TuningSpec = TuningSpec()
+    measurement: MeasurementSpec = MeasurementSpec()
     fleet: FleetSpec = FleetSpec()
     calibration: Calibration | None = None
     """The simulator's constants fitted to a real engine (``kneepoint calibrate``): used by

@@ -18,9 +18,21 @@ class SweepPoint(Record):
     repeat: int = Field(default=0, ge=0)
     arm: str = "incumbent"
     """Which configuration (validation interleaves ``incumbent`` and ``challenger``)."""
+    attempt: int = Field(default=0, ge=0)
+    """0, or which retake of a point that could not tell this is."""
     margin: float = Field(ge=0.0)
     """Worst observed/limit ratio over the SLO (<= 1 meets it)."""
     point: LoadPoint
+
+    @property
+    def passed(self) -> bool:
+        """A counted point that met the SLO."""
+        return self.point.valid and self.margin <= 1.0
+
+    @property
+    def failed(self) -> bool:
+        """A counted point that missed it."""
+        return self.point.valid and self.margin > 1.0
 
 
 class SweepResult(Record):
@@ -36,7 +48,11 @@ class SweepResult(Record):
     knee_rps: float | None = None
     """Highest rate that met the SLO."""
     invalid_points: int = Field(default=0, ge=0)
-    """Points dropped because the client could not keep its schedule."""
+    """Points that could not tell (``LoadPoint.invalid_reason``): recorded, not counted."""
+    floor_reason: str | None = None
+    """Why the capacity is only a floor, with no counted failure above it (the host could
+    not measure higher, the time cap, no rate tried failed); None where a counted failure
+    bounds it, or no rate passed."""
     capped: bool = False
     """The time cap stopped the sweep before it finished its plan."""
     retried: tuple[str, ...] = ()

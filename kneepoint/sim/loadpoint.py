@@ -10,10 +10,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kneepoint.config.trace import workload_trace
-from kneepoint.load.knee import Capacity, find_capacity
+from kneepoint.load.knee import Capacity, Verdict, find_capacity
 from kneepoint.load.plan import plan_requests
 from kneepoint.load.point import load_point, window_bounds
 from kneepoint.load.score import Score, score
+from kneepoint.load.trust import Trust
 from kneepoint.records.efficiency import Efficiency
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.loadpoint import LoadPoint
@@ -56,13 +57,15 @@ def simulate_load_point(
     efficiency: Efficiency | None = None,
     on: SimEngine | None = None,
     salt: str = "",
+    trust: Trust | None = None,
 ) -> SimLoadPoint:
     """Run ``num_requests`` of the study's workload at ``rate_rps`` on a fresh engine
     (``trace``: the workload's trace, already read; None reads it; ``warmup_s``: the least
     time cut from the start of the stable window; ``efficiency``: the roofline's constants,
     by default the study's calibration's, else the built-in ones; ``on``: an engine to go on
     with instead, its prefix cache as earlier points left it, as a live server's is;
-    ``salt``: the plan's, as ``plan_requests`` takes it)."""
+    ``salt``: the plan's, as ``plan_requests`` takes it; ``trust``: the rules the point is
+    judged by, the SLO's defaults when None)."""
     sim = on or SimEngine(study.gpu, study.model, engine or study.engine,
                           efficiency or study.efficiency)  # fmt: skip
     if trace is None:
@@ -78,7 +81,8 @@ def simulate_load_point(
     result = score(load.records, study.slo, warmup_s=warmup_s)
     start, end = window_bounds(load.records, trim=0.1, warmup_s=warmup_s)
     start, end = start + began, end + began
-    signals = virtual_signals(sim, load.run.steps, start, end)
+    finished = [req for _, req in load.run.submitted if req.finish_s is not None]
+    signals = virtual_signals(sim, load.run.steps, start, end, finished)
     return SimLoadPoint(
         rate_rps=rate_rps,
         score=result,
@@ -86,7 +90,13 @@ def simulate_load_point(
         preemptions=sum(step.preempted for step in load.run.steps),
         load=load,
         point=load_point(
-            rate_rps, load.records, study.slo, signals=signals, scored=result, warmup_s=warmup_s
+            rate_rps,
+            load.records,
+            study.slo,
+            signals=signals,
+            scored=result,
+            warmup_s=warmup_s,
+            trust=trust,
         ),
         window_s=(start, end),
     )
@@ -102,9 +112,9 @@ def simulate_capacity(
     """The SLO capacity of a configuration, and the load point at it (None if nothing passed)."""
     points: dict[float, SimLoadPoint] = {}
 
-    def passes(rate: float) -> bool:
+    def passes(rate: float) -> Verdict:
         points[rate] = simulate_load_point(study, rate, num_requests, engine)
-        return points[rate].score.meets_slo
+        return "pass" if points[rate].score.meets_slo else "fail"
 
     capacity = find_capacity(passes, start_rps, rel_tol=rel_tol)
     return capacity, points.get(capacity.passing_rps)

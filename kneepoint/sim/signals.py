@@ -2,8 +2,10 @@
 
 Engine gauges (running, waiting, KV usage) are averaged over the steps of the stable window,
 weighted by step time, the way a scraper polling /metrics would see them on average; counters
-become rates; GPU activity comes from the simulated NVML/GPM counters. Ground truth is not
-here: it stays with the simulator's own records.
+become rates; the finished requests' server-side latencies are summed as vLLM's e2e histogram
+would count them between scrapes before and after the load; GPU activity comes from the
+simulated NVML/GPM counters. Ground truth is not here: it stays with the simulator's own
+records.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from collections.abc import Sequence
 
 from kneepoint.records.loadpoint import Signals
 from kneepoint.sim.engine import SimEngine, StepRecord
+from kneepoint.sim.request import SimRequest
 from kneepoint.sim.telemetry import GpuTelemetry
 
 
@@ -23,8 +26,10 @@ def _weighted(steps: Sequence[StepRecord], value: str) -> float | None:
 
 
 def virtual_signals(
-    engine: SimEngine, steps: Sequence[StepRecord], start_s: float, end_s: float
-) -> Signals:
+    engine: SimEngine, steps: Sequence[StepRecord], start_s: float, end_s: float,
+    finished: Sequence[SimRequest] = (),
+) -> Signals:  # fmt: skip
+    """``finished``: the load's finished requests (their server-side e2e latencies)."""
     inside = [s for s in steps if start_s <= s.start_s < end_s]
     span = end_s - start_s
     if not inside or span <= 0:
@@ -53,6 +58,10 @@ def virtual_signals(
         sm_util_pct=gpu.sm_util_pct,
         tensor_util_pct=gpu.tensor_util_pct,
         dram_bw_util_pct=gpu.dram_bw_util_pct,
+        server_e2e_sum_s=sum(r.token_times_s[-1] - r.arrival_s for r in finished if r.token_times_s)
+        if finished
+        else None,
+        server_requests=float(len(finished)) if finished else None,
         metric_samples=len(inside),
         gpu_samples=1,
     )

@@ -1,0 +1,31 @@
+"""The study's knee search: the one ``tune``'s baseline, ``kneepoint sweep`` and ``kneepoint
+diagnose`` all run (the start rate, tolerance, retakes and lowest rate the study names), so
+that the same measured points give the same SLO capacity whichever command measured them."""
+
+from __future__ import annotations
+
+import time
+
+from kneepoint.probes.sweep import Clock, Prober, knee_search
+from kneepoint.records.engine import EngineConfig
+from kneepoint.records.study import StudySpec
+from kneepoint.records.sweep import SweepResult
+
+
+def study_knee_search(
+    probe: Prober,
+    study: StudySpec,
+    config: EngineConfig,
+    *,
+    start_rps: float | None = None,
+    time_cap_s: float | None = None,
+    clock: Clock = time.monotonic,
+) -> SweepResult:
+    """``config``'s knee on ``study``'s terms, from ``start_rps`` (else the study's
+    ``tuning.start_rps``)."""
+    spec = study.measurement
+    return knee_search(
+        probe, config, study.slo, start_rps or study.tuning.start_rps,
+        rel_tol=spec.knee_tolerance, time_cap_s=time_cap_s, clock=clock,
+        retakes=spec.retakes, lowest_rps=spec.lowest_rps,
+    )  # fmt: skip

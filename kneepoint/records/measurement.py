@@ -1,0 +1,51 @@
+"""When a load point can tell what it measured: the study's rules for trusting a point, and how
+a point that cannot tell is measured again (``kneepoint.load.trust``, ``kneepoint.probes.sweep``).
+
+A point that cannot tell (a client too late to keep its schedule, a server whose own counts
+describe another load) is *unknown*: never a pass, never a failure. The defaults come from
+the measurements named beside each field.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from kneepoint.records.base import InputRecord
+
+
+class MeasurementSpec(InputRecord):
+    """Trust rules for load points, and what a point that cannot tell gets instead."""
+
+    late_send_ms: float | None = Field(default=None, gt=0.0, le=600_000.0)
+    """A send later than this behind its schedule is late. None: 5% of the tightest TTFT or
+    e2e limit (the latencies a late send moves, since they count from the schedule), at
+    least 10 ms; 10 ms without such a limit."""
+    late_send_share: float = Field(default=0.01, gt=0.0, lt=1.0)
+    """A point whose stable window has more late sends than this share did not send on its
+    schedule. A p99 limit rests on the worst 1% of requests, so more late sends than that can
+    decide it. Such a point's pass still counts (late sends only bunch the load and lengthen
+    latencies counted from the schedule); its miss counts only where the SLO is missed even
+    with latencies counted from the actual sends, else the point is unknown (client-bound)."""
+    littles_law_tolerance: float = Field(default=2.0, gt=1.0, le=10.0)
+    """How far the server's own concurrency may stray from rate x the client's latency on a
+    point that met its SLO before the point is unknown (inconsistent). vLLM's e2e histogram
+    read 0.69-0.93 of the client's latency on every point of the CPU recordings
+    (tests/fixtures/real/cpu-tiny-llama); the H100 recordings' gauges 0.81-1.03."""
+    min_scrape_share: float = Field(default=0.5, ge=0.0, le=1.0)
+    """Where the server exports no e2e histogram, Little's law is judged from its gauges only
+    if at least this share of the scrapes due in the window landed: on a busy 2-core host
+    19-27 of 82-93 landed, and those few read a server idler than it was (issue "Step 12")."""
+    retakes: int = Field(default=1, ge=0, le=3)
+    """Times a point that cannot tell is measured again at the same rate (each retake twice
+    as long, on fresh requests, with half the scrapes) before it is left unknown."""
+    scrape_interval_s: float | None = Field(default=None, gt=0.0, le=60.0)
+    """Seconds between ``/metrics`` scrapes during a point. None: adaptive, at least 1 s and
+    at least 50 times what the last scrape took, so scraping costs the server under 2% of
+    its time (``benchmarks/scrape_cost.py``)."""
+    knee_tolerance: float = Field(default=0.05, gt=0.0, le=0.5)
+    """A knee search bisects until its bracket is within this share of its passing rate.
+    ``tune``'s baseline, ``sweep`` and ``diagnose`` all search the same way, so they read one
+    capacity from the same points."""
+    lowest_rps: float | None = Field(default=None, gt=0.0, le=1e5)
+    """The lowest rate a knee search measures: below it a point takes too long to say
+    anything. None: the search's start rate over 16."""
