@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 
 from kneepoint.load.capacity import interpolate_capacity, mean_interval
-from kneepoint.probes.sweep import knee_search, screen
+from kneepoint.load.point import load_point
+from kneepoint.probes.sweep import knee_search, measure_rates, screen
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.loadpoint import LoadPoint, Signals
-from kneepoint.records.measure import Dist
+from kneepoint.records.measure import Dist, RequestRecord
 from kneepoint.records.slo import ClassSlo, Slo
 from tests.conftest import QUICKSTART
 
@@ -129,6 +130,54 @@ def test_the_walk_down_stops_at_the_lowest_rate_worth_measuring() -> None:
     calls.clear()
     knee_search(probe, CONFIG, SLO, 8.0, lowest_rps=2.0)
     assert calls == [8.0, 4.0, 2.0]
+
+
+def test_a_miss_that_contradicts_an_earlier_leg_is_retaken_and_superseded() -> None:
+    # The first repeat met the SLO up to 36 req/s; the second repeat's lowest rate, 24 req/s,
+    # misses: a busy host for a few seconds (seen on the CPU build: TTFT p99 3.2 s at 24.4
+    # req/s where the repeat before read 0.4 s). Its retake agrees with the curve, so the
+    # miss is kept, superseded, and the repeat's capacity is read from the counted points.
+    _, _, steady = linear_server(40.0)
+    earlier = measure_rates(steady, CONFIG, SLO, [24.0, 32.0, 36.0, 44.0], repeat=0)  # type: ignore[arg-type]
+    blip = {"left": 1}
+
+    def probe(rate: float, repeat: int, attempt: int = 0) -> LoadPoint:
+        if rate == 24.0 and blip["left"]:
+            blip["left"] -= 1
+            return _point(rate, 320.0)
+        return _point(rate, 100.0 * rate / 40.0)
+
+    again = measure_rates(probe, CONFIG, SLO, [24.0, 32.0, 36.0, 44.0], repeat=1,  # type: ignore[arg-type]
+                          reference=earlier.points)  # fmt: skip
+    first, retake = (p for p in again.points if p.rate_rps == 24.0)
+    assert first.superseded and not first.counted and first.why_not_counted()
+    assert retake.attempt == 1 and retake.passed
+    assert again.capacity_rps == pytest.approx(40.0)
+
+    # a miss the retake repeats is the configuration's: both count
+    def slow_at_24(rate: float, repeat: int, attempt: int = 0) -> LoadPoint:
+        return _point(rate, 320.0 if rate == 24.0 else 50.0)
+
+    stubborn = measure_rates(slow_at_24, CONFIG, SLO, [24.0, 32.0], repeat=1,
+                             reference=earlier.points)  # fmt: skip
+    assert [p.counted for p in stubborn.points if p.rate_rps == 24.0] == [True, True]
+
+
+def test_a_miss_the_server_s_own_histograms_call_a_pass_is_the_client_s() -> None:
+    # A starved client: 30% of its sends late, and a TTFT p99 it reads over the limit even
+    # from the sends; vLLM's own histogram says 74 ms. The client decided it: not counted.
+    records = [RequestRecord(index=i, traffic_class="c", scheduled_s=i * 0.1,
+                             sent_s=i * 0.1 + (0.3 if i % 3 == 0 else 0.0),
+                             chunk_times_s=(i * 0.1 + (1.5 if i % 3 == 0 else 0.05),),
+                             end_s=i * 0.1 + 1.6, output_tokens=1)
+               for i in range(200)]  # fmt: skip
+    slo = Slo(classes={"c": ClassSlo(ttft_p99_ms=1000.0)})
+    fast = Dist(count=200, mean_ms=20.0, p50_ms=15.0, p90_ms=40.0, p95_ms=50.0, p99_ms=74.0)
+    seen = load_point(10.0, records, slo, signals=Signals(server_latency={"ttft": fast}))
+    assert not seen.meets_slo and seen.client_bound and not seen.valid
+    slow = fast.model_copy(update={"p99_ms": 1400.0})
+    told = load_point(10.0, records, slo, signals=Signals(server_latency={"ttft": slow}))
+    assert told.late_send_share and told.late_send_share > 0.3 and told.valid  # a counted miss
 
 
 def test_screen_starts_at_the_incumbents_knee_and_climbs_until_a_rate_fails() -> None:

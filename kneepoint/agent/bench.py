@@ -26,14 +26,14 @@ from kneepoint.physics.defaults import UnmodeledSettingError
 from kneepoint.probes import sweep
 from kneepoint.probes.process import FailureKind, ServerFailedError
 from kneepoint.probes.study_knee import study_knee_search
-from kneepoint.probes.sweep import Prober
+from kneepoint.probes.sweep_run import Prober
 from kneepoint.probes.targets import PointArtifacts, PointSize, Target, open_target
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.loadpoint import LoadPoint
 from kneepoint.records.measure import RequestRecord
 from kneepoint.records.proposal import TrialStatus
 from kneepoint.records.study import StudySpec
-from kneepoint.records.sweep import SweepResult
+from kneepoint.records.sweep import SweepPoint, SweepResult
 from kneepoint.sim.engine import EngineRefusedError
 
 log = structlog.get_logger(__name__)
@@ -153,15 +153,17 @@ class Bench:
         tuning, label = self.study.tuning, "repeats"
 
         def attempt() -> tuple[SweepResult, float]:
-            legs = []
+            legs: list[SweepResult] = []
             self.progress.sweep(label, tuning.validate_repeats * len(rates))
             with self.session(config, trial_dir, label, tuning.validate_seconds) as (
                 probe, target,
             ):  # fmt: skip
                 for repeat in range(tuning.validate_repeats):
+                    earlier = [p for leg in legs for p in leg.points]
                     legs.append(sweep.measure_rates(probe, config, self.study.slo, rates,
                                                     repeat=repeat, climb=self._climb,
-                                                    retakes=self._retakes))  # fmt: skip
+                                                    retakes=self._retakes,
+                                                    reference=earlier))  # fmt: skip
             return sweep.merge(legs), target.clock.seconds()
 
         return self._kept(trial_dir, label, *self._retrying("repeats", attempt))
@@ -266,8 +268,9 @@ class Bench:
             order = list(arms) if repeat % 2 == 0 else list(arms)[::-1]
             for arm in order:
                 label = f"validate-{arm}"
+                earlier = [p for leg in legs[arm] for p in leg.points]
                 attempt = functools.partial(self._leg, arms[arm], trial_dir, rates[arm],
-                                            repeat, arm)  # fmt: skip
+                                            repeat, arm, earlier=earlier)  # fmt: skip
                 try:
                     leg, seconds, retried = self._retrying(label, attempt)
                 except TrialFailedError as exc:
@@ -281,15 +284,17 @@ class Bench:
         return results["incumbent"], results["challenger"], spent
 
     def _leg(
-        self, config: EngineConfig, trial_dir: Path, rates: list[float], repeat: int, arm: str
-    ) -> tuple[SweepResult, float]:
-        """One arm of one validation repeat, on its own server."""
+        self, config: EngineConfig, trial_dir: Path, rates: list[float], repeat: int, arm: str,
+        *, earlier: Sequence[SweepPoint] = (),
+    ) -> tuple[SweepResult, float]:  # fmt: skip
+        """One arm of one validation repeat, on its own server (``earlier``: the arm's points
+        from the repeats before, which its points must not contradict without a retake)."""
         label = f"validate-{arm}"
         self.progress.sweep(label, len(rates))
         with self.session(config, trial_dir, label, self.study.tuning.validate_seconds) as (
             probe, target,
         ):  # fmt: skip
             leg = sweep.measure_rates(probe, config, self.study.slo, rates, repeat=repeat,
-                                      arm=arm, climb=self._climb,
-                                      retakes=self._retakes)  # fmt: skip
+                                      arm=arm, climb=self._climb, retakes=self._retakes,
+                                      reference=earlier)  # fmt: skip
         return leg, target.clock.seconds()

@@ -35,6 +35,7 @@ from kneepoint.records.sweep import SweepResult
 
 EXIT_SERVER_FAILED = 1
 """The run failed (the server did not answer or died)."""
+EXIT_INTERRUPTED = 130
 
 
 def add_diagnose_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -98,6 +99,13 @@ def _recording(path: Path) -> tuple[StudySpec, SweepResult]:
     return recorded.study, recorded.result
 
 
+def _write_study(folder: Path, study: StudySpec) -> None:
+    """With the study beside its sweep.json, the folder is a recording `kneepoint calibrate`
+    and benchmarks/real_fidelity.py can read."""
+    resolved = yaml.safe_dump(study.model_dump(mode="json"), sort_keys=False)
+    write_atomically(folder / "study.yaml", resolved)
+
+
 def run_diagnose(args: argparse.Namespace) -> int:
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     check_output("--runs-dir", args.runs_dir, directory=True)
@@ -112,20 +120,24 @@ def run_diagnose(args: argparse.Namespace) -> int:
     else:
         study = _study(args)
         folder = args.runs_dir / f"diagnose-{study.name}-{stamp}"
+        _write_study(folder, study)  # first: an interrupted diagnosis is a recording too
         try:
             findings = measure_and_diagnose(study, folder, knob_catalogue(),
                                             progress_for(sys.stderr), args.knee_rps)  # fmt: skip
         except ServerFailedError as exc:
             print(f"kneepoint: the server failed: {exc}", file=sys.stderr)
             return EXIT_SERVER_FAILED
+        except KeyboardInterrupt:
+            kept = folder / "sweep.json"
+            where = (f"; what it measured is in {kept} (kneepoint diagnose --from {folder})"
+                     if kept.is_file() else "")  # fmt: skip
+            print(f"\nkneepoint: interrupted{where}", file=sys.stderr)
+            return EXIT_INTERRUPTED
     text = to_markdown(findings_document(study, findings), folder)
     write_atomically(folder / "diagnosis.md", text)
     body = {"diagnosis": findings.diagnosis.model_dump(mode="json"),
             "pruning": findings.pruning.model_dump(mode="json")}  # fmt: skip
     write_atomically(folder / "diagnosis.json", json.dumps(body, indent=1) + "\n")
-    # With the study beside its sweep.json, the folder is a recording `kneepoint calibrate`
-    # and benchmarks/real_fidelity.py can read.
-    resolved = yaml.safe_dump(study.model_dump(mode="json"), sort_keys=False)
-    write_atomically(folder / "study.yaml", resolved)
+    _write_study(folder, study)
     sys.stdout.write(text + f"\nwritten: {folder}\n")
     return 0

@@ -1,7 +1,9 @@
 """``kneepoint sweep``: measure one configuration's latency/load curve and its knee.
 
-The console gets the curve as a table (rate, SLO margin, goodput, TTFT/ITL percentiles per
-class) with the knee marked; the whole result, every load point included, goes to a JSON file.
+Each point is told on stderr as it is measured; the console then gets the curve as a table
+(rate, SLO margin, goodput, TTFT/ITL percentiles per class) with the knee marked. The whole
+result, every load point included, goes to a JSON file with the study beside it (a recording
+``kneepoint diagnose --from`` reads), also when the sweep is interrupted.
 """
 
 from __future__ import annotations
@@ -9,11 +11,17 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from datetime import datetime
 from pathlib import Path
 
+import yaml
+
+from kneepoint.agent.cli_progress import progress_for
 from kneepoint.agent.feasibility import launch_checks
 from kneepoint.agent.files import check_output, write_atomically
 from kneepoint.agent.report.intervals import TRIM, slo_intervals
+from kneepoint.agent.watch import Watched
+from kneepoint.calibration.recorded import study_path_for
 from kneepoint.config import load_study
 from kneepoint.config.overrides import add_overrides_argument
 from kneepoint.load.score import stable_window
@@ -26,6 +34,7 @@ from kneepoint.records.sweep import SweepResult
 
 EXIT_SERVER_FAILED = 1
 """The run failed (a server that would not start or died), as vLLM exits when it refuses."""
+EXIT_INTERRUPTED = 130
 
 
 def add_sweep_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -50,26 +59,54 @@ def run_sweep(args: argparse.Namespace) -> int:
     overrides = [*args.overrides, *(f"engine.{knob}" for knob in args.knobs)]
     study = load_study(args.file, overrides, launch_checks())
     config = study.engine
-    out = args.out or Path("runs") / study.name / f"sweep-{config.fingerprint()}.json"
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    out = args.out or Path("runs") / f"sweep-{study.name}-{stamp}" / "sweep.json"
     check_output("--out", out)
-    trial_dir = out.parent / f"sweep-{config.fingerprint()}"
+    trial_dir = out.parent / f"{out.stem}-points"
     kept: dict[float, tuple[RequestRecord, ...]] = {}
 
     def keep(artifacts: PointArtifacts) -> None:
         kept[artifacts.rate_rps] = artifacts.records
 
+    size = PointSize.for_study(study, args.seconds or study.tuning.screen_seconds)
+    progress = progress_for(sys.stderr)
+    progress.phase("sweep", f"{study.name}: knee search of {config.fingerprint()}")
+    watched: Watched | None = None
     try:
-        size = PointSize.for_study(study, args.seconds or study.tuning.screen_seconds)
         with open_target(study, config, trial_dir, size, keep) as target:
-            result = study_knee_search(target.probe, study, config, start_rps=args.start_rps)
+            watched = Watched(target.probe, progress, "sweep", study.slo)
+            result = study_knee_search(watched, study, config, start_rps=args.start_rps)
     except ServerFailedError as exc:
-        print(f"kneepoint: the server failed: {exc}", file=sys.stderr)
+        print(f"kneepoint: the server failed: {exc}{_kept(watched, out, study)}",
+              file=sys.stderr)  # fmt: skip
         return EXIT_SERVER_FAILED
-    write_atomically(out, result.model_dump_json(indent=2) + "\n")
+    except KeyboardInterrupt:
+        if watched is None or not watched.points:
+            raise
+        print(f"\nkneepoint: interrupted{_kept(watched, out, study)}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    write_recording(out, study, result)
     windows = {rate: stable_window(records, TRIM, size.warmup_s) for rate, records in kept.items()}
     text = render_curve(study, result) + knee_intervals(study, result, windows)
     sys.stdout.write(text + f"\nwritten: {out}\n")
     return 0
+
+
+def _kept(watched: Watched | None, out: Path, study: StudySpec) -> str:
+    """Writes what a sweep stopped early had measured; says where (nothing: '')."""
+    if watched is None or not watched.points:
+        return ""
+    write_recording(out, study, watched.interrupted(study.engine))
+    return (f"; the {len(watched.points)} points measured are in {out} "
+            f"(kneepoint diagnose --from {out})")  # fmt: skip
+
+
+def write_recording(out: Path, study: StudySpec, result: SweepResult) -> None:
+    """The sweep and, beside it, the study it was measured under: a recording
+    ``kneepoint diagnose --from`` and ``kneepoint calibrate`` read."""
+    write_atomically(out, result.model_dump_json(indent=2) + "\n")
+    resolved = yaml.safe_dump(study.model_dump(mode="json"), sort_keys=False)
+    write_atomically(study_path_for(out), resolved)
 
 
 def render_curve(study: StudySpec, result: SweepResult) -> str:
@@ -84,7 +121,7 @@ def render_curve(study: StudySpec, result: SweepResult) -> str:
     for entry in sorted(result.points, key=lambda p: p.rate_rps):
         point = entry.point
         mark = ">" if entry.rate_rps == result.knee_rps else " "
-        flag = "" if point.valid else f"  ({point.invalid_reason()})"
+        flag = "" if entry.counted else f"  ({entry.why_not_counted()})"
         for i, (name, dists) in enumerate(sorted(point.dists.items())):
             head = (f"{mark} {entry.rate_rps:8.2f} {entry.margin:6.2f} {point.goodput_rps:8.2f}"
                     if i == 0 else " " * 34)  # fmt: skip
@@ -96,9 +133,14 @@ def render_curve(study: StudySpec, result: SweepResult) -> str:
             )
     if result.capacity_rps is None:
         lines.append("SLO capacity: no rate tried met the SLO")
+    elif result.floor_reason is not None:
+        lines.append(f"SLO capacity: at least {result.capacity_rps:.2f} req/s, a floor: "
+                     f"{result.floor_reason} (latencies in ms)")  # fmt: skip
     else:
         lines.append(f"SLO capacity: {result.capacity_rps:.2f} req/s (interpolated; knee "
                      f"marked > at {result.knee_rps:.2f} req/s; latencies in ms)")  # fmt: skip
+    if result.interrupted:
+        lines.append("(interrupted: the points measured until then)")
     return "\n".join(lines)
 
 

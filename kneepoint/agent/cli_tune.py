@@ -142,10 +142,12 @@ def _tune(folder: RunFolder, args: argparse.Namespace) -> int:
         f"{state.device_s / 3600:.2f} device-hours",
         f"report: {markdown}  {html}",
     ]
-    if state.incumbent is not None:
+    failed = finished is not None and finished.reason == "baseline_failed"
+    if state.incumbent is not None and not failed:
         lines += _winner_lines(folder, study, state)
     sys.stdout.write("\n".join(lines) + "\n")
-    if finished is not None and finished.reason == "baseline_failed":
+    if failed:
+        assert finished is not None
         # Nothing was tuned: the run failed, though its report says what the server did.
         print(f"kneepoint: {folder.path}: the baseline failed: {finished.detail}",
               file=sys.stderr)  # fmt: skip

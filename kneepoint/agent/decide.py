@@ -12,7 +12,9 @@ from kneepoint.agent.state import RunState, Step, TrialState
 from kneepoint.load.objective import noise_rel
 from kneepoint.policies.learning import best_left, learned_factors, nothing_worth_trying
 from kneepoint.records.ledger import Finished
+from kneepoint.records.objective import SloCapacity
 from kneepoint.records.study import StudySpec
+from kneepoint.records.sweep import nothing_met
 
 
 @dataclass(frozen=True)
@@ -87,8 +89,26 @@ def next_action(state: RunState, study: StudySpec, now: datetime) -> Action:
         return CheckBurst()
     if step in ("start", "baseline"):
         return Start() if step == "start" else MeasureBaseline()
-    stop = budget_stop(state, study, now) or nothing_left(state, study)
+    stop = no_knee(state, study) or budget_stop(state, study, now) or nothing_left(state, study)
     return Stop(stop) if stop is not None else Propose()
+
+
+def no_knee(state: RunState, study: StudySpec) -> Finished | None:
+    """A stop (the run failed) when the baseline of an SLO-capacity study has no counted
+    knee: no counted rate met the SLO, or none failed above the highest that did. Nothing
+    can then be judged against it, nor said about what binds."""
+    baseline = state.baseline
+    if baseline is None or not isinstance(study.objective, SloCapacity) or state.promotions:
+        return None
+    knee, repeats = baseline.knee, baseline.repeats
+    if knee.capacity_rps is None and repeats.capacity_rps is None:
+        return Finished(reason="baseline_failed", detail=nothing_met(knee))
+    if knee.floor_reason is not None and repeats.floor_reason is not None:
+        detail = (f"the baseline never saw a counted failing rate: {knee.floor_reason}; "
+                  "its SLO capacity is only a floor, so no change can be judged against "
+                  "it and what binds cannot be named")  # fmt: skip
+        return Finished(reason="baseline_failed", detail=detail)
+    return None
 
 
 def _trial_action(step: Step, trial: TrialState) -> TrialAction:

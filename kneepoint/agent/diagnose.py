@@ -17,6 +17,7 @@ from kneepoint.agent.rates import repeat_rates
 from kneepoint.agent.report.document import Document, Heading, Paragraph, Table
 from kneepoint.agent.report.measured import objective_text, slo
 from kneepoint.agent.report.sections import evidence_table, pruning_tables
+from kneepoint.agent.watch import Watched
 from kneepoint.load.objective import name as objective_name
 from kneepoint.policies.context import context_of
 from kneepoint.policies.diagnosis import diagnose
@@ -24,6 +25,7 @@ from kneepoint.policies.observe import observe
 from kneepoint.policies.pruning import BackendKind, prune
 from kneepoint.probes import sweep
 from kneepoint.probes.study_knee import study_knee_search
+from kneepoint.probes.sweep_run import Prober
 from kneepoint.probes.targets import PointSize, open_target
 from kneepoint.records.diagnosis import Diagnosis
 from kneepoint.records.knobs import KnobCatalogue
@@ -44,28 +46,45 @@ def measure_and_diagnose(
     study: StudySpec, folder: Path, catalogue: KnobCatalogue, progress: Progress,
     knee_rps: float | None = None,
 ) -> Findings:  # fmt: skip
-    config, slo = study.engine, study.slo
+    """Measure ``study.engine`` and diagnose it; every point is told to ``progress`` as it
+    lands, and an interrupt leaves what was measured in ``folder``'s sweep.json."""
+    config = study.engine
     size = PointSize.for_study(study, study.tuning.screen_seconds)
     with open_target(study, config, folder, size) as target:
-        if knee_rps is None:
-            progress.phase("diagnose", "knee search")
-            result = study_knee_search(target.probe, study, config)
-        else:
-            progress.phase("diagnose", f"one point past {knee_rps:g} req/s and one below", 2)
-            rates = [0.6 * knee_rps, 1.2 * knee_rps]
-            result = sweep.measure_rates(target.probe, config, slo, rates, kind="knee",
-                                         retakes=study.measurement.retakes)  # fmt: skip
-        if not isinstance(study.objective, SloCapacity):
-            # The objective's own rates too: a diagnosis never reports another objective.
-            knee = result.capacity_rps or max(p.rate_rps for p in result.points)
-            rates = repeat_rates(study.objective, knee)
-            progress.phase("diagnose", f"{objective_name(study.objective)}: {len(rates)} points")
-            at = sweep.measure_rates(target.probe, config, slo, rates, kind="knee",
-                                     retakes=study.measurement.retakes)  # fmt: skip
-            result = sweep.merge([result, at], kind="knee")
+        watched = Watched(target.probe, progress, "diagnose", study.slo)
+        try:
+            result = _measure(study, watched, progress, knee_rps)
+        except KeyboardInterrupt:
+            if watched.points:
+                interrupted = watched.interrupted(config)
+                write_atomically(folder / "sweep.json", interrupted.model_dump_json(indent=1))
+            raise
         version = target.endpoint.version if target.endpoint is not None else None
     write_atomically(folder / "sweep.json", result.model_dump_json(indent=1) + "\n")
     return findings_of(study, result, catalogue, version)
+
+
+def _measure(
+    study: StudySpec, probe: Prober, progress: Progress, knee_rps: float | None
+) -> SweepResult:
+    """The study's knee search, or (with a known knee) one rate below it and one past it;
+    then the objective's own rates where it reads others."""
+    config, slo, retakes = study.engine, study.slo, study.measurement.retakes
+    if knee_rps is None:
+        progress.phase("diagnose", "knee search")
+        result = study_knee_search(probe, study, config)
+    else:
+        progress.phase("diagnose", f"one point past {knee_rps:g} req/s and one below", 2)
+        rates = [0.6 * knee_rps, 1.2 * knee_rps]
+        result = sweep.measure_rates(probe, config, slo, rates, kind="knee", retakes=retakes)
+    if not isinstance(study.objective, SloCapacity) and result.points:
+        # The objective's own rates too: a diagnosis never reports another objective.
+        knee = result.capacity_rps or max(p.rate_rps for p in result.points)
+        rates = repeat_rates(study.objective, knee)
+        progress.phase("diagnose", f"{objective_name(study.objective)}: {len(rates)} points")
+        at = sweep.measure_rates(probe, config, slo, rates, kind="knee", retakes=retakes)
+        result = sweep.merge([result, at], kind="knee")
+    return result
 
 
 def findings_of(
@@ -88,11 +107,20 @@ def findings_of(
     return Findings(result, diagnosis, pruning)
 
 
+def capacity_words(result: SweepResult) -> str:
+    """The sweep's SLO capacity in words: a floor says so, and why."""
+    if not result.capacity_rps:
+        return "no rate tried met the SLO"
+    if result.floor_reason is not None:
+        return (f"SLO capacity at least {result.capacity_rps:.2f} req/s (a floor, not the "
+                f"knee: {result.floor_reason})")  # fmt: skip
+    return f"SLO capacity {result.capacity_rps:.2f} req/s"
+
+
 def findings_document(study: StudySpec, findings: Findings) -> Document:
     doc = Document(f"kneepoint diagnosis: {study.name}")
     result, diagnosis = findings.result, findings.diagnosis
-    capacity = (f"SLO capacity about {result.capacity_rps:.2f} req/s"
-                if result.capacity_rps else "no rate tried met the SLO")  # fmt: skip
+    capacity = capacity_words(result)
     if not isinstance(study.objective, SloCapacity):
         capacity += f"; the study's objective, {objective_text(result, study.objective)}"
     rate = f" at {diagnosis.rate_rps:.2f} req/s" if diagnosis.rate_rps else ""
@@ -112,7 +140,7 @@ def findings_document(study: StudySpec, findings: Findings) -> Document:
             [f"{p.rate_rps:.2f}", f"{p.margin:.2f}", f"{p.point.goodput_rps:.2f}",
              "yes" if p.point.meets_slo else "no: " + "; ".join(p.point.violations),
              "n/a" if p.point.concurrency_ratio is None else f"{p.point.concurrency_ratio:.2f}",
-             p.point.invalid_reason() or "yes"]
+             p.why_not_counted() or "yes"]
             for p in sorted(result.points, key=lambda p: p.rate_rps)
         ]),
     )  # fmt: skip

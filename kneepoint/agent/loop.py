@@ -126,8 +126,15 @@ class Tuner:
             return
         self._record(baseline)
         objective = self.study.objective
-        value = objective_value(baseline.repeats, objective) or 0.0
-        measured = f"{objective_name(objective)} {value:.2f} {unit(objective)}"
+        value = objective_value(baseline.repeats, objective)
+        measured = (
+            f"{objective_name(objective)} {value:.2f} {unit(objective)}"
+            if value is not None
+            else f"{objective_name(objective)}: no rate met the SLO"
+        )
+        floor = baseline.repeats.floor_reason or baseline.knee.floor_reason
+        if value is not None and floor is not None:
+            measured += f" (a floor: {floor})"
         self.progress.status(f"baseline: {baseline.diagnosis.headline()}; {measured}")
 
     def _propose(self) -> None:

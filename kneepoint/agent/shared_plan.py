@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from kneepoint.agent.decide import budget_stop, nothing_left
+from kneepoint.agent.decide import budget_stop, no_knee, nothing_left
 from kneepoint.agent.shared_state import Shared
 from kneepoint.agent.state import RunState
 from kneepoint.policies.observe import observe
@@ -48,7 +48,7 @@ def plan(shared: Shared, study: StudySpec, catalogue: KnobCatalogue, workers: in
     finalist = _next_finalist(shared)
     if finalist is not None:
         return Plan((finalist,))
-    stop = budget_stop(state, study, now) or nothing_left(state, study)
+    stop = no_knee(state, study) or budget_stop(state, study, now) or nothing_left(state, study)
     if stop is not None:
         return Plan(finished=stop)
     size = max(1, workers)

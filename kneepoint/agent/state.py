@@ -198,7 +198,7 @@ class RunState:
         past its knee: the rate it serves flat out, which the next sweeps must overrun."""
         repeats = self.incumbent_repeats
         if isinstance(self.objective, PeakThroughput) and repeats is not None:
-            served = [p.point.achieved_rps for p in repeats.points if p.point.valid]
+            served = [p.point.achieved_rps for p in repeats.points if p.counted]
             if served and self.promotions:
                 return max(served)
         if repeats is not None and repeats.capacity_rps is not None:

@@ -26,21 +26,12 @@ from kneepoint.records.diagnosis import Diagnosis, Observation
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.knobs import KnobCatalogue
 from kneepoint.records.ledger import Baseline, Promoted, QualityChecked, Screened, Validated
+from kneepoint.records.objective import SloCapacity
 from kneepoint.records.proposal import Outcome, Proposal, Pruning
 from kneepoint.records.study import StudySpec, VllmBackend
-from kneepoint.records.sweep import SweepResult
+from kneepoint.records.sweep import SweepResult, nothing_met
 
 log = structlog.get_logger(__name__)
-
-
-def _nothing_met(result: SweepResult) -> str:
-    """The cause of a screen in which no rate met the SLO: its lowest rate and what missed."""
-    valid = [p for p in result.points if p.point.valid]
-    if not valid:
-        return "no rate met the SLO (no valid point)"
-    low = min(valid, key=lambda p: p.rate_rps)
-    missed = "; ".join(low.point.violations) or "the SLO"
-    return f"no rate met the SLO; at the lowest, {low.rate_rps:.2f} req/s: {missed}"
 
 
 def _no_real_outputs(study: StudySpec, config: EngineConfig) -> str | None:
@@ -85,11 +76,19 @@ class Steps:
         trial_dir = self.bench.folder.trial_dir(0, config)
         self.bench.progress.phase("baseline", "knee search of the starting configuration")
         knee, knee_s = self.bench.knee(config, trial_dir)
+        if knee.capacity_rps is None and isinstance(self.study.objective, SloCapacity):
+            # no rate met the SLO: repeats around nothing would only spend device time
+            diagnosis, pruning = self.findings(config, knee)
+            return Baseline(config=config, knee=knee, repeats=knee, diagnosis=diagnosis,
+                            pruning=pruning, device_s=knee_s)  # fmt: skip
         around = knee.capacity_rps or min(p.rate_rps for p in knee.points)
         self.bench.progress.phase("baseline", "the starting configuration, repeated")
         rates = repeat_rates(self.study.objective, around)
         repeats, repeats_s = self.bench.repeats(config, trial_dir, rates)
-        diagnosis, pruning = self.findings(config, knee)
+        # what binds is read at the knee: the repeats' points where the knee search never
+        # saw a counted failure and they did (they climb past their range)
+        seen = knee if knee.floor_reason is None else merge([knee, repeats], kind="knee")
+        diagnosis, pruning = self.findings(config, seen)
         return Baseline(
             config=config, knee=knee, repeats=repeats, diagnosis=diagnosis,
             pruning=pruning, device_s=knee_s + repeats_s,
@@ -129,10 +128,10 @@ class Steps:
             outcome = Outcome(status=exc.status, detail=exc.cause)
             return Screened(trial=trial, outcome=outcome, reason=exc.cause, device_s=exc.device_s)
         measured = objective_value(result, objective)
-        if result.invalid_points and measured is None:
-            outcome = Outcome(status="invalid_measurement", detail="the client fell behind")
+        if measured is None and not any(p.counted for p in result.points) and result.points:
+            outcome = Outcome(status="invalid_measurement", detail=nothing_met(result))
         elif measured is None:
-            outcome = Outcome(status="infeasible", detail=_nothing_met(result))
+            outcome = Outcome(status="infeasible", detail=nothing_met(result))
         else:
             outcome = Outcome(status="ok", objective=measured, feasible=measured > 0)
         check = is_finalist(measured, objective_value(incumbent, objective),

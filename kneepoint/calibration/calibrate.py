@@ -50,7 +50,7 @@ def _ttft_p50(point: SweepPoint) -> float:
 
 
 def _lowest_passing(recorded: RecordedSweep) -> SweepPoint | None:
-    passing = [p for p in recorded.result.points if p.point.valid and p.margin <= 1.0]
+    passing = [p for p in recorded.result.points if p.passed]
     return min(passing, key=lambda p: (p.rate_rps, p.repeat)) if passing else None
 
 

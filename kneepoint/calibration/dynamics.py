@@ -75,7 +75,7 @@ def replay_errors(recordings: Sequence[RecordedSweep], efficiency: Efficiency) -
             real_gaps, sim_gaps = gaps_ms(real), gaps_ms(sim)
             if real_gaps is None or sim_gaps is None or real.rate_rps > limit:
                 continue
-            if not (real.point.valid and sim.point.valid):
+            if not (real.counted and sim.counted):
                 continue
             steady = gap_weight(real.rate_rps, real_cap)
             for weight, r, s in zip(GAP_WEIGHTS, real_gaps, sim_gaps, strict=True):

@@ -92,7 +92,7 @@ def _weighted_median(values: Sequence[float], weights: Sequence[int]) -> float:
 
 def _busy(entry: SweepPoint) -> bool:
     signals = entry.point.signals
-    return bool(entry.point.valid and signals.steps_per_s
+    return bool(entry.counted and signals.steps_per_s
                 and (signals.running_mean or 0.0) >= MIN_RUNNING)  # fmt: skip
 
 

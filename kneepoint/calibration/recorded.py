@@ -47,7 +47,18 @@ class RecordedSweep:
         return self.study.model_copy(update={"backend": SimBackend()})
 
 
+def study_path_for(sweep: Path) -> Path:
+    """Where the study of a sweep written at ``sweep`` goes: ``study.yaml`` beside a
+    ``sweep.json``, else ``<stem>.study.yaml`` beside the file."""
+    return sweep.parent / (
+        "study.yaml" if sweep.name == "sweep.json" else f"{sweep.stem}.study.yaml"
+    )
+
+
 def _study_beside(sweep: Path) -> Path:
+    own = study_path_for(sweep)
+    if own.is_file():
+        return own
     for folder in (sweep.parent, sweep.parent.parent):
         if (folder / "study.yaml").is_file():
             return folder / "study.yaml"

@@ -99,7 +99,7 @@ def summarise(points: list[SweepPoint], config: EngineConfig) -> SweepResult:
     """Capacity per repeat from the points' margins, and their mean with its interval."""
     by_repeat = []
     for repeat in sorted({p.repeat for p in points}):
-        margins = [(p.rate_rps, p.margin) for p in points if p.repeat == repeat and p.point.valid]
+        margins = [(p.rate_rps, p.margin) for p in points if p.repeat == repeat and p.counted]
         by_repeat.append(interpolate_capacity(margins) or 0.0)
     mean, low, high = mean_interval(by_repeat) if any(by_repeat) else (None, None, None)
     passing = [p.rate_rps for p in points if p.margin <= 1.0]

@@ -77,7 +77,7 @@ def output_per_request(result: SweepResult, workload: Workload) -> float:
     rates that met the SLO (a model stops early), read off its output and completion rates."""
     measured = [p.point.output_tokens_per_s / p.point.achieved_rps
                 for p in result.points
-                if p.point.valid and p.point.meets_slo and p.point.output_tokens_per_s
+                if p.counted and p.point.meets_slo and p.point.output_tokens_per_s
                 and p.point.achieved_rps > 0]  # fmt: skip
     if measured and not workload.client.ignore_eos:
         return statistics.fmean(measured)

@@ -67,9 +67,9 @@ def point_value(point: SweepPoint, objective: Objective) -> float | None:
     """What one point says of the objective (None for SLO capacity, which needs a sweep)."""
     if isinstance(objective, GoodputAtRate):
         near = abs(point.rate_rps - objective.rate_rps) <= AT_RATE_TOLERANCE * objective.rate_rps
-        return point.point.goodput_rps if near and point.point.valid else None
+        return point.point.goodput_rps if near and point.counted else None
     if isinstance(objective, PeakThroughput):
-        return tokens_per_s(point.point, objective) if point.point.valid else None
+        return tokens_per_s(point.point, objective) if point.counted else None
     return None
 
 

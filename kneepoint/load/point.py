@@ -19,6 +19,7 @@ from kneepoint.load.trust import (
     meets_from_sends,
     off_by,
     send_lags_ms,
+    server_meets,
 )
 from kneepoint.records.loadpoint import LoadPoint, Signals
 from kneepoint.records.measure import RequestRecord
@@ -93,7 +94,8 @@ def load_point(
         send_lag_p50_ms=lag_p50,
         send_lag_p99_ms=lag_p99,
         late_send_share=late,
-        client_bound=behind and meets_from_sends(window, slo, result.dists),
+        client_bound=behind
+        and (meets_from_sends(window, slo, result.dists) or server_meets(slo, signals) is True),
         signals=signals,
         concurrency_ratio=ratio,
         inconsistent=off_by(ratio, trust) and result.meets_slo,

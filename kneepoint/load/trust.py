@@ -7,8 +7,11 @@ the cores, as they share a GPU host's CPUs):
 - **The client fell behind.** Latencies count from each request's scheduled send, so a late
   send lengthens them: a point that met its SLO in spite of its late sends met it (and the
   late sends only bunched its load), so it counts. A point that missed it counts as a miss
-  only if it misses even with latencies counted from the actual sends; otherwise the client's
-  own lag decided the verdict and the point is *client-bound*. How late is late, and what
+  only if it misses even with latencies counted from the actual sends, and the server's own
+  histograms do not say it met the SLO (a client starved of CPU reads its answers late too:
+  on the CPU recordings one read a TTFT p99 of 1,820 ms from the schedule and 897 ms from
+  the send where vLLM's histogram read 74 ms); otherwise the client decided the verdict and
+  the point is *client-bound*. How late is late, and what
   share of late sends makes a point's schedule untrustworthy, are study fields
   (``MeasurementSpec``); on the CPU recordings (tests/fixtures/real/cpu-tiny-llama) the send
   lag's median was 1-2 ms and its p99 0.1-2 s, so a p99 says only that a few sends stalled.
@@ -95,6 +98,23 @@ def meets_from_sends(
             else:
                 value = by_metric[metric].at(pct)
             if not value <= limit:
+                return False
+    return True
+
+
+def server_meets(slo: Slo | None, signals: Signals) -> bool | None:
+    """Whether the server's own histograms (``Signals.server_latency``) meet every limit of
+    the SLO, each held to the tightest class's; None where they cannot say (no SLO, or a
+    limited metric the server does not export)."""
+    if slo is None or not signals.server_latency:
+        return None
+    sets = [*slo.classes.values(), *([slo.default] if slo.default is not None else [])]
+    for limits in sets:
+        for (metric, pct), limit in limits.limits_ms().items():
+            dist = signals.server_latency.get(metric)
+            if dist is None:
+                return None
+            if not dist.at(pct) <= limit:
                 return False
     return True
 

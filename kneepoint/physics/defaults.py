@@ -4,6 +4,9 @@
 simulator need the concrete value. Defaults follow vLLM 0.20-0.33 on a GPU: the API server's
 batch caps depend on the GPU's memory (1024 sequences / 8192 tokens on >= 70 GiB GPUs other
 than the A100, else 256 / 2048), memory utilisation 0.92, prefix caching and async scheduling on.
+vLLM's CPU build (0.32: ``EngineArgs.get_batch_defaults`` and ``CpuPlatform``) defaults the API
+server to 128 sequences and 2048 tokens a step, in KV blocks of 128 tokens. A server reports
+its block size in ``vllm:cache_config_info``; where it has, that wins over these.
 """
 
 from __future__ import annotations
@@ -17,6 +20,9 @@ from kneepoint.records.hardware import GIB, GpuSpec, ModelSpec
 
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.92
 DEFAULT_BLOCK_SIZE = 16
+CPU_BLOCK_SIZE = 128
+CPU_MAX_NUM_SEQS = 128
+CPU_MAX_NUM_BATCHED_TOKENS = 2048
 _LARGE_GPU_BYTES = 70 * GIB
 
 # Bytes per element of a KV cache dtype ("auto" follows the weights).
@@ -76,9 +82,13 @@ def resolve_engine(engine: EngineConfig, gpu: GpuSpec, model: ModelSpec) -> Reso
             f"quantization {engine.quantization!r} is not modeled (modeled: {known})"
         ) from None
     fp8 = scheme is not None and scheme.gemm == "fp8" and gpu.has_fp8
+    seqs, tokens, block = (
+        (CPU_MAX_NUM_SEQS, CPU_MAX_NUM_BATCHED_TOKENS, CPU_BLOCK_SIZE) if gpu.is_cpu
+        else (1024, 8192, DEFAULT_BLOCK_SIZE) if large else (256, 2048, DEFAULT_BLOCK_SIZE)
+    )  # fmt: skip
     return ResolvedEngine(
-        max_num_seqs=engine.max_num_seqs or (1024 if large else 256),
-        max_num_batched_tokens=engine.max_num_batched_tokens or (8192 if large else 2048),
+        max_num_seqs=engine.max_num_seqs or seqs,
+        max_num_batched_tokens=engine.max_num_batched_tokens or tokens,
         gpu_memory_utilization=engine.gpu_memory_utilization or DEFAULT_GPU_MEMORY_UTILIZATION,
         kv_cache_memory_bytes=engine.kv_cache_memory_bytes,
         max_model_len=engine.max_model_len or model.max_position_embeddings,
@@ -87,7 +97,7 @@ def resolve_engine(engine: EngineConfig, gpu: GpuSpec, model: ModelSpec) -> Reso
         fp8_compute=fp8,
         gemm=_gemm(scheme.gemm if scheme else "native", fp8),
         enable_prefix_caching=_on(engine.enable_prefix_caching, default=True),
-        block_size=engine.block_size or DEFAULT_BLOCK_SIZE,
+        block_size=engine.block_size or block,
         async_scheduling=_on(engine.async_scheduling, default=True),
         enforce_eager=_on(engine.enforce_eager, default=False),
         tensor_parallel_size=engine.tensor_parallel_size or 1,

@@ -20,9 +20,14 @@ class ConfigContext:
 
 
 def context_of(observation: Observation) -> ConfigContext:
+    """The observation's engine resolved: its defaults filled for the study's device, and
+    the block size the server itself reported (``cache_config_info``) where it did."""
     try:
         engine = resolve_engine(observation.engine, observation.gpu, observation.model)
     except UnmodeledSettingError:
         return ConfigContext(observation, None, None)
+    reported = observation.saturated.signals.block_size
+    if reported is not None and reported != engine.block_size:
+        engine = engine.model_copy(update={"block_size": reported})
     return ConfigContext(observation, engine,
                          plan_memory(observation.gpu, observation.model, engine))  # fmt: skip

@@ -36,7 +36,7 @@ H100 repeats spread ~3% in step time at one rate)."""
 def knee_points(result: SweepResult) -> tuple[LoadPoint | None, LoadPoint | None]:
     """(the lowest valid rate at or past the capacity that failed its SLO, the highest valid
     rate that met it). Either may be None."""
-    valid = sorted((p for p in result.points if p.point.valid), key=lambda p: p.rate_rps)
+    valid = sorted((p for p in result.points if p.counted), key=lambda p: p.rate_rps)
     capacity = result.capacity_rps or 0.0
     failing = [p for p in valid if p.margin > 1.0 and p.rate_rps >= capacity]
     passing = [p for p in valid if p.margin <= 1.0]
@@ -62,7 +62,7 @@ def measured_response(points: Sequence[SweepPoint], high: LoadPoint) -> ServerRe
     top = _steps(high)
     if top is None:
         return None
-    lower = sorted((p for p in points if p.point.valid and p.rate_rps < high.rate_rps),
+    lower = sorted((p for p in points if p.counted and p.rate_rps < high.rate_rps),
                    key=lambda p: -p.rate_rps)  # fmt: skip
     for candidate in lower:
         low = _steps(candidate.point)

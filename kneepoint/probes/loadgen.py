@@ -25,7 +25,7 @@ import gc
 import json
 import ssl
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -198,6 +198,7 @@ async def _one(
     *,
     clock: Clock,
     slots: asyncio.Semaphore | None,
+    heard: Callable[[], None] | None = None,
 ) -> _Outcome:
     waited = 0.0
     stream = _Stream(clock.now())
@@ -220,6 +221,8 @@ async def _one(
         stream.error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
     except (ValueError, KeyError, TypeError) as exc:  # a malformed stream
         stream.error = f"bad stream: {exc}"
+    if heard is not None and stream.chunk_times:
+        heard()
     return _outcome(planned, due_s, stream, waited)
 
 
@@ -340,12 +343,14 @@ async def run_load(
     *,
     clock: Clock | None = None,
     transport: httpx.AsyncBaseTransport | None = None,
+    heard: Callable[[], None] | None = None,
 ) -> list[RequestRecord]:
     """Send the plan to the server at ``url``; one record per planned request, in plan order.
     Scheduled times are on ``clock``: the plan's offsets from the moment sending starts.
 
     ``clock`` lets telemetry samplers share the load point's origin; ``transport`` swaps the
-    network (tests use it to script failures)."""
+    network (tests use it to script failures); ``heard`` is called whenever a request that
+    the server answered with tokens ends (a sign of life, however slow its ``/metrics``)."""
     clock = clock or Clock.start()
     cap = options.max_concurrency
     slots = asyncio.Semaphore(cap) if cap else None
@@ -363,7 +368,6 @@ async def run_load(
             if delay > 0:
                 await asyncio.sleep(delay)
             client = clients[n % shards]
-            in_flight.add(
-                asyncio.create_task(_one(client, planned, due, options, clock=clock, slots=slots))
-            )
+            one = _one(client, planned, due, options, clock=clock, slots=slots, heard=heard)
+            in_flight.add(asyncio.create_task(one))
         return await in_flight.records()

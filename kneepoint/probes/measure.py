@@ -86,7 +86,7 @@ async def measure_async(
         nvml.start()
     try:
         await ready.wait()
-        load = asyncio.create_task(run_load(url, plan, options, clock=clock))
+        load = asyncio.create_task(run_load(url, plan, options, clock=clock, heard=sampler.heard))
         records = await _unless_silent(load, sampler, instruments.hang_after_s)
     finally:
         stop.set()

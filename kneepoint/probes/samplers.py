@@ -29,6 +29,11 @@ log = structlog.get_logger(__name__)
 COST_FACTOR = 50.0
 """An adaptive sampler waits at least this many times the last scrape's duration, so that
 scraping holds the server's API thread under 2% of the time."""
+MAX_INTERVAL_S = 10.0
+"""However slow a scrape, the next is due within this: the gauges still get a few samples
+per point, and a hung server is still told from a busy one well inside a minute."""
+SCRAPE_TIMEOUT_S = 10.0
+"""A scrape a busy server answers late still lands; one that takes longer is missed."""
 
 
 class HttpSampler:
@@ -53,7 +58,8 @@ class HttpSampler:
         self.gpu: list[GpuSample] = []
         self.errors = 0
         self.answered_s = clock.now()
-        """When the server last answered anything (an error status counts: it is alive)."""
+        """When the server last answered anything (an error status counts: it is alive); the
+        load generator tells it too (``heard``), each time a request ends."""
 
     async def scrape_once(self, client: httpx.AsyncClient) -> None:
         """Fetch ``/metrics`` and keep the text: parsing waits until the load is over, so
@@ -69,11 +75,15 @@ class HttpSampler:
             return
         took = self.clock.now() - began
         if self.adaptive:
-            self.interval_s = max(self.base_interval_s, COST_FACTOR * took)
+            self.interval_s = min(MAX_INTERVAL_S, max(self.base_interval_s, COST_FACTOR * took))
         self._raw.append((self.clock.now(), response.text))
         if self.first_text is None:
             self.first_text = response.text
         self.last_text = response.text
+
+    def heard(self) -> None:
+        """The server answered a request: it is alive, however late its scrapes."""
+        self.answered_s = self.clock.now()
 
     def share_landed(self, start_s: float, end_s: float) -> float | None:
         """Share of the scrapes due between ``start_s`` and ``end_s`` that landed (None where
@@ -116,7 +126,7 @@ class HttpSampler:
         The first and the last scrape bracket the load, so each is tried again where it
         fails: a lost one moves the bracket inside the load and leaves requests out of every
         counter's delta (a CI run on a busy machine once counted 23 of 24 TTFTs)."""
-        timeout = max(2.0, self.interval_s * 4)
+        timeout = max(SCRAPE_TIMEOUT_S, self.interval_s * 4)
         async with httpx.AsyncClient(timeout=timeout, headers=self._headers) as client:
             await self._bracket(client)
             due = self.clock.now()

@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from statistics import fmean
 
-from kneepoint.probes.prom import Scrape
+from kneepoint.probes.prom import Scrape, quantile
 from kneepoint.records.loadpoint import Signals
+from kneepoint.records.measure import Dist
 from kneepoint.records.telemetry import GpuSample
 from kneepoint.sim.metrics import CLOCK_LAG_LIMIT_S
 
@@ -97,6 +98,26 @@ def _server_e2e(scrapes: Sequence[Scrape]) -> tuple[float | None, float | None]:
     return (max(0.0, delta.sum), max(0.0, delta.count)) if delta.count >= 0 else (None, None)
 
 
+def _server_latency(scrapes: Sequence[Scrape]) -> dict[str, Dist]:
+    """The server's TTFT, ITL and e2e over the whole load, from its histograms' deltas
+    between the first and the last scrape (metrics it does not export are left out)."""
+    found: dict[str, Dist] = {}
+    if len(scrapes) < 2:
+        return found
+    for metric in ("ttft", "itl", "e2e"):
+        first, last = scrapes[0].histogram(metric), scrapes[-1].histogram(metric)
+        if first is None or last is None:
+            continue
+        delta = last.minus(first)
+        if delta.count < 1 or delta.mean is None:
+            continue
+        quantiles = {q: (quantile(delta, q / 100) or 0.0) * 1000.0 for q in (50, 90, 95, 99)}
+        found[metric] = Dist(count=round(delta.count), mean_ms=delta.mean * 1000.0,
+                             p50_ms=quantiles[50], p90_ms=quantiles[90], p95_ms=quantiles[95],
+                             p99_ms=quantiles[99])  # fmt: skip
+    return found
+
+
 def _cache_config(scrapes: Sequence[Scrape]) -> dict[str, str]:
     for scrape in reversed(scrapes):
         labels = scrape.labels("cache_config")
@@ -162,6 +183,7 @@ def summarize_signals(
         sim_clock_late_share=_late_share(pair),
         server_e2e_sum_s=e2e_sum,
         server_requests=e2e_count,
+        server_latency=_server_latency(scrapes),
         scrape_share=scrape_share,
         metric_samples=len(inside),
         gpu_samples=len(in_window),

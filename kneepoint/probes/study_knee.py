@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import time
 
-from kneepoint.probes.sweep import Clock, Prober, knee_search
+from kneepoint.probes.sweep import knee_search
+from kneepoint.probes.sweep_run import Clock, Prober
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.study import StudySpec
 from kneepoint.records.sweep import SweepResult

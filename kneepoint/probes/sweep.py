@@ -19,26 +19,17 @@ the result says why (``SweepResult.floor_reason``).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
-from typing import Protocol
+from collections.abc import Sequence
 
 import structlog
 
-from kneepoint.load.capacity import interpolate_capacity, mean_interval, slo_margin
 from kneepoint.load.knee import Verdict, find_capacity
+from kneepoint.probes.sweep_run import Clock, Prober, SweepRun
 from kneepoint.records.engine import EngineConfig
-from kneepoint.records.loadpoint import LoadPoint
 from kneepoint.records.slo import Slo
 from kneepoint.records.sweep import SweepKind, SweepPoint, SweepResult
 
 log = structlog.get_logger(__name__)
-
-
-class Prober(Protocol):
-    """Measures one offered rate: ``repeat`` picks the requests drawn, ``attempt`` > 0 is a
-    retake of a point that could not tell."""
-
-    def __call__(self, rate_rps: float, repeat: int, attempt: int = 0, /) -> LoadPoint: ...
 
 
 SCREEN_FRACTIONS = (0.7, 0.85, 1.0, 1.1, 1.25)
@@ -52,95 +43,6 @@ at a 16th of the start a point of 40 requests already takes minutes of device ti
 NO_BETTER = 0.9
 """Walking down, a miss whose margin shrank by less than this factor from the rate above,
 with nothing queued, is the server's unloaded latency: no lower rate will meet the SLO."""
-
-
-Clock = Callable[[], float]
-"""Seconds on whatever clock a time cap counts (wall time, or a target's device time)."""
-
-
-class _Run:
-    """Points measured so far, the time cap, and the retakes a point that cannot tell gets."""
-
-    def __init__(
-        self, slo: Slo | None, time_cap_s: float | None, clock: Clock = time.monotonic,
-        retakes: int = 1,
-    ) -> None:  # fmt: skip
-        self.slo, self.points = slo, list[SweepPoint]()
-        self.clock, self.started = clock, clock()
-        self.time_cap_s, self.retakes = time_cap_s, retakes
-        self.capped = False
-
-    def over_time(self) -> bool:
-        if self.time_cap_s is not None and self.clock() - self.started >= self.time_cap_s:
-            self.capped = True
-        return self.capped
-
-    def measure(
-        self, probe: Prober, rate: float, repeat: int = 0, arm: str = "incumbent"
-    ) -> SweepPoint:
-        """The rate measured, and measured again while it cannot tell (up to ``retakes``
-        times, within the time cap): the last attempt."""
-        entry = self._once(probe, rate, repeat, arm, 0)
-        for attempt in range(1, self.retakes + 1):
-            if entry.point.valid or self.over_time():
-                break
-            log.info("sweep.retake", rate_rps=round(rate, 3), attempt=attempt,
-                     why=entry.point.invalid_reason())  # fmt: skip
-            entry = self._once(probe, rate, repeat, arm, attempt)
-        return entry
-
-    def _once(self, probe: Prober, rate: float, repeat: int, arm: str, attempt: int) -> SweepPoint:
-        point = probe(rate, repeat, attempt)
-        entry = SweepPoint(rate_rps=rate, repeat=repeat, arm=arm, attempt=attempt,
-                           margin=slo_margin(point, self.slo), point=point)  # fmt: skip
-        self.points.append(entry)
-        log.info("sweep.point", arm=arm, repeat=repeat, rate_rps=round(rate, 3),
-                 margin=round(entry.margin, 3), goodput_rps=round(point.goodput_rps, 3),
-                 counted=point.valid, attempt=attempt)  # fmt: skip
-        return entry
-
-    def result(self, kind: SweepKind, config: EngineConfig, arm: str = "incumbent") -> SweepResult:
-        mine = [p for p in self.points if p.arm == arm]
-        counted = [p for p in mine if p.point.valid]
-        by_repeat, floors = [], []
-        for repeat in sorted({p.repeat for p in counted}):
-            margins = [(p.rate_rps, p.margin) for p in counted if p.repeat == repeat]
-            capacity = interpolate_capacity(margins)
-            by_repeat.append(capacity if capacity is not None else 0.0)
-            floors.append(floor_reason([p for p in mine if p.repeat == repeat], self.capped))
-        passing = [p.rate_rps for p in counted if p.margin <= 1.0]
-        mean = low = high = None
-        if by_repeat and any(by_repeat):
-            mean, low, high = mean_interval(by_repeat)
-        return SweepResult(
-            kind=kind, config=config, points=tuple(mine), capacity_rps=mean,
-            capacity_low_rps=max(0.0, low) if low is not None else None,
-            capacity_high_rps=high, capacity_by_repeat=tuple(by_repeat),
-            knee_rps=max(passing) if passing else None,
-            invalid_points=len(mine) - len(counted), capped=self.capped,
-            floor_reason=next((f for f in floors if f is not None), None),
-            elapsed_s=self.clock() - self.started,
-        )  # fmt: skip
-
-
-def floor_reason(points: Sequence[SweepPoint], capped: bool) -> str | None:
-    """Why the capacity these points give (one repeat's) is only a floor: no counted failure
-    above the highest counted pass. None where one bounds it, or nothing passed."""
-    passes = [p.rate_rps for p in points if p.passed]
-    if not passes:
-        return None
-    top = max(passes)
-    if any(p.failed and p.rate_rps > top for p in points):
-        return None
-    unknown = sorted((p for p in points if not p.point.valid and p.rate_rps > top),
-                     key=lambda p: p.rate_rps)  # fmt: skip
-    if unknown:
-        why = unknown[0].point.invalid_reason() or "it could not tell"
-        return (f"the host cannot measure this server above {top:.2f} req/s: at "
-                f"{unknown[0].rate_rps:.2f} req/s, {why}")  # fmt: skip
-    if capped:
-        return f"the time cap ended the sweep at {top:.2f} req/s before any rate failed"
-    return f"no rate tried failed the SLO (the highest, {top:.2f} req/s, met it)"
 
 
 def knee_search(
@@ -158,13 +60,13 @@ def knee_search(
 ) -> SweepResult:
     """Ramp, bracket and bisect with counted points (``kneepoint.load.knee``), from
     ``start_rps`` down to ``lowest_rps`` at most (a 16th of the start by default)."""
-    run = _Run(slo, time_cap_s, clock, retakes)
+    run = SweepRun(slo, time_cap_s, clock, retakes)
 
     def check(rate: float) -> Verdict:
         if run.over_time():
             return "unknown"  # measures nothing: the result says the cap ended it
         entry = run.measure(probe, rate)
-        if not entry.point.valid:
+        if not entry.counted:
             return "unknown"
         if entry.passed:
             return "pass"
@@ -204,7 +106,7 @@ def screen(
     lower ones (down, until one holds): the few counted points that answer the question and
     bracket the challenger's own knee, under a hard time cap. A point that cannot tell is
     stepped over; where the knee itself cannot tell, the rates below it are tried."""
-    run = _Run(slo, time_cap_s, clock, retakes)
+    run = SweepRun(slo, time_cap_s, clock, retakes)
     ladder = sorted(fractions)
     first = min(range(len(ladder)), key=lambda i: abs(ladder[i] - 1.0))
     holds: bool | None = None
@@ -213,7 +115,7 @@ def screen(
         if run.over_time():
             break
         entry = run.measure(probe, around_rps * fraction)
-        if entry.point.valid:
+        if entry.counted:
             holds = entry.passed
             # holding at the knee: climb; missing: down until one holds; holding only
             # below a knee that could not tell: that floor is what the host can say
@@ -223,7 +125,7 @@ def screen(
         if run.over_time():
             break
         entry = run.measure(probe, around_rps * fraction)
-        if entry.point.valid and entry.passed != holds:
+        if entry.counted and entry.passed != holds:
             break  # the knee is bracketed
     return run.result("screen", config)
 
@@ -239,14 +141,16 @@ def measure_rates(
     kind: SweepKind = "validate",
     climb: int = 0,
     retakes: int = 1,
+    reference: Sequence[SweepPoint] = (),
 ) -> SweepResult:
     """The rates, lowest first, as repeat ``repeat`` of ``arm``: one leg of a validation.
     Rates past the knee stop once it is plain (two failures in a row, or one by half again
     the limit): the capacity reads off the first failure, and points deep in overload cost
     the most device time and say the least. When every rate met the SLO the knee lies above
     them all: up to ``climb`` more rates, each a fifth above the last, until one fails (else
-    the capacity is only a lower bound)."""
-    run, failed = _Run(slo, None, retakes=retakes), 0
+    the capacity is only a lower bound). ``reference``: the configuration's points from
+    earlier legs, which a point of this one must not contradict without a retake."""
+    run, failed = SweepRun(slo, None, retakes=retakes, reference=reference), 0
     for rate in sorted(rates):
         entry = run.measure(probe, rate, repeat, arm)
         failed = failed + 1 if entry.failed else 0
@@ -264,7 +168,7 @@ def measure_rates(
 def merge(results: Sequence[SweepResult], kind: SweepKind = "validate") -> SweepResult:
     """One configuration's legs (repeats measured apart) as one result, its capacity read per
     repeat and summarised with its interval."""
-    run = _Run(None, None)
+    run = SweepRun(None, None)
     run.points = [p for r in results for p in r.points]
     run.capped = any(r.capped for r in results)
     arm = run.points[0].arm if run.points else "incumbent"
@@ -273,6 +177,15 @@ def merge(results: Sequence[SweepResult], kind: SweepKind = "validate") -> Sweep
     retried = tuple(cause for r in results for cause in r.retried)
     update = {"elapsed_s": elapsed, "retried": retried}
     return merged.model_copy(update=update)
+
+
+def result_of(
+    points: Sequence[SweepPoint], slo: Slo | None, config: EngineConfig, kind: SweepKind
+) -> SweepResult:
+    """Points measured elsewhere (kept by a watcher) read as one sweep."""
+    run = SweepRun(slo, None)
+    run.points = list(points)
+    return run.result(kind, config)
 
 
 def validation_rates(

@@ -37,7 +37,7 @@ from kneepoint.probes.credentials import api_key, server_env
 from kneepoint.probes.loadgen import LoadOptions
 from kneepoint.probes.measure import Instruments, measure
 from kneepoint.probes.process import Failure, ServerFailedError
-from kneepoint.probes.sweep import Prober
+from kneepoint.probes.sweep_run import Prober
 from kneepoint.probes.virtual_faults import Lifetime, faulted_records, faulted_signals
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.faults import MARKER, Faults, fault_flags
@@ -252,16 +252,23 @@ def _calibration_file(study: StudySpec, trial_dir: Path) -> Path | None:
 
 
 def rejected(records: Sequence[RequestRecord]) -> Failure | None:
-    """A server that refused every request of a point with a client error: the workload does
-    not fit it (token ids beyond its vocabulary, prompts past max_model_len). That is no
-    capacity to measure, and lower rates would only refuse the same requests more slowly."""
+    """A server that failed every request of a point, none of them by timing out: no
+    capacity to measure, and lower rates would only fail the same requests more slowly.
+    All refused with a client error: the workload does not fit it (token ids beyond its
+    vocabulary, prompts past max_model_len); anything else (5xx answers, broken streams):
+    a broken server."""
     if not records or any(r.ok for r in records):
         return None
-    refused = [r.error for r in records if r.error and r.error.startswith("HTTP 4")]
-    if len(refused) < len(records):
-        return None
-    message = f"the server refuses the workload's requests: {refused[0]}"
-    return Failure("bad_argument", message, None, ())
+    errors = [r.error or "no answer" for r in records]
+    if any(e.startswith("timed out") for e in errors):
+        return None  # an overloaded server, not a broken one
+    if all(e.startswith("HTTP 4") for e in errors):
+        return Failure("bad_argument", f"the server refuses the workload's requests: "
+                       f"{errors[0]}", None, ())  # fmt: skip
+    common = max(set(errors), key=errors.count)
+    message = (f"the server failed every request of the point ({len(errors)} of "
+               f"{len(errors)}; {errors.count(common)} of them: {common})")  # fmt: skip
+    return Failure("crashed", message, None, ())
 
 
 def _options(study: StudySpec, endpoint: Endpoint) -> LoadOptions:

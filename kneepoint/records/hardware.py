@@ -19,12 +19,15 @@ GIB = 1024**3
 
 
 class GpuSpec(InputRecord):
-    """One GPU model's peaks and memory."""
+    """One accelerator's peaks and memory: a GPU model, or a CPU host serving vLLM's CPU
+    build (``architecture: cpu``: its peaks are the host's, its memory the host's RAM)."""
 
     name: str = Field(min_length=1)
     """Catalogue key, e.g. h100-sxm."""
     display_name: str
-    architecture: Literal["ampere", "ada", "hopper", "blackwell"]
+    architecture: Literal["ampere", "ada", "hopper", "blackwell", "cpu"]
+    cores: int | None = Field(default=None, ge=1)
+    """A CPU device's cores (None for a GPU)."""
     bf16_tflops: float = Field(gt=0.0)
     """Dense BF16 tensor-core peak, TFLOP/s."""
     fp8_tflops: float | None = Field(default=None, gt=0.0)
@@ -49,6 +52,15 @@ class GpuSpec(InputRecord):
     @property
     def has_fp8(self) -> bool:
         return self.fp8_tflops is not None
+
+    @property
+    def is_cpu(self) -> bool:
+        return self.architecture == "cpu"
+
+    @property
+    def kind(self) -> str:
+        """``CPU`` or ``GPU``: what the reports call the device."""
+        return "CPU" if self.is_cpu else "GPU"
 
     @property
     def memory_bytes(self) -> int:

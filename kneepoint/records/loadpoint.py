@@ -45,6 +45,11 @@ class Signals(Record):
     """The server's own end-to-end latencies, summed, and their count, over the whole point:
     vLLM's ``e2e_request_latency_seconds`` histogram read before and after the load (None
     where the server exports none). Little's law from these needs no gauge sampling."""
+    server_latency: dict[str, Dist] = Field(default_factory=dict)
+    """The server's own view of its latencies over the whole point, by metric (``ttft``,
+    ``itl``, ``e2e``), from vLLM's histograms read before and after the load (percentiles
+    interpolated within its buckets, as PromQL does): from its arrival stamp, so without
+    the client's lag or its HTTP front; empty where it exports none."""
     scrape_share: float | None = Field(default=None, ge=0.0, le=1.0)
     """Share of the ``/metrics`` scrapes due in the stable window that landed there (None
     where nothing was scraped on a schedule)."""

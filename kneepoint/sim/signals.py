@@ -10,9 +10,12 @@ records.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
+from kneepoint.load.score import summarize
 from kneepoint.records.loadpoint import Signals
+from kneepoint.records.measure import Dist
 from kneepoint.sim.engine import SimEngine, StepRecord
 from kneepoint.sim.request import SimRequest
 from kneepoint.sim.telemetry import GpuTelemetry
@@ -23,6 +26,22 @@ def _weighted(steps: Sequence[StepRecord], value: str) -> float | None:
     if total <= 0:
         return None
     return float(sum(getattr(s, value) * s.cost.wall_s for s in steps)) / total
+
+
+def server_latency(finished: Sequence[SimRequest]) -> dict[str, Dist]:
+    """TTFT, ITL and e2e as the engine's own clock saw them (from each request's arrival),
+    as vLLM's histograms would count them; empty without a finished request."""
+    done = [r for r in finished if r.token_times_s]
+    if not done:
+        return {}
+    gaps = [(b - a) * 1000.0 for r in done for a, b in itertools.pairwise(r.token_times_s)]
+    found = {
+        "ttft": summarize([(r.token_times_s[0] - r.arrival_s) * 1000.0 for r in done]),
+        "e2e": summarize([(r.token_times_s[-1] - r.arrival_s) * 1000.0 for r in done]),
+    }
+    if gaps:
+        found["itl"] = summarize(gaps)
+    return found
 
 
 def virtual_signals(

@@ -106,7 +106,7 @@ def _miss(entry: SweepPoint) -> str:
 def curve(study: StudySpec, label: str, result: SweepResult) -> Curve:
     by_rate: dict[float, list[SweepPoint]] = {}
     for entry in result.points:
-        if entry.point.valid:
+        if entry.counted:
             by_rate.setdefault(round(entry.rate_rps, 6), []).append(entry)
     points = []
     for rate, entries in sorted(by_rate.items()):

@@ -31,7 +31,7 @@ def with_intervals(kept: KeptPoints, study: StudySpec, curve: Curve, confidence:
     warmup_s = request_seconds(study.workload, study.slo)
     points = []
     for point in curve.points:
-        entries = [e for e in curve.result.points if e.point.valid
+        entries = [e for e in curve.result.points if e.counted
                    and round(e.rate_rps, 6) == point.rate_rps]  # fmt: skip
         windows = [_window(kept, e, warmup_s) for e in entries]
         if not entries or any(w is None for w in windows):

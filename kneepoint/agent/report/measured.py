@@ -67,7 +67,7 @@ def attainment(study: StudySpec, curves: Sequence[Curve], doc: Document) -> None
         at = [
             p.point
             for p in c.result.points
-            if p.point.valid
+            if p.counted
             and abs(p.rate_rps - objective.rate_rps) <= AT_RATE_TOLERANCE * objective.rate_rps
         ]
         for name_ in sorted({k for p in at for k in p.attainment_by_class}):

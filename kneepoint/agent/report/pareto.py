@@ -41,7 +41,7 @@ def _points(label: str, result: SweepResult | None, config: EngineConfig) -> lis
         point = entry.point
         tpots = [(d["tpot"].mean_ms, d["tpot"].count) for d in point.dists.values()
                  if "tpot" in d and 0 < d["tpot"].mean_ms < math.inf]  # fmt: skip
-        if not point.valid or not point.output_tokens_per_s or not tpots:
+        if not entry.counted or not point.output_tokens_per_s or not tpots:
             continue
         weight = sum(n for _, n in tpots)
         if not weight:

@@ -1,0 +1,152 @@
+"""One sweep's points as they are measured: the time cap, the retakes a point that cannot
+tell (or that contradicts its configuration's curve) gets, and the SLO capacity the counted
+points give, with why it is only a floor where no counted failure bounds it."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+import structlog
+
+from kneepoint.load.capacity import interpolate_capacity, mean_interval, slo_margin
+from kneepoint.records.engine import EngineConfig
+from kneepoint.records.loadpoint import LoadPoint
+from kneepoint.records.slo import Slo
+from kneepoint.records.sweep import SweepKind, SweepPoint, SweepResult
+
+log = structlog.get_logger(__name__)
+
+
+class Prober(Protocol):
+    """Measures one offered rate: ``repeat`` picks the requests drawn, ``attempt`` > 0 is a
+    retake of a point that could not tell."""
+
+    def __call__(self, rate_rps: float, repeat: int, attempt: int = 0, /) -> LoadPoint: ...
+
+
+Clock = Callable[[], float]
+"""Seconds on whatever clock a time cap counts (wall time, or a target's device time)."""
+SLACK = 1.1
+"""A miss contradicts a pass only at least this factor below it (and a pass a miss this far
+above): closer than that the two are the knee's own noise (real H100 repeats spread ~3% in
+step time; the CPU build's knee points 40 and 42 req/s met and missed in turn)."""
+
+
+class SweepRun:
+    """Points measured so far, the time cap, and the retakes a point that cannot tell gets."""
+
+    def __init__(
+        self, slo: Slo | None, time_cap_s: float | None, clock: Clock = time.monotonic,
+        retakes: int = 1, reference: Sequence[SweepPoint] = (),
+    ) -> None:  # fmt: skip
+        """``reference``: points of the same configuration measured before (earlier legs),
+        which a new point must not contradict without a retake."""
+        self.slo, self.points = slo, list[SweepPoint]()
+        self.clock, self.started = clock, clock()
+        self.time_cap_s, self.retakes = time_cap_s, retakes
+        self.reference = tuple(reference)
+        self.capped = False
+
+    def over_time(self) -> bool:
+        if self.time_cap_s is not None and self.clock() - self.started >= self.time_cap_s:
+            self.capped = True
+        return self.capped
+
+    def measure(
+        self, probe: Prober, rate: float, repeat: int = 0, arm: str = "incumbent"
+    ) -> SweepPoint:
+        """The rate measured, and measured again (up to ``retakes`` times, within the time
+        cap) while it cannot tell or contradicts the configuration's curve: the last attempt.
+        A contradiction the retake does not repeat was the host's: it is superseded."""
+        entry = self._once(probe, rate, repeat, arm, 0)
+        for attempt in range(1, self.retakes + 1):
+            doubt = entry.point.invalid_reason() or self._contradiction(entry)
+            if doubt is None or self.over_time():
+                break
+            log.info("sweep.retake", rate_rps=round(rate, 3), attempt=attempt, why=doubt)
+            retake = self._once(probe, rate, repeat, arm, attempt)
+            if entry.counted and retake.counted and self._contradiction(retake) is None:
+                self._supersede(entry)
+            entry = retake
+        return entry
+
+    def _contradiction(self, entry: SweepPoint) -> str | None:
+        """How a counted point contradicts the counted points of its configuration (this
+        sweep's and ``reference``'s): a miss at a rate well below one that met the SLO, or
+        a pass well above one that missed it. None where it does not."""
+        if not entry.counted:
+            return None
+        others = [p for p in (*self.reference, *self.points)
+                  if p is not entry and p.counted and p.arm == entry.arm]  # fmt: skip
+        if entry.failed:
+            above = [
+                p.rate_rps for p in others if p.passed and p.rate_rps >= entry.rate_rps * SLACK
+            ]
+            if above:
+                return (f"missed the SLO at {entry.rate_rps:.2f} req/s, below {max(above):.2f} "
+                        "req/s, which met it")  # fmt: skip
+            return None
+        below = [p.rate_rps for p in others if p.failed and p.rate_rps * SLACK <= entry.rate_rps]
+        if below:
+            return (f"met the SLO at {entry.rate_rps:.2f} req/s, above {min(below):.2f} req/s, "
+                    "which missed it")  # fmt: skip
+        return None
+
+    def _supersede(self, entry: SweepPoint) -> None:
+        index = next(i for i, p in enumerate(self.points) if p is entry)
+        self.points[index] = entry.model_copy(update={"superseded": True})
+
+    def _once(self, probe: Prober, rate: float, repeat: int, arm: str, attempt: int) -> SweepPoint:
+        point = probe(rate, repeat, attempt)
+        entry = SweepPoint(rate_rps=rate, repeat=repeat, arm=arm, attempt=attempt,
+                           margin=slo_margin(point, self.slo), point=point)  # fmt: skip
+        self.points.append(entry)
+        log.info("sweep.point", arm=arm, repeat=repeat, rate_rps=round(rate, 3),
+                 margin=round(entry.margin, 3), goodput_rps=round(point.goodput_rps, 3),
+                 valid=point.valid, attempt=attempt)  # fmt: skip
+        return entry
+
+    def result(self, kind: SweepKind, config: EngineConfig, arm: str = "incumbent") -> SweepResult:
+        mine = [p for p in self.points if p.arm == arm]
+        counted = [p for p in mine if p.counted]
+        by_repeat, floors = [], []
+        for repeat in sorted({p.repeat for p in counted}):
+            margins = [(p.rate_rps, p.margin) for p in counted if p.repeat == repeat]
+            capacity = interpolate_capacity(margins)
+            by_repeat.append(capacity if capacity is not None else 0.0)
+            floors.append(floor_reason([p for p in mine if p.repeat == repeat], self.capped))
+        passing = [p.rate_rps for p in counted if p.margin <= 1.0]
+        mean = low = high = None
+        if by_repeat and any(by_repeat):
+            mean, low, high = mean_interval(by_repeat)
+        return SweepResult(
+            kind=kind, config=config, points=tuple(mine), capacity_rps=mean,
+            capacity_low_rps=max(0.0, low) if low is not None else None,
+            capacity_high_rps=high, capacity_by_repeat=tuple(by_repeat),
+            knee_rps=max(passing) if passing else None,
+            invalid_points=len(mine) - len(counted), capped=self.capped,
+            floor_reason=next((f for f in floors if f is not None), None),
+            elapsed_s=self.clock() - self.started,
+        )  # fmt: skip
+
+
+def floor_reason(points: Sequence[SweepPoint], capped: bool) -> str | None:
+    """Why the capacity these points give (one repeat's) is only a floor: no counted failure
+    above the highest counted pass. None where one bounds it, or nothing passed."""
+    passes = [p.rate_rps for p in points if p.passed]
+    if not passes:
+        return None
+    top = max(passes)
+    if any(p.failed and p.rate_rps > top for p in points):
+        return None
+    unknown = sorted((p for p in points if not p.counted and p.rate_rps > top),
+                     key=lambda p: p.rate_rps)  # fmt: skip
+    if unknown:
+        why = unknown[0].why_not_counted() or "it could not tell"
+        return (f"the host cannot measure this server above {top:.2f} req/s: at "
+                f"{unknown[0].rate_rps:.2f} req/s, {why}")  # fmt: skip
+    if capped:
+        return f"the time cap ended the sweep at {top:.2f} req/s before any rate failed"
+    return f"no rate tried failed the SLO (the highest, {top:.2f} req/s, met it)"
