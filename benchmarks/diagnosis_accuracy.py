@@ -34,6 +34,7 @@ from scenario_grid import Scenario, scenarios
 
 from kneepoint.agent.logs import configure_logging
 from kneepoint.calibration.recorded import RecordedSweep, find_recorded
+from kneepoint.load.plan import point_seed
 from kneepoint.policies.diagnosis import diagnose
 from kneepoint.policies.observe import knee_points, observe
 from kneepoint.probes.sweep import knee_search
@@ -63,8 +64,9 @@ def measure(scenario: Scenario) -> tuple[Observation, Attribution] | None:
     knee)."""
     study, truths = scenario.study, {}
 
-    def probe(rate: float, repeat: int) -> LoadPoint:
-        simulated = simulate_load_point(study, rate, _requests(rate), seed=study.seed + repeat)
+    def probe(rate: float, repeat: int, attempt: int = 0) -> LoadPoint:
+        seed = point_seed(study.seed, repeat, attempt)
+        simulated = simulate_load_point(study, rate, _requests(rate), seed=seed)
         truths[id(simulated.point)] = simulated.truth
         return simulated.point
 

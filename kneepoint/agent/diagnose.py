@@ -125,7 +125,10 @@ def findings_document(study: StudySpec, findings: Findings) -> Document:
         capacity += f"; the study's objective, {objective_text(result, study.objective)}"
     rate = f" at {diagnosis.rate_rps:.2f} req/s" if diagnosis.rate_rps else ""
     doc.add(
-        Paragraph(f"{study.model.name} on {study.gpu.name} ({study.backend.kind}); {capacity}.")
+        Paragraph(
+            f"{study.model.name} on {study.gpu.name} ({study.gpu.kind}, "
+            f"{study.backend.kind}); {capacity}."
+        )
     )
     slo(study, doc)
     doc.add(

@@ -38,12 +38,10 @@ from kneepoint.agent.decide import (
 from kneepoint.agent.progress import Progress
 from kneepoint.agent.proposers import PROPOSERS
 from kneepoint.agent.run_folder import RunFolder
-from kneepoint.agent.standing import standing
+from kneepoint.agent.standing import baseline_words, standing
 from kneepoint.agent.state import RunState, TrialState
 from kneepoint.agent.steps import Steps
-from kneepoint.load.objective import name as objective_name
 from kneepoint.load.objective import unit
-from kneepoint.load.objective import value as objective_value
 from kneepoint.policies.proposer import Proposer, replay
 from kneepoint.policies.pruning import search_space
 from kneepoint.probes.process import reap_orphans
@@ -125,17 +123,7 @@ class Tuner:
             self._record(Finished(reason="baseline_failed", detail=str(exc)))
             return
         self._record(baseline)
-        objective = self.study.objective
-        value = objective_value(baseline.repeats, objective)
-        measured = (
-            f"{objective_name(objective)} {value:.2f} {unit(objective)}"
-            if value is not None
-            else f"{objective_name(objective)}: no rate met the SLO"
-        )
-        floor = baseline.repeats.floor_reason or baseline.knee.floor_reason
-        if value is not None and floor is not None:
-            measured += f" (a floor: {floor})"
-        self.progress.status(f"baseline: {baseline.diagnosis.headline()}; {measured}")
+        self.progress.status(baseline_words(baseline, self.study))
 
     def _propose(self) -> None:
         proposal = self._current_proposer().ask()
@@ -165,7 +153,9 @@ class Tuner:
             case Validate():
                 assert trial.screened is not None
                 self.progress.phase("validate", f"trial {n}: interleaved with the incumbent")
-                return steps.validate(n, (incumbent, knee), trial.screened, proposal.config)
+                return steps.validate(
+                    n, (incumbent, knee), trial.screened, proposal.config, repeats.points
+                )
             case Promote():
                 assert trial.validated is not None
                 promoted = steps.promote(n, proposal.config, trial.validated)

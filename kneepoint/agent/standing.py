@@ -1,5 +1,6 @@
-"""The console's one line after each trial: its result against its prediction, the incumbent,
-and the budget and time left."""
+"""The console's one line after the baseline (what binds, the knee search's capacity as
+`sweep` and `diagnose` read it, the repeats') and after each trial (its result against its
+prediction, the incumbent, and the budget and time left)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,36 @@ from datetime import datetime
 
 from kneepoint.agent.progress import duration
 from kneepoint.agent.state import RunState, TrialState
+from kneepoint.load.objective import name as objective_name
 from kneepoint.load.objective import unit
+from kneepoint.load.objective import value as objective_value
+from kneepoint.records.ledger import Baseline
+from kneepoint.records.objective import SloCapacity
 from kneepoint.records.study import StudySpec
+
+
+def baseline_words(baseline: Baseline, study: StudySpec) -> str:
+    """What binds, the knee search's SLO capacity (the one number `kneepoint sweep` and
+    `kneepoint diagnose` read from the same points) and the repeats' objective with its
+    interval, each marked where it is only a floor."""
+    objective = study.objective
+    parts = [f"baseline: {baseline.diagnosis.headline()}"]
+    knee = baseline.knee
+    if isinstance(objective, SloCapacity):
+        floor = f" (a floor: {knee.floor_reason})" if knee.floor_reason else ""
+        parts.append("knee search: no rate met the SLO" if knee.capacity_rps is None else
+                     f"knee search {knee.capacity_rps:.2f} req/s{floor}")  # fmt: skip
+    value = objective_value(baseline.repeats, objective)
+    if value is None:
+        parts.append(f"{objective_name(objective)}: nothing measured")
+        return "; ".join(parts)
+    repeats = baseline.repeats
+    spread = ""
+    if repeats.capacity_low_rps is not None and repeats.capacity_high_rps is not None:
+        spread = f" ({repeats.capacity_low_rps:.2f}-{repeats.capacity_high_rps:.2f})"
+    parts.append(f"repeated: {objective_name(objective)} {value:.2f} {unit(objective)}"
+                 + (spread if isinstance(objective, SloCapacity) else ""))  # fmt: skip
+    return "; ".join(parts)
 
 
 def standing(

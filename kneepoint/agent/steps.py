@@ -5,6 +5,7 @@ the ledger records. Pure decisions (diagnosis, pruning, finalist, judge) come fr
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import structlog
@@ -29,7 +30,7 @@ from kneepoint.records.ledger import Baseline, Promoted, QualityChecked, Screene
 from kneepoint.records.objective import SloCapacity
 from kneepoint.records.proposal import Outcome, Proposal, Pruning
 from kneepoint.records.study import StudySpec, VllmBackend
-from kneepoint.records.sweep import SweepResult, nothing_met
+from kneepoint.records.sweep import SweepPoint, SweepResult, nothing_met
 
 log = structlog.get_logger(__name__)
 
@@ -84,7 +85,7 @@ class Steps:
         around = knee.capacity_rps or min(p.rate_rps for p in knee.points)
         self.bench.progress.phase("baseline", "the starting configuration, repeated")
         rates = repeat_rates(self.study.objective, around)
-        repeats, repeats_s = self.bench.repeats(config, trial_dir, rates)
+        repeats, repeats_s = self.bench.repeats(config, trial_dir, rates, knee.points)
         # what binds is read at the knee: the repeats' points where the knee search never
         # saw a counted failure and they did (they climb past their range)
         seen = knee if knee.floor_reason is None else merge([knee, repeats], kind="knee")
@@ -183,12 +184,12 @@ class Steps:
 
     def validate(
         self, trial: int, against: tuple[EngineConfig, float], screened: Screened,
-        challenger: EngineConfig,
+        challenger: EngineConfig, incumbent_points: Sequence[SweepPoint] = (),
     ) -> Validated:  # fmt: skip
-        """The finalist and the incumbent (``against``: its config and its knee),
-        interleaved, over the objective's rates; when the gain looks worth having but the
-        repeats cannot tell it from noise, as many repeats again (once), then the judge
-        decides on all of them."""
+        """The finalist and the incumbent (``against``: its config and its knee; its
+        measured points, ``incumbent_points``), interleaved, over the objective's rates; when
+        the gain looks worth having but the repeats cannot tell it from noise, as many
+        repeats again (once), then the judge decides on all of them."""
         incumbent, incumbent_knee = against
         objective = self.study.objective
         screened_knee = screened.sweep.capacity_rps if screened.sweep is not None else None
@@ -197,14 +198,18 @@ class Steps:
         trial_dir = self.bench.folder.trial_dir(trial, challenger)
         n, spent = tuning.validate_repeats, 0.0
         legs: list[tuple[SweepResult, SweepResult]] = []
+        known = {"incumbent": list(incumbent_points),
+                 "challenger": list(screened.sweep.points if screened.sweep else ())}  # fmt: skip
         for repeats in (range(n), range(n, 2 * n)):
             try:
                 inc, chal, cost = self.bench.validate(incumbent, challenger, trial_dir, rates,
-                                                      repeats)  # fmt: skip
+                                                      repeats, known=known)  # fmt: skip
             except TrialFailedError as exc:
                 failure = Outcome(status=exc.status, detail=f"during validation: {exc.cause}")
                 return Validated(trial=trial, failure=failure, device_s=spent + exc.device_s)
             legs.append((inc, chal))
+            known = {"incumbent": [*known["incumbent"], *inc.points],
+                     "challenger": [*known["challenger"], *chal.points]}  # fmt: skip
             spent += cost
             inc, chal = merge([a for a, _ in legs]), merge([b for _, b in legs])
             verdict = judge(list(by_repeat(inc, objective)), list(by_repeat(chal, objective)),

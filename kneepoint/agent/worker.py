@@ -155,7 +155,8 @@ class Worker:
                 return TaskResult(quality=quality, worker=self.name), 0.0
         self.progress.phase("validate", f"trial {n}: interleaved with the incumbent")
         against = (state.incumbent, state.incumbent_knee_rps)
-        validated = steps.validate(n, against, trial.screened, config)
+        known = state.incumbent_repeats.points if state.incumbent_repeats is not None else ()
+        validated = steps.validate(n, against, trial.screened, config, known)
         promoted = steps.promote(n, config, validated) if validated.promote else None
         if promoted is not None:
             self.progress.status(f"promoted trial {n}: {promoted.objective:.2f}; now "

@@ -20,11 +20,10 @@ class PointSize:
     warmup_s: float = 0.0
     """Least time cut from the start of the stable window (one request's lifetime)."""
 
-    def requests(self, rate_rps: float, attempt: int = 0) -> int:
-        """Requests at ``rate_rps``; a retake (``attempt`` > 0) sends 2**attempt times as
-        many, since a longer point rides out more of a busy host's stalls."""
-        base = max(self.min_requests, round(rate_rps * max(self.seconds, self.settle_s)))
-        return int(base * 2**attempt)
+    def requests(self, rate_rps: float) -> int:
+        """Requests at ``rate_rps``. A retake sends as many: past the ceiling a longer point
+        grows a longer queue, so a longer retake would judge a point by another yardstick."""
+        return max(self.min_requests, round(rate_rps * max(self.seconds, self.settle_s)))
 
     @classmethod
     def for_study(cls, study: StudySpec, seconds: float) -> PointSize:

@@ -38,7 +38,7 @@ def predict(study: StudySpec, usd_per_gpu_hour: float | None, start_rps: float) 
     trace = workload_trace(study.workload)
 
     def probe(rate: float, repeat: int, attempt: int = 0) -> LoadPoint:
-        return simulate_load_point(study, rate, size.requests(rate, attempt), study.engine,
+        return simulate_load_point(study, rate, size.requests(rate), study.engine,
                                    point_seed(study.workload.seed, repeat, attempt),
                                    trace=trace, warmup_s=size.warmup_s).point  # fmt: skip
 

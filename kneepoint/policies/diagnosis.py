@@ -46,7 +46,7 @@ def diagnose(observation: Observation, context: ConfigContext | None = None) -> 
                       efficiency=observation.efficiency)
         if engine is not None else None
     )  # fmt: skip
-    tally = Tally()
+    tally = Tally(device=observation.gpu.kind)
     held = max(
         evidence.cache_share(point, tally),
         evidence.admission_cap_share(point, engine.max_num_seqs, observation.response, tally)

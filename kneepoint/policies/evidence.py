@@ -65,6 +65,13 @@ class Tally:
     evidence: list[Evidence] = field(default_factory=list)
     kinds: dict[SchedulingKind, float] = field(default_factory=dict)
     sources: set[SignalSource] = field(default_factory=set)
+    device: str = "GPU"
+    """What the readings call the device (``GpuSpec.kind``: GPU, or CPU for vLLM's CPU
+    build, whose memory is the host's RAM rather than HBM)."""
+
+    @property
+    def memory(self) -> str:
+        return "memory" if self.device == "CPU" else "HBM"
 
     def add(
         self,
@@ -197,8 +204,9 @@ def gpu_time(point: LoadPoint, estimate: StepEstimate | None, rest: float, tally
         tally.add(
             "scheduling", rest * idle, signal="gpu_idle_or_launch_share", value=round(idle, 3),
             threshold="share of the time",
-            reading=f"the GPU idled or launched kernels {idle:.0%} of the time while work was "
-            "in flight: CPU-side scheduling, output processing and launch overhead are exposed",
+            reading=f"the {tally.device} idled or launched kernels {idle:.0%} of the time while "
+            "work was in flight: CPU-side scheduling, output processing and launch overhead "
+            "are exposed",
             kind="cpu_overhead",
         )  # fmt: skip
     math_share = _compute_share(s, estimate, tally)
@@ -207,18 +215,20 @@ def gpu_time(point: LoadPoint, estimate: StepEstimate | None, rest: float, tally
         tally.add(
             None, 0.0, signal="compute_vs_bandwidth", value=None,
             threshold="GPM counters or a roofline estimate",
-            reading="the GPU was busy, but nothing available splits math from memory traffic",
+            reading=f"the {tally.device} was busy, but nothing available splits math from "
+            "memory traffic",
         )  # fmt: skip
         return
     tally.add(
         "compute", working * math_share, signal="math_share_of_busy_time",
         value=round(math_share, 3), threshold="> 0.5",
-        reading=f"{math_share:.0%} of the busy GPU time is math",
+        reading=f"{math_share:.0%} of the busy {tally.device} time is math",
     )  # fmt: skip
     tally.add(
         "bandwidth", working * (1 - math_share), signal="memory_share_of_busy_time",
         value=round(1 - math_share, 3), threshold="> 0.5",
-        reading=f"{1 - math_share:.0%} of the busy GPU time waits on HBM reads (weights, KV)",
+        reading=f"{1 - math_share:.0%} of the busy {tally.device} time waits on "
+        f"{tally.memory} reads (weights, KV)",
     )  # fmt: skip
 
 
@@ -253,20 +263,20 @@ def _busy(
     tally.add(
         None, 0.0, signal="roofline_busy_fraction", value=round(busy, 3),
         threshold="< 0.9 means idle gaps",
-        reading=_roofline_reading(estimate),
+        reading=_roofline_reading(estimate, tally.device),
     )  # fmt: skip
     return busy, launch
 
 
-def _roofline_reading(estimate: StepEstimate) -> str:
+def _roofline_reading(estimate: StepEstimate, device: str) -> str:
     gpu_ms, step_ms = estimate.gpu_s * 1e3, estimate.observed_step_s * 1e3
     if gpu_ms > step_ms:
         # The model's efficiencies are below this GPU's: the estimate cannot exceed the step
         # the engine actually ran, so it is read as no idle time at all.
-        return (f"the roofline estimates {gpu_ms:.2f} ms of GPU work for a step measured at "
-                f"{step_ms:.2f} ms (it underrates this GPU by {gpu_ms / step_ms - 1:.0%}): "
+        return (f"the roofline estimates {gpu_ms:.2f} ms of {device} work for a step measured at "
+                f"{step_ms:.2f} ms (it underrates this {device} by {gpu_ms / step_ms - 1:.0%}): "
                 "no idle time between steps")  # fmt: skip
-    return (f"of each {step_ms:.2f} ms step the roofline accounts for {gpu_ms:.2f} ms of GPU "
+    return (f"of each {step_ms:.2f} ms step the roofline accounts for {gpu_ms:.2f} ms of {device} "
             f"work ({gpu_ms / step_ms:.0%}); the rest is idle or CPU-side time")  # fmt: skip
 
 

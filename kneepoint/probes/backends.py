@@ -112,15 +112,17 @@ class LaunchBackend:
         sim_telemetry: bool = False,
         nvml_index: int | None = None,
         api_key: str | None = None,
+        nice: int = 0,
     ) -> None:
-        """``api_key``: the server is given it as VLLM_API_KEY in ``env`` (the caller's job,
+        """``nice``: how much lower the server's CPU priority is than the agent's.
+        ``api_key``: the server is given it as VLLM_API_KEY in ``env`` (the caller's job,
         ``kneepoint.probes.credentials.server_env``) and called with it; without one, a
         VLLM_API_KEY in the agent's own environment is kept from the server, which would
         otherwise refuse every request."""
         self.argv_for, self.env, self.api_key = argv_for, dict(env or {}), api_key
         self.host, self.port = host, port
         self.startup_timeout_s, self.hang_after_s = startup_timeout_s, hang_after_s
-        self.sim_telemetry, self.nvml_index = sim_telemetry, nvml_index
+        self.sim_telemetry, self.nvml_index, self.nice = sim_telemetry, nvml_index, nice
         if not is_loopback(host) and host not in _WARNED_HOSTS:
             _WARNED_HOSTS.add(host)  # once per run, not once per launched trial
             log.warning("server.exposed", host=host,
@@ -137,7 +139,7 @@ class LaunchBackend:
             argv = self.argv_for(config, self.host, port, served)
             log_path = trial_dir / ("server.log" if attempt == 0 else f"server.{attempt}.log")
             unset = () if self.api_key else (SERVER_KEY_VARIABLE,)
-            with ServerProcess(argv, log_path, self.env, unset) as proc:
+            with ServerProcess(argv, log_path, self.env, unset, nice=self.nice) as proc:
                 try:
                     proc.wait_healthy(url, self.startup_timeout_s, hang_after_s=self.hang_after_s)
                 except ServerFailedError:

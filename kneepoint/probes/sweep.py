@@ -10,7 +10,7 @@
 A ``Prober`` measures one offered rate for a repeat number (each repeat draws its own requests:
 the seed moves with it), over HTTP or on the simulator's virtual clock. A point that cannot tell
 (``LoadPoint.valid`` false: a client that fell behind, a server whose counts describe another
-load) is *unknown*: measured again (``retakes``: longer, on fresh requests, scraped less), and
+load) is *unknown*: measured again (``retakes``: on fresh requests, scraped less), and
 if still unknown recorded but never counted as a pass or a failure. Every sweep brackets the
 knee with counted points only; a capacity with no counted failure above it is a floor, and
 the result says why (``SweepResult.floor_reason``).
@@ -57,12 +57,17 @@ def knee_search(
     clock: Clock = time.monotonic,
     retakes: int = 1,
     lowest_rps: float | None = None,
+    passing_rps: float = 0.0,
 ) -> SweepResult:
     """Ramp, bracket and bisect with counted points (``kneepoint.load.knee``), from
-    ``start_rps`` down to ``lowest_rps`` at most (a 16th of the start by default)."""
+    ``start_rps`` down to ``lowest_rps`` at most (a 16th of the start by default). Rates at
+    or below ``passing_rps`` are known to pass (measured already, by the caller) and are not
+    measured again."""
     run = SweepRun(slo, time_cap_s, clock, retakes)
 
     def check(rate: float) -> Verdict:
+        if rate <= passing_rps:
+            return "pass"
         if run.over_time():
             return "unknown"  # measures nothing: the result says the cap ended it
         entry = run.measure(probe, rate)

@@ -36,8 +36,10 @@ class MeasurementSpec(InputRecord):
     if at least this share of the scrapes due in the window landed: on a busy 2-core host
     19-27 of 82-93 landed, and those few read a server idler than it was (issue "Step 12")."""
     retakes: int = Field(default=1, ge=0, le=3)
-    """Times a point that cannot tell is measured again at the same rate (each retake twice
-    as long, on fresh requests, with half the scrapes) before it is left unknown."""
+    """Times a point that cannot tell (or contradicts its configuration's curve) is measured
+    again at the same rate before it is left unknown: as long (past the ceiling a longer
+    point grows a longer queue, another yardstick), on fresh requests, scraped half as
+    often (a lighter measurement on a host that could not tell)."""
     scrape_interval_s: float | None = Field(default=None, gt=0.0, le=60.0)
     """Seconds between ``/metrics`` scrapes during a point. None: adaptive, at least 1 s and
     at least 50 times what the last scrape took, so scraping costs the server under 2% of
@@ -46,6 +48,14 @@ class MeasurementSpec(InputRecord):
     """A knee search bisects until its bracket is within this share of its passing rate.
     ``tune``'s baseline, ``sweep`` and ``diagnose`` all search the same way, so they read one
     capacity from the same points."""
+    server_nice: int = Field(default=10, ge=0, le=19)
+    """How much lower a launched server's CPU priority is than the load generator's. The
+    generator is an instrument: a few percent of a core, but it must wake on time, and on a
+    host whose cores the server also uses it otherwise waits behind the engine's busy loop.
+    Measured on vLLM's CPU build (2 cores, 20 req/s): client send lag p99 244-1,041 ms at
+    equal priority, 2 ms with the server at +10, the server's own TTFT mean 21 ms either way;
+    at 36 req/s its output was 2,004-2,312 tok/s at either priority. 0 leaves it alone; a
+    server kneepoint attaches to keeps its own."""
     lowest_rps: float | None = Field(default=None, gt=0.0, le=1e5)
     """The lowest rate a knee search measures: below it a point takes too long to say
     anything. None: the search's start rate over 16."""

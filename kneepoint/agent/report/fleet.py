@@ -31,8 +31,11 @@ def _row(label: str, size: FleetSize) -> list[str]:
 
 
 def fleet(data: ReportData, doc: Document) -> None:
-    """The section, where the start (and the winner) have an SLO capacity."""
+    """The section, where the start (and the winner) have an SLO capacity and run on GPUs
+    (a CPU host has no GPU-hour price to size a fleet by)."""
     study, spec = data.study, data.study.fleet
+    if study.gpu.is_cpu:
+        return
     sized = [(label, size) for label, curve, config in
              (("start", data.start, study.engine),
               ("winner", data.final, data.state.incumbent or study.engine))

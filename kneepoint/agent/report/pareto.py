@@ -80,7 +80,9 @@ def frontier(points: list[ParetoPoint]) -> list[ParetoPoint]:
     return best
 
 
-def plot(points: list[ParetoPoint], edge: list[ParetoPoint], path: Path) -> Path:
+def plot(
+    points: list[ParetoPoint], edge: list[ParetoPoint], path: Path, device: str = "GPU"
+) -> Path:
     fig = Figure(figsize=(6, 4.2))
     ax = fig.subplots()
     others = [p for p in points if p.label != "winner"]
@@ -92,8 +94,8 @@ def plot(points: list[ParetoPoint], edge: list[ParetoPoint], path: Path) -> Path
                    color="#1f77b4", marker="*", label="winner")  # fmt: skip
     ax.plot([p.per_user_tok_s for p in edge], [p.per_gpu_tok_s for p in edge], "-",
             color="#d62728", lw=1, label="Pareto frontier")  # fmt: skip
-    ax.set(xlabel="output tok/s per user", ylabel="output tok/s per GPU",
-           title="speed per user vs throughput per GPU")  # fmt: skip
+    ax.set(xlabel="output tok/s per user", ylabel=f"output tok/s per {device}",
+           title=f"speed per user vs throughput per {device}")  # fmt: skip
     ax.legend(fontsize=8)
     return plots.save(fig, path)
 
@@ -105,8 +107,9 @@ def section(data: ReportData, doc: Document, out: Path) -> None:
     edge = frontier(points)
     configs = len({p.label for p in points})
     on_edge = sum(p.label == "winner" for p in edge)
-    doc.add(Heading("Speed per user against throughput per GPU"),
+    device = data.study.gpu.kind
+    doc.add(Heading(f"Speed per user against throughput per {device}"),
             Paragraph(f"{len(points)} load points of {configs} measured configurations; "
                       f"{len(edge)} on the Pareto frontier, {on_edge} of them the winner's."),
-            Image(plot(points, edge, out / "pareto.png"),
-                  "output tok/s per user against output tok/s per GPU"))  # fmt: skip
+            Image(plot(points, edge, out / "pareto.png", device),
+                  f"output tok/s per user against output tok/s per {device}"))  # fmt: skip

@@ -197,7 +197,8 @@ def build(data: ReportData) -> Document:
     out = data.folder.path / "plots"
     doc = Document(f"kneepoint report: {data.study.name}")
     study = data.study
-    setting = f"{study.model.name} on {study.gpu.name} ({study.backend.kind} backend)"
+    setting = (f"{study.model.name} on {study.gpu.name} ({study.gpu.kind}, "
+               f"{study.backend.kind} backend)")  # fmt: skip
     doc.add(Paragraph(f"{setting}, workload {study.workload.name}; objective "
                       f"{study.objective.kind}."))  # fmt: skip
     measured.slo(data.study, doc)

@@ -1,0 +1,104 @@
+"""What a study's backend, opened for one configuration, hands the sweeps (``Target``: a
+prober, its endpoint, the device time it holds, a sender for shaped loads), what each
+measured point leaves behind, and what every backend's opener is given."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kneepoint.load.plan import PlannedRequest
+from kneepoint.load.size import PointSize
+from kneepoint.probes.backends import Endpoint
+from kneepoint.probes.process import Failure
+from kneepoint.probes.sweep_run import Prober
+from kneepoint.records.engine import EngineConfig
+from kneepoint.records.faults import Faults
+from kneepoint.records.loadpoint import LoadPoint
+from kneepoint.records.measure import RequestRecord
+from kneepoint.records.study import SimBackend, StudySpec
+from kneepoint.records.workload import TraceEntry
+
+
+@dataclass(frozen=True, slots=True)
+class PointArtifacts:
+    """What one measured point leaves behind besides its LoadPoint."""
+
+    rate_rps: float
+    repeat: int
+    point: LoadPoint
+    records: tuple[RequestRecord, ...]
+    metrics_text: tuple[str, ...] = ()
+    """``/metrics`` before and after the load (HTTP backends only)."""
+
+
+Keep = Callable[[PointArtifacts], None]
+Sender = Callable[[Sequence[PlannedRequest], float], tuple[RequestRecord, ...]]
+"""(a plan of requests, its mean rate) -> every request's record: a load shaped over time
+(a burst), where a prober sends one rate."""
+
+
+@dataclass
+class DeviceClock:
+    """Device time a target has held: wall time while a real server is up (times its GPUs);
+    on the virtual clock, the modelled start-up plus the simulated length of every point."""
+
+    gpus: int = 1
+    virtual_s: float | None = None
+    started: float = field(default_factory=time.monotonic)
+
+    def seconds(self) -> float:
+        held = self.virtual_s if self.virtual_s is not None else time.monotonic() - self.started
+        return held * self.gpus
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    probe: Prober
+    endpoint: Endpoint | None
+    """None on the virtual clock."""
+    clock: DeviceClock = field(default_factory=DeviceClock)
+    send: Sender | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Opening:
+    """What every backend's opener is given."""
+
+    study: StudySpec
+    config: EngineConfig
+    trial_dir: Path
+    size: PointSize
+    keep: Keep | None
+    trace: Sequence[TraceEntry]
+    launch: int
+
+    @property
+    def faults(self) -> Faults | None:
+        """The study's injected faults, where they apply to this launch."""
+        spec = self.study.backend
+        if not isinstance(spec, SimBackend) or spec.faults is None:
+            return None
+        return spec.faults if spec.faults.applies_to(self.launch) else None
+
+
+def rejected(records: Sequence[RequestRecord]) -> Failure | None:
+    """A server that failed every request of a point, none of them by timing out: no
+    capacity to measure, and lower rates would only fail the same requests more slowly.
+    All refused with a client error: the workload does not fit it (token ids beyond its
+    vocabulary, prompts past max_model_len); anything else (5xx answers, broken streams):
+    a broken server."""
+    if not records or any(r.ok for r in records):
+        return None
+    errors = [r.error or "no answer" for r in records]
+    if any(e.startswith("timed out") for e in errors):
+        return None  # an overloaded server, not a broken one
+    if all(e.startswith("HTTP 4") for e in errors):
+        return Failure("bad_argument", f"the server refuses the workload's requests: "
+                       f"{errors[0]}", None, ())  # fmt: skip
+    common = max(set(errors), key=errors.count)
+    message = (f"the server failed every request of the point ({len(errors)} of "
+               f"{len(errors)}; {errors.count(common)} of them: {common})")  # fmt: skip
+    return Failure("crashed", message, None, ())

@@ -1,0 +1,77 @@
+"""The simulator in-process on its virtual clock, opened as a study's backend: each load point
+simulated on a fresh engine, faults injected where the study asks, no server, no HTTP."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+import structlog
+
+from kneepoint.load.plan import PlannedRequest, point_seed
+from kneepoint.load.point import load_point
+from kneepoint.load.trust import Trust
+from kneepoint.physics.defaults import resolve_engine
+from kneepoint.physics.startup import startup_seconds
+from kneepoint.probes.process import ServerFailedError
+from kneepoint.probes.target import DeviceClock, Opening, PointArtifacts, Target, rejected
+from kneepoint.probes.virtual_faults import Lifetime, faulted_records, faulted_signals
+from kneepoint.records.faults import MARKER, Faults
+from kneepoint.records.loadpoint import LoadPoint
+from kneepoint.records.measure import RequestRecord
+from kneepoint.sim.engine import SimEngine
+from kneepoint.sim.fault_server import refuse_start
+from kneepoint.sim.loadpoint import simulate_load_point
+from kneepoint.sim.virtual import run_plan
+
+log = structlog.get_logger(__name__)
+SEND_TIMEOUT_S = 120.0
+"""A request still unfinished this long after a sent plan's last send counts as timed out."""
+
+
+@contextmanager
+def virtual_target(o: Opening) -> Iterator[Target]:
+    """The simulator in-process, on its virtual clock: no server, no HTTP."""
+    study, config, size, faults = o.study, o.config, o.size, o.faults or Faults()
+    refuse_start(faults)
+    engine = resolve_engine(config, study.gpu, study.model)
+    started = startup_seconds(study.model, engine) + faults.slow_start_s
+    clock = DeviceClock(config.tensor_parallel_size or 1, virtual_s=started)
+    life = Lifetime(faults)
+    for kind in faults.signal_faults():  # as the live server says it, once per launch
+        log.warning(f"{MARKER} {kind}")
+    if faults.slow_start_s > 0:
+        log.warning(f"{MARKER} slow_start", seconds=faults.slow_start_s)
+
+    def virtual(rate: float, repeat: int, attempt: int = 0) -> LoadPoint:
+        seed = point_seed(study.workload.seed, repeat, attempt)
+        simulated = simulate_load_point(
+            study, rate, size.requests(rate), config, seed, trace=o.trace,
+            warmup_s=size.warmup_s, trust=Trust.of(study.slo, study.measurement),
+        )  # fmt: skip
+        point, records = simulated.point, simulated.load.records
+        held, died = life.serve(point.duration_s, study.workload.client.request_timeout_s)
+        clock.virtual_s = (clock.virtual_s or 0.0) + held
+        if died is not None:
+            raise ServerFailedError(died)
+        if faults.injected():
+            records = faulted_records(records, faults, life.arrived)
+            point = load_point(rate, records, study.slo, warmup_s=size.warmup_s,
+                               signals=faulted_signals(point.signals, faults),
+                               trust=Trust.of(study.slo, study.measurement))  # fmt: skip
+        life.arrived += len(records)
+        if o.keep is not None:
+            o.keep(PointArtifacts(rate, repeat, point, records))
+        failure = rejected(records)
+        if failure is not None:
+            raise ServerFailedError(failure)
+        return point
+
+    def send(plan: Sequence[PlannedRequest], rate: float) -> tuple[RequestRecord, ...]:
+        sim = SimEngine(study.gpu, study.model, config, study.efficiency)
+        load = run_plan(sim, plan, timeout_s=SEND_TIMEOUT_S,
+                        request_timeout_s=study.workload.client.request_timeout_s)  # fmt: skip
+        clock.virtual_s = (clock.virtual_s or 0.0) + sim.now_s
+        return load.records
+
+    yield Target(virtual, None, clock, send)

@@ -1,0 +1,72 @@
+"""The whole loop on a real engine: `kneepoint tune` of a KV-starved tiny Llama on vLLM's CPU
+build (tests/fixtures/studies/cpu-tiny-kv.yaml), on the 2-core machine that also runs the load
+generator. It must name the cache as what binds, promote a larger KV budget that measures at
+least 1.3x the start (vLLM bench on the same server: 16 MiB -> 1 GiB gave 1.6-1.7x the output
+ceiling), write its report, exit 0 and leave no vLLM process behind. Bounded to about 15
+minutes; the real_vllm tier (installs vLLM's CPU build)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.conftest import KNEEPOINT, REPO, TuneRun
+
+pytestmark = pytest.mark.real_vllm
+STUDY = REPO / "tests" / "fixtures" / "studies" / "cpu-tiny-kv.yaml"
+START_KV_BYTES = 16 * 2**20
+
+
+@pytest.fixture(scope="module")
+def real_tune(
+    vllm_python: Path, tiny_model: Path, tmp_path_factory: pytest.TempPathFactory
+) -> TuneRun:
+    runs = tmp_path_factory.mktemp("real-tune")
+    command = f"[{vllm_python}, -m, vllm.entrypoints.openai.api_server]"
+    done = subprocess.run(
+        [KNEEPOINT, "tune", str(STUDY), "--runs-dir", str(runs),
+         "--set", f"model={tiny_model / 'config.json'}", "--set", f"engine.model={tiny_model}",
+         "--set", f"backend.command={command}"],
+        capture_output=True, text=True, timeout=2400, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-4000:]
+    (folder,) = runs.iterdir()
+    return TuneRun(folder, done.stdout, done.stderr)
+
+
+def _events(run: TuneRun) -> list[dict[str, object]]:
+    lines = (run.folder / "ledger.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines]
+
+
+def test_the_tune_names_the_cache_and_promotes_a_larger_kv_budget(real_tune: TuneRun) -> None:
+    events = _events(real_tune)
+    baseline = next(e for e in events if e["event"] == "baseline")
+    assert baseline["diagnosis"]["binding"] == "cache"  # type: ignore[index]
+    promoted = [e for e in events if e["event"] == "promoted"]
+    assert promoted, real_tune.stderr[-3000:]
+    winner = promoted[-1]
+    assert winner["config"]["kv_cache_memory_bytes"] > START_KV_BYTES  # type: ignore[index]
+    start = baseline["repeats"]["capacity_rps"]  # type: ignore[index]
+    assert start and winner["objective"] / start >= 1.3, (start, winner["objective"])
+
+
+def test_the_tune_writes_its_report_and_names_the_winner(real_tune: TuneRun) -> None:
+    assert (real_tune.folder / "report.md").is_file()
+    assert (real_tune.folder / "report.html").is_file()
+    best = (real_tune.folder / "best-command.txt").read_text()
+    assert "--kv-cache-memory-bytes" in best and str(START_KV_BYTES) not in best
+    assert "serve the winner with" in real_tune.stdout
+
+
+def test_the_tune_leaves_no_vllm_process(real_tune: TuneRun) -> None:
+    left = []
+    for proc in psutil.process_iter(["cmdline"]):
+        cmdline = " ".join(proc.info["cmdline"] or ())
+        if "vllm.entrypoints" in cmdline and str(real_tune.folder.parent.parent) in cmdline:
+            left.append(proc.pid)
+    assert not left
