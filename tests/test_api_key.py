@@ -18,6 +18,7 @@ from kneepoint.agent.cli_diagnose import _study
 from kneepoint.agent.run_folder import RunFolder
 from kneepoint.config import ConfigError, load_study
 from kneepoint.load.plan import PlannedRequest
+from kneepoint.load.size import PointSize
 from kneepoint.probes import targets
 from kneepoint.probes.backends import AttachBackend, LaunchBackend, sim_argv
 from kneepoint.probes.credentials import server_env
@@ -26,6 +27,7 @@ from kneepoint.probes.measure import Instruments, measure
 from kneepoint.probes.process import ServerFailedError
 from kneepoint.probes.quality import QualityCheckError, greedy_outputs
 from kneepoint.probes.samplers import HttpSampler
+from kneepoint.probes.target import Opening
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.study import AttachBackend as AttachSpec
 from kneepoint.records.study import StudySpec
@@ -37,12 +39,10 @@ CONFIG = EngineConfig(model="llama-3.2-1b", max_num_seqs=32)
 PLAN = [PlannedRequest(i, i * 0.05, "c", (5, 6, 7), 4) for i in range(6)]
 
 
-def opening(study: StudySpec, tmp_path: Path) -> targets._Opening:
+def opening(study: StudySpec, tmp_path: Path) -> Opening:
     """What the backend openers are given, for ``study`` serving CONFIG."""
-    fields = {"study": study, "config": CONFIG, "trial_dir": tmp_path,
-              "size": targets._DEFAULT_SIZE, "keep": None, "trace": ()}  # fmt: skip
-    extra = {"launch": 1} if "launch" in targets._Opening.__dataclass_fields__ else {}
-    return targets._Opening(**fields, **extra)  # type: ignore[arg-type]
+    return Opening(study=study, config=CONFIG, trial_dir=tmp_path, size=PointSize(), keep=None,
+                   trace=(), launch=1)  # fmt: skip
 
 
 def test_the_key_travels_to_the_server_and_back_on_every_route(tmp_path: Path) -> None:

@@ -149,10 +149,23 @@ def test_every_knob_is_either_a_candidate_or_ruled_out_with_a_reason() -> None:
 
 
 def test_a_change_that_would_not_start_is_ruled_out_with_the_refusal() -> None:
-    # 1 GiB holds 32k tokens of Llama-3.2-1B: the model's 128k context cannot start either way.
+    # 1 GiB holds 32k tokens of Llama-3.2-1B: the model's 128k context cannot start in it or
+    # in twice it (a cap of 8 sequences asks for no more than doubling).
     found, _ = run("cache", CACHE, gpu=A100, model=LLAMA_1B,
-                   engine={"kv_cache_memory_bytes": 2**30})  # fmt: skip
+                   engine={"kv_cache_memory_bytes": 2**30, "max_num_seqs": 8})  # fmt: skip
     assert "would not start (max model len too long)" in why(found, "kv_cache_memory_bytes")
+
+
+def test_a_kv_pool_far_below_the_running_cap_is_sized_to_hold_it() -> None:
+    # 1 GiB of Llama-3.2-1B's KV holds ~32 requests of 1,000 tokens; the cap admits 256: the
+    # rule tries the pool that holds the cap's worth (8x, 16x at most), not a doubling, and
+    # falls back to a smaller jump where a bigger one would not start.
+    found, _ = run("cache", CACHE, gpu=A100, model=LLAMA_1B,
+                   engine={"kv_cache_memory_bytes": 2**30, "max_num_seqs": 256,
+                           "max_model_len": 4096})  # fmt: skip
+    kv = next(c for c in found.candidates if c.knob.name == "kv_cache_memory_bytes")
+    assert kv.direction == "to" and isinstance(kv.target, int) and kv.target >= 4 * 2**30
+    assert "running cap (256) admits more than the pool holds" in kv.reason
 
 
 def test_no_move_past_a_knobs_ceiling_is_a_candidate() -> None:

@@ -268,7 +268,7 @@ def _busy(
     return busy, launch
 
 
-def _roofline_reading(estimate: StepEstimate, device: str) -> str:
+def _roofline_reading(estimate: StepEstimate, device: str = "GPU") -> str:
     gpu_ms, step_ms = estimate.gpu_s * 1e3, estimate.observed_step_s * 1e3
     if gpu_ms > step_ms:
         # The model's efficiencies are below this GPU's: the estimate cannot exceed the step

@@ -6,7 +6,7 @@ engine defaults, its memory plan and the roofline of the observed step) it retur
 or the reason it cannot help now. Sizes come from the same physics the simulator runs where it
 can price the change (KV tokens a memory knob buys, step time an fp8 knob saves); elsewhere
 they are deliberately modest guesses, and the report compares every guess with the result.
-Weight quantization's rule is in ``quant_effects``.
+Weight quantization's rule is in ``quant_effects``, the KV pool's size in ``kv_effects``.
 """
 
 from __future__ import annotations
@@ -113,37 +113,6 @@ def step_ratio(sit: Situation, config: EngineConfig) -> float | None:
     changed = resolve_engine(config, obs.gpu, obs.model)
     after = Roofline(obs.gpu, obs.model, changed, obs.efficiency).step(shape)
     return before / after.gpu_s
-
-
-def memory_fraction(sit: Situation) -> Effect | str:
-    if sit.observation.engine.kv_cache_memory_bytes is not None:
-        return "the KV pool is sized in bytes (kv_cache_memory_bytes), which overrides it"
-    current = sit.engine.gpu_memory_utilization
-    target = round(min(0.96, current + 0.04), 2)
-    if target <= current:
-        return f"already at {current:.2f}, the top of its range"
-    ratio = kv_ratio(sit, gpu_memory_utilization=target)
-    if isinstance(ratio, str):
-        return f"{current:.2f} -> {target:.2f}: {ratio}"
-    reason = (
-        f"{current:.2f} -> {target:.2f} gives the KV cache {ratio - 1:+.0%} tokens: more "
-        "sequences fit before requests wait for blocks"
-    )
-    return Effect("up", damped(ratio), reason)
-
-
-def memory_bytes(sit: Situation) -> Effect | str:
-    current = sit.observation.engine.kv_cache_memory_bytes
-    if current is None:
-        return "the KV pool follows gpu_memory_utilization; that is the knob to move"
-    ratio = kv_ratio(sit, kv_cache_memory_bytes=current * 2)
-    if isinstance(ratio, str):
-        return f"doubling the KV pool: {ratio}"
-    reason = (
-        f"doubling the KV pool ({current / 2**30:.2f} GiB) doubles the tokens it holds: "
-        "fewer waits for blocks and fewer preemptions"
-    )
-    return Effect("up", damped(ratio), reason)
 
 
 def kv_dtype(sit: Situation) -> Effect | str:
@@ -307,8 +276,6 @@ def speculation(sit: Situation) -> Effect | str:
 
 
 RULES: dict[str, Rule] = {
-    "gpu_memory_utilization": memory_fraction,
-    "kv_cache_memory_bytes": memory_bytes,
     "kv_cache_dtype": kv_dtype,
     "max_num_seqs": seqs,
     "max_num_batched_tokens": token_budget,

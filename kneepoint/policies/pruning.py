@@ -23,6 +23,7 @@ from pydantic import JsonValue
 from kneepoint.physics.defaults import resolve_engine
 from kneepoint.policies.context import ConfigContext, context_of
 from kneepoint.policies.knob_effects import RULES, Effect, Rule, Situation
+from kneepoint.policies.kv_effects import memory_bytes, memory_fraction
 from kneepoint.policies.quant_effects import held_conditions, quantization, w4a16_advice
 from kneepoint.policies.step_estimate import estimate_step
 from kneepoint.policies.tp_effect import tensor_parallel
@@ -46,7 +47,9 @@ RUNNER_UP_SHARE = 0.2
 # What the simulator does not model: a change it would silently ignore proves nothing.
 _SIM_UNMODELED = {"speculative_config": "the simulator does not model speculative decoding"}
 _RULES: dict[str, Rule] = {**RULES, "quantization": quantization,
-                           "tensor_parallel_size": tensor_parallel}  # fmt: skip
+                           "tensor_parallel_size": tensor_parallel,
+                           "gpu_memory_utilization": memory_fraction,
+                           "kv_cache_memory_bytes": memory_bytes}  # fmt: skip
 
 
 def prune(

@@ -28,10 +28,11 @@ class Prober(Protocol):
 
 Clock = Callable[[], float]
 """Seconds on whatever clock a time cap counts (wall time, or a target's device time)."""
-SLACK = 1.1
+SLACK = 1.25
 """A miss contradicts a pass only at least this factor below it (and a pass a miss this far
-above): closer than that the two are the knee's own noise (real H100 repeats spread ~3% in
-step time; the CPU build's knee points 40 and 42 req/s met and missed in turn)."""
+above): closer than that the two are the knee's own noise. On the CPU build the same server's
+knee moved 10-15% between repeats (31.4 and 34.5 req/s met and missed in turn), where a host
+blip put a miss at 24.4 req/s below passes up to 36.6 (1.5x)."""
 
 
 class SweepRun:

@@ -1,0 +1,90 @@
+"""What sizing the KV pool should do: its memory fraction, or its bytes where the study sizes it
+in bytes (``kv_cache_memory_bytes``, the knob of vLLM's CPU build). Priced by the memory
+model (the KV tokens a change buys) and by the sequences the load at the knee wanted to run.
+"""
+
+from __future__ import annotations
+
+import math
+
+from kneepoint.policies.knob_effects import MAX_RATIO, Effect, Situation, damped, kv_ratio
+from kneepoint.records.workload import mean_length_tokens
+
+MAX_KV_GROWTH = 16
+"""The largest jump a KV pool rule proposes at once."""
+
+
+def memory_fraction(sit: Situation) -> Effect | str:
+    if sit.observation.engine.kv_cache_memory_bytes is not None:
+        return "the KV pool is sized in bytes (kv_cache_memory_bytes), which overrides it"
+    current = sit.engine.gpu_memory_utilization
+    target = round(min(0.96, current + 0.04), 2)
+    if target <= current:
+        return f"already at {current:.2f}, the top of its range"
+    ratio = kv_ratio(sit, gpu_memory_utilization=target)
+    if isinstance(ratio, str):
+        return f"{current:.2f} -> {target:.2f}: {ratio}"
+    reason = (
+        f"{current:.2f} -> {target:.2f} gives the KV cache {ratio - 1:+.0%} tokens: more "
+        "sequences fit before requests wait for blocks"
+    )
+    return Effect("up", damped(ratio), reason)
+
+
+def memory_bytes(sit: Situation) -> Effect | str:
+    current = sit.observation.engine.kv_cache_memory_bytes
+    if current is None:
+        return "the KV pool follows gpu_memory_utilization; that is the knob to move"
+    factor, why = kv_growth(sit)
+    ratio = kv_ratio(sit, kv_cache_memory_bytes=current * factor)
+    while isinstance(ratio, str) and factor > 2:  # a pool that would not start: smaller
+        factor //= 2
+        ratio = kv_ratio(sit, kv_cache_memory_bytes=current * factor)
+    if isinstance(ratio, str):
+        return f"{factor}x the KV pool: {ratio}"
+    held = sit.memory.kv_tokens / max(1.0, _sequence_tokens(sit))
+    reason = (f"{factor}x the KV pool ({current / 2**30:.3f} -> "
+              f"{current * factor / 2**30:.3f} GiB) holds ~{held * ratio:.0f} of the "
+              f"workload's requests where it holds ~{held:.0f}: {why}")  # fmt: skip
+    room = sequence_room(sit, ratio)
+    # priced as a batch that much bigger where the server's own points show how its step
+    # time grows with its batch (as the running cap's rule prices it), else damped
+    response = sit.observation.response
+    gained = min(MAX_RATIO, response.batch_gain(room)) if response is not None else damped(room)
+    if factor == 2:
+        return Effect("up", gained, reason)
+    return Effect("to", gained, reason, target=current * factor)
+
+
+def kv_growth(sit: Situation) -> tuple[int, str]:
+    """How many times the KV pool to try, and why: where the pool holds fewer of the
+    workload's requests than the running cap admits, the power of two (up to
+    ``MAX_KV_GROWTH``) that holds the cap's worth; else twice. On vLLM's CPU build a pool of
+    16 MiB held ~21 of the 128 256 + 64-token requests its cap admits; doubling it measured
+    ~1.3x and a 1 GiB pool 1.6-1.7x (vLLM bench on the same server, issue "Step 12")."""
+    held = sit.memory.kv_tokens / max(1.0, _sequence_tokens(sit))
+    cap = sit.engine.max_num_seqs
+    if cap <= 2 * held:
+        return 2, "fewer waits for blocks and fewer preemptions"
+    factor = min(MAX_KV_GROWTH, 2 ** math.ceil(math.log2(cap / held)))
+    return factor, f"the running cap ({cap}) admits more than the pool holds"
+
+
+def sequence_room(sit: Situation, kv_ratio_: float) -> float:
+    """How many times the sequences running now could run in a pool ``kv_ratio_`` times the
+    size, at most the running cap (what a bigger pool buys, before any other wall)."""
+    running = max(1.0, sit.observation.saturated.signals.running_mean or 1.0)
+    return min(kv_ratio_, sit.engine.max_num_seqs / running)
+
+
+def _sequence_tokens(sit: Situation) -> float:
+    """A typical request's KV tokens: its prompt and answer, in whole blocks."""
+    workload = sit.observation.workload
+    if workload is None:
+        return float(sit.engine.block_size)
+    total = sum(c.weight for c in workload.classes)
+    lengths = [(c.weight, mean_length_tokens(c.input_tokens) + mean_length_tokens(c.output_tokens))
+               for c in workload.classes]  # fmt: skip
+    tokens = sum(w * n for w, n in lengths) / total
+    block = sit.engine.block_size
+    return math.ceil(tokens / block) * block
