@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from kneepoint.policies.knob_effects import MAX_RATIO, Effect, Situation, damped, kv_ratio
+from kneepoint.policies.knob_effects import Effect, Situation, damped, kv_ratio
 from kneepoint.records.workload import mean_length_tokens
 
 MAX_KV_GROWTH = 16
@@ -46,11 +46,11 @@ def memory_bytes(sit: Situation) -> Effect | str:
     reason = (f"{factor}x the KV pool ({current / 2**30:.3f} -> "
               f"{current * factor / 2**30:.3f} GiB) holds ~{held * ratio:.0f} of the "
               f"workload's requests where it holds ~{held:.0f}: {why}")  # fmt: skip
-    room = sequence_room(sit, ratio)
-    # priced as a batch that much bigger where the server's own points show how its step
-    # time grows with its batch (as the running cap's rule prices it), else damped
-    response = sit.observation.response
-    gained = min(MAX_RATIO, response.batch_gain(room)) if response is not None else damped(room)
+    # Damped, not priced by the server's step response: a starved pool's steps carry the
+    # prefills of preempted sequences computed again, which grow its step time with its
+    # tokens (the CPU build's read tokens^1.0 there) and buy nothing; a bigger pool's gain is
+    # the recomputation it saves, and the sequences it lets run.
+    gained = damped(sequence_room(sit, ratio))
     if factor == 2:
         return Effect("up", gained, reason)
     return Effect("to", gained, reason, target=current * factor)
