@@ -93,9 +93,10 @@ def _vllm_server(o: Opening) -> Backend:
     spec = o.study.backend
     assert not isinstance(spec, SimBackend | AttachSpec)
     key = api_key(o.study)
+    nvml = None if o.study.gpu.is_cpu else spec.gpu_index or 0  # a CPU host has no NVML
     return LaunchBackend(vllm_argv(spec), env=server_env(o.study, spec, key), host=spec.host,
                          port=spec.port, startup_timeout_s=spec.startup_timeout_s,
-                         nvml_index=spec.gpu_index or 0, api_key=key,
+                         nvml_index=nvml, api_key=key,
                          nice=o.study.measurement.server_nice)  # fmt: skip
 
 

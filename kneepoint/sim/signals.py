@@ -56,6 +56,8 @@ def virtual_signals(
     gpu = GpuTelemetry(engine.gpu, engine.memory, engine.roofline.linear_peak_tflops).sample(
         inside, start_s, end_s
     )
+    if engine.gpu.is_cpu:  # a CPU host has no NVML or GPM to read
+        gpu = type(gpu)(start_s=gpu.start_s, end_s=gpu.end_s)
     kv = engine.kv
     return Signals(
         kv_usage_mean=_weighted(inside, "kv_usage"),
