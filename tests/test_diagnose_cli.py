@@ -75,7 +75,7 @@ def test_a_running_server_is_diagnosed_over_http_without_a_study_file(
             "--set", "tuning.screen_seconds=6"]  # fmt: skip
     assert main(args) == 0
     out = capsys.readouterr().out
-    assert "(attach)" in out
+    assert "(GPU, attach)" in out
     (folder,) = tmp_path.iterdir()
     found = json.loads((folder / "diagnosis.json").read_text())
     assert found["diagnosis"]["binding"] == "scheduling", found["diagnosis"]["scores"]
