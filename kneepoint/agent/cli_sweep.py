@@ -20,6 +20,7 @@ from kneepoint.agent.cli_progress import progress_for
 from kneepoint.agent.feasibility import launch_checks
 from kneepoint.agent.files import check_output, write_atomically
 from kneepoint.agent.report.intervals import TRIM, slo_intervals
+from kneepoint.agent.run_folder import write_point
 from kneepoint.agent.watch import Watched
 from kneepoint.calibration.recorded import study_path_for
 from kneepoint.config import load_study
@@ -62,11 +63,12 @@ def run_sweep(args: argparse.Namespace) -> int:
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     out = args.out or Path("runs") / f"sweep-{study.name}-{stamp}" / "sweep.json"
     check_output("--out", out)
-    trial_dir = out.parent / f"{out.stem}-points"
+    trial_dir = out.parent / f"{out.stem}-server"
     kept: dict[float, tuple[RequestRecord, ...]] = {}
 
     def keep(artifacts: PointArtifacts) -> None:
         kept[artifacts.rate_rps] = artifacts.records
+        write_point(out.parent, out.stem, artifacts)
 
     size = PointSize.for_study(study, args.seconds or study.tuning.screen_seconds)
     progress = progress_for(sys.stderr)

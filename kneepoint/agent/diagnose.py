@@ -17,6 +17,7 @@ from kneepoint.agent.rates import repeat_rates
 from kneepoint.agent.report.document import Document, Heading, Paragraph, Table
 from kneepoint.agent.report.measured import objective_text, slo
 from kneepoint.agent.report.sections import evidence_table, pruning_tables
+from kneepoint.agent.run_folder import write_point
 from kneepoint.agent.watch import Watched
 from kneepoint.load.objective import name as objective_name
 from kneepoint.policies.context import context_of
@@ -26,7 +27,7 @@ from kneepoint.policies.pruning import BackendKind, prune
 from kneepoint.probes import sweep
 from kneepoint.probes.study_knee import study_knee_search
 from kneepoint.probes.sweep_run import Prober
-from kneepoint.probes.targets import PointSize, open_target
+from kneepoint.probes.targets import PointArtifacts, PointSize, open_target
 from kneepoint.records.diagnosis import Diagnosis
 from kneepoint.records.knobs import KnobCatalogue
 from kneepoint.records.objective import SloCapacity
@@ -50,7 +51,11 @@ def measure_and_diagnose(
     lands, and an interrupt leaves what was measured in ``folder``'s sweep.json."""
     config = study.engine
     size = PointSize.for_study(study, study.tuning.screen_seconds)
-    with open_target(study, config, folder, size) as target:
+
+    def keep(artifacts: PointArtifacts) -> None:
+        write_point(folder, "diagnose", artifacts)
+
+    with open_target(study, config, folder, size, keep) as target:
         watched = Watched(target.probe, progress, "diagnose", study.slo)
         try:
             result = _measure(study, watched, progress, knee_rps)

@@ -141,22 +141,30 @@ class RunFolder:
 
     def keep_point(self, trial_dir: Path, label: str, artifacts: PointArtifacts) -> None:
         """A point's request records (gzip JSON lines) and metric snapshots."""
-        stem = f"{label}-r{artifacts.repeat}-{artifacts.rate_rps:.4g}rps"
-        points = trial_dir / "points"
-        points.mkdir(exist_ok=True)
-        lines = "".join(r.model_dump_json() + "\n" for r in artifacts.records)
-        tmp = points / f".{stem}.requests.jsonl.gz.tmp"
-        with gzip.open(tmp, "wt", encoding="utf-8") as handle:
-            handle.write(lines)
-        tmp.replace(points / f"{stem}.requests.jsonl.gz")
-        write_atomically(points / f"{stem}.point.json", artifacts.point.model_dump_json() + "\n")
-        for when, text in zip(("before", "after"), artifacts.metrics_text, strict=False):
-            write_atomically(points / f"{stem}.metrics-{when}.prom", text)
+        write_point(trial_dir, label, artifacts)
 
     def write_best(self, study: StudySpec, config: EngineConfig) -> None:
         body = {"engine": config.model_dump(mode="json", exclude_defaults=True)}
         write_atomically(self.path / "best.yaml", _yaml(body))
         write_atomically(self.path / "best-command.txt", serve_command(study, config) + "\n")
+
+
+def write_point(folder: Path, label: str, artifacts: PointArtifacts) -> None:
+    """One measured point's files in ``folder``/points: its request records (gzip JSON
+    lines), the point, and the ``/metrics`` snapshots before and after it (a retake's stem
+    says which attempt it was)."""
+    again = f"-retake{artifacts.attempt}" if artifacts.attempt else ""
+    stem = f"{label}-r{artifacts.repeat}-{artifacts.rate_rps:.4g}rps{again}"
+    points = folder / "points"
+    points.mkdir(parents=True, exist_ok=True)
+    lines = "".join(r.model_dump_json() + "\n" for r in artifacts.records)
+    tmp = points / f".{stem}.requests.jsonl.gz.tmp"
+    with gzip.open(tmp, "wt", encoding="utf-8") as handle:
+        handle.write(lines)
+    tmp.replace(points / f"{stem}.requests.jsonl.gz")
+    write_atomically(points / f"{stem}.point.json", artifacts.point.model_dump_json() + "\n")
+    for when, text in zip(("before", "after"), artifacts.metrics_text, strict=False):
+        write_atomically(points / f"{stem}.metrics-{when}.prom", text)
 
 
 def run_folder_error(path: Path, exc: RunFolderError | LedgerError | RunLockedError) -> ConfigError:

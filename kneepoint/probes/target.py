@@ -32,6 +32,8 @@ class PointArtifacts:
     records: tuple[RequestRecord, ...]
     metrics_text: tuple[str, ...] = ()
     """``/metrics`` before and after the load (HTTP backends only)."""
+    attempt: int = 0
+    """Which retake of the point this was (0: the first measurement)."""
 
 
 Keep = Callable[[PointArtifacts], None]

@@ -197,7 +197,7 @@ def _http_prober(
         )  # fmt: skip
         if keep is not None:
             keep(PointArtifacts(rate, repeat, measured.point, measured.records,
-                                measured.metrics_text))  # fmt: skip
+                                measured.metrics_text, attempt))  # fmt: skip
         failure = endpoint.failure() or rejected(measured.records)
         if failure is not None:
             raise ServerFailedError(failure)

@@ -61,7 +61,7 @@ def virtual_target(o: Opening) -> Iterator[Target]:
                                trust=Trust.of(study.slo, study.measurement))  # fmt: skip
         life.arrived += len(records)
         if o.keep is not None:
-            o.keep(PointArtifacts(rate, repeat, point, records))
+            o.keep(PointArtifacts(rate, repeat, point, records, attempt=attempt))
         failure = rejected(records)
         if failure is not None:
             raise ServerFailedError(failure)

@@ -39,7 +39,9 @@ def save(fig: Figure, path: Path) -> Path:
 
 
 def _curves(data: ReportData) -> list[Curve]:
-    return [c for c in (data.start, data.final) if c is not None]
+    """The start's and the winner's curves that have a counted point to draw (a run whose
+    points all could not tell draws none, and says so in its text)."""
+    return [c for c in (data.start, data.final) if c is not None and c.points]
 
 
 def latency_curves(data: ReportData, out: Path) -> Path | None:
