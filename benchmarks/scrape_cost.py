@@ -26,6 +26,7 @@ from pathlib import Path
 import httpx
 import vllm_cpu
 
+from kneepoint.agent.logs import configure_logging
 from kneepoint.probes.backends import Endpoint
 from kneepoint.probes.prom import Scrape, parse_metrics
 
@@ -112,6 +113,7 @@ def main() -> None:
     parser.add_argument("--interval", type=float, default=0.5, help="between scrapes")
     parser.add_argument("--kv-mib", type=int, default=16)
     args = parser.parse_args()
+    configure_logging(level="warning")
     started = time.monotonic()
     venv = vllm_cpu.vllm_venv()
     runs: list[Run] = []
@@ -120,9 +122,7 @@ def main() -> None:
         with vllm_cpu.served(venv, vllm_cpu.engine(model, args.kv_mib * 2**20)) as endpoint:
             for pair in range(args.pairs):
                 order = (False, True) if pair % 2 == 0 else (True, False)
-                runs += [
-                    one_run(venv, endpoint, model, args, scraped, seed=pair) for scraped in order
-                ]
+                runs += [one_run(venv, endpoint, model, args, scraped=on) for on in order]
     report(runs, args)
     print(f"wall time {time.monotonic() - started:.0f} s")
 

@@ -73,10 +73,11 @@ class BenchRun:
 
 def bench_serve(
     venv: Path, endpoint: Endpoint, tokenizer: Path, rate_rps: float, prompts: int, *,
-    input_tokens: int, output_tokens: int, seed: int = 0,
+    input_tokens: int, output_tokens: int, seed: int = 0, burstiness: float = 1.0,
 ) -> BenchRun:  # fmt: skip
-    """`vllm bench serve` at ``rate_rps`` (Poisson) for ``prompts`` random prompts of exact
-    lengths, streamed to /v1/completions, every answer run to its length."""
+    """`vllm bench serve` at ``rate_rps`` for ``prompts`` random prompts of exact lengths,
+    streamed to /v1/completions, every answer run to its length; arrivals gamma-spaced of
+    shape ``burstiness`` (1: Poisson; large: evenly spaced)."""
     with tempfile.TemporaryDirectory() as out:
         argv = [
             str(venv / "bin" / "vllm"), "bench", "serve", "--backend", "vllm",
@@ -84,6 +85,7 @@ def bench_serve(
             "--tokenizer", str(tokenizer), "--dataset-name", "random",
             "--random-input-len", str(input_tokens), "--random-output-len", str(output_tokens),
             "--random-range-ratio", "0", "--ignore-eos", "--request-rate", f"{rate_rps:g}",
+            "--burstiness", f"{burstiness:g}",
             "--num-prompts", str(prompts), "--seed", str(seed),
             "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,95,99",
             "--disable-tqdm", "--save-result", "--result-dir", out, "--result-filename", "r.json",
