@@ -42,8 +42,8 @@ class MeasurementSpec(InputRecord):
     often (a lighter measurement on a host that could not tell)."""
     scrape_interval_s: float | None = Field(default=None, gt=0.0, le=60.0)
     """Seconds between ``/metrics`` scrapes during a point. None: adaptive, at least 1 s and
-    at least 50 times what the last scrape took, so scraping costs the server under 2% of
-    its time (``benchmarks/scrape_cost.py``)."""
+    at least 200 times what the last scrape took, so scraping costs the server's API thread
+    under 0.5% of its time (``probes.samplers.COST_FACTOR``, ``benchmarks/scrape_cost.py``)."""
     knee_tolerance: float = Field(default=0.05, gt=0.0, le=0.5)
     """A knee search bisects until its bracket is within this share of its passing rate.
     ``tune``'s baseline, ``sweep`` and ``diagnose`` all search the same way, so they read one
