@@ -7,7 +7,7 @@ recordings of one study whose configurations differ by knobs, the effect of that
 real engine measured it, as the simulator measures it, and as kneepoint's pruning predicted it
 from the first recording's diagnosis. A summary gives the figures the fidelity goals name.
 
-Run: .venv/bin/python benchmarks/real_fidelity.py [PATH ...]   (default: every recording in
+Run: .venv/bin/python benchmarks/real_fidelity.py [PATH ...]   (default: every GPU recording in
 tests/fixtures/real; a PATH is a sweep.json, a folder with one, or a folder of such)
 Goals: uncalibrated, capacity within 10% and the fp8 effect within 5 points on every config;
 calibrated leave-one-out, capacity within 5%, ITL p50 within 15% at every rate that meets the
@@ -189,6 +189,11 @@ def main() -> None:
     configure_logging(level="warning")
     roots = args.paths or [p for p in DEFAULT_PATHS if p.exists()]
     recordings = find_recorded(roots)
+    if not args.paths:  # the simulator prices GPU steps: CPU recordings measure the trust rules
+        skipped = [r.name for r in recordings if r.study.gpu.is_cpu]
+        recordings = [r for r in recordings if not r.study.gpu.is_cpu]
+        if skipped:
+            print(f"left out, recorded on a CPU: {', '.join(skipped)}")
     started = time.perf_counter()
     simulated = {r.source: replay(r) for r in recordings}
     print(f"{len(recordings)} recordings from {', '.join(map(str, roots))}; "
