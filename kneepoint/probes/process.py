@@ -25,6 +25,7 @@ from typing import Literal
 import httpx
 import structlog
 
+from kneepoint.probes.priority import lower_priority
 from kneepoint.probes.redact import redact
 
 log = structlog.get_logger(__name__)
@@ -130,7 +131,7 @@ class ServerProcess:
             start_new_session=True,
         )  # fmt: skip
         if nice:
-            _lower_priority(self.proc.pid, nice)
+            lower_priority(self.proc.pid, nice)
         # If the agent dies without stopping it, its watchdog stops the group at once, and
         # failing that the next run reaps the group by this file.
         self.pid_path = log_path.with_suffix(".pid")
@@ -209,28 +210,6 @@ class ServerProcess:
     def _signal_group(self, sig: signal.Signals) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, sig)
-
-
-def _lower_priority(pid: int, nice: int) -> None:
-    """Lower a just-started server's CPU priority (the agent's own niceness plus ``nice``):
-    it forks its engine core and workers only after seconds of imports, so they inherit it.
-    The server leads a session of its own, which Linux's autogroup scheduling
-    (``sched_autogroup_enabled``) weighs as one group against the agent's: there a thread's
-    niceness counts only inside its group, so the group's is set too (measured on the 2-core
-    machine while a server ran: a 5 ms ticker beside it was late by 18-204 ms at p99 with
-    the group at 0, 1.2-1.8 ms at 10, with the server's threads at +10 either way)."""
-    try:
-        os.setpriority(os.PRIO_PROCESS, pid, min(19, os.getpriority(os.PRIO_PROCESS, 0) + nice))
-    except OSError as exc:
-        log.warning("server.priority_unchanged", pid=pid, nice=nice, error=str(exc))
-    group = Path(f"/proc/{pid}/autogroup")
-    if not group.exists():
-        return
-    try:
-        mine = int(Path("/proc/self/autogroup").read_text().split("nice")[-1])
-        group.write_text(f"{min(19, mine + nice)}\n")
-    except (OSError, ValueError) as exc:
-        log.warning("server.group_priority_unchanged", pid=pid, nice=nice, error=str(exc))
 
 
 def _watch(pgid: int, started: str, pid_path: Path) -> tuple[int, subprocess.Popen[bytes]]:
