@@ -30,7 +30,8 @@ COST_FACTOR = 200.0
 """An adaptive sampler waits at least this many times the last scrape's duration, so that
 scraping holds the server's API thread under 0.5% of the time. Scraped every 0.5 s (2-3% of
 the thread: 13-15 ms a scrape), the CPU build's TTFT mean near its knee rose 2.96x and its
-preemptions 1.85x (median of 5 A/B pairs at 28 req/s, ``benchmarks/scrape_cost.py``)."""
+preemptions 1.85x (median of 5 A/B pairs at 28 req/s, ``benchmarks/scrape_cost.py``); every
+3 s, the scraped run was the better of its pair in 4 of 5."""
 MAX_INTERVAL_S = 10.0
 """However slow a scrape, the next is due within this: the gauges still get a few samples
 per point, and a hung server is still told from a busy one well inside a minute."""
