@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from kneepoint.load.score import summarize
 from kneepoint.records.loadpoint import Signals
 from kneepoint.records.measure import Dist
+from kneepoint.records.telemetry import GpuSample
 from kneepoint.sim.engine import SimEngine, StepRecord
 from kneepoint.sim.request import SimRequest
 from kneepoint.sim.telemetry import GpuTelemetry
@@ -53,11 +54,11 @@ def virtual_signals(
     span = end_s - start_s
     if not inside or span <= 0:
         return Signals()
-    gpu = GpuTelemetry(engine.gpu, engine.memory, engine.roofline.linear_peak_tflops).sample(
-        inside, start_s, end_s
-    )
     if engine.gpu.is_cpu:  # a CPU host has no NVML or GPM to read
-        gpu = type(gpu)(start_s=gpu.start_s, end_s=gpu.end_s)
+        gpu = GpuSample(start_s=start_s, end_s=end_s)
+    else:
+        telemetry = GpuTelemetry(engine.gpu, engine.memory, engine.roofline.linear_peak_tflops)
+        gpu = telemetry.sample(inside, start_s, end_s)
     kv = engine.kv
     return Signals(
         kv_usage_mean=_weighted(inside, "kv_usage"),
