@@ -5,7 +5,7 @@
 #   gpu-tune.sh stash PART1_DIR                keep bundle part 1 for the next call
 #   gpu-tune.sh start PART2_DIR STUDY WAIT_S [--set PATH=VALUE ...]
 #                                              install the bundle, start the tune in a session
-#                                              of its own, wait up to WAIT_S, collect
+#                                              of its own, collect WAIT_S after the call began
 #   gpu-tune.sh collect WAIT_S [stop]          wait up to WAIT_S more; with "stop", interrupt
 #                                              a tune still running (SIGTERM: its servers are
 #                                              stopped, its run folder resumes), then collect
@@ -35,7 +35,7 @@ stash)
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$work/gpu.txt"
   ;;
 start)
-  part2=${2:?PART2_DIR}; study=${3:?STUDY}; wait_s=${4:?WAIT_S}; shift 4
+  part2=${2:?PART2_DIR}; study=${3:?STUDY}; deadline=$(($(date +%s) + ${4:?WAIT_S})); shift 4
   cp "$study" "$work/study.yaml"
   if ! bash "$part2/install-bundle.sh" "$work/p1" "$part2" /tmp/site /tmp/llama8b >"$work/install.log" 2>&1; then
     OUT=${OUT:?} collect; cat "$work/install.log"; exit 1
@@ -48,7 +48,7 @@ start)
   setsid bash -c 'python3 -m kneepoint --log-file "$0/events.jsonl" tune "$0/study.yaml" \
       --runs-dir "$0/runs" "$@" >"$0/console.log" 2>&1 & echo $! >"$0/pid"; wait $!; echo $? >"$0/rc"' \
     "$work" "${sets[@]}" "$@" </dev/null >/dev/null 2>&1 &
-  wait_for "$wait_s"
+  wait_for $((deadline - $(date +%s)))
   collect
   ;;
 collect)
