@@ -133,15 +133,21 @@ def main() -> None:
     real_tier(args.real)
 
 
+def home(recorded: RecordedSweep) -> Path:
+    """The study folder a recording sits in: the nearest one up with an expected.yaml (a
+    tune run's baseline sits three folders down), else the one above the recording's."""
+    found = (f for f in list(recorded.source.parents)[:4] if (f / "expected.yaml").is_file())
+    return next(found, recorded.source.parent.parent)
+
+
 def expected_binding(recorded: RecordedSweep) -> tuple[str | None, str]:
     """The binding the real engine's own knob effects showed (expected.yaml in the study
-    folder, one up from the recording's), and why; None where none is recorded."""
-    for folder in (recorded.source.parent, recorded.source.parent.parent):
-        if (folder / "expected.yaml").is_file():
-            entry = yaml.safe_load((folder / "expected.yaml").read_text()) or {}
-            found = entry.get(recorded.name) or {}
-            return found.get("binding"), found.get("because", "")
-    return None, ""
+    folder), and why; None where none is recorded."""
+    expected = home(recorded) / "expected.yaml"
+    if not expected.is_file():
+        return None, ""
+    found = (yaml.safe_load(expected.read_text()) or {}).get(recorded.name) or {}
+    return found.get("binding"), found.get("because", "")
 
 
 def real_tier(paths: list[Path]) -> None:
@@ -162,7 +168,7 @@ def real_tier(paths: list[Path]) -> None:
             right[tier] += found.binding == expected
             mark = "" if expected is None or found.binding == expected else " X"
             cells.append(f"{found.binding + mark:<14} {found.confidence:>5.0%}  ")
-        where = f"{recorded.source.parent.parent.name}/{recorded.name}"
+        where = f"{home(recorded).name}/{recorded.name}"
         print(f"{where:<43} {expected or 'unscored':<16} {' '.join(cells)}")
     for tier in TIERS:
         print(f"accuracy, recorded real runs, {tier:<10}: {right[tier]}/{scored}"

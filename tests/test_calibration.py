@@ -43,6 +43,23 @@ def test_every_recording_loads_with_its_study() -> None:
     assert fp8.result.capacity_rps == pytest.approx(44.43, abs=0.01)
 
 
+def test_a_tune_run_folder_is_read_as_its_baselines_knee_search() -> None:
+    """The H200 tune runs (2026-11-26): the baseline's knee search, under the run's own study
+    (the script's H200 settings applied), named after the run folder."""
+    found = {r.name: r for r in find_recorded([REAL / "h200-llama8b-kv-tune"])}
+    assert set(found) == {"at-40rps", "at-48rps"}
+    run = found["at-48rps"]
+    assert run.study.gpu.name == "h200-sxm" and run.study.engine.gpu_memory_utilization == 0.17
+    assert sorted(p.rate_rps for p in run.result.points) == [24.0, 36.0, 42.0, 48.0]
+    assert run.result.knee_rps == 42.0
+
+
+def test_a_run_folder_without_a_baseline_is_one_clear_problem(tmp_path: Path) -> None:
+    (tmp_path / "ledger.jsonl").write_text("")
+    with pytest.raises(ConfigError, match="the run measured no baseline yet"):
+        load_recorded(tmp_path)
+
+
 def test_the_replay_measures_every_recorded_rate_and_repeat() -> None:
     base = load_recorded(H100 / "base")
     simulated = replay(base)

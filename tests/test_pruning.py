@@ -195,3 +195,14 @@ def test_a_server_with_no_signals_at_all_keeps_its_knobs() -> None:
     blind, _ = run("inconclusive", {}, engine={"max_num_seqs": 2, "async_scheduling": False})
     assert blind.candidates, [r.reason for r in blind.ruled_out]
     assert not any("does not bind" in r.reason for r in blind.ruled_out)
+
+
+def test_a_fraction_under_the_search_range_is_priced_where_the_walk_lands() -> None:
+    """An up move from 0.30, under gpu_memory_utilization's range (0.80-0.96), lands on 0.80:
+    the reason and the price are that move's, and a bigger pool buys at most the sequences
+    the running cap admits (the H200 tune's screen measured 1.31x from 0.17 to 0.80)."""
+    engine = {"max_model_len": 32768, "gpu_memory_utilization": 0.3}
+    found, _ = run("cache", CACHE, gpu=A100, model=LLAMA_1B, engine=engine)
+    memory = {c.knob.name: c for c in found.candidates}["gpu_memory_utilization"]
+    assert memory.direction == "up" and "0.30 -> 0.80" in memory.reason
+    assert 1.0 < memory.predicted_ratio < 2.5

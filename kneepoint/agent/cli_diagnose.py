@@ -26,7 +26,7 @@ from kneepoint.agent.diagnose import findings_document, findings_of, measure_and
 from kneepoint.agent.files import check_output, write_atomically
 from kneepoint.agent.report.document import to_markdown
 from kneepoint.agent.run_folder import RunFolder, RunFolderError
-from kneepoint.calibration.recorded import load_recorded
+from kneepoint.calibration.recorded import is_run_folder, load_recorded
 from kneepoint.config import ConfigError, Problem, knob_catalogue, load_study, study_from_mapping
 from kneepoint.config.overrides import add_overrides_argument
 from kneepoint.probes.process import ServerFailedError
@@ -85,17 +85,13 @@ def _study(args: argparse.Namespace) -> StudySpec:
 
 def _recording(path: Path) -> tuple[StudySpec, SweepResult]:
     """The study and sweep a recording holds; a tune run's is its baseline's knee search."""
-    if (path / "ledger.jsonl").is_file():
+    study = None
+    if is_run_folder(path):
         try:
             study = RunFolder.existing(path).study()
         except RunFolderError as exc:
             raise ConfigError([Problem(str(path), None, (), str(exc))]) from exc
-        path = path / "trials" / "000-baseline" / "knee.json"
-        if not path.is_file():
-            raise ConfigError([Problem(str(path), None, (), "the run measured no baseline yet")])
-        recorded = load_recorded(path, study)
-    else:
-        recorded = load_recorded(path)
+    recorded = load_recorded(path, study)
     return recorded.study, recorded.result
 
 

@@ -2,7 +2,8 @@
 
 A recording is a ``sweep.json`` (what `kneepoint diagnose` and `kneepoint sweep` write, and what
 a run folder keeps per trial) beside, or one folder below, the ``study.yaml`` it was measured
-with; the sweep's own engine config is what ran. The study supplies the GPU, the model shape,
+with, or a tune's run folder, whose baseline knee search is read under the run's own study;
+the sweep's own engine config is what ran. The study supplies the GPU, the model shape,
 the workload and the SLO; the simulator replays the recording under the same study on its
 virtual clock.
 """
@@ -17,6 +18,10 @@ from pydantic import ValidationError
 from kneepoint.config import ConfigError, Problem, load_study
 from kneepoint.records.study import SimBackend, StudySpec
 from kneepoint.records.sweep import SweepResult
+
+RUN_MARK = "ledger.jsonl"
+BASELINE_KNEE = Path("trials", "000-baseline", "knee.json")
+"""A tune's run folder holds its ledger; its baseline's knee search is the recording."""
 
 
 @dataclass(frozen=True)
@@ -77,7 +82,14 @@ def _sweep_file(path: Path) -> Path:
 
 def load_recorded(path: Path, study: StudySpec | None = None) -> RecordedSweep:
     """One recording: a sweep.json, or a folder holding one, measured under ``study`` (default:
-    the study.yaml beside it or one folder up)."""
+    the study.yaml beside it or one folder up). A tune's run folder is read as its baseline's
+    knee search under the run's own study, named after the run folder."""
+    if is_run_folder(path):
+        knee = path / BASELINE_KNEE
+        if not knee.is_file():
+            raise ConfigError([Problem(str(path), None, (), "the run measured no baseline yet")])
+        recorded = load_recorded(knee, study or load_study(path / "study.yaml"))
+        return RecordedSweep(path.name, recorded.study, recorded.result, recorded.source)
     sweep = _sweep_file(path)
     try:
         result = SweepResult.model_validate_json(sweep.read_bytes())
@@ -95,13 +107,19 @@ def find_recorded(roots: list[Path]) -> list[RecordedSweep]:
     """Every recording under ``roots`` (files, folders, or folders of folders), by path."""
     found: list[RecordedSweep] = []
     for root in roots:
-        if root.is_file() or (root / "sweep.json").is_file():
+        if root.is_file() or (root / "sweep.json").is_file() or is_run_folder(root):
             found.append(load_recorded(root))
             continue
         if not root.is_dir():
             raise ConfigError([Problem(str(root), None, (), "no such file or folder")])
-        inside = [load_recorded(p) for p in sorted(root.rglob("sweep.json"))]
+        runs = [p.parent for p in root.rglob(RUN_MARK) if (p.parent / BASELINE_KNEE).is_file()]
+        inside = [load_recorded(p) for p in sorted([*root.rglob("sweep.json"), *runs])]
         if not inside:
             raise ConfigError([Problem(str(root), None, (), "holds no recording (sweep.json)")])
         found += inside
     return found
+
+
+def is_run_folder(path: Path) -> bool:
+    """Whether ``path`` is a tune's run folder (its ledger is there)."""
+    return (path / RUN_MARK).is_file()

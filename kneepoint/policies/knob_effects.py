@@ -53,6 +53,9 @@ class Situation:
     choices: tuple[JsonValue, ...] = ()
     """The asked knob's choices that can be tried here (a choice domain's, narrowed by the
     choices' needs); empty for other domains."""
+    floor: float | None = None
+    """The asked knob's numeric domain's lowest value: an up move from below it lands there
+    (a study may start under the search's range: gpu_memory_utilization 0.3 under 0.80)."""
 
     @property
     def binding(self) -> Constraint:

@@ -87,7 +87,9 @@ def prune(
         choices = knob.choices_under(held)
         if knob.name == "tensor_parallel_size":
             narrowed, choices = _parallel_sizes(knob, gpus, observation.model.num_attention_heads)
-        sit = replace(situation, choices=choices)
+        domain = narrowed.domain
+        floor = domain.low if isinstance(domain, IntDomain | FloatDomain) else None
+        sit = replace(situation, choices=choices, floor=floor)
         found = _best_effect(narrowed, targets, sit)
         if knob.name == "quantization" and left_out and "unquantized_checkpoint" in held:
             found = _with_note(found, w4a16_advice(sit, left_out))
