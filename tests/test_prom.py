@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from kneepoint.probes.backends import config_mismatches
 from kneepoint.probes.prom import Histogram, parse_metrics, quantile
+from kneepoint.records.engine import EngineConfig
 
 FIXTURES = sorted((Path(__file__).parent / "fixtures" / "metrics").glob("vllm-*.prom"))
 
@@ -61,3 +63,16 @@ def test_histogram_quantiles_interpolate_inside_the_bucket() -> None:
     assert quantile(hist, 0.1) == pytest.approx(0.05)
     earlier = Histogram(sum=0.0, count=2.0, buckets=((0.1, 2.0), (0.2, 2.0), (float("inf"), 2.0)))
     assert hist.minus(earlier).buckets == ((0.1, 0.0), (0.2, 8.0), (float("inf"), 8.0))
+
+
+def test_a_gpu_servers_cache_config_is_checked_against_the_knobs_it_was_started_with() -> None:
+    """vLLM 0.26.0 on the lent H200 (tests/fixtures/real/h200-llama8b-kv-tune): its
+    cache_config_info names the utilisation it was started with, and a study asking another
+    is told the server runs a different configuration."""
+    page = Path(__file__).parent / "fixtures" / "metrics" / "vllm-0.26.0-h200.prom"
+    labels = parse_metrics(page.read_text()).labels("cache_config")
+    assert labels is not None and labels["kv_cache_size_tokens"] == "61648"
+    started = EngineConfig(model="/tmp/llama8b", gpu_memory_utilization=0.17, block_size=16)
+    assert config_mismatches(labels, started) == []
+    other = started.replace(gpu_memory_utilization=0.8)
+    assert config_mismatches(labels, other) == ["gpu_memory_utilization is 0.17, asked 0.8"]
