@@ -133,17 +133,10 @@ def main() -> None:
     real_tier(args.real)
 
 
-def home(recorded: RecordedSweep) -> Path:
-    """The study folder a recording sits in: the nearest one up with an expected.yaml (a
-    tune run's baseline sits three folders down), else the one above the recording's."""
-    found = (f for f in list(recorded.source.parents)[:4] if (f / "expected.yaml").is_file())
-    return next(found, recorded.source.parent.parent)
-
-
 def expected_binding(recorded: RecordedSweep) -> tuple[str | None, str]:
     """The binding the real engine's own knob effects showed (expected.yaml in the study
     folder), and why; None where none is recorded."""
-    expected = home(recorded) / "expected.yaml"
+    expected = recorded.study_folder / "expected.yaml"
     if not expected.is_file():
         return None, ""
     found = (yaml.safe_load(expected.read_text()) or {}).get(recorded.name) or {}
@@ -168,7 +161,7 @@ def real_tier(paths: list[Path]) -> None:
             right[tier] += found.binding == expected
             mark = "" if expected is None or found.binding == expected else " X"
             cells.append(f"{found.binding + mark:<14} {found.confidence:>5.0%}  ")
-        where = f"{home(recorded).name}/{recorded.name}"
+        where = f"{recorded.study_folder.name}/{recorded.name}"
         print(f"{where:<43} {expected or 'unscored':<16} {' '.join(cells)}")
     for tier in TIERS:
         print(f"accuracy, recorded real runs, {tier:<10}: {right[tier]}/{scored}"

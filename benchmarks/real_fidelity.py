@@ -80,14 +80,14 @@ def predicted_ratio(base: RecordedSweep, other: RecordedSweep) -> tuple[str, flo
 
 def _label(recording: RecordedSweep) -> str:
     """The study folder and the configuration: two studies may each have a ``base``."""
-    return f"{recording.source.parent.parent.name}/{recording.name}"
+    return f"{recording.study_folder.name}/{recording.name}"
 
 
 def _nearest(recording: RecordedSweep, others: list[RecordedSweep]) -> RecordedSweep | None:
     """The recording of the same study whose configuration differs by the fewest knobs (a
     ``base`` first on ties): the change this one is an instance of."""
-    study_dir = recording.source.parent.parent
-    same = [o for o in others if o is not recording and o.source.parent.parent == study_dir]
+    study_dir = recording.study_folder
+    same = [o for o in others if o is not recording and o.study_folder == study_dir]
     if not same:
         return None
     config = recording.result.config
@@ -158,7 +158,7 @@ def leave_one_out(recordings: list[RecordedSweep], figures: Figures) -> list[str
     held: dict[Path, SweepResult] = {}
     for out in recordings:
         rest = [r for r in recordings if r is not out
-                and r.source.parent.parent == out.source.parent.parent]  # fmt: skip
+                and r.study_folder == out.study_folder]  # fmt: skip
         if not rest:
             continue
         fitted = calibrate(rest).calibration.efficiency

@@ -36,6 +36,14 @@ class RecordedSweep:
     source: Path
 
     @property
+    def study_folder(self) -> Path:
+        """The folder of the study's recordings: a tune run's parent (its baseline sits three
+        folders down the run), a sweep's grandparent."""
+        if self.source.parts[-len(BASELINE_KNEE.parts) :] == BASELINE_KNEE.parts:
+            return self.source.parents[len(BASELINE_KNEE.parts)]
+        return self.source.parent.parent
+
+    @property
     def prompts_salted(self) -> bool:
         """Whether the sweep sent each rate its own prompts, as kneepoint's live prober has
         since a5f052f (``plan_requests``'s salt), so a server's prefix cache carried nothing
