@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -21,6 +22,7 @@ from typing import Protocol
 import httpx
 import structlog
 
+from kneepoint.probes.capped import PageTooLargeError, capped_text
 from kneepoint.probes.credentials import SERVER_KEY_VARIABLE
 from kneepoint.probes.loadgen import bearer
 from kneepoint.probes.measure import Instruments
@@ -173,21 +175,24 @@ def check_identity(
 ) -> tuple[str, ...]:
     """Raise unless the server lists ``served`` and its ``cache_config_info`` agrees with
     the knobs asked for; returns notes on what could not be checked."""
+    metrics: str | None = None
     try:
         with httpx.Client(timeout=10.0, headers=bearer(api_key)) as client:
-            models = client.get(f"{url}/v1/models").json()
-            names = [m.get("id") for m in models.get("data", [])]
-            metrics = client.get(f"{url}/metrics").text
+            names = model_ids(client.get(f"{url}/v1/models").json())
+            with contextlib.suppress(PageTooLargeError):
+                _, metrics = capped_text(client, f"{url}/metrics")
     except httpx.TimeoutException as exc:
         hung = Failure("hung", f"healthy, then no answer: {exc!r}", None, ())
         raise ServerFailedError(hung) from exc
-    except (httpx.HTTPError, ValueError, AttributeError, TypeError) as exc:
+    except (httpx.HTTPError, ValueError) as exc:
         what = f"{url}/v1/models does not answer as vLLM does: {exc!r}"
         raise ServerFailedError(Failure("crashed", what, None, ())) from exc
     if served not in names:
         raise ServerFailedError(
             Failure("crashed", f"wrong server at {url}: serves {names}, not {served}", None, ())
         )
+    if metrics is None:
+        return ("/metrics is larger than kneepoint reads: nothing to check against",)
     try:
         labels = parse_metrics(metrics).labels("cache_config") or {}
     except ValueError:  # measured without the engine's signals: the load points say so
@@ -199,6 +204,18 @@ def check_identity(
         message = "server runs a different configuration: " + "; ".join(mismatches)
         raise ServerFailedError(Failure("bad_argument", message, None, ()))
     return ()
+
+
+def model_ids(body: object) -> list[str]:
+    """The model names an OpenAI-style ``/v1/models`` answer lists (``{"data": [{"id": ...},
+    ...]}``); ValueError naming what is off where it has another shape."""
+    data = body.get("data") if isinstance(body, dict) else None
+    if not isinstance(data, list):
+        raise ValueError(f"no list of models under 'data' in {str(body)[:80]}")
+    ids = [m.get("id") if isinstance(m, dict) else None for m in data]
+    if not all(isinstance(i, str) for i in ids):
+        raise ValueError(f"a model without a string 'id' in {str(data)[:80]}")
+    return [str(i) for i in ids]
 
 
 def config_mismatches(labels: Mapping[str, str], config: EngineConfig) -> list[str]:
@@ -249,7 +266,11 @@ class AttachBackend:
             what = (f"{self.url} refuses the request (HTTP 401): it wants an API key; name the "
                     "variable holding it in backend.api_key_env")  # fmt: skip
             raise ServerFailedError(Failure("crashed", what, None, ()))
-        names = [m.get("id") for m in models.get("data", [])]
+        try:
+            names = model_ids(models)
+        except ValueError as exc:
+            what = f"{self.url}/v1/models does not answer as vLLM does: {exc}"
+            raise ServerFailedError(Failure("crashed", what, None, ())) from exc
         if not names:
             raise ServerFailedError(Failure("crashed", f"{self.url} serves no model", None, ()))
         yield Endpoint(

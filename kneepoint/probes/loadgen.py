@@ -107,27 +107,39 @@ class _Stream:
             self.done = True
             self.end_s = at_s
             return
-        chunk: dict[str, Any] = json.loads(payload)
+        chunk = _object(json.loads(payload), "chunk")
         if "error" in chunk:
             self.error = f"stream error: {_message(chunk)}"
             return
         usage = chunk.get("usage")
         if usage:
+            usage = _object(usage, "usage")
             self.prompt_tokens = int(usage.get("prompt_tokens") or 0)
             produced = int(usage.get("completion_tokens") or 0)
             carried = produced > self.output_tokens
             self.output_tokens = produced
         else:
-            carried = any(_choice_text(c) for c in chunk.get("choices") or ())
+            choices = chunk.get("choices") or ()
+            if not isinstance(choices, list):
+                raise ValueError(f"choices is not a list: {str(choices)[:60]}")
+            carried = any(_choice_text(_object(c, "choice")) for c in choices)
         if carried:
             self.chunk_times.append(at_s)
 
 
+def _object(value: Any, what: str) -> dict[str, Any]:
+    """``value`` where a JSON object must be; a server that sends anything else there has
+    sent a malformed stream, which fails its request (ValueError is caught per request)."""
+    if not isinstance(value, dict):
+        raise ValueError(f"a {what} that is not a JSON object: {str(value)[:60]}")
+    return value
+
+
 def _choice_text(choice: dict[str, Any]) -> str:
     delta = choice.get("delta")
-    return (
-        str((delta or {}).get("content") or "") if delta is not None else choice.get("text") or ""
-    )
+    if delta is None:
+        return str(choice.get("text") or "")
+    return str(_object(delta, "delta").get("content") or "")
 
 
 def _message(body: Any) -> str:

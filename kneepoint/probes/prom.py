@@ -87,27 +87,34 @@ class Scrape:
 
 
 def parse_metrics(text: str, at_s: float = 0.0) -> Scrape:
-    """Parse Prometheus text exposition (raises ValueError on malformed text)."""
+    """Parse Prometheus text exposition (raises ValueError on malformed text). A NaN or
+    infinite value is no reading: that sample is dropped, and a histogram holding one is
+    dropped whole (the text format allows them; a server that sends them must cost its
+    signals, not the run)."""
     scrape = Scrape(at_s)
     for family in text_string_to_metric_families(text):
         name = family.name
         if family.type == "histogram":
-            scrape.histograms[name] = _histogram(family.samples, name)
+            if (hist := _histogram(family.samples, name)) is not None:
+                scrape.histograms[name] = hist
         elif family.type in ("counter", "gauge", "unknown", "info"):
             for sample in family.samples:
                 if sample.name.endswith("_created"):
                     continue
                 if name.endswith("_info") or family.type == "info":
                     scrape.info[name] = dict(sample.labels)
-                scrape.values.setdefault(name, []).append(float(sample.value))
+                if math.isfinite(sample.value):
+                    scrape.values.setdefault(name, []).append(float(sample.value))
     return scrape
 
 
-def _histogram(samples: Sequence[Sample], name: str) -> Histogram:
+def _histogram(samples: Sequence[Sample], name: str) -> Histogram | None:
     total = count = 0.0
     buckets: dict[float, float] = {}
     for sample in samples:
         value = float(sample.value)
+        if not math.isfinite(value):
+            return None
         if sample.name == f"{name}_sum":
             total += value
         elif sample.name == f"{name}_count":

@@ -21,6 +21,7 @@ import httpx
 import psutil
 import structlog
 
+from kneepoint.probes.capped import PageTooLargeError, capped_text_async
 from kneepoint.probes.loadgen import Clock, bearer
 from kneepoint.probes.prom import Scrape, parse_metrics
 from kneepoint.records.telemetry import GpuSample
@@ -69,20 +70,21 @@ class HttpSampler:
         that it never delays a send on the generator's event loop."""
         began = self.clock.now()
         try:
-            response = await client.get(f"{self.url}/metrics")
+            status, text = await capped_text_async(client, f"{self.url}/metrics")
             self.answered_s = self.clock.now()
-            response.raise_for_status()
-        except httpx.HTTPError as exc:
+            if status >= 400:
+                raise httpx.HTTPError(f"HTTP {status}")
+        except (httpx.HTTPError, PageTooLargeError) as exc:
             self.errors += 1
             log.debug("metrics.scrape_failed", url=self.url, error=str(exc))
             return
         took = self.clock.now() - began
         if self.adaptive:
             self.interval_s = min(MAX_INTERVAL_S, max(self.base_interval_s, COST_FACTOR * took))
-        self._raw.append((self.clock.now(), response.text))
+        self._raw.append((self.clock.now(), text))
         if self.first_text is None:
-            self.first_text = response.text
-        self.last_text = response.text
+            self.first_text = text
+        self.last_text = text
 
     def heard(self) -> None:
         """The server answered a request: it is alive, however late its scrapes."""
