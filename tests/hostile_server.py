@@ -110,6 +110,9 @@ class _Handler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
+    def handle_error(self, request: object, client_address: object) -> None:
+        pass  # a client that hung up on a hostile answer is what the mode is for
+
     def __init__(self, mode: str) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
         self.mode = mode

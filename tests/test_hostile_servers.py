@@ -16,15 +16,14 @@ import pytest
 
 from kneepoint.load.plan import PlannedRequest
 from kneepoint.probes.backends import AttachBackend, check_identity
-from tests.hostile_server import PAGE as _P  # noqa
-import httpx as _h
-class PageTooLargeError(Exception): ...
-def capped_text(c, u): r = c.get(u); return r.status_code, r.text
+from kneepoint.probes.capped import PageTooLargeError, capped_text
 from kneepoint.probes.loadgen import LoadOptions, run_load
 from kneepoint.probes.process import ServerFailedError
 from kneepoint.probes.prom import parse_metrics
+from kneepoint.probes.target import rejected
 from kneepoint.records.engine import EngineConfig
-from tests.hostile_server import METRICS_MODES, MODELS_MODES, STREAM_MODES, HostileServer
+from kneepoint.records.measure import RequestRecord
+from tests.hostile_server import MODELS_MODES, STREAM_MODES, HostileServer
 
 
 @pytest.mark.parametrize("mode", STREAM_MODES)
@@ -75,20 +74,54 @@ def test_an_odd_models_answer_is_one_clear_failure(mode: str, tmp_path: Path) ->
             check_identity(url, "m", EngineConfig(model="m"))
 
 
+CLI_MODES = {
+    # mode: (exit code, what its one line or its console says)
+    "str_chunk": (1, "the server failed every request of the point"),
+    "all_500": (1, "HTTP 500: boom, not json"),
+    "hang": (1, "hung: not one request of the point got a token"),
+    "models_null": (1, "does not answer as vLLM does"),
+    "nan_metrics": (0, "diagnose"),
+    "huge_metrics": (0, "diagnose"),
+}
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("mode", [*STREAM_MODES, *METRICS_MODES, *MODELS_MODES])
+@pytest.mark.parametrize("mode", sorted(CLI_MODES))
 def test_diagnose_against_a_hostile_server_ends_in_one_line_or_a_result(
     mode: str, tmp_path: Path
 ) -> None:
+    """One mode of each kind end to end (every stream mode is covered above): the server
+    answering "0.0-hostile" at /version once ended in a traceback from the knob catalogue."""
     with HostileServer(mode) as url:
         done = subprocess.run(
-            [sys.executable, "-m", "kneepoint", "diagnose", "--url", url, "--model",
-             "llama-3.1-8b", "--workload", "chat", "--knee-rps", "2", "--runs-dir",
-             str(tmp_path), "--set", "workload.client.request_timeout_s=3"],
+            [sys.executable, "-m", "kneepoint", "diagnose", "--url", url, "--gpu", "h100-sxm",
+             "--model", "llama-3.1-8b", "--workload", "chat", "--knee-rps", "10", "--runs-dir",
+             str(tmp_path), "--set", "workload.client.request_timeout_s=3",
+             # a pace that makes points of a few seconds (the hostile answers are instant)
+             "--set", "slo.default.itl_p95_ms=4"],
             check=False, capture_output=True, text=True, timeout=300,
         )  # fmt: skip
     output = done.stdout + done.stderr
-    assert "Traceback" not in output, output[-3000:]
-    if done.returncode != 0:
+    code, said = CLI_MODES[mode]
+    assert "Traceback" not in output and done.returncode == code, output[-3000:]
+    assert said in output, output[-3000:]
+    if code != 0:
         errors = [line for line in done.stderr.splitlines() if line.startswith("kneepoint:")]
         assert len(errors) == 1, output[-3000:]
+    else:
+        assert list(tmp_path.glob("*/diagnosis.json")), output[-3000:]
+
+
+def _timed_out(index: int, tokens: int) -> RequestRecord:
+    chunks = tuple(0.1 * i for i in range(tokens))
+    error = "timed out 3 s after its scheduled time"
+    return RequestRecord(index=index, traffic_class="c", scheduled_s=0.0, sent_s=0.0,
+                         chunk_times_s=chunks, error=error)  # fmt: skip
+
+
+def test_a_point_where_no_request_got_a_token_is_a_hung_server() -> None:
+    hung = rejected([_timed_out(i, 0) for i in range(4)])
+    assert hung is not None and hung.kind == "hung"
+    assert "not one request of the point got a token (4 of 4 timed out" in hung.message
+    # Past the ceiling an overloaded server times requests out, but answers some of them.
+    assert rejected([_timed_out(0, 3), *(_timed_out(i, 0) for i in range(1, 4))]) is None

@@ -21,6 +21,7 @@ from typing import Protocol
 
 import httpx
 import structlog
+from packaging.version import InvalidVersion, Version
 
 from kneepoint.probes.capped import PageTooLargeError, capped_text
 from kneepoint.probes.credentials import SERVER_KEY_VARIABLE
@@ -160,14 +161,19 @@ class LaunchBackend:
 
 
 def server_version(url: str, api_key: str | None = None) -> str | None:
-    """The release a vLLM server reports at ``/version``; None where it has no such route."""
+    """The release a vLLM server reports at ``/version``; None where it has no such route or
+    answers something that is not a version (the knobs a release knows are read from it)."""
     try:
         with httpx.Client(timeout=5.0, headers=bearer(api_key)) as client:
             response = client.get(f"{url}/version")
-        version = response.json().get("version") if response.status_code == 200 else None
-    except (httpx.HTTPError, ValueError, AttributeError):
+        body = response.json() if response.status_code == 200 else None
+        version = str(body.get("version")) if isinstance(body, dict) else None
+        if version:
+            Version(version)  # raises InvalidVersion: "0.0-hostile" is no release
+        return version
+    except (httpx.HTTPError, ValueError, InvalidVersion) as exc:
+        log.warning("server.version_unread", url=url, error=str(exc))
         return None
-    return str(version) if version else None
 
 
 def check_identity(

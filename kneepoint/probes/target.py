@@ -87,16 +87,23 @@ class Opening:
 
 
 def rejected(records: Sequence[RequestRecord]) -> Failure | None:
-    """A server that failed every request of a point, none of them by timing out: no
-    capacity to measure, and lower rates would only fail the same requests more slowly.
-    All refused with a client error: the workload does not fit it (token ids beyond its
-    vocabulary, prompts past max_model_len); anything else (5xx answers, broken streams):
-    a broken server."""
+    """A server that failed every request of a point: no capacity to measure, and lower
+    rates would only fail the same requests more slowly. Some timed out: an overloaded
+    server, unless not one request got a token (a hung one: a server that took requests and
+    never answered one gave a diagnosis and knob advice, issue "Step 13"). All refused with a
+    client error: the workload does not fit it (token ids beyond its vocabulary, prompts past
+    max_model_len); anything else (5xx answers, broken streams): a broken server."""
     if not records or any(r.ok for r in records):
         return None
     errors = [r.error or "no answer" for r in records]
-    if any(e.startswith("timed out") for e in errors):
+    timed_out = sum(e.startswith("timed out") for e in errors)
+    if timed_out and any(r.chunk_times_s for r in records):
         return None  # an overloaded server, not a broken one
+    if timed_out:
+        first = next(e for e in errors if e.startswith("timed out"))
+        message = (f"not one request of the point got a token ({timed_out} of {len(errors)} "
+                   f"timed out: {first})")  # fmt: skip
+        return Failure("hung", message, None, ())
     if all(e.startswith("HTTP 4") for e in errors):
         return Failure("bad_argument", f"the server refuses the workload's requests: "
                        f"{errors[0]}", None, ())  # fmt: skip
