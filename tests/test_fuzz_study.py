@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -168,3 +169,62 @@ def test_the_unmutated_studies_go_through_both(study_file: Path, base: dict[str,
     assert _run(["config", "check", str(study_file)])[0] == 0
     with mock.patch.object(cli_tune.RunFolder, "create", side_effect=_LaunchError):
         assert _run(["tune", str(study_file), "--runs-dir", str(study_file.parent)])[0] is None
+
+
+_LAUGHS = "".join(
+    f"{name}: &{name} [{', '.join([item] * 9)}]\n"
+    for item, name in zip(['"lol"', *(f"*{c}" for c in "abcdefgh")], "abcdefghi", strict=True)
+)
+"""Nine levels of nine aliases: 1 KB of YAML that a full repr expands to 9**9 strings."""
+_DEEP = "[" * 5000 + "]" * 5000
+
+
+@pytest.mark.parametrize(
+    ("document", "overrides"),
+    [
+        (_LAUGHS + "name: *i\n", []),
+        (_LAUGHS + "seed: *i\nname: x\n", []),
+        (f"name: x\nseed: {_DEEP}\n", []),
+        ("name: x\n", [f"seed={_DEEP}"]),
+    ],
+    ids=["aliases-as-name", "aliases-as-seed", "deep-study", "deep-set"],
+)
+def test_hostile_yaml_is_refused_in_one_line_each(
+    study_file: Path, document: str, overrides: list[str]
+) -> None:
+    """Aliases that expand a billion-fold (config check hung building the whole repr of the
+    value to quote 60 characters of it) and nesting deeper than the parser recurses (a
+    RecursionError traceback) are one line per problem, exit 2."""
+    study_file.write_text(document)
+    sets = [arg for text in overrides for arg in ("--set", text)]
+    code, err = _run(["config", "check", str(study_file), *sets])
+    _assert_clean(code, err, {2})
+
+
+@pytest.mark.parametrize(
+    ("changes", "said"),
+    [
+        ({"hidden_size": "4096"}, "hidden_size"),
+        ({"num_attention_heads": 0}, "num_attention_heads"),
+        ({"hidden_size": 1e400}, "hidden_size"),
+        ({"text_config": {"x": [[[[1]]]]}, "num_hidden_layers": "many"}, "num_hidden_layers"),
+    ],
+    ids=["string-size", "zero-heads", "infinite-size", "string-layers"],
+)
+def test_a_model_config_with_wrong_types_is_one_line_per_problem(
+    tmp_path: Path, changes: dict[str, Any], said: str
+) -> None:
+    """A Hugging Face config.json with a size as a string or zero heads gave a TypeError or
+    ZeroDivisionError traceback; each is now a line naming the file and the field."""
+    config = {"num_hidden_layers": 4, "hidden_size": 256, "num_attention_heads": 4,
+              "num_key_value_heads": 2, "intermediate_size": 512, "vocab_size": 1000,
+              "max_position_embeddings": 2048, **changes}  # fmt: skip
+    (tmp_path / "config.json").write_text(json.dumps(config).replace("Infinity", "1e400"))
+    (tmp_path / "deep.json").write_text(_DEEP)
+    base = yaml.safe_load((CONFIGS / "studies" / "quickstart.yaml").read_text())
+    for model, expected in (("config.json", said), ("deep.json", "nested too deeply")):
+        study = tmp_path / "study.yaml"
+        study.write_text(yaml.safe_dump({**base, "model": str(tmp_path / model)}))
+        code, err = _run(["config", "check", str(study)])
+        _assert_clean(code, err, {2})
+        assert expected in err, err

@@ -9,14 +9,14 @@ from __future__ import annotations
 import json
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from pydantic import Field, model_validator
 
 from kneepoint.config.errors import ConfigError, Problem
 from kneepoint.config.hf_window import window_fields, with_model_type_defaults
 from kneepoint.config.validation import validate
-from kneepoint.config.yamlio import YamlDoc, read_mapping, read_text
+from kneepoint.config.yamlio import TOO_DEEP, YamlDoc, read_mapping, read_text
 from kneepoint.records.base import Record
 from kneepoint.records.engine import EngineConfig, flag_for, knob_fields
 from kneepoint.records.hardware import GpuSpec, ModelSpec
@@ -156,17 +156,28 @@ def model_from_hf_config(path: Path, name: str | None = None) -> ModelSpec:
     except json.JSONDecodeError as exc:
         problem = f"not valid JSON: {exc.msg} (column {exc.colno})"
         raise ConfigError([Problem(source, exc.lineno, None, problem)]) from exc
+    except RecursionError as exc:
+        raise ConfigError([Problem(source, None, None, TOO_DEEP)]) from exc
     if not isinstance(config, dict):
         raise ConfigError([Problem(source, 1, None, "config.json must hold a JSON object")])
     text_config = config.get("text_config")
     if isinstance(text_config, dict):
         config = {**config, **text_config}
     config = with_model_type_defaults(config)
+    for key in ("hidden_size", "num_attention_heads", "num_hidden_layers"):
+        # The shape is computed with before it is validated: a "4096" or a 0 is named here.
+        if key in config and not _count(config[key]):
+            problem = f"must be a whole number above 0 (got {str(config[key])[:40]!r})"
+            raise ConfigError([Problem(source, None, (key,), problem)])
     fields = _hf_fields(config, name or (path.name if path.is_dir() else path.parent.name))
     if isinstance(fields.get("num_layers"), int):
         fields.update(window_fields(config, fields["num_layers"], source))
     doc = YamlDoc(source=source, data=fields, root=None)
     return validate(ModelSpec, fields, doc)
+
+
+def _count(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
 def _hf_fields(config: dict[str, Any], name: str) -> dict[str, Any]:
@@ -178,8 +189,9 @@ def _hf_fields(config: dict[str, Any], name: str) -> dict[str, Any]:
     heads = fields.get("num_attention_heads")
     fields["num_kv_heads"] = config.get("num_key_value_heads") or heads
     head_dim = config.get("head_dim")
-    if not head_dim and heads and fields.get("hidden_size"):
-        head_dim = fields["hidden_size"] // heads
+    hidden = fields.get("hidden_size")
+    if not head_dim and _count(heads) and _count(hidden):
+        head_dim = hidden // heads
     fields["head_dim"] = head_dim
     fields["tie_word_embeddings"] = bool(config.get("tie_word_embeddings", False))
     experts = config.get("num_experts") or config.get("num_local_experts") or 0

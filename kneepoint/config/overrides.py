@@ -16,6 +16,7 @@ from typing import Any, NoReturn
 import yaml
 
 from kneepoint.config.errors import ConfigError, Loc, Problem
+from kneepoint.config.yamlio import TOO_DEEP
 
 _KEY = re.compile(r"^[A-Za-z_][\w\-]*$")
 _INDEXED = re.compile(r"^([A-Za-z_][\w\-]*)((?:\[\d+\])+)$")
@@ -70,6 +71,8 @@ def parse_override(text: str) -> Override:
     except yaml.YAMLError as exc:
         problem = f"value is not valid YAML: {str(exc).splitlines()[0]}"
         raise ConfigError([Problem(f"--set {text}", None, tuple(loc), problem)]) from exc
+    except RecursionError as exc:
+        raise ConfigError([Problem(f"--set {text}", None, tuple(loc), TOO_DEEP)]) from exc
     return Override(text=text, loc=tuple(loc), value=value)
 
 

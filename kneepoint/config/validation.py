@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import re
+import reprlib
 import types
 from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Any, TypeVar, Union, get_args, get_origin
@@ -118,8 +119,15 @@ def _exists(data: Any, loc: Loc) -> bool:
 
 
 def _show(value: Any) -> str:
-    text = repr(value)
+    """A value as an error message quotes it: at most 60 characters, built without walking
+    more of it than that needs (a 1 KB YAML of nested aliases expands to 9**9 strings)."""
+    text = _SHOWN.repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+_SHOWN = reprlib.Repr()
+_SHOWN.maxlevel, _SHOWN.maxlist, _SHOWN.maxtuple, _SHOWN.maxdict = 3, 6, 6, 4
+_SHOWN.maxstring, _SHOWN.maxother = 60, 60
 
 
 def _unknown_key_message(cls: type[BaseModel], loc: Loc, data: Any) -> str:

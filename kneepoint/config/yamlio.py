@@ -65,6 +65,9 @@ def _child(node: yaml.Node | None, part: str | int) -> yaml.Node | None:
     return None
 
 
+TOO_DEEP = "nested too deeply to read (lists or mappings hundreds of levels down)"
+
+
 def parse_yaml(text: str, source: str) -> YamlDoc:
     """Parse one YAML document; syntax errors become a one-line ConfigError."""
     try:
@@ -81,6 +84,8 @@ def parse_yaml(text: str, source: str) -> YamlDoc:
         raise ConfigError([_syntax_problem(exc, text, source)]) from exc
     except yaml.YAMLError as exc:
         raise ConfigError([Problem(source, None, None, f"YAML error: {exc}")]) from exc
+    except RecursionError as exc:  # the parser recurses once per level
+        raise ConfigError([Problem(source, None, None, TOO_DEEP)]) from exc
     finally:
         loader.dispose()
     return YamlDoc(source=source, data=data, root=root)
