@@ -27,7 +27,14 @@ from kneepoint.agent.files import check_output, write_atomically
 from kneepoint.agent.report.document import to_markdown
 from kneepoint.agent.run_folder import RunFolder, RunFolderError
 from kneepoint.calibration.recorded import is_run_folder, load_recorded
-from kneepoint.config import ConfigError, Problem, knob_catalogue, load_study, study_from_mapping
+from kneepoint.config import (
+    ConfigError,
+    Problem,
+    arguments,
+    knob_catalogue,
+    load_study,
+    study_from_mapping,
+)
 from kneepoint.config.overrides import add_overrides_argument
 from kneepoint.probes.process import ServerFailedError
 from kneepoint.records.study import StudySpec
@@ -56,7 +63,9 @@ def add_diagnose_command(commands: argparse._SubParsersAction[argparse.ArgumentP
         metavar="PATH",
         help="re-diagnose a recording (sweep.json, diagnose folder or tune run)",
     )
-    cmd.add_argument("--knee-rps", type=float, help="a known knee: probe past and below it only")
+    cmd.add_argument(
+        "--knee-rps", type=arguments.rate_rps, help="a known knee: probe past and below it only"
+    )
     cmd.add_argument("--runs-dir", type=Path, default=Path("runs"))
     add_overrides_argument(
         cmd, "override a study field, e.g. engine.max_num_seqs=256 (what the server runs)"

@@ -23,7 +23,7 @@ from kneepoint.agent.report.intervals import TRIM, slo_intervals
 from kneepoint.agent.run_folder import write_point
 from kneepoint.agent.watch import Watched
 from kneepoint.calibration.recorded import study_path_for
-from kneepoint.config import load_study
+from kneepoint.config import arguments, load_study
 from kneepoint.config.overrides import add_overrides_argument
 from kneepoint.load.score import stable_window
 from kneepoint.probes.process import ServerFailedError
@@ -48,10 +48,11 @@ def add_sweep_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
         help="set an engine knob, e.g. max_num_seqs=128",
     )  # fmt: skip
     add_overrides_argument(sweep, "override any study field")
-    sweep.add_argument("--start-rps", type=float, help="first rate of the ramp (default: the "
-                       "study's tuning.start_rps)")  # fmt: skip
-    sweep.add_argument("--seconds", type=float, help="arrivals per load point (default: the "
-                       "study's tuning.screen_seconds, as tune's knee search)")  # fmt: skip
+    sweep.add_argument("--start-rps", type=arguments.rate_rps, help="first rate of the ramp "
+                       "(default: the study's tuning.start_rps)")  # fmt: skip
+    sweep.add_argument("--seconds", type=arguments.seconds,
+                       help="arrivals per load point (default: the study's "
+                       "tuning.screen_seconds, as tune's knee search)")  # fmt: skip
     sweep.add_argument("--out", type=Path, help="JSON result (default: runs/<study>/...)")
     sweep.set_defaults(handler=run_sweep)
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from kneepoint.config import arguments
 from kneepoint.config.catalog import gpu_catalogue, model_catalogue
 from kneepoint.config.errors import ConfigError, Problem
 from kneepoint.config.validation import validate
@@ -51,7 +52,7 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True, help="model from configs/models.yaml")
     parser.add_argument("--served-model-name", help="name clients use (default: --model)")
     parser.add_argument("--host", default="127.0.0.1", help="listen address (loopback default)")
-    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--port", type=arguments.port, default=8000)
     parser.add_argument(
         "--calibration", type=Path, metavar="FILE",
         help="a `kneepoint calibrate` file fitted on this GPU and model",
