@@ -192,3 +192,15 @@ def test_diagnose_of_a_running_server_takes_its_key_from_a_variable() -> None:
     assert isinstance(backend, AttachSpec) and backend.api_key_env == "KP_TEST_KEY"
     with pytest.raises(ConfigError, match="goes with --url"):
         _study(Namespace(**{**vars(args), "url": None}))
+
+
+@pytest.mark.parametrize("extra", [["--api-key", "sk-hunter22"], ["--api-key=sk-hunter22"]])
+def test_an_api_key_in_extra_args_is_refused_without_repeating_it(extra: list[str]) -> None:
+    """It was accepted, and the key landed in nine run-folder files and on stdout (issue "Step
+    13"): the redaction missed the JSON-array form."""
+    args = yaml.safe_dump(extra, default_flow_style=True).strip()
+    with pytest.raises(ConfigError) as info:
+        load_study(QUICKSTART, [f"engine.extra_args={args}"])
+    problem = str(info.value).rsplit(": engine.", 1)[-1]
+    assert "seen in `ps`" in problem and "backend.api_key_env" in problem
+    assert "hunter22" not in problem

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ from kneepoint.agent.logs import configure_logging
 from kneepoint.agent.report import write_report
 from kneepoint.agent.run_folder import RunFolder
 from kneepoint.probes import redact as redaction
-from kneepoint.probes.process import classify
+from kneepoint.probes.process import ServerProcess, classify
 from kneepoint.probes.redact import REDACTED, redact, remember_secret
 from kneepoint.records.ledger import Finished, Screened
 
@@ -123,3 +124,15 @@ def test_the_ledger_and_the_report_keep_no_secret(fp8_run: TuneRun, tmp_path: Pa
         for leak in LEAKS:
             assert leak not in text, leak
     assert "Engine core initialization failed" in markdown.read_text()
+
+
+def test_a_launched_servers_own_log_keeps_no_secret(tmp_path: Path) -> None:
+    """server.log held whatever the server printed, its argument dump with the key among it
+    (issue "Step 13"); it is redacted when the server stops."""
+    printer = tmp_path / "server.py"
+    printer.write_text(f"import sys\nsys.stdout.write({SERVER_LOG!r})\nsys.stdout.flush()\n")
+    log = tmp_path / "server.log"
+    with ServerProcess([sys.executable, str(printer)], log) as server:
+        server.proc.wait(timeout=30)
+    _clean(log.read_text())
+    assert "Engine core initialization failed" in log.read_text()

@@ -26,7 +26,7 @@ import httpx
 import structlog
 
 from kneepoint.probes.priority import lower_priority
-from kneepoint.probes.redact import redact
+from kneepoint.probes.redact import redact, redact_file
 
 log = structlog.get_logger(__name__)
 
@@ -201,6 +201,7 @@ class ServerProcess:
                 self.proc.wait(timeout=grace_s)
         finally:
             self._log.close()
+            redact_file(self.log_path)
             self.pid_path.unlink(missing_ok=True)
             os.close(self._lifeline)  # the watchdog wakes, finds nothing left, and exits
             with contextlib.suppress(subprocess.TimeoutExpired):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+from pathlib import Path
 from typing import Any
 
 from kneepoint.records.secret_env import looks_secret
@@ -65,3 +66,18 @@ def redact_all(value: Any) -> Any:
         return type(value)(REDACTED if flagged else redact_all(v)
                            for v, flagged in zip(value, after_flag, strict=True))  # fmt: skip
     return value
+
+
+def redact_file(path: Path) -> None:
+    """Rewrite ``path`` with its secrets taken out (a server's log holds whatever it printed:
+    its argument dump, a token in a traceback), replacing it whole so no half-written copy
+    is left; a file without secrets is left untouched."""
+    try:
+        text = path.read_text(errors="replace")
+    except FileNotFoundError:
+        return
+    cleaned = redact(text)
+    if cleaned != text:
+        partial = path.with_name(path.name + ".redacting")
+        partial.write_text(cleaned)
+        os.replace(partial, path)

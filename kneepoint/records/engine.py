@@ -94,6 +94,11 @@ class EngineConfig(InputRecord):
         modeled |= {"--no-" + flag[2:] for flag in modeled}
         for arg in args:
             flag = arg.split("=", 1)[0].replace("_", "-")
+            if flag == "--api-key":  # its value is not repeated here: it is the secret
+                raise ValueError(
+                    "--api-key here would be seen in `ps` and written to the run folder and "
+                    "best-command.txt: name its variable in backend.api_key_env"
+                )
             if flag in modeled:
                 raise ValueError(f"{arg!r} is a modeled knob; set the engine field instead")
             if flag in _BACKEND_OWNED_FLAGS:
