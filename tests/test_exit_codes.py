@@ -3,6 +3,8 @@ failed), each with one ``kneepoint: `` line on stderr and no traceback."""
 
 from __future__ import annotations
 
+import os
+import stat
 from datetime import datetime
 from pathlib import Path
 from unittest import mock
@@ -11,6 +13,7 @@ import pytest
 
 from kneepoint.agent import cli
 from kneepoint.agent.cli import main
+from kneepoint.agent.files import write_atomically
 from kneepoint.agent.run_folder import RunFolder
 from kneepoint.config import load_study
 
@@ -129,3 +132,13 @@ def test_calibrating_a_folder_without_recordings_says_so(
 ) -> None:
     assert main(["calibrate", str(tmp_path), "--out", str(tmp_path / "c.yaml")]) == 2
     assert _one_line(capsys) == f"kneepoint: {tmp_path}: holds no recording (sweep.json)"
+
+
+def test_files_written_whole_are_as_readable_as_the_umask_allows(tmp_path: Path) -> None:
+    """A run folder's files were 0600 (the temporary file's mode) under umask 022: teammates
+    could not read the report (issue "Step 13")."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    target = tmp_path / "report.md"
+    write_atomically(target, "# report\n")
+    assert stat.S_IMODE(target.stat().st_mode) == 0o666 & ~mask

@@ -9,11 +9,23 @@ from pathlib import Path
 from kneepoint.config.errors import ConfigError, Problem
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_MODE = 0o666 & ~_umask()
+"""What ``open`` would give a new file: mkstemp's 0600 made teammates unable to read a run
+folder's report under umask 022 (issue "Step 13")."""
+
+
 def write_atomically(path: Path, text: str) -> None:
     """Write a whole file or nothing: a temporary file beside it, then a rename."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, _MODE)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.flush()
