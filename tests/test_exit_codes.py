@@ -3,6 +3,7 @@ failed), each with one ``kneepoint: `` line on stderr and no traceback."""
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from datetime import datetime
@@ -142,3 +143,32 @@ def test_files_written_whole_are_as_readable_as_the_umask_allows(tmp_path: Path)
     target = tmp_path / "report.md"
     write_atomically(target, "# report\n")
     assert stat.S_IMODE(target.stat().st_mode) == 0o666 & ~mask
+
+
+def test_a_log_file_that_cannot_be_opened_is_one_line_and_exit_2(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A path the access check lets through (root passes every one: /proc is "writable")
+    gave a FileNotFoundError traceback from the log's setup."""
+    code = main(["--log-file", "/proc/kneepoint-none/events.jsonl", "config", "check",
+                 str(QUICKSTART)])  # fmt: skip
+    err = capsys.readouterr().err.splitlines()
+    assert code == 2 and len(err) == 1 and err[0].startswith("kneepoint: --log-file /proc/"), err
+
+
+def test_a_full_disk_mid_run_is_one_line_and_exit_1(capsys: pytest.CaptureFixture[str]) -> None:
+    """A write on a full disk names no file: it ended in a traceback (issue "Step 13")."""
+    full = OSError(errno.ENOSPC, "No space left on device")
+    with mock.patch.object(cli, "_config_check", side_effect=full):
+        code = main(["config", "check", str(QUICKSTART)])
+    err = capsys.readouterr().err.splitlines()
+    assert code == 1 and err == ["kneepoint: No space left on device"], err
+
+
+def test_an_output_file_is_named_in_its_error_not_its_temporary_neighbour(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "a-file").write_text("")
+    with pytest.raises(OSError) as info:
+        write_atomically(tmp_path / "a-file" / "report.md", "x")
+    assert info.value.filename == str(tmp_path / "a-file" / "report.md")

@@ -11,6 +11,7 @@ Each failure is one line on stderr (one per problem in a file) and never a trace
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import signal
@@ -189,11 +190,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.log_file is not None:
             check_output("--log-file", args.log_file)
+        configure_logging(level=args.log_level, log_file=args.log_file)
     except ConfigError as exc:
         for line in exc.lines():
             print(f"kneepoint: {line}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    configure_logging(level=args.log_level, log_file=args.log_file)
+    except OSError as exc:  # what the check could not foresee (root passes every access test)
+        print(f"kneepoint: --log-file {args.log_file}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     # The simulated server handles its own signals; every other command may hold a server.
     guard = nullcontext() if args.command == "sim" else _terminate_as_interrupt()
     try:
@@ -208,11 +212,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     except OSError as exc:
         # The OS refused an operation on a named file mid-run (disk full, permissions changed,
-        # a path removed under the run): the run failed, said in one line. An OSError without
-        # a file is not this, and keeps its traceback.
-        if exc.filename is None:
+        # a path removed under the run): the run failed, said in one line. A full disk says so
+        # whatever the call (a write names no file); any other OSError without a file is not
+        # this, and keeps its traceback.
+        full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
+        if exc.filename is None and not full:
             raise
-        print(f"kneepoint: {exc.filename}: {exc.strerror or exc}", file=sys.stderr)
+        where = f"{exc.filename}: " if exc.filename is not None else ""
+        print(f"kneepoint: {where}{exc.strerror or exc}", file=sys.stderr)
         return EXIT_RUN_FAILED
     return code
 

@@ -22,8 +22,11 @@ folder's report under umask 022 (issue "Step 13")."""
 
 def write_atomically(path: Path, text: str) -> None:
     """Write a whole file or nothing: a temporary file beside it, then a rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror, str(path)) from exc
     try:
         os.fchmod(fd, _MODE)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -31,6 +34,9 @@ def write_atomically(path: Path, text: str) -> None:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
+    except OSError as exc:  # named by the file asked for, not its temporary neighbour
+        Path(tmp).unlink(missing_ok=True)
+        raise OSError(exc.errno, exc.strerror, str(path)) from exc
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
