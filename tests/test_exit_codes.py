@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import stat
 from datetime import datetime
 from pathlib import Path
@@ -17,8 +18,9 @@ from kneepoint.agent.cli import main
 from kneepoint.agent.files import write_atomically
 from kneepoint.agent.run_folder import RunFolder
 from kneepoint.config import load_study
+from kneepoint.records.ledger import RunStarted
 
-from .conftest import QUICKSTART
+from .conftest import QUICKSTART, TuneRun
 
 
 def _one_line(capsys: pytest.CaptureFixture[str]) -> str:
@@ -172,3 +174,22 @@ def test_an_output_file_is_named_in_its_error_not_its_temporary_neighbour(
     with pytest.raises(OSError) as info:
         write_atomically(tmp_path / "a-file" / "report.md", "x")
     assert info.value.filename == str(tmp_path / "a-file" / "report.md")
+
+
+def test_a_run_whose_study_was_edited_is_not_resumed(
+    tmp_path: Path, small_run: TuneRun, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Editing a run folder's study.yaml between sessions resumed silently and judged
+    challengers against a baseline measured under another study (issue "Step 13")."""
+    folder = tmp_path / small_run.folder.name
+    shutil.copytree(small_run.folder, folder)
+    started = RunFolder.existing(folder).ledger.recover()[0]
+    assert isinstance(started, RunStarted) and started.study_sha256 is not None
+    study = folder / "study.yaml"
+    study.write_text("# a comment and spacing do not change the study\n" + study.read_text())
+    assert main(["tune", str(folder)]) == 0  # finished already: nothing to do but the report
+    study.write_text(study.read_text().replace("ttft_p99_ms: 1000.0", "ttft_p99_ms: 900.0"))
+    capsys.readouterr()
+    assert main(["tune", str(folder)]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "study.yaml was changed since the run started" in line, line

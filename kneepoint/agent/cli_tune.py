@@ -76,6 +76,7 @@ def _open(args: argparse.Namespace) -> RunFolder:
             if args.repair_ledger:
                 _repair(folder)
             folder.check_resumable()  # after a repair too: it may have kept nothing
+            folder.check_study_unchanged(folder.study())
         except BaseException as exc:
             folder.release()
             if isinstance(exc, RunFolderError):

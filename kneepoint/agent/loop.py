@@ -37,7 +37,7 @@ from kneepoint.agent.decide import (
 )  # fmt: skip
 from kneepoint.agent.progress import Progress
 from kneepoint.agent.proposers import PROPOSERS
-from kneepoint.agent.run_folder import RunFolder
+from kneepoint.agent.run_folder import RunFolder, study_digest
 from kneepoint.agent.standing import baseline_words, standing
 from kneepoint.agent.state import RunState, TrialState
 from kneepoint.agent.steps import Steps
@@ -84,8 +84,8 @@ class Tuner:
         match action:
             case Start():
                 self._record(RunStarted(study_name=self.study.name, seed=self.study.seed,
-                                        kneepoint_version=__version__,
-                                        started_at=self.now()))  # fmt: skip
+                                        kneepoint_version=__version__, started_at=self.now(),
+                                        study_sha256=study_digest(self.study)))  # fmt: skip
             case MeasureBaseline():
                 self._baseline()
             case Stop(finished):

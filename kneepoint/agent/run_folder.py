@@ -18,6 +18,7 @@ next agent to lock the folder deletes them.
 from __future__ import annotations
 
 import gzip
+import hashlib
 import shlex
 import shutil
 from datetime import datetime
@@ -32,6 +33,7 @@ from kneepoint.agent.lock import RunLock, RunLockedError, try_lock
 from kneepoint.config.errors import ConfigError, Problem, render_loc
 from kneepoint.probes.targets import PointArtifacts
 from kneepoint.records.engine import EngineConfig
+from kneepoint.records.ledger import RunStarted
 from kneepoint.records.study import StudySpec, VllmBackend
 from kneepoint.records.sweep import SweepResult
 
@@ -102,6 +104,18 @@ class RunFolder:
                 f"({', '.join(found[:3])}{', ...' if len(found) > 3 else ''}): the run's record "
                 "is lost; restore ledger.jsonl from a backup, or start a new run from the study"
             )
+
+    def check_study_unchanged(self, study: StudySpec) -> None:
+        """Refuse a run whose study.yaml was edited since it started: its baseline and trials
+        were measured under the study as it was (issue "Step 13")."""
+        started = next((e for e in self.ledger.recover() if isinstance(e, RunStarted)), None)
+        if started is None or started.study_sha256 in (None, study_digest(study)):
+            return
+        raise RunFolderError(
+            "study.yaml was changed since the run started: its baseline and trials were "
+            "measured under the study as it was; put the file back, or start a new run from "
+            "the edited study (kneepoint tune STUDY.yaml)"
+        )
 
     def study(self) -> StudySpec:
         """The run's own resolved study (a resumed run keeps it, whatever the file says now)."""
@@ -200,3 +214,9 @@ def serve_command(study: StudySpec, config: EngineConfig) -> str:
 
 def _yaml(body: object) -> str:
     return yaml.safe_dump(body, sort_keys=False, allow_unicode=True)
+
+
+def study_digest(study: StudySpec) -> str:
+    """The resolved study's SHA-256 (the ledger's ``RunStarted.study_sha256``): the same for
+    the same resolved study, whatever the file's spacing or comments."""
+    return hashlib.sha256(study.model_dump_json().encode()).hexdigest()

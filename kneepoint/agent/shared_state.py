@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from kneepoint import __version__
+from kneepoint.agent.run_folder import study_digest
 from kneepoint.agent.shared_study import Attempts
 from kneepoint.agent.state import RunState, TrialState
 from kneepoint.load.objective import value as objective_value
@@ -57,7 +58,8 @@ def shared_state(study: StudySpec, started_at: datetime, tasks: list[Attempts],
                  finished: Finished | None) -> Shared:  # fmt: skip
     state = RunState(objective=study.objective)
     state.started = RunStarted(study_name=study.name, seed=study.seed,
-                               kneepoint_version=__version__, started_at=started_at)  # fmt: skip
+                               kneepoint_version=__version__, started_at=started_at,
+                               study_sha256=study_digest(study))  # fmt: skip
     pending = tuple(a.task for a in tasks if a.pending)
     failure = _baseline(state, next((a for a in tasks if a.task.kind == "baseline"), None))
     screens = sorted((a for a in tasks if a.task.kind == "screen"), key=lambda a: a.task.trial)
