@@ -55,5 +55,6 @@ def test_it_stops_when_no_candidate_left_is_worth_a_trial(small_run: TuneRun) ->
     action = next_action(state, study, NOW)
     assert isinstance(action, Stop) and action.finished.reason == "nothing_worth_trying"
     assert action.finished.detail.startswith(
-        "nothing left worth trying: the best move left, async_scheduling to, is predicted at 1.01x"
+        "nothing left worth trying: the best move left, async_scheduling to True, is predicted "
+        "at 1.01x"
     )

@@ -5,7 +5,12 @@ from __future__ import annotations
 
 from pydantic import JsonValue
 
-from kneepoint.policies.learning import best_left, learned_factors, nothing_worth_trying
+from kneepoint.policies.learning import (
+    best_left,
+    learned_factors,
+    move_words,
+    nothing_worth_trying,
+)
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.proposal import Prediction, Proposal
 
@@ -58,3 +63,17 @@ def test_nothing_left_worth_trying_says_which_move_and_why() -> None:
                    "that noise and the least effect worth promoting allow")  # fmt: skip
     assert nothing_worth_trying(best_left([candidate("max_num_seqs", "up", 1.6)], {}), 0.03) is None
     assert nothing_worth_trying(None, 0.03) == "no candidate is left"
+
+
+def test_a_move_to_a_value_names_the_value() -> None:
+    """It read "the best move left, kv_cache_dtype to, is predicted at 1.01x" (issue "Step
+    13")."""
+    fp8 = nothing_worth_trying(
+        best_left([candidate("kv_cache_dtype", "to", 1.01, "fp8")], {}), 0.03
+    )
+    assert fp8 is not None and "the best move left, kv_cache_dtype to fp8, is" in fp8
+    spec = {"method": "ngram", "num_speculative_tokens": 3}
+    ngram = best_left([candidate("speculative_config", "to", 1.01, spec)], {})
+    assert move_words(ngram.candidate) == (  # type: ignore[union-attr]
+        'speculative_config to {"method": "ngram", "num_speculative_tokens": 3}'
+    )

@@ -32,6 +32,9 @@ def test_an_slo_no_rate_can_meet_fails_the_run_after_its_baseline(tmp_path: Path
     rates = [p["rate_rps"] for p in knee["points"]]
     assert knee["capacity_rps"] is None and min(rates) > rates[0] * LOWEST_SHARE
     assert (folder / "report.md").is_file() and (folder / "report.html").is_file()
+    # It read "Started at no rate met the SLO (95% interval over 0 repeats)".
+    summary = (folder / "report.md").read_text()
+    assert "- At the start, no rate met the SLO; " in summary and "Started at no" not in summary
     again = _run("report", str(folder))
     assert again.returncode == 0, again.stderr
 

@@ -206,3 +206,16 @@ def test_a_fraction_under_the_search_range_is_priced_where_the_walk_lands() -> N
     memory = {c.knob.name: c for c in found.candidates}["gpu_memory_utilization"]
     assert memory.direction == "up" and "0.30 -> 0.80" in memory.reason
     assert 1.0 < memory.predicted_ratio < 2.5
+
+
+def test_a_reason_two_targets_share_is_said_once() -> None:
+    """Aimed at two constraints, a knob ruled out for one reason read it twice ("steps carry
+    594 of 2048 ...; steps carry 594 of 2048 ...", issue "Step 13")."""
+    observation = Observation(saturated=point(COMPUTE), gpu=H100, model=LLAMA_8B,
+                              engine=EngineConfig(model=LLAMA_8B.name), workload=CHAT)  # fmt: skip
+    diagnosis = Diagnosis(binding="inconclusive", confidence=0.5,
+                          scores={"compute": 0.5, "scheduling": 0.45})  # fmt: skip
+    found = prune(diagnosis, observation, CATALOGUE)
+    for ruled in found.ruled_out:
+        parts = ruled.reason.split("; ")
+        assert len(parts) == len(set(parts)), ruled

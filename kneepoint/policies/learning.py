@@ -10,6 +10,7 @@ Moves of several knobs at once (Optuna's) teach nothing about any one of them.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -53,10 +54,20 @@ def nothing_worth_trying(best: Best | None, floor_rel: float) -> str | None:
         return "no candidate is left"
     if best.ratio > 1.0 + floor_rel:
         return None
-    name = best.candidate.knob.name
     learned = (f" once re-priced by its last measured move ({best.factor:.2f} of what was "
                "predicted)" if best.factor != 1.0 else "")  # fmt: skip
-    return (f"nothing left worth trying: the best move left, {name} "
-            f"{best.candidate.direction}, is predicted at "
+    return (f"nothing left worth trying: the best move left, {move_words(best.candidate)}, "
+            "is predicted at "
             f"{best.ratio:.2f}x{learned}, inside the {floor_rel:.1%} that noise and the least "
             "effect worth promoting allow")  # fmt: skip
+
+
+def move_words(candidate: KnobCandidate) -> str:
+    """A candidate's move as a sentence says it: "max_num_seqs up", "kv_cache_dtype to fp8"
+    (a "to" move without its value read "kv_cache_dtype to, is predicted", issue "Step 13")."""
+    name, direction = candidate.knob.name, candidate.direction
+    if direction != "to":
+        return f"{name} {direction}"
+    target = candidate.target
+    shown = json.dumps(target, separators=(", ", ": ")) if isinstance(target, dict) else target
+    return f"{name} to {shown}"

@@ -228,7 +228,7 @@ def _best_effect(
                 needs_quality_check=knob.changes_outputs,
             )  # fmt: skip
         reasons.append(effect)
-    return "; ".join(reasons)
+    return "; ".join(dict.fromkeys(reasons))  # two targets often give one reason
 
 
 def _at_edge(knob: Knob, effect: Effect, situation: Situation) -> str | None:

@@ -43,9 +43,12 @@ def _progress_items(data: ReportData) -> list[str]:
     if start is None:
         return ["The baseline has not finished: no capacity has been measured yet."]
     objective = data.study.objective
-    items.append(f"Started at {objective_text(start.repeats, objective)} (95% interval over "
-                 f"{len(by_repeat(start.repeats, objective))} repeats); "
-                 f"{start.diagnosis.headline()}.")  # fmt: skip
+    text = objective_text(start.repeats, objective)
+    repeats = len(by_repeat(start.repeats, objective))
+    # "no rate met the SLO" or "no goodput measured": "Started at no rate met..." read ill
+    started = (f"At the start, {text}" if text.startswith("no ") else
+               f"Started at {text} (95% interval over {repeats} repeats)")  # fmt: skip
+    items.append(f"{started}; {start.diagnosis.headline()}.")
     if state.promotions:
         last, gain = state.promotions[-1], data.overall
         gain_text = (f"{_pct(gain.gain_rel)} [{_pct(gain.gain_low_rel)}, "
