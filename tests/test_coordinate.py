@@ -193,3 +193,18 @@ def test_its_repriced_moves_teach_the_stop_rule_what_they_teach_the_walk() -> No
     factors = learned_factors([(first, 1.8), (second, 1.02)])
     raw_second = second.prediction.capacity_ratio / second.prediction.repriced_by
     assert factors["max_num_seqs"] == pytest.approx(1.02 / raw_second)
+
+
+def test_what_a_move_measured_before_a_promotion_still_prices_it() -> None:
+    """Reset at each promotion, a max_num_seqs doubling measured at 0.98x against 1.11x
+    predicted was proposed again at 1.11x once another knob was promoted (issue "Step 13")."""
+    seqs = (candidate("max_num_seqs", "up", 1.11),)
+    fresh = CoordinateDescent(make_space(candidates=seqs)).ask()
+    assert fresh is not None and fresh.prediction.capacity_ratio == pytest.approx(1.11)
+    lost = make_space(candidates=seqs, learned_factors={"max_num_seqs": 0.98 / 1.11})
+    assert CoordinateDescent(lost).ask() is None  # re-priced at 0.98x: not worth a trial
+    milder = make_space(candidates=seqs, learned_factors={"max_num_seqs": 1.08 / 1.11})
+    proposal = CoordinateDescent(milder).ask()
+    assert proposal is not None and proposal.prediction.capacity_ratio == pytest.approx(1.08)
+    assert proposal.prediction.repriced_by == pytest.approx(1.08 / 1.11)
+    assert "re-priced by its last measured move: 0.97x" in proposal.reason

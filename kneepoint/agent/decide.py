@@ -148,10 +148,7 @@ def nothing_left(state: RunState, study: StudySpec) -> Finished | None:
         detail = (f"nothing left worth trying: {state.diagnosis.headline()}, and every knob "
                   "is ruled out, so nothing kneepoint can change would help")  # fmt: skip
         return Finished(reason="nothing_to_try", detail=detail)
-    since = max((p.trial for p in state.promotions), default=0)
-    measured = [(state.trials[n].proposal, r) for n in sorted(state.trials)
-                if n > since and (r := state.trials[n].measured_ratio()) is not None]  # fmt: skip
     floor = max(study.tuning.min_effect_rel, noise_rel(state.incumbent_repeats, study.objective))
-    why = nothing_worth_trying(best_left(state.pruning.candidates, learned_factors(measured)),
-                               floor)  # fmt: skip
+    factors = learned_factors(state.measured_moves())
+    why = nothing_worth_trying(best_left(state.pruning.candidates, factors), floor)
     return None if why is None else Finished(reason="nothing_worth_trying", detail=why)

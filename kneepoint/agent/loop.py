@@ -42,6 +42,7 @@ from kneepoint.agent.standing import baseline_words, standing
 from kneepoint.agent.state import RunState, TrialState
 from kneepoint.agent.steps import Steps
 from kneepoint.load.objective import unit
+from kneepoint.policies.learning import learned_factors
 from kneepoint.policies.proposer import Proposer, replay
 from kneepoint.policies.pruning import search_space
 from kneepoint.probes.process import reap_orphans
@@ -188,7 +189,8 @@ class Tuner:
             assert state.incumbent is not None and state.pruning is not None
             assert state.incumbent_repeats is not None
             observation = self.steps.observe(state.incumbent, state.incumbent_repeats)
-            space = search_space(state.pruning, observation, state.incumbent_objective)
+            space = search_space(state.pruning, observation, state.incumbent_objective,
+                                 learned=learned_factors(state.measured_moves()))  # fmt: skip
             build = PROPOSERS[study.tuning.proposer]
             proposer = build(study, space, self.folder.optuna_url,
                              f"{study.name}-space{space_index}")  # fmt: skip

@@ -18,6 +18,7 @@ from datetime import datetime
 from kneepoint.agent.decide import budget_stop, no_knee, nothing_left
 from kneepoint.agent.shared_state import Shared
 from kneepoint.agent.state import RunState
+from kneepoint.policies.learning import learned_factors
 from kneepoint.policies.observe import observe
 from kneepoint.policies.optuna_search import OptunaProposer
 from kneepoint.policies.proposer import Proposer
@@ -99,7 +100,8 @@ def _space(study: StudySpec, state: RunState) -> SearchSpace:
     observation = observe(state.incumbent_repeats, gpu=study.gpu, model=study.model,
                           engine=state.incumbent, workload=study.workload,
                           efficiency=study.efficiency)  # fmt: skip
-    return search_space(state.pruning, observation, state.incumbent_objective)
+    return search_space(state.pruning, observation, state.incumbent_objective,
+                        learned=learned_factors(state.measured_moves()))  # fmt: skip
 
 
 def _round(study: StudySpec, state: RunState, size: int) -> list[Proposal]:

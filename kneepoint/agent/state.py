@@ -242,6 +242,12 @@ class RunState:
                 done.append((trial.proposal, outcome))
         return done
 
+    def measured_moves(self) -> list[tuple[Proposal, float]]:
+        """Every trial's proposal with its measured ratio to the incumbent it was judged
+        against, in order, across promotions (what ``learned_factors`` reads)."""
+        return [(self.trials[n].proposal, r) for n in sorted(self.trials)
+                if (r := self.trials[n].measured_ratio()) is not None]  # fmt: skip
+
     @property
     def trials_run(self) -> int:
         """Trials that spent their screening (what max_trials counts)."""

@@ -95,9 +95,9 @@ class CoordinateDescent:
         self._centre_objective = space.incumbent_objective
         self._incumbent_key = space.incumbent.fingerprint()
         self._known: dict[str, Outcome] = {}
-        self._factors: dict[str, float] = {}
+        self._factors: dict[str, float] = dict(space.learned_factors)
         """Per knob, measured over predicted ratio of its last measured step (see
-        ``kneepoint.policies.learning``)."""
+        ``kneepoint.policies.learning``), starting from what the run measured before."""
         self._walk = self._start(0)
         self._pending: _Step | None = None
         self._advance()

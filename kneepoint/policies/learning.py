@@ -2,9 +2,11 @@
 gave, and the stop when nothing left is predicted to beat the noise.
 
 A kind is one knob moved alone. Its factor is measured ratio over predicted ratio of the latest
-such move against the current incumbent, the prediction taken before any earlier factor
-re-priced it: a first doubling of max_num_seqs predicted at 1.35x that measured 1.01x makes
-the next max_num_seqs move worth 1.01/1.35 of its own prediction.
+such move, against whichever incumbent it was judged, the prediction taken before any earlier
+factor re-priced it: a first doubling of max_num_seqs predicted at 1.35x that measured 1.01x
+makes the next max_num_seqs move worth 1.01/1.35 of its own prediction. The factor outlives
+promotions undecayed: reset at each, a doubling measured at 0.98x was proposed again at 1.11x
+after another knob was promoted (issue "Step 13"); a later move of the knob replaces it.
 Moves of several knobs at once (Optuna's) teach nothing about any one of them.
 """
 

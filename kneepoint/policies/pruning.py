@@ -14,7 +14,7 @@ the quantization knob's reason then says what that checkpoint would do, latency 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal, get_args
 
@@ -279,7 +279,7 @@ def _aimed_at(situation: Situation, target: Constraint) -> Situation:
 
 def search_space(
     pruning: Pruning, observation: Observation, incumbent_objective: float | None,
-    context: ConfigContext | None = None,
+    context: ConfigContext | None = None, learned: Mapping[str, float] | None = None,
 ) -> SearchSpace:  # fmt: skip
     """The proposers' space: the candidates around the incumbent, with the incumbent's
     effective value of each (engine defaults filled in)."""
@@ -304,5 +304,5 @@ def search_space(
     return SearchSpace(
         incumbent=config, incumbent_objective=incumbent_objective,
         current_values=current,
-        candidates=pruning.candidates,
+        candidates=pruning.candidates, learned_factors=dict(learned or {}),
     )  # fmt: skip

@@ -120,6 +120,10 @@ class SearchSpace(Record):
     current_values: dict[str, JsonValue] = Field(default_factory=dict)
     """Each candidate knob's effective value in the incumbent (engine defaults filled in)."""
     candidates: tuple[KnobCandidate, ...] = ()
+    learned_factors: dict[str, float] = Field(default_factory=dict)
+    """Per knob, what its latest single-knob move in the run measured over what was predicted
+    (``kneepoint.policies.learning``), moves against earlier incumbents included: a move
+    measured as a loss is not tried again at its old price after a promotion."""
 
     def knob_names(self) -> tuple[str, ...]:
         return tuple(c.knob.name for c in self.candidates)
