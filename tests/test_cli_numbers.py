@@ -5,9 +5,12 @@ interrupted)."""
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 
 from kneepoint.agent.cli import main
+from kneepoint.probes.process import address_in_use
 
 from .conftest import QUICKSTART
 
@@ -29,3 +32,19 @@ def test_an_out_of_range_number_is_one_line_and_exit_2(
     assert stopped.value.code == 2
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"kneepoint: argument {named}: "), lines
+
+
+def test_sim_serve_on_a_port_in_use_is_one_line_and_exit_2(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """It started, then ended with uvicorn's log line and exit 3 (issue "Step 13"); the line
+    keeps the words the launcher's port-race retry looks for."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code = main(["sim", "serve", "--gpu", "h100", "--model", "llama-3.2-1b", "--port",
+                     str(port)])  # fmt: skip
+    lines = capsys.readouterr().err.splitlines()
+    assert code == 2 and lines == [f"kneepoint: --port 127.0.0.1:{port}: Address already in use"]
+    assert address_in_use(lines[0])

@@ -41,7 +41,7 @@ from kneepoint.config import ConfigError, load_study, study_file_schema
 from kneepoint.config.overrides import add_overrides_argument
 from kneepoint.physics.defaults import UnmodeledSettingError
 from kneepoint.sim.engine import EngineRefusedError
-from kneepoint.sim.serve_args import add_serve_arguments, resolve_serve_args
+from kneepoint.sim.serve_args import add_serve_arguments, bind_problem, resolve_serve_args
 from kneepoint.sim.server import build_server, serve
 
 EXIT_OK = 0
@@ -129,6 +129,9 @@ def _global_options_everywhere(parser: argparse.ArgumentParser) -> None:
 def _sim_serve(args: argparse.Namespace) -> int:
     configure_logging(level="info", log_file=args.log_file)  # vLLM-style startup lines
     serve_args = resolve_serve_args(args, args.unknown)
+    if (problem := bind_problem(serve_args.host, serve_args.port)) is not None:
+        print(f"kneepoint: --port {problem}", file=sys.stderr)  # "address already in use"
+        return EXIT_BAD_INPUT
     try:
         server = build_server(serve_args, serve_args.efficiency)
     except (EngineRefusedError, UnmodeledSettingError) as exc:

@@ -108,7 +108,11 @@ class RunFolder:
     def check_study_unchanged(self, study: StudySpec) -> None:
         """Refuse a run whose study.yaml was edited since it started: its baseline and trials
         were measured under the study as it was (issue "Step 13")."""
-        started = next((e for e in self.ledger.recover() if isinstance(e, RunStarted)), None)
+        try:
+            events = self.ledger.recover()
+        except LedgerError:
+            return  # a damaged ledger is named, with the way forward, when the run reads it
+        started = next((e for e in events if isinstance(e, RunStarted)), None)
         if started is None or started.study_sha256 in (None, study_digest(study)):
             return
         raise RunFolderError(

@@ -8,6 +8,7 @@ simulated server that quietly differed from the command line would mislead every
 from __future__ import annotations
 
 import argparse
+import socket
 import typing
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -155,3 +156,16 @@ def _calibrated(path: Path | None, gpu: GpuSpec, model: ModelSpec) -> Efficiency
         raise _bad("--calibration", f"{path} was fitted for {found.gpu} / {found.model}, not "
                    f"{gpu.name} / {model.name}")  # fmt: skip
     return found.efficiency
+
+
+def bind_problem(host: str, port: int) -> str | None:
+    """Why the server could not listen on ``host:port`` (a port in use ended in uvicorn's
+    log line and exit 3, issue "Step 13"), bound as uvicorn binds (SO_REUSEADDR); None if it
+    can."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            return f"{host}:{port}: {exc.strerror or exc}"
+    return None
