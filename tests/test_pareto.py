@@ -34,3 +34,11 @@ def test_the_report_plots_every_measured_configuration(fp8_run: TuneRun) -> None
     edge = frontier(points)
     assert max(edge, key=lambda p: p.per_gpu_tok_s).label == "winner"
     assert (fp8_run.folder / "plots" / "pareto.png").is_file()
+
+
+def test_a_point_past_the_slo_never_joins_the_frontier() -> None:
+    """A point that misses the SLO (its goodput 60% of what it was offered) held the frontier's
+    high end and sized fleets on it (issue "Step 13")."""
+    met = ParetoPoint("start", 2.0, 60.0, 900.0)
+    missed = ParetoPoint("start", 4.0, 55.0, 1400.0, meets_slo=False)
+    assert frontier([met, missed]) == [met]
