@@ -9,10 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from kneepoint.agent.cli_progress import point_words
 from kneepoint.config.errors import ConfigError
 from kneepoint.config.trace import read_trace
 from kneepoint.load.knee import Verdict, find_capacity
 from kneepoint.load.plan import plan_requests
+from kneepoint.load.point import load_point
 from kneepoint.load.score import percentile, score, stable_window
 from kneepoint.records.measure import RequestRecord
 from kneepoint.records.slo import ClassSlo, Slo
@@ -208,3 +210,20 @@ def test_capacity_search_edges() -> None:
     found = find_capacity(check, 4.0, rel_tol=0.5)
     assert tried == [4.0, 2.0, 8.0, 5.0, 6.5]
     assert (found.passing_rps, found.failing_rps) == (5.0, 6.5)
+
+
+def test_vllms_goodput_rule_holds_the_mean_token_time_where_ours_holds_each_gap() -> None:
+    """Short answers with one stall: within the SLO over the window, each fails its own p95
+    gap (every limit) but not its mean time per output token (vllm bench serve --goodput's
+    rule, offered as slo.goodput_rule: vllm; issue "Step 13")."""
+    stalled = [_record(i, 0.1, [0.01] * 8 + [0.2]) for i in range(10)]
+    smooth = [_record(i, 0.1, [0.01] * 9) for i in range(10, 100)]
+    limits = {"ttft_p99_ms": 500, "itl_p95_ms": 50}
+    ours = score(stalled + smooth, Slo(default=ClassSlo(**limits)), trim=0.0)
+    vllms = score(stalled + smooth, Slo(default=ClassSlo(**limits), goodput_rule="vllm"), 0.0)
+    assert ours.meets_slo and vllms.meets_slo  # the verdict reads the window, either way
+    assert ours.good == 90 and vllms.good == 100  # mean TPOT of a stalled one: 31 ms
+    point = load_point(10.0, stalled + smooth, Slo(default=ClassSlo(**limits),
+                                                   goodput_rule="vllm"), trim=0.0)  # fmt: skip
+    assert point.goodput_rule == "vllm"
+    assert "(100% by vLLM's rule)" in point_words(10.0, 0, point)

@@ -24,8 +24,10 @@ def point_words(rate_rps: float, repeat: int, point: LoadPoint) -> str:
     verdict = "meets SLO" if point.meets_slo else "misses SLO"
     verdict = point.invalid_reason() or verdict
     share = point.goodput_rps / rate_rps if rate_rps else 0.0
+    # "meets SLO, goodput 16.78 (40%)" left a reader to guess what 40% counted
+    rule = "by vLLM's rule" if point.goodput_rule == "vllm" else "within every limit"
     return (f"r{repeat} {rate_rps:8.2f} req/s: {verdict}, goodput {point.goodput_rps:.2f} "
-            f"({share:.0%})")  # fmt: skip
+            f"({share:.0%} {rule})")  # fmt: skip
 
 
 class _Sweep:

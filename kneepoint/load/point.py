@@ -84,6 +84,7 @@ def load_point(
         # served within the SLO. Counting good requests over the window's span instead reads
         # a Poisson draw that ran above its rate as goodput above the offered rate.
         goodput_rps=rate_rps * result.good_share,
+        goodput_rule=slo.goodput_rule if slo is not None else "every_limit",
         goodput_by_class_rps=goodput_by_class,
         attainment_by_class=attainment,
         output_tokens_per_s=output_per_s,

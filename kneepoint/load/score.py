@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kneepoint.records.measure import Dist, RequestRecord
-from kneepoint.records.slo import METRICS, Slo
+from kneepoint.records.slo import METRICS, GoodputRule, Slo
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -96,13 +96,19 @@ def _itl_array(rec: RequestRecord) -> FloatArray:
 _FAILED_ITLS = np.array([math.inf])
 
 
-def _is_good(rec: RequestRecord, limits: dict[tuple[str, int], float], itls: FloatArray) -> bool:
-    """Whether the request met every limit of its class (its own ITL percentiles included),
-    given its gaps (``_itl_array``)."""
+def _is_good(
+    rec: RequestRecord, limits: dict[tuple[str, int], float], itls: FloatArray,
+    rule: GoodputRule = "every_limit",
+) -> bool:  # fmt: skip
+    """Whether the request met the limits of its class by ``rule`` (``Slo.goodput_rule``):
+    its own ITL percentiles included, given its gaps (``_itl_array``); or, as vLLM's bench
+    counts, its mean time per output token held against a gap limit."""
     if not rec.ok:
         return False
     for (metric, pct), limit in limits.items():
-        if metric == "itl":
+        if metric == "itl" and rule == "vllm":
+            value = rec.tpot_ms
+        elif metric == "itl":
             value = _from_sorted(np.sort(itls), pct) if len(itls) else None
         else:
             value = rec.tpot_ms if metric == "tpot" else (
@@ -157,7 +163,8 @@ def score(
             if not value <= limit:  # nan (no values) fails too
                 violations.append(f"{name} {metric}_p{pct} {value:.0f} ms > {limit:g} ms")
         pairs = zip(recs, itls, strict=True)
-        good_by_class[name] = sum(_is_good(rec, limits_ms, gaps) for rec, gaps in pairs)
+        rule = slo.goodput_rule if slo is not None else "every_limit"
+        good_by_class[name] = sum(_is_good(rec, limits_ms, gaps, rule) for rec, gaps in pairs)
     span = (
         (max(r.scheduled_s for r in window) - min(r.scheduled_s for r in window)) if window else 0
     )

@@ -6,6 +6,7 @@ from pydantic import Field
 
 from kneepoint.records.base import Record
 from kneepoint.records.measure import Dist
+from kneepoint.records.slo import GoodputRule
 
 
 class Signals(Record):
@@ -73,8 +74,10 @@ class LoadPoint(Record):
     achieved_rps: float = Field(ge=0.0)
     """Completions per second over the window."""
     goodput_rps: float = Field(ge=0.0)
-    """The offered rate times the share of the window's requests that completed and met every
-    limit of their class on their own (at most the offered rate)."""
+    """The offered rate times the share of the window's requests that completed and met the
+    limits of their class on their own, by ``goodput_rule`` (at most the offered rate)."""
+    goodput_rule: GoodputRule = "every_limit"
+    """The per-request rule ``goodput_rps`` counted by (``Slo.goodput_rule``)."""
     goodput_by_class_rps: dict[str, float] = Field(default_factory=dict)
     attainment_by_class: dict[str, float] = Field(default_factory=dict)
     """Per class, the share of its window's requests that completed and met every limit of

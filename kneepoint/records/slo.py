@@ -8,7 +8,7 @@ towards goodput) only if its own values meet every limit of its class.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
@@ -66,11 +66,20 @@ class ClassSlo(InputRecord):
         return found
 
 
+GoodputRule = Literal["every_limit", "vllm"]
+
+
 class Slo(InputRecord):
     """SLOs by traffic class name; ``default`` applies to classes not listed."""
 
     classes: dict[str, ClassSlo] = Field(default_factory=dict)
     default: ClassSlo | None = None
+    goodput_rule: GoodputRule = "every_limit"
+    """Which requests goodput counts. ``every_limit``: completed and within every limit on
+    its own, its own p95 gap between tokens included (one stall fails a short answer).
+    ``vllm``: as ``vllm bench serve --goodput`` counts, its TTFT, its mean time per output
+    token and its end-to-end latency against the limits; an ITL limit is held against the
+    mean TPOT. The SLO verdict (percentiles over the window) is the same under either."""
 
     @model_validator(mode="after")
     def _not_empty(self) -> Slo:

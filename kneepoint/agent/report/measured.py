@@ -23,15 +23,24 @@ DEFINITIONS = (
     "the stable window (requests scheduled after the warm-up and before the drain; failed and "
     "timed-out requests count as infinitely slow) is within its limit. This is the only verdict "
     "kneepoint decides by, here and on the console.",
-    "Goodput: the offered rate times the share of that window's requests that completed and "
-    "met every limit on their own (their TTFT, their own p95 gap between tokens, ...), so at "
-    "most the offered rate. A rate can meet the SLO while "
-    "some requests miss: a p99 limit lets 1% of requests exceed it, a p95 ITL limit 5% of the "
-    "gaps, and one stall fails a short answer's own p95.",
     "SLO capacity: the highest offered rate that meets the SLO, interpolated between the last "
     "rate that meets it and the first that does not; over repeats, their mean with a 95% "
     "interval.",
 )
+
+
+GOODPUT = {
+    "every_limit": "Goodput (the study's rule, every limit): the offered rate times the share "
+    "of that window's requests that completed and met every limit on their own (their TTFT, "
+    "their own p95 gap between tokens, ...), so at most the offered rate. A rate can meet the "
+    "SLO while some requests miss: a p99 limit lets 1% of requests exceed it, a p95 ITL limit "
+    "5% of the gaps, and one stall fails a short answer's own p95 (slo.goodput_rule: vllm "
+    "counts as vllm bench serve --goodput does).",
+    "vllm": "Goodput (the study's rule, vLLM's): the offered rate times the share of that "
+    "window's requests that completed with their TTFT, their mean time per output token and "
+    "their end-to-end latency within the limits, as vllm bench serve --goodput counts; an ITL "
+    "limit is held against the mean time per output token. At most the offered rate.",
+}
 
 
 def capacity_text(result: SweepResult | None) -> str:
@@ -84,7 +93,10 @@ def slo(study: StudySpec, doc: Document) -> None:
     lines = slo_lines(study)
     doc.add(Heading("Service-level objective"))
     doc.add(Bullets(lines) if lines else Paragraph("No SLO: the study measures throughput."))
-    doc.add(Bullets(DEFINITIONS))
+    definitions = list(DEFINITIONS)
+    rule = study.slo.goodput_rule if study.slo is not None else "every_limit"
+    definitions.insert(1, GOODPUT[rule])
+    doc.add(Bullets(definitions))
 
 
 def _met(point: CurvePoint) -> str:
