@@ -133,6 +133,8 @@ def effects(
         base = _nearest(other, recordings)
         if base is None or (other.name == "base" and base.name != "base"):
             continue  # the base is the starting point of the changes, not one of them
+        if not other.result.config.changes_from(base.result.config):
+            continue  # two runs of one configuration (the H200 tunes): no knob moved
         real = (other.result.capacity_rps or 0) / (base.result.capacity_rps or 1)
         sim_base = simulated[base.source].capacity_rps or 1
         sim = (simulated[other.source].capacity_rps or 0) / sim_base

@@ -228,3 +228,25 @@ def test_a_model_config_with_wrong_types_is_one_line_per_problem(
         code, err = _run(["config", "check", str(study)])
         _assert_clean(code, err, {2})
         assert expected in err, err
+
+
+@pytest.mark.parametrize(
+    ("override", "field"),
+    [
+        ("tuning.start_rps=1e9", "tuning.start_rps"),
+        ("tuning.validate_seconds=1e12", "tuning.validate_seconds"),
+        ("objective={kind: goodput_at_rate, rate_rps: 1e9}", "objective.rate_rps"),
+        ("tuning.start_rps=1000", "tuning: start_rps x the longest point plans"),
+    ],
+)
+def test_rates_and_durations_no_machine_can_hold_are_refused(
+    study_file: Path, override: str, field: str
+) -> None:
+    """They passed `config check`, then `tune` died of MemoryError planning the first point
+    (issue "Step 13")."""
+    study_file.write_bytes(_dump(BASES[STUDIES.index(CONFIGS / "studies" / "quickstart.yaml")]))
+    sets = ["--set", override, "--set", "tuning.validate_seconds=3600"] if "1000" in override \
+        else ["--set", override]  # fmt: skip
+    code, err = _run(["config", "check", str(study_file), *sets])
+    _assert_clean(code, err, {2})
+    assert field in err, err

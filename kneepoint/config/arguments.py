@@ -8,10 +8,9 @@ from __future__ import annotations
 import argparse
 import math
 
-MAX_RATE_RPS = 100_000.0
-"""Far past any one server: the fastest recorded here served ~70 req/s (tiny Llama on 2 CPU
-cores) and Llama-8B on an H200 ~45; a point plans rate x seconds requests in memory."""
-MAX_SECONDS = 24 * 3600.0
+from kneepoint.records.limits import MAX_POINT_SECONDS, MAX_RATE_RPS
+
+MAX_SECONDS = MAX_POINT_SECONDS
 
 
 def _finite(text: str, low: float, high: float, what: str) -> float:

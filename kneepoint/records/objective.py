@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from kneepoint.records.base import InputRecord
+from kneepoint.records.limits import MAX_RATE_RPS
 
 
 class SloCapacity(InputRecord):
@@ -27,7 +28,7 @@ class GoodputAtRate(InputRecord):
     """Maximise good requests per second at one fixed offered rate."""
 
     kind: Literal["goodput_at_rate"] = "goodput_at_rate"
-    rate_rps: float = Field(gt=0.0)
+    rate_rps: float = Field(gt=0.0, le=MAX_RATE_RPS)
 
 
 class PeakThroughput(InputRecord):

@@ -26,6 +26,7 @@ from kneepoint.records.engine import EngineConfig
 from kneepoint.records.faults import Faults
 from kneepoint.records.hardware import GpuSpec, ModelSpec
 from kneepoint.records.knobs import KnobCatalogue
+from kneepoint.records.limits import MAX_POINT_REQUESTS, MAX_POINT_SECONDS, MAX_RATE_RPS
 from kneepoint.records.measurement import MeasurementSpec
 from kneepoint.records.objective import Objective, PeakThroughput, SloCapacity
 from kneepoint.records.secret_env import ENV_NAME, looks_secret, referenced
@@ -65,7 +66,7 @@ class VllmBackend(InputRecord):
     address is logged as a ``server.exposed`` warning)."""
     port: int | None = Field(default=None, ge=1, le=65535)
     """Fixed port; None picks a free one per launch."""
-    startup_timeout_s: float = Field(default=900.0, gt=0.0)
+    startup_timeout_s: float = Field(default=900.0, gt=0.0, le=86_400.0)
     gpu_index: int | None = Field(default=None, ge=0)
     """The GPU launched servers run on (``CUDA_VISIBLE_DEVICES``) and NVML reads; None: the
     environment's GPUs, NVML index 0. ``kneepoint worker --gpu N`` sets it."""
@@ -154,17 +155,17 @@ class BurstSpec(InputRecord):
 class TuningSpec(InputRecord):
     """How the loop measures and decides: sizes of its sweeps, its statistics, its proposers."""
 
-    start_rps: float = Field(default=1.0, gt=0.0)
+    start_rps: float = Field(default=1.0, gt=0.0, le=MAX_RATE_RPS)
     """First rate of the baseline's knee search (it doubles from here)."""
     transient_retries: int = Field(default=1, ge=0, le=5)
     """Times a sweep whose server crashed or hung is run again on a fresh server: such
     failures are often passing (a GPU Xid, a driver hiccup). A server that refuses to start
     or a configuration vLLM rejects fails the same way every time and is never retried."""
-    screen_seconds: float = Field(default=15.0, gt=0.0)
+    screen_seconds: float = Field(default=15.0, gt=0.0, le=MAX_POINT_SECONDS)
     """Arrivals per screening load point, in seconds (at least 40 requests)."""
-    screen_time_cap_s: float = Field(default=120.0, gt=0.0)
+    screen_time_cap_s: float = Field(default=120.0, gt=0.0, le=86_400.0)
     """Hard cap on one screening sweep, in device seconds."""
-    validate_seconds: float = Field(default=30.0, gt=0.0)
+    validate_seconds: float = Field(default=30.0, gt=0.0, le=MAX_POINT_SECONDS)
     """Arrivals per validation load point, in seconds (at least 40 requests)."""
     validate_repeats: int = Field(default=3, ge=2, le=10)
     """Repeats of a validation: one run cannot tell signal from noise."""
@@ -179,6 +180,15 @@ class TuningSpec(InputRecord):
     """Least share of greedy output tokens that must match the incumbent's for an
     output-changing knob (quantization, fp8 KV) to be accepted."""
     burst: BurstSpec = BurstSpec()
+
+    @model_validator(mode="after")
+    def _first_point_fits(self) -> TuningSpec:
+        planned = self.start_rps * max(self.screen_seconds, self.validate_seconds)
+        if planned > MAX_POINT_REQUESTS:
+            raise ValueError(f"start_rps x the longest point plans {planned:,.0f} requests in "
+                             f"one point; at most {MAX_POINT_REQUESTS:,} fit")  # fmt: skip
+        return self
+
     quality_prompts: int = Field(default=8, ge=1, le=256)
     quality_tokens: int = Field(default=32, ge=1, le=1024)
 

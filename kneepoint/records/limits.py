@@ -1,0 +1,13 @@
+"""Bounds on what a study may ask a load point to hold: a point plans every request it sends
+(prompt token ids included) before it sends the first, so a rate of 1e9 req/s or points of
+1e12 s passed `config check` and then died of MemoryError in `tune` (issue "Step 13")."""
+
+from __future__ import annotations
+
+MAX_RATE_RPS = 100_000.0
+"""Far past any one server: the fastest recorded here served ~70 req/s (tiny Llama on 2 CPU
+cores) and Llama-8B on an H200 ~45 (tests/fixtures/real)."""
+MAX_POINT_SECONDS = 3_600.0
+"""An hour of arrivals in one load point; the recordings' points send 7-30 s."""
+MAX_POINT_REQUESTS = 2_000_000
+"""Requests one point may plan: about 2 GB of planned prompts at chat's ~350 tokens each."""
