@@ -10,8 +10,6 @@ import math
 
 from kneepoint.records.limits import MAX_POINT_SECONDS, MAX_RATE_RPS
 
-MAX_SECONDS = MAX_POINT_SECONDS
-
 
 def _finite(text: str, low: float, high: float, what: str) -> float:
     try:
@@ -31,7 +29,7 @@ def rate_rps(text: str) -> float:
 
 def seconds(text: str) -> float:
     """A duration in seconds."""
-    return _finite(text, 0.0, MAX_SECONDS, "a duration in seconds")
+    return _finite(text, 0.0, MAX_POINT_SECONDS, "a duration in seconds")
 
 
 def port(text: str) -> int:

@@ -26,7 +26,12 @@ from kneepoint.records.engine import EngineConfig
 from kneepoint.records.faults import Faults
 from kneepoint.records.hardware import GpuSpec, ModelSpec
 from kneepoint.records.knobs import KnobCatalogue
-from kneepoint.records.limits import MAX_POINT_REQUESTS, MAX_POINT_SECONDS, MAX_RATE_RPS
+from kneepoint.records.limits import (
+    MAX_POINT_REQUESTS,
+    MAX_POINT_SECONDS,
+    MAX_RATE_RPS,
+    MAX_WAIT_SECONDS,
+)
 from kneepoint.records.measurement import MeasurementSpec
 from kneepoint.records.objective import Objective, PeakThroughput, SloCapacity
 from kneepoint.records.secret_env import ENV_NAME, looks_secret, referenced
@@ -66,7 +71,7 @@ class VllmBackend(InputRecord):
     address is logged as a ``server.exposed`` warning)."""
     port: int | None = Field(default=None, ge=1, le=65535)
     """Fixed port; None picks a free one per launch."""
-    startup_timeout_s: float = Field(default=900.0, gt=0.0, le=86_400.0)
+    startup_timeout_s: float = Field(default=900.0, gt=0.0, le=MAX_WAIT_SECONDS)
     gpu_index: int | None = Field(default=None, ge=0)
     """The GPU launched servers run on (``CUDA_VISIBLE_DEVICES``) and NVML reads; None: the
     environment's GPUs, NVML index 0. ``kneepoint worker --gpu N`` sets it."""
@@ -163,7 +168,7 @@ class TuningSpec(InputRecord):
     or a configuration vLLM rejects fails the same way every time and is never retried."""
     screen_seconds: float = Field(default=15.0, gt=0.0, le=MAX_POINT_SECONDS)
     """Arrivals per screening load point, in seconds (at least 40 requests)."""
-    screen_time_cap_s: float = Field(default=120.0, gt=0.0, le=86_400.0)
+    screen_time_cap_s: float = Field(default=120.0, gt=0.0, le=MAX_WAIT_SECONDS)
     """Hard cap on one screening sweep, in device seconds."""
     validate_seconds: float = Field(default=30.0, gt=0.0, le=MAX_POINT_SECONDS)
     """Arrivals per validation load point, in seconds (at least 40 requests)."""
@@ -180,6 +185,8 @@ class TuningSpec(InputRecord):
     """Least share of greedy output tokens that must match the incumbent's for an
     output-changing knob (quantization, fp8 KV) to be accepted."""
     burst: BurstSpec = BurstSpec()
+    quality_prompts: int = Field(default=8, ge=1, le=256)
+    quality_tokens: int = Field(default=32, ge=1, le=1024)
 
     @model_validator(mode="after")
     def _first_point_fits(self) -> TuningSpec:
@@ -188,9 +195,6 @@ class TuningSpec(InputRecord):
             raise ValueError(f"start_rps x the longest point plans {planned:,.0f} requests in "
                              f"one point; at most {MAX_POINT_REQUESTS:,} fit")  # fmt: skip
         return self
-
-    quality_prompts: int = Field(default=8, ge=1, le=256)
-    quality_tokens: int = Field(default=32, ge=1, le=1024)
 
 
 class FleetSpec(InputRecord):

@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 
 from kneepoint.records.base import InputRecord
+from kneepoint.records.limits import MAX_WAIT_SECONDS
 
 
 class FixedLength(InputRecord):
@@ -166,7 +167,7 @@ class ClientOptions(InputRecord):
     """Requests in flight at most (a closed-loop client, like an application's connection
     pool); None: open loop, every request sent at its scheduled time. A request waiting for
     a slot is the server's slowness, not the client's lag."""
-    request_timeout_s: float = Field(default=600.0, gt=0.0, le=86_400.0)
+    request_timeout_s: float = Field(default=600.0, gt=0.0, le=MAX_WAIT_SECONDS)
     """A request not finished this long after its scheduled time is cut off and counts as
     failed (against goodput and every percentile)."""
     ignore_eos: bool = True
