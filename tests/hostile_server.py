@@ -19,6 +19,9 @@ STREAM_MODES = ("str_chunk", "list_chunk", "garbage", "bad_choices", "no_done", 
                 "reset", "hang", "trickle")  # fmt: skip
 METRICS_MODES = ("nan_metrics", "huge_metrics")
 MODELS_MODES = ("models_list", "models_null", "models_ints", "models_str")
+CARD = {"id": "m", "object": "model", "owned_by": "vllm",
+        "root": "meta-llama/Llama-3.1-8B-Instruct", "max_model_len": 131072}  # fmt: skip
+"""What the server says it serves, in vLLM's words: served as "m", loaded from an 8B."""
 
 _GOOD = [{"choices": [{"text": "a"}]}, {"choices": [{"text": "b"}]},
          {"choices": [], "usage": {"prompt_tokens": 2, "completion_tokens": 2}}]  # fmt: skip
@@ -47,7 +50,7 @@ class _Handler(BaseHTTPRequestHandler):
         mode = self.server.mode
         if self.path.startswith("/v1/models"):
             body = {"models_list": [], "models_null": None, "models_ints": {"data": [1, 2]},
-                    "models_str": {"data": "abc"}}.get(mode, {"data": [{"id": "m"}]})  # fmt: skip
+                    "models_str": {"data": "abc"}}.get(mode, {"data": [CARD]})  # fmt: skip
             self._send(200, json.dumps(body).encode())
         elif self.path.startswith("/metrics"):
             if mode == "huge_metrics":

@@ -17,10 +17,10 @@ from kneepoint.load.plan import PlannedRequest
 from kneepoint.probes.backends import (
     AttachBackend,
     LaunchBackend,
-    config_mismatches,
     sim_argv,
     vllm_argv,
 )
+from kneepoint.probes.identity import config_mismatches
 from kneepoint.probes.loadgen import LoadOptions, run_load
 from kneepoint.probes.process import ServerFailedError, classify, kv_capacity_tokens
 from kneepoint.records.engine import EngineConfig
@@ -53,7 +53,7 @@ def _children_gone(log: Path) -> None:
     [
         ("oom", "startup_oom", "CUDA out of memory"),
         ("bad-flag", "bad_argument", "unrecognized arguments: --bogus-flag"),
-        ("crash", "crashed", "Engine core initialization failed"),
+        ("crash", "not_started", "Engine core initialization failed"),
         ("hang", "hung", "log silent"),
         ("slow", "timed_out", "still starting"),
     ],

@@ -108,7 +108,7 @@ def test_a_server_that_does_not_answer_is_a_failed_run(
     argv = ["diagnose", "--url", "http://127.0.0.1:9", "--gpu", "h100-sxm", "--model",
             "llama-3.1-8b", "--workload", "chat", "--runs-dir", str(tmp_path)]  # fmt: skip
     assert main(argv) == 1
-    assert _one_line(capsys).startswith("kneepoint: the server failed: ")
+    assert _one_line(capsys).startswith("kneepoint: http://127.0.0.1:9 does not answer: ")
 
 
 @pytest.mark.parametrize(

@@ -15,8 +15,9 @@ import httpx
 import pytest
 
 from kneepoint.load.plan import PlannedRequest
-from kneepoint.probes.backends import AttachBackend, check_identity
+from kneepoint.probes.backends import AttachBackend
 from kneepoint.probes.capped import PageTooLargeError, capped_text
+from kneepoint.probes.identity import check_identity
 from kneepoint.probes.loadgen import LoadOptions, run_load
 from kneepoint.probes.process import ServerFailedError
 from kneepoint.probes.prom import parse_metrics

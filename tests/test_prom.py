@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kneepoint.probes.backends import config_mismatches
+from kneepoint.probes.identity import config_mismatches
 from kneepoint.probes.prom import Histogram, parse_metrics, quantile
 from kneepoint.records.engine import EngineConfig
 

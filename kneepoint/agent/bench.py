@@ -38,8 +38,9 @@ from kneepoint.sim.engine import EngineRefusedError
 
 log = structlog.get_logger(__name__)
 _STATUS: dict[FailureKind, TrialStatus] = {
-    "startup_oom": "startup_failed", "bad_argument": "startup_failed", "crashed": "crashed",
-    "hung": "timed_out", "timed_out": "timed_out",
+    "startup_oom": "startup_failed", "bad_argument": "startup_failed",
+    "not_started": "startup_failed", "crashed": "crashed", "hung": "timed_out",
+    "timed_out": "timed_out", "unreachable": "crashed", "wrong_server": "startup_failed",
 }  # fmt: skip
 
 

@@ -130,7 +130,7 @@ def run_diagnose(args: argparse.Namespace) -> int:
             findings = measure_and_diagnose(study, folder, knob_catalogue(),
                                             progress_for(sys.stderr), args.knee_rps)  # fmt: skip
         except ServerFailedError as exc:
-            print(f"kneepoint: the server failed: {exc}", file=sys.stderr)
+            print(f"kneepoint: {exc.failure.sentence()}", file=sys.stderr)
             return EXIT_SERVER_FAILED
         except KeyboardInterrupt:
             kept = folder / "sweep.json"

@@ -80,7 +80,7 @@ def run_sweep(args: argparse.Namespace) -> int:
             watched = Watched(target.probe, progress, "sweep", study.slo)
             result = study_knee_search(watched, study, config, start_rps=args.start_rps)
     except ServerFailedError as exc:
-        print(f"kneepoint: the server failed: {exc}{_kept(watched, out, study)}",
+        print(f"kneepoint: {exc.failure.sentence()}{_kept(watched, out, study)}",
               file=sys.stderr)  # fmt: skip
         return EXIT_SERVER_FAILED
     except KeyboardInterrupt:

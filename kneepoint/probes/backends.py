@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import secrets
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -23,8 +22,8 @@ import httpx
 import structlog
 from packaging.version import InvalidVersion, Version
 
-from kneepoint.probes.capped import PageTooLargeError, capped_text
 from kneepoint.probes.credentials import SERVER_KEY_VARIABLE
+from kneepoint.probes.identity import attached_card, check_identity, model_cards
 from kneepoint.probes.loadgen import bearer
 from kneepoint.probes.measure import Instruments
 from kneepoint.probes.process import (
@@ -35,7 +34,6 @@ from kneepoint.probes.process import (
     free_port,
     kv_capacity_tokens,
 )
-from kneepoint.probes.prom import parse_metrics
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.study import VllmBackend
 from kneepoint.sim.access import is_loopback
@@ -176,81 +174,6 @@ def server_version(url: str, api_key: str | None = None) -> str | None:
         return None
 
 
-def check_identity(
-    url: str, served: str, config: EngineConfig, api_key: str | None = None
-) -> tuple[str, ...]:
-    """Raise unless the server lists ``served`` and its ``cache_config_info`` agrees with
-    the knobs asked for; returns notes on what could not be checked."""
-    metrics: str | None = None
-    try:
-        with httpx.Client(timeout=10.0, headers=bearer(api_key)) as client:
-            names = model_ids(client.get(f"{url}/v1/models").json())
-            with contextlib.suppress(PageTooLargeError):
-                _, metrics = capped_text(client, f"{url}/metrics")
-    except httpx.TimeoutException as exc:
-        hung = Failure("hung", f"healthy, then no answer: {exc!r}", None, ())
-        raise ServerFailedError(hung) from exc
-    except (httpx.HTTPError, ValueError) as exc:
-        what = f"{url}/v1/models does not answer as vLLM does: {exc!r}"
-        raise ServerFailedError(Failure("crashed", what, None, ())) from exc
-    if served not in names:
-        raise ServerFailedError(
-            Failure("crashed", f"wrong server at {url}: serves {names}, not {served}", None, ())
-        )
-    if metrics is None:
-        return ("/metrics is larger than kneepoint reads: nothing to check against",)
-    try:
-        labels = parse_metrics(metrics).labels("cache_config") or {}
-    except ValueError:  # measured without the engine's signals: the load points say so
-        return ("/metrics does not parse as Prometheus text: nothing to check against",)
-    if not labels:
-        return ("no vllm:cache_config_info to check the configuration against",)
-    mismatches = config_mismatches(labels, config)
-    if mismatches:
-        message = "server runs a different configuration: " + "; ".join(mismatches)
-        raise ServerFailedError(Failure("bad_argument", message, None, ()))
-    return ()
-
-
-def model_ids(body: object) -> list[str]:
-    """The model names an OpenAI-style ``/v1/models`` answer lists (``{"data": [{"id": ...},
-    ...]}``); ValueError naming what is off where it has another shape."""
-    data = body.get("data") if isinstance(body, dict) else None
-    if not isinstance(data, list):
-        raise ValueError(f"no list of models under 'data' in {str(body)[:80]}")
-    ids = [m.get("id") if isinstance(m, dict) else None for m in data]
-    if not all(isinstance(i, str) for i in ids):
-        raise ValueError(f"a model without a string 'id' in {str(data)[:80]}")
-    return [str(i) for i in ids]
-
-
-def config_mismatches(labels: Mapping[str, str], config: EngineConfig) -> list[str]:
-    """Knobs set in ``config`` that ``cache_config_info`` reports otherwise."""
-    asked = {
-        "block_size": config.block_size,
-        "gpu_memory_utilization": config.gpu_memory_utilization,
-        "enable_prefix_caching": config.enable_prefix_caching,
-        "cache_dtype": config.kv_cache_dtype,
-    }
-    found = []
-    for key, want in asked.items():
-        if want is None or key not in labels:
-            continue
-        have = labels[key]
-        if isinstance(want, bool):
-            same = have.lower() == str(want).lower()
-        elif isinstance(want, int | float):
-            try:
-                same = abs(float(have) - float(want)) < 1e-9
-            except ValueError:
-                same = False
-        else:
-            same = have == want or (want == "fp8" and have.startswith("fp8"))
-        if not same:
-            found.append(f"{key} is {have}, asked {want}")
-    return found
-
-
 class AttachBackend:
     """A running server: every configuration is whatever it runs."""
 
@@ -266,20 +189,19 @@ class AttachBackend:
                 response = client.get(f"{self.url}/v1/models")
                 models = response.json()
             except (httpx.HTTPError, ValueError) as exc:
-                failure = Failure("crashed", f"{self.url} does not answer: {exc}", None, ())
+                failure = Failure("unreachable", f"{self.url} does not answer: {exc}", None, ())
                 raise ServerFailedError(failure) from exc
         if response.status_code == 401:
             what = (f"{self.url} refuses the request (HTTP 401): it wants an API key; name the "
                     "variable holding it in backend.api_key_env")  # fmt: skip
-            raise ServerFailedError(Failure("crashed", what, None, ()))
+            raise ServerFailedError(Failure("bad_argument", what, None, ()))
         try:
-            names = model_ids(models)
+            cards = model_cards(models)
         except ValueError as exc:
             what = f"{self.url}/v1/models does not answer as vLLM does: {exc}"
             raise ServerFailedError(Failure("crashed", what, None, ())) from exc
-        if not names:
-            raise ServerFailedError(Failure("crashed", f"{self.url} serves no model", None, ()))
+        card = attached_card(self.url, cards, config)
         yield Endpoint(
-            self.url, str(names[0]), Instruments(nvml_index=self.nvml_index),
+            self.url, card.id, Instruments(nvml_index=self.nvml_index),
             version=server_version(self.url, self.api_key), api_key=self.api_key,
         )  # fmt: skip

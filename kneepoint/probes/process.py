@@ -30,7 +30,19 @@ from kneepoint.probes.redact import redact, redact_file
 
 log = structlog.get_logger(__name__)
 
-FailureKind = Literal["startup_oom", "bad_argument", "crashed", "hung", "timed_out"]
+FailureKind = Literal[
+    "startup_oom",
+    "bad_argument",
+    "not_started",
+    "crashed",
+    "hung",
+    "timed_out",
+    "unreachable",
+    "wrong_server",
+]
+"""``not_started``: exited before it answered /health, for no reason its log names (a server
+that never came up did not crash); ``unreachable``: an attached server that does not answer;
+``wrong_server``: one that answers, but is not the model or configuration asked for."""
 
 # vLLM's own wording, across versions and platforms (CUDA and the CPU build).
 _OOM = re.compile(
@@ -59,6 +71,15 @@ class Failure:
         code = f" (exit {self.exit_code})" if self.exit_code is not None else ""
         return f"{self.kind}{code}: {self.message}"
 
+    def sentence(self) -> str:
+        """What a person reads: the kind in words, where the message does not say it."""
+        code = f" (exit {self.exit_code})" if self.exit_code is not None else ""
+        if self.kind in ("unreachable", "wrong_server"):
+            return self.message  # "... does not answer", "wrong server at ..."
+        if self.kind == "not_started":
+            return f"the server exited before it started{code}: {self.message}"
+        return f"the server failed: {self}"
+
 
 class ServerFailedError(RuntimeError):
     def __init__(self, failure: Failure) -> None:
@@ -78,9 +99,12 @@ def kv_capacity_tokens(log: str) -> int | None:
     return int(found[-1].replace(",", "")) if found else None
 
 
-def classify(log: str, exit_code: int | None, *, silent_s: float = 0.0) -> Failure:
-    """Name a failure from the server's log and exit code (None: still running). The lines
-    kept go into the ledger and the report, so secrets are taken out of them."""
+def classify(
+    log: str, exit_code: int | None, *, silent_s: float = 0.0, started: bool = True
+) -> Failure:
+    """Name a failure from the server's log and exit code (None: still running; ``started``:
+    it had answered /health). The lines kept go into the ledger and the report, so secrets
+    are taken out of them."""
     tail = tuple(redact(line) for line in log.rstrip().splitlines()[-20:])
     if exit_code is None:
         kind: FailureKind = "hung" if silent_s > 0 else "timed_out"
@@ -91,7 +115,8 @@ def classify(log: str, exit_code: int | None, *, silent_s: float = 0.0) -> Failu
         line = _last_matching(lines, pattern)
         if line is not None:
             return Failure(kind, redact(_said(line)), exit_code, tail)
-    return Failure("crashed", _said(tail[-1]) if tail else "no output", exit_code, tail)
+    kind = "crashed" if started else "not_started"
+    return Failure(kind, _said(tail[-1]) if tail else "no output", exit_code, tail)
 
 
 def _said(line: str) -> str:
@@ -123,6 +148,8 @@ class ServerProcess:
         processes, started later, inherit it)."""
         self.argv = list(argv)
         self.log_path = log_path
+        self.started = False
+        """Whether it has answered /health: an exit before that is no crash."""
         log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = log_path.open("ab")
         self.proc = subprocess.Popen(
@@ -164,7 +191,7 @@ class ServerProcess:
         return self.log_path.read_text(errors="replace")
 
     def failure(self, *, silent_s: float = 0.0) -> Failure:
-        return classify(self.log_text(), self.proc.poll(), silent_s=silent_s)
+        return classify(self.log_text(), self.proc.poll(), silent_s=silent_s, started=self.started)
 
     def wait_healthy(self, url: str, timeout_s: float, *, hang_after_s: float = 300.0) -> None:
         """Poll ``/health`` until 200. Raises ServerFailedError if the process exits, its log
@@ -177,6 +204,7 @@ class ServerProcess:
                     raise ServerFailedError(self.failure())
                 with contextlib.suppress(httpx.HTTPError):
                     if client.get(f"{url}/health").status_code == 200:
+                        self.started = True
                         return
                 now = time.monotonic()
                 size = self.log_path.stat().st_size

@@ -110,7 +110,9 @@ class SimServer:
 
     async def models(self, _: Request) -> Response:
         name = self.args.served_model_name
-        card = {"id": name, "object": "model", "created": 0, "owned_by": "vllm", "root": name,
+        # vLLM's root is what it was started with (a path or Hugging Face id), not its alias.
+        card = {"id": name, "object": "model", "created": 0, "owned_by": "vllm",
+                "root": self.args.engine.model,
                 "parent": None, "max_model_len": self.engine.resolved.max_model_len}  # fmt: skip
         return JSONResponse({"object": "list", "data": [card]})
 
