@@ -108,6 +108,41 @@ def test_several_problems_one_line_each(tmp_path: Path, capsys: pytest.CaptureFi
     assert [e.split(": ")[2] for e in errors] == ["engine.max_num_seqs", "budget.max_trials"]
 
 
+def test_every_unknown_name_is_said_at_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Only the first catalogue error of a study was shown: a new user fixed the GPU, ran
+    again, fixed the model, ran again..."""
+    path = _variant(tmp_path, "gpu: h100-sxm", "gpu: h999")
+    text = path.read_text().replace("model: llama-3.1-8b", "model: llama-9000")
+    path.write_text(text.replace("workload: chat ", "workload: chats ").replace(
+        "max_num_seqs: 256", "max_num_seqs: 0"))  # fmt: skip
+    errors = _errors(path, capsys)
+    fields = [e.split(": ")[2] for e in errors]
+    assert fields == ["gpu", "model", "workload", "engine.max_num_seqs"], errors
+
+
+def test_a_config_set_error_names_config_set(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["sweep", str(QUICKSTART), "--config-set", "max_num_seqs=abc", "--config-set", "=3"]
+    assert main(argv) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "kneepoint: --config-set =3: expected PATH=VALUE"
+    ]
+    assert main(argv[:4]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith("kneepoint: --config-set max_num_seqs=abc: engine.max_num_seqs: ")
+
+
+def test_a_worker_s_storage_error_names_the_flag(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["worker", "--study", str(QUICKSTART), "--storage", "sqlite:///x.db", "--runs-dir",
+            str(tmp_path)]  # fmt: skip
+    assert main(argv) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith("kneepoint: --storage: sqlite: workers share a PostgreSQL study")
+
+
 @pytest.mark.parametrize(
     ("old", "new", "field", "words"),
     [

@@ -24,7 +24,7 @@ from kneepoint.agent.run_folder import write_point
 from kneepoint.agent.watch import Watched
 from kneepoint.calibration.recorded import study_path_for
 from kneepoint.config import arguments, load_study
-from kneepoint.config.overrides import add_overrides_argument
+from kneepoint.config.overrides import add_overrides_argument, parse_override
 from kneepoint.load.score import stable_window
 from kneepoint.probes.process import ServerFailedError
 from kneepoint.probes.study_knee import study_knee_search
@@ -58,7 +58,8 @@ def add_sweep_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
 
 
 def run_sweep(args: argparse.Namespace) -> int:
-    overrides = [*args.overrides, *(f"engine.{knob}" for knob in args.knobs)]
+    knobs = [parse_override(text, "--config-set", ("engine",)) for text in args.knobs]
+    overrides = [*args.overrides, *knobs]
     study = load_study(args.file, overrides, launch_checks())
     config = study.engine
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")

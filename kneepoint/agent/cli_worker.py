@@ -93,7 +93,8 @@ def _open(args: argparse.Namespace, now: datetime) -> tuple[SharedStudy, StudySp
         shared = shared_study(args.study)
         return shared, shared.spec()
     except SharedStudyError as exc:
-        raise _bad("kneepoint worker", str(exc)) from exc
+        flag, _, said = str(exc).partition(": ")
+        raise _bad(flag, said) from exc
 
 
 def _started(shared_study: Callable[[str], SharedStudy], name: str) -> datetime | None:

@@ -40,7 +40,8 @@ SEEN = "kneepoint.seen."
 
 
 class SharedStudyError(ValueError):
-    """The storage or the study cannot be used (one line for the user)."""
+    """The storage or the study cannot be used (one line for the user, starting with the
+    flag it is about: ``--storage: ...``, ``--study: ...``)."""
 
 
 class StudyNotFoundError(SharedStudyError):

@@ -32,15 +32,17 @@ def add_overrides_argument(parser: argparse.ArgumentParser, help_text: str) -> N
 
 @dataclass(frozen=True)
 class Override:
-    """One parsed ``--set`` argument."""
+    """One parsed ``--set`` argument (or another flag's, such as sweep's ``--config-set``)."""
 
     text: str
     loc: Loc
     value: Any
+    flag: str = "--set"
+    """The option it came from, as the user typed it: errors name it."""
 
     @property
     def source(self) -> str:
-        return f"--set {self.text}"
+        return f"{self.flag} {self.text}"
 
     def explains(self, loc: Loc) -> bool:
         """Whether a problem at ``loc`` may come from this override: it set that field, a
@@ -49,11 +51,14 @@ class Override:
         return bool(loc) and loc[:shorter] == self.loc[:shorter]
 
 
-def parse_override(text: str) -> Override:
+def parse_override(text: str, flag: str = "--set", under: Loc = ()) -> Override:
+    """``text`` (PATH=VALUE) as an override of the field at ``under`` + PATH; problems name
+    ``flag`` and the text as given."""
+    source = f"{flag} {text}"
     path, sep, raw_value = text.partition("=")
     if not sep or not path.strip():
-        raise ConfigError([Problem(f"--set {text}", None, None, "expected PATH=VALUE")])
-    loc: list[str | int] = []
+        raise ConfigError([Problem(source, None, None, "expected PATH=VALUE")])
+    loc: list[str | int] = list(under)
     for part in path.strip().split("."):
         indexed = _INDEXED.match(part)
         if part.isdigit():
@@ -65,15 +70,15 @@ def parse_override(text: str) -> Override:
             loc += [int(i) for i in re.findall(r"\[(\d+)\]", indexed.group(2))]
         else:
             problem = f"{part!r} is not a field name or list index"
-            raise ConfigError([Problem(f"--set {text}", None, None, problem)])
+            raise ConfigError([Problem(source, None, None, problem)])
     try:
         value = yaml.safe_load(raw_value) if raw_value.strip() else ""
     except yaml.YAMLError as exc:
         problem = f"value is not valid YAML: {str(exc).splitlines()[0]}"
-        raise ConfigError([Problem(f"--set {text}", None, tuple(loc), problem)]) from exc
+        raise ConfigError([Problem(source, None, tuple(loc), problem)]) from exc
     except RecursionError as exc:
-        raise ConfigError([Problem(f"--set {text}", None, tuple(loc), TOO_DEEP)]) from exc
-    return Override(text=text, loc=tuple(loc), value=value)
+        raise ConfigError([Problem(source, None, tuple(loc), TOO_DEEP)]) from exc
+    return Override(text=text, loc=tuple(loc), value=value, flag=flag)
 
 
 def apply_override(data: dict[str, Any], override: Override) -> None:

@@ -153,7 +153,7 @@ def _absolute_trace(workload: Any, base: Path) -> None:
 
 
 def load_study(
-    path: Path, overrides: Sequence[str] = (), checks: Sequence[StudyCheck] = ()
+    path: Path, overrides: Sequence[str | Override] = (), checks: Sequence[StudyCheck] = ()
 ) -> StudySpec:
     """Read, resolve, override and validate a study file, then run ``checks`` on it."""
     return resolve_study(read_mapping(path), overrides, checks)
@@ -168,24 +168,40 @@ def study_from_mapping(
 
 
 def resolve_study(
-    doc: YamlDoc, overrides: Sequence[str] = (), checks: Sequence[StudyCheck] = ()
+    doc: YamlDoc, overrides: Sequence[str | Override] = (), checks: Sequence[StudyCheck] = ()
 ) -> StudySpec:
-    """Resolve references, apply overrides, validate a study document and run ``checks``."""
-    parsed = [parse_override(text) for text in overrides]
+    """Resolve references, apply overrides (``--set`` texts, or parsed from another flag),
+    validate a study document and run ``checks``."""
+    parsed = [o if isinstance(o, Override) else parse_override(o) for o in overrides]
     resolver = _Resolver(doc, parsed)
     raw: dict[str, Any] = copy.deepcopy(doc.data)
     if any(o.loc[:1] == ("workload",) and len(o.loc) > 1 for o in parsed):
         resolver.workload(raw)  # so overrides can reach inside a preset's classes
     for override in parsed:
         apply_override(raw, override)
-    for resolve in (resolver.gpu, resolver.model, resolver.workload, resolver.served_model,
-                    resolver.calibration):  # fmt: skip
-        resolve(raw)
+    problems: list[Problem] = []
+    for field, resolve in (("gpu", resolver.gpu), ("model", resolver.model),
+                           ("workload", resolver.workload), ("engine", resolver.served_model),
+                           ("calibration", resolver.calibration)):  # fmt: skip
+        try:
+            resolve(raw)
+        except ConfigError as exc:  # every unknown name at once, not the first of them
+            problems += exc.problems
+            raw.pop(field, None)  # no second problem from the record about the same field
     if "slo" not in raw and resolver.preset_slo is not None:
         raw["slo"] = resolver.preset_slo
-    study = validate(
-        StudySpec, raw, doc, context={"knobs": knob_catalogue()}, source_of=resolver.locate
-    )
+    try:
+        study = validate(
+            StudySpec, raw, doc, context={"knobs": knob_catalogue()}, source_of=resolver.locate
+        )
+    except ConfigError as exc:
+        failed = {p.loc[:1] for p in problems if p.loc}
+        if ("model",) in failed:  # the served name comes from the model
+            failed.add(("engine", "model"))
+        later = [p for p in exc.problems if not p.loc or not failed & {p.loc[:1], p.loc[:2]}]
+        raise ConfigError(problems + later) from exc
+    if problems:
+        raise ConfigError(problems)
     _check_trace(study, resolver)
     found = [(loc, problem) for check in checks for loc, problem in check(study)]
     if found:
