@@ -13,7 +13,7 @@ import sys
 import pytest
 import structlog
 
-from kneepoint.agent.cli_progress import ConsoleProgress
+from kneepoint.agent.cli_progress import ConsoleProgress, LineProgress
 from kneepoint.agent.logs import configure_logging
 from kneepoint.agent.progress import duration
 from kneepoint.records.loadpoint import LoadPoint
@@ -31,7 +31,7 @@ def test_a_terminal_gets_bars_that_finish_and_warnings_on_their_own_lines(
     assert finished, fp8_run.stderr
     for line in finished:  # each bar's last redraw says it finished, with its point count
         last = line.split("\r")[-1]
-        assert re.search(r"\[#{20}\] \d+ points in \d+s", last), line
+        assert re.search(r"\[#{20}\] \d+ points? in \d+", last), line
     warnings = [line for line in lines if "quality.skipped" in line]
     assert warnings and all(not BAR.search(line) for line in warnings)
     out = fp8_run.stdout
@@ -97,3 +97,27 @@ def _point(rate: float) -> LoadPoint:
         timed_out=0, achieved_rps=rate, goodput_rps=rate, meets_slo=True, dists={},
         send_lag_p50_ms=0.1, send_lag_p99_ms=0.5, client_bound=False,
     )  # fmt: skip
+
+
+def test_counts_reach_their_total_or_say_the_sweep_stopped_short(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """'15/21' once stood as a sweep's last line, and '~Ns left' jumped: the first point's
+    time (the server's start) was spread over every point left."""
+    clock = iter([0.0, 0.0, 100.0, 110.0, 120.0, 125.0, 200.0, 201.0, 202.0])
+    monkeypatch.setattr("kneepoint.agent.cli_progress.time.monotonic", lambda: next(clock))
+    stream = io.StringIO()
+    progress = LineProgress(stream)
+    progress.sweep("screen", 5)  # t=0; points at 100 (server start), 110, 120
+    for rate in (4.0, 4.4, 4.8):
+        progress.point("screen", rate, 0, _point(rate))
+    progress.phase("diagnose", "one point past 10 req/s and one below", 2)  # ends at 125
+    for rate in (5.0, 20.0):
+        progress.point("diagnose", rate, 0, _point(rate))
+    lines = [line[10:] for line in stream.getvalue().splitlines()]  # past the time stamp
+    assert lines[0].startswith("  screen 1 of ≤5 r0 ") and "left" not in lines[0]
+    assert lines[1].endswith(", up to ~30s left") and " 2 of ≤5 " in lines[1]
+    assert lines[2].endswith(", up to ~20s left")
+    assert lines[3] == "  screen done: 3 points in 2m05s (planned at most 5)"
+    assert lines[5].startswith("  diagnose 1 of ≤2 r0 ")
+    assert lines[6].startswith("  diagnose point 2 r0 ") and "left" not in lines[6]

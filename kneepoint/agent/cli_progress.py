@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+import statistics
 import sys
 import time
 from datetime import UTC, datetime
@@ -31,23 +32,38 @@ def point_words(rate_rps: float, repeat: int, point: LoadPoint) -> str:
 
 
 class _Sweep:
-    """The points of the sweep being measured, and how long they took."""
+    """The points of the sweep being measured, and how long they took. Its expected count is
+    what it plans at most: a sweep that finds its knee early stops short of it."""
 
     def __init__(self, label: str = "", expected: int | None = None) -> None:
         self.label, self.expected, self.done = label, expected or 0, 0
-        self.started = time.monotonic()
+        self.started = self.last = time.monotonic()
+        self.paces: list[float] = []
+        """Seconds between one point's end and the next's: the first point's own time holds
+        the server's start (minutes for vLLM), and once made every early estimate jump."""
+
+    def tick(self) -> None:
+        now = time.monotonic()
+        if self.done:
+            self.paces.append(now - self.last)
+        self.last, self.done = now, self.done + 1
 
     def left(self) -> str:
-        """Time left at the pace so far, where the sweep's length is known."""
-        if not self.expected or not self.done or self.done >= self.expected:
+        """Time the planned points left would take at the median pace so far (an upper
+        bound: the sweep may end early)."""
+        if not self.expected or not self.paces or self.done >= self.expected:
             return ""
-        left = (time.monotonic() - self.started) / self.done * (self.expected - self.done)
-        return f", ~{duration(left)} left" if left >= 1.0 else ""
+        left = statistics.median(self.paces) * (self.expected - self.done)
+        return f", up to ~{duration(left)} left" if left >= 1.0 else ""
 
     def count(self) -> str:
-        if self.expected and self.done <= self.expected:
-            return f"{self.done}/{self.expected}"
+        if self.expected and self.done < self.expected:
+            return f"{self.done} of ≤{self.expected}"
         return f"point {self.done}"
+
+    def took(self) -> str:
+        took = duration(time.monotonic() - self.started)
+        return f"{self.done} point{'s' * (self.done != 1)} in {took}"
 
 
 class LineProgress(LogProgress):
@@ -64,21 +80,39 @@ class LineProgress(LogProgress):
 
     def phase(self, name: str, detail: str = "", expected_points: int | None = None) -> None:
         super().phase(name, detail, expected_points)
+        self._end_sweep()
         self._line(f"> {name}: {detail}" if detail else f"> {name}")
         self._sweep = _Sweep("", expected_points)
 
     def sweep(self, label: str, expected_points: int | None) -> None:
         super().sweep(label, expected_points)
+        self._end_sweep()
         self._sweep = _Sweep(label, expected_points)
 
     def point(self, label: str, rate_rps: float, repeat: int, point: LoadPoint) -> None:
         super().point(label, rate_rps, repeat, point)
-        if label != self._sweep.label:
-            self._sweep = _Sweep(label)
-        self._sweep.done += 1
+        self._follow(label)
         sweep = self._sweep
+        sweep.tick()
         self._line(f"  {label} {sweep.count()} {point_words(rate_rps, repeat, point)}"
                    f"{sweep.left()}")  # fmt: skip
+
+    def _follow(self, label: str) -> None:
+        """The sweep a point belongs to: a phase's points take its label and its count."""
+        sweep = self._sweep
+        if label == sweep.label:
+            return
+        if not sweep.label and not sweep.done:
+            sweep.label = label
+            return
+        self._end_sweep()
+        self._sweep = _Sweep(label)
+
+    def _end_sweep(self) -> None:
+        """A sweep that stopped short of its planned count says so, and what it took."""
+        sweep = self._sweep
+        if sweep.done and sweep.expected and sweep.done < sweep.expected:
+            self._line(f"  {sweep.label} done: {sweep.took()} (planned at most {sweep.expected})")
 
     def status(self, line: str) -> None:
         super().status(line)
@@ -104,23 +138,18 @@ class ConsoleProgress(LineProgress):
         if not self._open:
             return
         sweep = self._sweep
-        took = duration(time.monotonic() - sweep.started)
-        self.stream.write(f"\r  {sweep.label:<20} [{'#' * _BAR}] {sweep.done} points in {took}"
-                          "\x1b[K\n")  # fmt: skip
+        self.stream.write(f"\r  {sweep.label:<20} [{'#' * _BAR}] {sweep.took()}\x1b[K\n")
         self.stream.flush()
         self._open = False
 
-    def sweep(self, label: str, expected_points: int | None) -> None:
-        self.finish_bar()
-        super().sweep(label, expected_points)
+    def _end_sweep(self) -> None:
+        self.finish_bar()  # the finished bar says what the sweep took
 
     def point(self, label: str, rate_rps: float, repeat: int, point: LoadPoint) -> None:
         LogProgress.point(self, label, rate_rps, repeat, point)
-        if label != self._sweep.label:
-            self.finish_bar()
-            self._sweep = _Sweep(label)
+        self._follow(label)
         sweep = self._sweep
-        sweep.done += 1
+        sweep.tick()
         shown = min(sweep.done, sweep.expected) if sweep.expected else 0
         filled = round(_BAR * shown / sweep.expected) if sweep.expected else 0
         bar = "#" * filled + "." * (_BAR - filled)
