@@ -77,6 +77,24 @@ def test_an_output_path_that_cannot_be_written_is_bad_input_before_any_work(
     assert _one_line(capsys) == f"kneepoint: {said}"
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [["config", "schema", "--output", "/proc/kneepoint/schema.json"],
+     ["sweep", str(QUICKSTART), "--out", "/proc/kneepoint/x.json"]],
+)  # fmt: skip
+def test_a_place_that_refuses_even_root_is_bad_input_before_any_work(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As root every os.access test passes: `sweep --out /proc/...` ran its whole sweep and
+    then exited 1."""
+    assert main(argv) == 2
+    line = _one_line(capsys)
+    assert (
+        line.startswith(f"kneepoint: {argv[-2]} /proc/kneepoint/")
+        and "/proc is not writable" in line
+    )
+
+
 def test_the_os_refusing_a_file_mid_run_is_a_failed_run(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

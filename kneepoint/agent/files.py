@@ -55,7 +55,14 @@ def output_problem(path: Path, *, directory: bool) -> str | None:
         return exc.strerror or str(exc)
     if not parent.is_dir():
         return f"{parent} is a file, not a directory"
-    return None if os.access(parent, os.W_OK | os.X_OK) else f"{parent} is not writable"
+    # A file made and dropped, not os.access: root passes every access test, and /proc or a
+    # read-only mount refuses root all the same (`sweep --out /proc/x` once ran its whole
+    # sweep first).
+    try:
+        with tempfile.TemporaryFile(dir=parent, prefix=".kneepoint-probe."):
+            return None
+    except OSError as exc:
+        return f"{parent} is not writable ({exc.strerror or exc})"
 
 
 def check_output(option: str, path: Path, *, directory: bool = False) -> None:
