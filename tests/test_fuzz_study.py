@@ -3,10 +3,13 @@ and one ``kneepoint: ...`` line per problem, through the real command-line entry
 
 The documents are the shipped studies mutated (fields dropped or replaced by junk of every
 type: huge, negative, NaN and infinite numbers, unicode text, nested lists and mappings,
-unknown keys), other YAML top levels, random text and random bytes, with random ``--set``
-overrides beside them. Each goes through ``kneepoint config check`` and through ``kneepoint
-tune`` up to the moment it would create the run folder (``RunFolder.create`` is replaced by a
-sentinel there), so no server starts and no simulation runs.
+unknown keys), the same with raw YAML spliced in (anchors and aliases, alias bombs, nesting
+thousands deep, numbers past what Python reads, odd tags), other YAML top levels, random text
+and random bytes, with random ``--set`` overrides beside them. Each goes through ``kneepoint
+config check`` and through ``kneepoint tune`` up to the moment it would create the run folder
+(``RunFolder.create`` is replaced by a sentinel there), so no server starts and no simulation
+runs. Hugging Face config.json files of wrong types, huge numbers and deep nesting go
+through ``config check`` as a study's model.
 """
 
 from __future__ import annotations
@@ -95,10 +98,53 @@ def _dump(doc: Any) -> bytes:
     return yaml.safe_dump(doc, allow_unicode=True, sort_keys=False).encode()
 
 
+_BOMB = (
+    "["
+    + ", ".join(
+        f"&{name} [{', '.join([item] * 9)}]"
+        for item, name in zip(["lol", *(f"*{c}" for c in "abcdefgh")], "abcdefghi", strict=True)
+    )
+    + "]"
+)
+"""One flow value holding nine levels of nine aliases (a billion strings, expanded)."""
+_fragments = st.one_of(
+    st.integers(1, 6000).map(lambda n: "9" * n),  # past Python's 4,300-digit int() limit
+    st.sampled_from(["1e99999", "-1e-99999", ".inf", "-.inf", ".nan", "0x" + "f" * 5000,
+                     "0o777", "1_000", "0b101", "2001-12-14", "!!int 3.5", "!!float abc",
+                     "!!timestamp xyz", "!!binary ###", "!!set {a, b}", "!!omap [a: 1]",
+                     "!!python/object:os.system x", "{<<: {a: 1}}", "~", "'\\x00'"]),
+    st.integers(1, 3000).map(lambda n: "[" * n + "]" * n),  # deep nesting
+    st.integers(1, 3000).map(lambda n: "{a: " * n + "1" + "}" * n),
+)  # fmt: skip
+
+
+@st.composite
+def _raw(draw: st.DrawFn) -> bytes:
+    """A mutated study with YAML only text can say spliced into its values: an anchor on
+    one and its alias on another (a plain value, or an alias bomb), deep nesting, numbers
+    past what Python reads, tags PyYAML's constructors choke on."""
+    doc = draw(_mutated())
+    leaves = [p for p in _paths(doc) if p and not isinstance(_parent(doc, p)[p[-1]], dict | list)]
+    if not isinstance(doc, dict) or len(leaves) < 2:
+        return _dump(doc)
+    first, second = draw(st.lists(st.sampled_from(leaves), min_size=2, max_size=2, unique=True))
+    anchored = draw(st.one_of(_junk.map(json.dumps), st.just(_BOMB), _fragments))
+    _parent(doc, first)[first[-1]] = "__kp_first__"
+    _parent(doc, second)[second[-1]] = "__kp_second__"
+    text = _dump(doc).decode()
+    aliased = draw(st.booleans())
+    second_text = "*a" if aliased else draw(_fragments)
+    first_text = f"&a {anchored}" if aliased and anchored != _BOMB else anchored
+    if anchored == _BOMB:
+        second_text = "*i" if aliased else second_text
+    return text.replace("__kp_first__", first_text).replace("__kp_second__", second_text).encode()
+
+
 _documents = st.one_of(
     _mutated().map(_dump),
     _mutated().map(_dump),
-    _mutated().map(_dump),
+    _raw(),
+    _raw(),
     _junk.map(_dump),  # a top level that is rarely a mapping
     _text.map(str.encode),  # text that is rarely YAML
     st.binary(max_size=64),  # junk bytes, invalid UTF-8 among them
@@ -186,15 +232,34 @@ _DEEP = "[" * 5000 + "]" * 5000
         (_LAUGHS + "seed: *i\nname: x\n", []),
         (f"name: x\nseed: {_DEEP}\n", []),
         ("name: x\n", [f"seed={_DEEP}"]),
+        (f"name: x\nobjective: {{kind: {_BOMB}}}\n", []),
+        ("name: x\nseed: &a [*a]\n", []),
+        (f"name: x\nseed: {'9' * 5000}\n", []),
+        (f"name: x\nseed: 0x{'f' * 5000}\n", []),
+        ("name: x\nseed: !!int 3.5\n", []),
+        ("name: x\nseed: !!timestamp xyz\n", []),
     ],
-    ids=["aliases-as-name", "aliases-as-seed", "deep-study", "deep-set"],
+    ids=[
+        "aliases-as-name",
+        "aliases-as-seed",
+        "deep-study",
+        "deep-set",
+        "bomb-as-tag",
+        "holds-itself",
+        "5000-digits",
+        "huge-hex",
+        "bad-int-tag",
+        "bad-timestamp",
+    ],
 )
 def test_hostile_yaml_is_refused_in_one_line_each(
     study_file: Path, document: str, overrides: list[str]
 ) -> None:
     """Aliases that expand a billion-fold (config check hung building the whole repr of the
-    value to quote 60 characters of it) and nesting deeper than the parser recurses (a
-    RecursionError traceback) are one line per problem, exit 2."""
+    value to quote 60 characters of it; as a tagged union's tag, pydantic's own message took
+    140 s and 18 GB), nesting deeper than the parser recurses (a RecursionError traceback),
+    an alias inside its own anchor, integers past Python's 4,300-digit limit and scalars
+    their tag cannot hold (ValueError tracebacks) are one line per problem, exit 2."""
     study_file.write_text(document)
     sets = [arg for text in overrides for arg in ("--set", text)]
     code, err = _run(["config", "check", str(study_file), *sets])
@@ -208,8 +273,17 @@ def test_hostile_yaml_is_refused_in_one_line_each(
         ({"num_attention_heads": 0}, "num_attention_heads"),
         ({"hidden_size": 1e400}, "hidden_size"),
         ({"text_config": {"x": [[[[1]]]]}, "num_hidden_layers": "many"}, "num_hidden_layers"),
+        ({"num_hidden_layers": 10**300}, "num_layers"),
+        ({"vocab_size": "__digits__"}, "4300"),
     ],
-    ids=["string-size", "zero-heads", "infinite-size", "string-layers"],
+    ids=[
+        "string-size",
+        "zero-heads",
+        "infinite-size",
+        "string-layers",
+        "huge-layers",
+        "5000-digits",
+    ],
 )
 def test_a_model_config_with_wrong_types_is_one_line_per_problem(
     tmp_path: Path, changes: dict[str, Any], said: str
@@ -219,7 +293,8 @@ def test_a_model_config_with_wrong_types_is_one_line_per_problem(
     config = {"num_hidden_layers": 4, "hidden_size": 256, "num_attention_heads": 4,
               "num_key_value_heads": 2, "intermediate_size": 512, "vocab_size": 1000,
               "max_position_embeddings": 2048, **changes}  # fmt: skip
-    (tmp_path / "config.json").write_text(json.dumps(config).replace("Infinity", "1e400"))
+    text = json.dumps(config).replace("Infinity", "1e400")
+    (tmp_path / "config.json").write_text(text.replace('"__digits__"', "9" * 5000))
     (tmp_path / "deep.json").write_text(_DEEP)
     base = yaml.safe_load((CONFIGS / "studies" / "quickstart.yaml").read_text())
     for model, expected in (("config.json", said), ("deep.json", "nested too deeply")):
@@ -228,6 +303,46 @@ def test_a_model_config_with_wrong_types_is_one_line_per_problem(
         code, err = _run(["config", "check", str(study)])
         _assert_clean(code, err, {2})
         assert expected in err, err
+
+
+_HF_CONFIG = {"num_hidden_layers": 4, "hidden_size": 256, "num_attention_heads": 4,
+              "num_key_value_heads": 2, "intermediate_size": 512, "vocab_size": 1000,
+              "max_position_embeddings": 2048, "text_config": {"head_dim": 64}}  # fmt: skip
+_json_fragments = st.one_of(
+    st.integers(1, 6000).map(lambda n: "9" * n),  # past Python's 4,300-digit int() limit
+    st.sampled_from(["1e400", "-1e400", "NaN", "Infinity", "-0", "1.5", "true", "null", '""',
+                     '"4096"', "[]", "{}", '"\\ud800"']),
+    st.integers(1, 3000).map(lambda n: "[" * n + "]" * n),
+    _junk.map(json.dumps),
+)  # fmt: skip
+
+
+@st.composite
+def _hf_configs(draw: st.DrawFn) -> str:
+    """A config.json with a few of its values (or the nested text_config's) replaced by
+    JSON text of another type, size or depth."""
+    doc: dict[str, Any] = json.loads(json.dumps(_HF_CONFIG))
+    keys = draw(st.lists(st.sampled_from([*_HF_CONFIG, "text_config.head_dim"]), max_size=3,
+                         unique=True))  # fmt: skip
+    for index, key in enumerate(keys):
+        owner = doc["text_config"] if key.startswith("text_config.") else doc
+        if isinstance(owner, dict):  # not where text_config itself was replaced
+            owner[key.split(".")[-1]] = f"__kp{index}__"
+    text = json.dumps(doc)
+    for index in range(len(keys)):
+        text = text.replace(f'"__kp{index}__"', draw(_json_fragments))
+    return text
+
+
+@settings(max_examples=150, deadline=None, derandomize=True, database=None)
+@given(config=_hf_configs())
+def test_no_model_config_gets_a_traceback(study_file: Path, config: str) -> None:
+    model = study_file.parent / "config.json"
+    model.write_text(config)
+    base = yaml.safe_load((CONFIGS / "studies" / "quickstart.yaml").read_text())
+    study_file.write_text(yaml.safe_dump({**base, "model": str(model)}))
+    code, err = _run(["config", "check", str(study_file)])
+    _assert_clean(code, err, {0, 2})
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,8 @@ from pydantic import Field, model_validator
 from kneepoint.config.errors import ConfigError, Problem
 from kneepoint.config.hf_window import window_fields, with_model_type_defaults
 from kneepoint.config.validation import validate
-from kneepoint.config.yamlio import TOO_DEEP, YamlDoc, read_mapping, read_text
+from kneepoint.config.yaml_bounds import TOO_DEEP
+from kneepoint.config.yamlio import YamlDoc, read_mapping, read_text
 from kneepoint.records.base import Record
 from kneepoint.records.engine import EngineConfig, flag_for, knob_fields
 from kneepoint.records.hardware import GpuSpec, ModelSpec
@@ -158,6 +159,9 @@ def model_from_hf_config(path: Path, name: str | None = None) -> ModelSpec:
         raise ConfigError([Problem(source, exc.lineno, None, problem)]) from exc
     except RecursionError as exc:
         raise ConfigError([Problem(source, None, None, TOO_DEEP)]) from exc
+    except ValueError as exc:  # an integer past Python's 4,300-digit limit on int()
+        problem = f"not a JSON Python reads: {str(exc).split(':')[0]}"
+        raise ConfigError([Problem(source, None, None, problem)]) from exc
     if not isinstance(config, dict):
         raise ConfigError([Problem(source, 1, None, "config.json must hold a JSON object")])
     text_config = config.get("text_config")

@@ -16,7 +16,7 @@ from typing import Any, NoReturn
 import yaml
 
 from kneepoint.config.errors import ConfigError, Loc, Problem
-from kneepoint.config.yamlio import TOO_DEEP
+from kneepoint.config.yaml_bounds import TOO_DEEP, check_depth, check_expansion
 
 _KEY = re.compile(r"^[A-Za-z_][\w\-]*$")
 _INDEXED = re.compile(r"^([A-Za-z_][\w\-]*)((?:\[\d+\])+)$")
@@ -72,7 +72,9 @@ def parse_override(text: str, flag: str = "--set", under: Loc = ()) -> Override:
             problem = f"{part!r} is not a field name or list index"
             raise ConfigError([Problem(source, None, None, problem)])
     try:
+        check_depth(raw_value, source)
         value = yaml.safe_load(raw_value) if raw_value.strip() else ""
+        check_expansion(value, source)
     except yaml.YAMLError as exc:
         problem = f"value is not valid YAML: {str(exc).splitlines()[0]}"
         raise ConfigError([Problem(source, None, tuple(loc), problem)]) from exc

@@ -125,7 +125,15 @@ def _show(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-_SHOWN = reprlib.Repr()
+class _Shown(reprlib.Repr):
+    def repr_int(self, x: int, level: int) -> str:
+        # repr() of an int past 4,300 digits raises (YAML's 0xfff... reads past the limit)
+        if x.bit_length() > 1000:
+            return f"<an integer of about {int(x.bit_length() * 0.30103) + 1:,} digits>"
+        return repr(x)
+
+
+_SHOWN = _Shown()
 _SHOWN.maxlevel, _SHOWN.maxlist, _SHOWN.maxtuple, _SHOWN.maxdict = 3, 6, 6, 4
 _SHOWN.maxstring, _SHOWN.maxother = 60, 60
 

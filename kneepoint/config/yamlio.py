@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from kneepoint.config.errors import ConfigError, Problem
+from kneepoint.config.yaml_bounds import TOO_DEEP, check_depth, check_expansion
 
 _KEY_LINE = re.compile(r"^( *)(- +)?([A-Za-z_][\w\-]*) *:(?:\s|$)")
 
@@ -31,6 +32,19 @@ class _StrictLoader(yaml.SafeLoader):
                 )
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        # A scalar its tag cannot hold (`!!int 3.5`, an integer of 5,000 digits: past
+        # Python's limit on int(), `!!timestamp xyz`) raised a bare ValueError or
+        # AttributeError from PyYAML's constructors: named here, with its line.
+        try:
+            return super().construct_object(node, deep=deep)
+        except (ValueError, TypeError, OverflowError, AttributeError) as exc:
+            tag = node.tag.rsplit(":", 1)[-1]
+            said = str(exc).split(";")[0].split(":")[0]
+            problem = (f"not a {tag}" if isinstance(exc, AttributeError)
+                       else f"{tag} value that cannot be read: {said}")  # fmt: skip
+            raise yaml.constructor.ConstructorError(None, None, problem, node.start_mark) from exc
 
 
 @dataclass(frozen=True)
@@ -65,9 +79,6 @@ def _child(node: yaml.Node | None, part: str | int) -> yaml.Node | None:
     return None
 
 
-TOO_DEEP = "nested too deeply to read (lists or mappings hundreds of levels down)"
-
-
 def parse_yaml(text: str, source: str) -> YamlDoc:
     """Parse one YAML document; syntax errors become a one-line ConfigError."""
     try:
@@ -78,6 +89,7 @@ def parse_yaml(text: str, source: str) -> YamlDoc:
         problem = f"not YAML text: control character #x{exc.character:04x} is not allowed"
         raise ConfigError([Problem(source, line, None, problem)]) from exc
     try:
+        check_depth(text, source)
         root = loader.get_single_node()
         data = loader.construct_document(root) if root is not None else None
     except yaml.MarkedYAMLError as exc:
@@ -88,6 +100,7 @@ def parse_yaml(text: str, source: str) -> YamlDoc:
         raise ConfigError([Problem(source, None, None, TOO_DEEP)]) from exc
     finally:
         loader.dispose()
+    check_expansion(data, source)
     return YamlDoc(source=source, data=data, root=root)
 
 

@@ -71,35 +71,42 @@ class GpuSpec(InputRecord):
         return self.bf16_tflops * 1e12 / (self.hbm_tb_s * 1e12)
 
 
+# Shape bounds: past the largest published configs by 8x or more (Llama-3.1-405B: 126
+# layers, hidden 16,384, MLP 53,248, 128 heads; Llama 4 Scout: a 10,485,760-token context;
+# Gemma 3: a 262,144-token vocabulary; DeepSeek-V3: 256 experts). A config.json far past them
+# is a typo or an attack, and its shape overflowed a float computing parameter counts.
+_LAYERS, _WIDTH, _HEADS, _TOKENS = 4096, 2**20, 8192, 2**30
+
+
 class ModelSpec(InputRecord):
     """A decoder-only transformer's shape (the text part) and parameter counts."""
 
     name: str = Field(min_length=1)
     hf_id: str | None = None
     """Hugging Face repository id, used as the served model when the study names none."""
-    num_layers: int = Field(ge=1)
-    hidden_size: int = Field(ge=1)
-    num_attention_heads: int = Field(ge=1)
-    num_kv_heads: int = Field(ge=1)
-    head_dim: int = Field(ge=1)
-    intermediate_size: int = Field(ge=1)
+    num_layers: int = Field(ge=1, le=_LAYERS)
+    hidden_size: int = Field(ge=1, le=_WIDTH)
+    num_attention_heads: int = Field(ge=1, le=_HEADS)
+    num_kv_heads: int = Field(ge=1, le=_HEADS)
+    head_dim: int = Field(ge=1, le=_WIDTH)
+    intermediate_size: int = Field(ge=1, le=_WIDTH)
     """Dense MLP width (unused by MoE layers)."""
-    vocab_size: int = Field(ge=1)
-    max_position_embeddings: int = Field(ge=1)
+    vocab_size: int = Field(ge=1, le=_TOKENS)
+    max_position_embeddings: int = Field(ge=1, le=_TOKENS)
     tie_word_embeddings: bool = False
-    num_experts: int = Field(default=0, ge=0)
+    num_experts: int = Field(default=0, ge=0, le=_WIDTH)
     """Routed experts per MoE layer; 0 for a dense model."""
-    experts_per_token: int = Field(default=0, ge=0)
-    moe_intermediate_size: int = Field(default=0, ge=0)
+    experts_per_token: int = Field(default=0, ge=0, le=_WIDTH)
+    moe_intermediate_size: int = Field(default=0, ge=0, le=_WIDTH)
     weight_dtype_bytes: float = Field(default=2.0, gt=0.0)
     """Bytes per weight as stored (2 for bf16/fp16)."""
     params_total: float | None = Field(default=None, gt=0.0)
     """Total parameters; estimated from the shape when not given."""
     params_active: float | None = Field(default=None, gt=0.0)
     """Parameters used per token (differs from total for MoE); estimated when not given."""
-    sliding_window_tokens: int | None = Field(default=None, ge=1)
+    sliding_window_tokens: int | None = Field(default=None, ge=1, le=_TOKENS)
     """Keys a sliding-window layer attends to (and keeps KV for), e.g. 1024 for Gemma 3."""
-    sliding_window_layers: int = Field(default=0, ge=0)
+    sliding_window_layers: int = Field(default=0, ge=0, le=_LAYERS)
     """How many of the layers use the window; the others attend over the whole context."""
 
     @model_validator(mode="after")
