@@ -29,8 +29,11 @@ from hypothesis import strategies as st
 
 from kneepoint.agent import cli_tune
 from kneepoint.agent.cli import main
+from kneepoint.config import load_study
+from kneepoint.probes import study_knee
+from kneepoint.records.limits import MAX_POINT_REQUESTS
 
-from .conftest import CONFIGS
+from .conftest import CONFIGS, QUICKSTART
 
 STUDIES = sorted((CONFIGS / "studies").glob("*.yaml"))
 BASES: list[dict[str, Any]] = [yaml.safe_load(p.read_text()) for p in STUDIES]
@@ -365,3 +368,14 @@ def test_rates_and_durations_no_machine_can_hold_are_refused(
     code, err = _run(["config", "check", str(study_file), *sets])
     _assert_clean(code, err, {2})
     assert field in err, err
+
+
+def test_a_search_climbs_no_higher_than_a_point_can_hold(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first point was bounded, the climb was not: an hour-long point doubling from
+    1 req/s toward 10,000 on a server that kept up would have planned 36M requests."""
+    study = load_study(QUICKSTART, ["tuning.screen_seconds=3600"])
+    asked: dict[str, Any] = {}
+    monkeypatch.setattr(study_knee, "knee_search", lambda *a, **k: asked.update(k))
+    study_knee.study_knee_search(mock.Mock(), study, study.engine)
+    assert asked["max_rps"] == pytest.approx(MAX_POINT_REQUESTS / 3600)
+    assert study.tuning.max_rate_rps * 3600 <= MAX_POINT_REQUESTS

@@ -35,12 +35,17 @@ class Capacity:
     hopeless: bool = False
 
 
+MAX_SEARCH_RPS = 1e4
+"""Where a search stops climbing, whatever passes: past any one server measured here
+(kneepoint.records.limits)."""
+
+
 def find_capacity(
     check: Callable[[float], Verdict],
     start_rps: float,
     *,
     rel_tol: float = 0.05,
-    max_rps: float = 1e4,
+    max_rps: float = MAX_SEARCH_RPS,
     min_rps: float = 1e-3,
 ) -> Capacity:
     """Bracket and bisect; ``passing_rps`` is 0 when no rate down to ``min_rps`` passed."""

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 import structlog
 
-from kneepoint.load.knee import Verdict, find_capacity
+from kneepoint.load.knee import MAX_SEARCH_RPS, Verdict, find_capacity
 from kneepoint.probes.sweep_run import Clock, Prober, SweepRun
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.slo import Slo
@@ -52,7 +52,7 @@ def knee_search(
     start_rps: float,
     *,
     rel_tol: float = 0.05,
-    max_rps: float = 1e4,
+    max_rps: float = MAX_SEARCH_RPS,
     time_cap_s: float | None = None,
     clock: Clock = time.monotonic,
     retakes: int = 1,

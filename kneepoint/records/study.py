@@ -188,6 +188,13 @@ class TuningSpec(InputRecord):
     quality_prompts: int = Field(default=8, ge=1, le=256)
     quality_tokens: int = Field(default=32, ge=1, le=1024)
 
+    @property
+    def max_rate_rps(self) -> float:
+        """The highest rate a search may climb to: past it one point of the longest kind
+        would plan more than MAX_POINT_REQUESTS (the first point's bound, held for every
+        point: an hour-long point doubling from 1 req/s toward 10,000 would plan 36M)."""
+        return MAX_POINT_REQUESTS / max(self.screen_seconds, self.validate_seconds)
+
     @model_validator(mode="after")
     def _first_point_fits(self) -> TuningSpec:
         planned = self.start_rps * max(self.screen_seconds, self.validate_seconds)
