@@ -5,13 +5,14 @@ through the `vllm` backend. Slow (each start compiles for about a minute): desel
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from kneepoint.load.plan import PlannedRequest
-from kneepoint.probes.backends import Endpoint, LaunchBackend, vllm_argv
+from kneepoint.probes.backends import AttachBackend, Endpoint, LaunchBackend, vllm_argv
 from kneepoint.probes.loadgen import LoadOptions
 from kneepoint.probes.measure import measure
 from kneepoint.probes.process import ServerFailedError
@@ -55,6 +56,25 @@ def test_the_server_runs_the_config_we_asked_for(endpoint: Endpoint) -> None:
     assert endpoint.kv_capacity_tokens == 32_768
     assert endpoint.notes == ()  # cache_config_info was there and agreed
     assert endpoint.failure() is None
+
+
+def test_an_attached_real_server_is_checked_against_the_study(
+    endpoint: Endpoint, tiny_model: Path, tmp_path: Path
+) -> None:
+    """vLLM's own /v1/models names the path it loaded (its root) and its max_model_len: an
+    attach to it under the study's model path proceeds, another model or another
+    max_model_len is refused before any load."""
+    with AttachBackend(endpoint.url).serve(_config(tiny_model), tmp_path) as seen:
+        assert seen.served_model == endpoint.served_model
+    seventy = EngineConfig(model="meta-llama/Llama-3.1-70B-Instruct")
+    shorter = _config(tiny_model).model_copy(update={"max_model_len": 1024})
+    for wrong, said in ((seventy, re.escape(f"loaded from {tiny_model}")),
+                        (shorter, "runs max_model_len 2,048, the study says 1,024")):  # fmt: skip
+        with (
+            pytest.raises(ServerFailedError, match=said),
+            AttachBackend(endpoint.url).serve(wrong, tmp_path),
+        ):
+            pass
 
 
 def test_client_and_server_latency_agree_under_load(endpoint: Endpoint) -> None:
