@@ -28,6 +28,13 @@ def test_a_card_serves_its_model_under_any_of_its_names(model: str, same: bool) 
     assert ModelCard("m", EIGHT_B, 131072).serves(model) is same
 
 
+def test_an_alias_does_not_vouch_for_what_the_root_names() -> None:
+    aliased = ModelCard("llama", EIGHT_B)
+    assert not aliased.serves("meta-llama/Llama-3.1-70B-Instruct")
+    assert aliased.serves("llama") and aliased.serves("/models/Llama-3.1-8B-Instruct")
+    assert ModelCard("llama-3.1-8b").serves(EIGHT_B)  # no root: the alias is all it says
+
+
 def test_a_card_of_the_wrong_types_keeps_what_it_can() -> None:
     body = {
         "data": [

@@ -37,12 +37,11 @@ class ModelCard:
         """Whether this card is ``model`` (a Hugging Face id, a path or a catalogue name),
         by exact name or by the words of one final path part running on in the other's:
         ``Llama-3.1-8B`` is ``meta-llama/Llama-3.1-8B-Instruct`` and ``/models/llama-3.1-8b``;
-        ``Llama-3.1-70B`` is neither."""
-        want = _words(model)
-        for name in (self.id, self.root):
-            if name is not None and (name == model or _runs_in(want, _words(name))):
-                return True
-        return False
+        ``Llama-3.1-70B`` is neither. Where the card names what it loaded, that decides:
+        a server whose alias is ``llama`` serves whichever Llama its root names."""
+        if model in (self.id, self.root):
+            return True
+        return _runs_in(_words(model), _words(self.root or self.id))
 
     def words(self) -> str:
         loaded = f" (loaded from {self.root})" if self.root and self.root != self.id else ""
