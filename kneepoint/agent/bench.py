@@ -21,7 +21,6 @@ import structlog
 from kneepoint.agent.progress import Progress
 from kneepoint.agent.rates import climbs
 from kneepoint.agent.run_folder import RunFolder
-from kneepoint.load.knee import MAX_SEARCH_RPS
 from kneepoint.load.plan import PlannedRequest
 from kneepoint.physics.defaults import UnmodeledSettingError
 from kneepoint.probes import sweep
@@ -235,10 +234,10 @@ class Bench:
             left = cap - first.elapsed_s
             passes = [p.rate_rps for p in first.points if p.passed]
             if not any(p.failed for p in first.points) and left > 0 and passes:
-                top = min(MAX_SEARCH_RPS, self.study.tuning.max_rate_rps)
                 legs.append(sweep.knee_search(probe, config, slo, max(passes) * 1.25,
                                               time_cap_s=left, clock=clock,
-                                              retakes=self._retakes, max_rps=top,
+                                              retakes=self._retakes,
+                                              max_rps=self.study.tuning.max_rate_rps,
                                               passing_rps=max(passes)))  # fmt: skip
         return sweep.merge(legs, kind="screen"), target.clock.seconds()
 

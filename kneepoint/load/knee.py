@@ -19,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from kneepoint.records.limits import MAX_SEARCH_RPS
+
 Verdict = Literal["pass", "fail", "unknown", "hopeless"]
 
 
@@ -33,11 +35,6 @@ class Capacity:
     tried: tuple[tuple[float, Verdict], ...] = field(default=())
     unknown_rps: float | None = None
     hopeless: bool = False
-
-
-MAX_SEARCH_RPS = 1e4
-"""Where a search stops climbing, whatever passes: past any one server measured here
-(kneepoint.records.limits)."""
 
 
 def find_capacity(

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import time
 
-from kneepoint.load.knee import MAX_SEARCH_RPS
 from kneepoint.probes.sweep import knee_search
 from kneepoint.probes.sweep_run import Clock, Prober
 from kneepoint.records.engine import EngineConfig
@@ -30,5 +29,5 @@ def study_knee_search(
         probe, config, study.slo, start_rps or study.tuning.start_rps,
         rel_tol=spec.knee_tolerance, time_cap_s=time_cap_s, clock=clock,
         retakes=spec.retakes, lowest_rps=spec.lowest_rps,
-        max_rps=min(MAX_SEARCH_RPS, study.tuning.max_rate_rps),
+        max_rps=study.tuning.max_rate_rps,
     )  # fmt: skip

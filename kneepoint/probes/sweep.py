@@ -23,9 +23,10 @@ from collections.abc import Sequence
 
 import structlog
 
-from kneepoint.load.knee import MAX_SEARCH_RPS, Verdict, find_capacity
+from kneepoint.load.knee import Verdict, find_capacity
 from kneepoint.probes.sweep_run import Clock, Prober, SweepRun
 from kneepoint.records.engine import EngineConfig
+from kneepoint.records.limits import MAX_SEARCH_RPS
 from kneepoint.records.slo import Slo
 from kneepoint.records.sweep import SweepKind, SweepPoint, SweepResult
 

@@ -11,5 +11,7 @@ MAX_POINT_SECONDS = 3_600.0
 """An hour of arrivals in one load point; the recordings' points send 7-30 s."""
 MAX_POINT_REQUESTS = 2_000_000
 """Requests one point may plan: about 2 GB of planned prompts at chat's ~350 tokens each."""
+MAX_SEARCH_RPS = 1e4
+"""Where a search stops climbing, whatever passes: past any one server measured here."""
 MAX_WAIT_SECONDS = 86_400.0
 """A day: the most a study may wait on one thing (a server's start, a request, a screen)."""

@@ -30,6 +30,7 @@ from kneepoint.records.limits import (
     MAX_POINT_REQUESTS,
     MAX_POINT_SECONDS,
     MAX_RATE_RPS,
+    MAX_SEARCH_RPS,
     MAX_WAIT_SECONDS,
 )
 from kneepoint.records.measurement import MeasurementSpec
@@ -190,10 +191,12 @@ class TuningSpec(InputRecord):
 
     @property
     def max_rate_rps(self) -> float:
-        """The highest rate a search may climb to: past it one point of the longest kind
-        would plan more than MAX_POINT_REQUESTS (the first point's bound, held for every
-        point: an hour-long point doubling from 1 req/s toward 10,000 would plan 36M)."""
-        return MAX_POINT_REQUESTS / max(self.screen_seconds, self.validate_seconds)
+        """The highest rate a search may climb to: MAX_SEARCH_RPS, or lower where one point
+        of the longest kind would plan more than MAX_POINT_REQUESTS (the first point's bound,
+        held for every point: an hour-long point doubling from 1 req/s toward 10,000 would
+        plan 36M)."""
+        longest = max(self.screen_seconds, self.validate_seconds)
+        return min(MAX_SEARCH_RPS, MAX_POINT_REQUESTS / longest)
 
     @model_validator(mode="after")
     def _first_point_fits(self) -> TuningSpec:
