@@ -93,8 +93,7 @@ def _open(args: argparse.Namespace, now: datetime) -> tuple[SharedStudy, StudySp
         shared = shared_study(args.study)
         return shared, shared.spec()
     except SharedStudyError as exc:
-        flag, _, said = str(exc).partition(": ")
-        raise _bad(flag, said) from exc
+        raise _bad(exc.flag, exc.message) from exc
 
 
 def _started(shared_study: Callable[[str], SharedStudy], name: str) -> datetime | None:

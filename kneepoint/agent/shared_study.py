@@ -40,8 +40,11 @@ SEEN = "kneepoint.seen."
 
 
 class SharedStudyError(ValueError):
-    """The storage or the study cannot be used (one line for the user, starting with the
-    flag it is about: ``--storage: ...``, ``--study: ...``)."""
+    """The storage or the study cannot be used: one line for the user, about one flag."""
+
+    def __init__(self, flag: str, message: str) -> None:
+        super().__init__(f"{flag}: {message}")
+        self.flag, self.message = flag, message
 
 
 class StudyNotFoundError(SharedStudyError):
@@ -72,7 +75,7 @@ class SharedStudy:
     def __init__(self, url: str, name: str, *, heartbeat_s: int, grace_s: int,
                  max_retry: int, create: bool = False) -> None:  # fmt: skip
         if not url.startswith("postgresql"):
-            raise SharedStudyError(f"--storage: {url.split(':', 1)[0]}: workers share a "
+            raise SharedStudyError("--storage", f"{url.split(':', 1)[0]}: workers share a "
                                    "PostgreSQL study (postgresql+psycopg://...); a run on "
                                    "one machine is kneepoint tune")  # fmt: skip
         with _quiet():
@@ -89,9 +92,9 @@ class SharedStudy:
                                           heartbeat_stale_trial_callback=self.retry)  # fmt: skip
                 self.study = self._study(create)
         except sqlalchemy.exc.SQLAlchemyError as exc:  # said in one line, driver's words
-            raise SharedStudyError(f"--storage: cannot open it: {_first_line(exc)}") from exc
+            raise SharedStudyError("--storage", f"cannot open it: {_first_line(exc)}") from exc
         except ImportError as exc:
-            raise SharedStudyError(f"--storage: its driver is not installed ({exc.name}): "
+            raise SharedStudyError("--storage", f"its driver is not installed ({exc.name}): "
                                    "pip install 'kneepoint[workers]'") from exc  # fmt: skip
         finally:
             if engine is not None:
@@ -104,7 +107,7 @@ class SharedStudy:
         try:
             return optuna.load_study(study_name=self.name, storage=self.storage)
         except KeyError:
-            raise StudyNotFoundError(_absent(self.name)) from None
+            raise StudyNotFoundError("--study", _absent(self.name)) from None
 
     # -- the study file ----------------------------------------------------------------
     def publish(self, spec: StudySpec, now: datetime) -> None:
@@ -117,7 +120,7 @@ class SharedStudy:
                     self.study.set_user_attr(SPEC, mine)
                     return
         if self.study.user_attrs[SPEC] != mine:
-            raise SharedStudyError(f"--study: {spec.name}: the shared study of this name was "
+            raise SharedStudyError("--study", f"{spec.name}: the shared study of this name was "
                                    "published from a different study file")  # fmt: skip
 
     def published(self) -> bool:
@@ -126,7 +129,7 @@ class SharedStudy:
     def spec(self) -> StudySpec:
         attrs = self.study.user_attrs
         if SPEC not in attrs:
-            raise StudyNotFoundError(_absent(self.name))
+            raise StudyNotFoundError("--study", _absent(self.name))
         return StudySpec.model_validate(attrs[SPEC])
 
     def started_at(self) -> datetime:
@@ -273,7 +276,7 @@ def _quiet() -> Iterator[None]:
 
 
 def _absent(name: str) -> str:
-    return (f"--study: {name}: no kneepoint study of this name in the storage; give the "
+    return (f"{name}: no kneepoint study of this name in the storage; give the "
             "study file to publish it")  # fmt: skip
 
 
