@@ -1,10 +1,10 @@
 """Is the server answering the one the study describes? Read from its own ``/v1/models`` (the
 model it serves, under which name, and its max_model_len) and ``vllm:cache_config_info``.
 
-A launched server is checked against the configuration it was started with; an attached one
-against the study's model and whatever engine knobs the study sets (``--set engine.X=...``
-says what the server runs). A mismatch is refused before any load: a report on a 70B drawn
-from an 8B server's measurements is worse than none.
+A launched server is checked against the configuration it was started with (its name,
+max_model_len and cache knobs); an attached one against the study's model and, where the
+study sets one, its max_model_len. A mismatch is refused before any load: a report on a 70B
+drawn from an 8B server's measurements is worse than none.
 """
 
 from __future__ import annotations
