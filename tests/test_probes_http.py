@@ -16,10 +16,12 @@ import pytest
 
 from kneepoint.config.study import load_study
 from kneepoint.load.plan import PlannedRequest, plan_requests
+from kneepoint.load.point import load_point
 from kneepoint.load.score import stable_window
 from kneepoint.probes.loadgen import LoadOptions, run_load
 from kneepoint.probes.measure import Instruments, Measured, measure, measure_async
 from kneepoint.probes.process import ServerProcess, free_port
+from kneepoint.records.measure import RequestRecord
 from kneepoint.records.slo import ClassSlo, Slo
 from tests.conftest import QUICKSTART, client_server_gaps
 
@@ -63,13 +65,16 @@ def test_client_latencies_agree_with_the_servers_histograms(
     url, pid = server
     measured = _measure(url, pid, rate, int(rate * 6))
     assert all(r.ok for r in measured.records)
-    # The server clocks from the engine's arrival to the token, not from the client's send to
-    # the chunk's receipt: HTTP parsing on both sides, the server's wall-clock driver and
-    # loopback add a few milliseconds (4-6 typical, up to 9 seen when the 2-core machine
-    # running server and client both was busy); the gap must not grow with the latency itself.
+    # The server clocks from the engine's arrival to the token on its simulated clock, not from
+    # the client's send to the chunk's receipt: HTTP parsing on both sides and loopback add a
+    # few milliseconds (4-6 typical, up to 9 seen when the 2-core machine running server and
+    # client both was busy), and the simulator's own lag behind its clock, which it reports,
+    # adds to that (a mean of 6-10 ms on a busy CI host); the gap must not grow with the
+    # latency itself.
+    lag_ms = _mean_clock_lag_ms(measured)
     for metric, (gap, server_ms, count) in client_server_gaps(measured).items():
         assert count == len(measured.records), metric
-        assert -1.0 <= gap <= 12.0 + 0.02 * server_ms, (metric, gap, server_ms)
+        assert -1.0 <= gap - lag_ms <= 12.0 + 0.02 * server_ms, (metric, gap, lag_ms, server_ms)
     assert not measured.point.client_bound
     signals = measured.point.signals
     assert signals.kv_usage_mean is not None and signals.running_mean is not None
@@ -77,35 +82,59 @@ def test_client_latencies_agree_with_the_servers_histograms(
     assert signals.block_size == 16 and signals.num_gpu_blocks
 
 
+def _mean_clock_lag_ms(measured: Measured) -> float:
+    """The simulator's mean lag behind its own clock over the load, from its histogram."""
+    first = measured.scrapes[0].histogram("sim_clock_lag")
+    last = measured.scrapes[-1].histogram("sim_clock_lag")
+    assert first is not None and last is not None
+    delta = last.minus(first)
+    return delta.sum / delta.count * 1e3 if delta.count else 0.0
+
+
 def test_goodput_per_class_matches_a_hand_count(server: tuple[str, int]) -> None:
+    """Limits at each class's median TTFT and ITL p95 (fixed milliseconds would pass or fail
+    every request on a host slower or busier than the one they were picked on) split the
+    requests; the point's goodput is the hand count of those within every limit."""
     url, pid = server
-    # Limits tight enough that some requests of each class miss them.
-    slo = Slo(classes={
-        "siso": ClassSlo(ttft_p99_ms=9.0, itl_p95_ms=2.0),
-        "silo": ClassSlo(itl_p95_ms=2.0),
-        "liso": ClassSlo(ttft_p99_ms=12.0),
-        "lilo": ClassSlo(ttft_p99_ms=12.0, itl_p95_ms=2.2),
-    })  # fmt: skip
-    measured = _measure(url, pid, 6.0, 48, "workload=mix", slo=slo, max_tokens=160)
+    measured = _measure(url, pid, 6.0, 48, "workload=mix", max_tokens=160)
     window = stable_window(measured.records, 0.1)
+    ttft_ms: dict[str, list[float]] = {}
+    itl_ms: dict[str, list[float]] = {}
+    for rec in window:
+        if rec.ok:
+            ttft_ms.setdefault(rec.traffic_class, []).append(_ttft_ms(rec))
+            itl_ms.setdefault(rec.traffic_class, []).append(_itl_p95_ms(rec))
+    # Just above the median, so the request at it is good however its value was rounded.
+    slo = Slo(classes={
+        cls: ClassSlo(ttft_p99_ms=float(np.median(ttft_ms[cls])) * (1 + 1e-9),
+                      itl_p95_ms=float(np.median(itl_ms[cls])) * (1 + 1e-9))
+        for cls in ttft_ms
+    })  # fmt: skip
     by_hand: dict[str, int] = {}
     for rec in window:
         limits = slo.for_class(rec.traffic_class)
-        ok = rec.error is None and rec.end_s is not None
+        ok = rec.ok and limits is not None
         if ok and limits is not None:
-            ttft = (rec.chunk_times_s[0] - rec.scheduled_s) * 1e3
-            gaps = np.diff(np.array(rec.chunk_times_s)) * 1e3
-            ok = ttft <= (limits.ttft_p99_ms or np.inf) and (
-                len(gaps) == 0 or np.percentile(gaps, 95) <= (limits.itl_p95_ms or np.inf)
+            ok = _ttft_ms(rec) <= (limits.ttft_p99_ms or np.inf) and _itl_p95_ms(rec) <= (
+                limits.itl_p95_ms or np.inf
             )
         by_hand[rec.traffic_class] = by_hand.get(rec.traffic_class, 0) + ok
-    point = measured.point
+    point = load_point(6.0, measured.records, slo, signals=measured.point.signals)
     assert len(by_hand) >= 2
     assert 0 < sum(by_hand.values()) < len(window), "the limits should split the requests"
     # Goodput is the offered rate times the share of good requests, class by class.
     share = {k: v / len(window) for k, v in by_hand.items()}
     assert point.goodput_by_class_rps == pytest.approx({k: 6.0 * v for k, v in share.items()})
     assert point.goodput_rps == pytest.approx(6.0 * sum(share.values()))
+
+
+def _ttft_ms(rec: RequestRecord) -> float:
+    return (rec.chunk_times_s[0] - rec.scheduled_s) * 1e3
+
+
+def _itl_p95_ms(rec: RequestRecord) -> float:
+    gaps = np.diff(np.array(rec.chunk_times_s)) * 1e3
+    return float(np.percentile(gaps, 95)) if len(gaps) else 0.0
 
 
 def test_a_starved_client_is_flagged_not_blamed_on_the_server(server: tuple[str, int]) -> None:
@@ -129,8 +158,10 @@ def test_a_starved_client_is_flagged_not_blamed_on_the_server(server: tuple[str,
         finally:
             task.cancel()
 
+    # Only the client's share is judged here: on a busy host the simulator may fall behind its
+    # own clock too, which makes a point not count for another reason (``server_behind``).
     calm = measure(url, plan, 10.0, LoadOptions(model=MODEL), study.slo)
-    assert not calm.point.client_bound and calm.point.valid
+    assert not calm.point.client_bound and calm.point.meets_slo
     server_ttft_p99 = calm.point.signals.server_latency["ttft"].at(99)
     # Room for the server's own TTFT, none for 200 ms stalls of the client's.
     tight = Slo(default=ClassSlo(ttft_p99_ms=max(60.0, 3 * server_ttft_p99)))
@@ -138,7 +169,7 @@ def test_a_starved_client_is_flagged_not_blamed_on_the_server(server: tuple[str,
     assert hogged.point.send_lag_p99_ms > 100
     assert hogged.point.client_bound and not hogged.point.valid
     loose = asyncio.run(starved(Slo(default=ClassSlo(ttft_p99_ms=60_000.0))))
-    assert not loose.point.client_bound and loose.point.valid
+    assert not loose.point.client_bound and loose.point.meets_slo
 
 
 def test_failures_are_recorded_not_raised(server: tuple[str, int]) -> None:
