@@ -38,10 +38,15 @@ from kneepoint.sim.engine import EngineRefusedError
 
 log = structlog.get_logger(__name__)
 _STATUS: dict[FailureKind, TrialStatus] = {
-    "startup_oom": "startup_failed", "bad_argument": "startup_failed",
-    "not_started": "startup_failed", "crashed": "crashed", "hung": "timed_out",
-    "timed_out": "timed_out", "unreachable": "crashed", "wrong_server": "startup_failed",
-}  # fmt: skip
+    "startup_oom": "startup_failed",
+    "bad_argument": "startup_failed",
+    "not_started": "startup_failed",
+    "crashed": "crashed",
+    "hung": "timed_out",
+    "timed_out": "timed_out",
+    "unreachable": "crashed",
+    "wrong_server": "startup_failed",
+}
 
 
 TRANSIENT: frozenset[TrialStatus] = frozenset({"crashed", "timed_out"})
@@ -85,10 +90,17 @@ class Bench:
                     cause = "; ".join([*(f"first {c}" for c in causes[:1]), exc.cause])
                     raise TrialFailedError(exc.status, cause, spent) from exc
                 causes.append(f"{exc.status}: {exc.cause}")
-                log.warning("bench.retry", what=what, status=exc.status, cause=exc.cause,
-                            attempt=tries + 1, retries=retries)  # fmt: skip
-                self.progress.status(f"{what}: server {exc.status} ({exc.cause}); "
-                                     "again on a fresh server")  # fmt: skip
+                log.warning(
+                    "bench.retry",
+                    what=what,
+                    status=exc.status,
+                    cause=exc.cause,
+                    attempt=tries + 1,
+                    retries=retries,
+                )
+                self.progress.status(
+                    f"{what}: server {exc.status} ({exc.cause}); again on a fresh server"
+                )
                 continue
             return result, seconds + spent, tuple(causes)
         raise AssertionError("unreachable: the last attempt returns or raises")
@@ -131,26 +143,34 @@ class Bench:
         def attempt() -> tuple[SweepResult, float]:
             self.progress.sweep("knee", None)
             with self.session(config, trial_dir, "knee", tuning.screen_seconds) as (
-                probe, target,
-            ):  # fmt: skip
+                probe,
+                target,
+            ):
                 result = study_knee_search(probe, self.study, config)
             return result, target.clock.seconds()
 
         return self._kept(trial_dir, "knee", *self._retrying("knee search", attempt))
 
     def _kept(
-        self, trial_dir: Path, label: str, result: SweepResult, seconds: float,
+        self,
+        trial_dir: Path,
+        label: str,
+        result: SweepResult,
+        seconds: float,
         retried: tuple[str, ...],
-    ) -> tuple[SweepResult, float]:  # fmt: skip
+    ) -> tuple[SweepResult, float]:
         """The sweep with the causes of its failed attempts, kept in the trial's folder."""
         result = result.model_copy(update={"retried": retried}) if retried else result
         self.folder.keep_sweep(trial_dir, label, result)
         return result, seconds
 
     def repeats(
-        self, config: EngineConfig, trial_dir: Path, rates: list[float],
+        self,
+        config: EngineConfig,
+        trial_dir: Path,
+        rates: list[float],
         reference: Sequence[SweepPoint] = (),
-    ) -> tuple[SweepResult, float]:  # fmt: skip
+    ) -> tuple[SweepResult, float]:
         """One configuration over ``rates``, repeated: its capacity and its noise
         (``reference``: its points measured before, its knee search's, which these must not
         contradict without a retake)."""
@@ -160,14 +180,23 @@ class Bench:
             legs: list[SweepResult] = []
             self.progress.sweep(label, tuning.validate_repeats * len(rates))
             with self.session(config, trial_dir, label, tuning.validate_seconds) as (
-                probe, target,
-            ):  # fmt: skip
+                probe,
+                target,
+            ):
                 for repeat in range(tuning.validate_repeats):
                     earlier = [*reference, *(p for leg in legs for p in leg.points)]
-                    legs.append(sweep.measure_rates(probe, config, self.study.slo, rates,
-                                                    repeat=repeat, climb=self._climb,
-                                                    retakes=self._retakes,
-                                                    reference=earlier))  # fmt: skip
+                    legs.append(
+                        sweep.measure_rates(
+                            probe,
+                            config,
+                            self.study.slo,
+                            rates,
+                            repeat=repeat,
+                            climb=self._climb,
+                            retakes=self._retakes,
+                            reference=earlier,
+                        )
+                    )
             return sweep.merge(legs), target.clock.seconds()
 
         return self._kept(trial_dir, label, *self._retrying("repeats", attempt))
@@ -188,11 +217,18 @@ class Bench:
         def attempt() -> tuple[SweepResult, float]:
             self.progress.sweep(label, len(rates))
             with self.session(config, trial_dir, label, self.study.tuning.screen_seconds) as (
-                probe, target,
-            ):  # fmt: skip
-                result = sweep.measure_rates(probe, config, self.study.slo, rates,
-                                             kind="screen", climb=self._climb,
-                                             retakes=self._retakes)  # fmt: skip
+                probe,
+                target,
+            ):
+                result = sweep.measure_rates(
+                    probe,
+                    config,
+                    self.study.slo,
+                    rates,
+                    kind="screen",
+                    climb=self._climb,
+                    retakes=self._retakes,
+                )
             return result, target.clock.seconds()
 
         return self._kept(trial_dir, label, *self._retrying(label, attempt))
@@ -219,8 +255,9 @@ class Bench:
         slo = self.study.slo
         self.progress.sweep("screen", len(sweep.SCREEN_FRACTIONS))
         with self.session(config, trial_dir, "screen", self.study.tuning.screen_seconds) as (
-            probe, target,
-        ):  # fmt: skip
+            probe,
+            target,
+        ):
             # the cap is on the server's time: a wider server spends device time faster
             # (every GPU counts in the budget) but needs as long per point
             gpus = config.tensor_parallel_size or 1
@@ -228,17 +265,26 @@ class Bench:
             def clock() -> float:
                 return target.clock.seconds() / gpus
 
-            first = sweep.screen(probe, config, slo, around_rps, time_cap_s=cap, clock=clock,
-                                 retakes=self._retakes)  # fmt: skip
+            first = sweep.screen(
+                probe, config, slo, around_rps, time_cap_s=cap, clock=clock, retakes=self._retakes
+            )
             legs = [first]
             left = cap - first.elapsed_s
             passes = [p.rate_rps for p in first.points if p.passed]
             if not any(p.failed for p in first.points) and left > 0 and passes:
-                legs.append(sweep.knee_search(probe, config, slo, max(passes) * 1.25,
-                                              time_cap_s=left, clock=clock,
-                                              retakes=self._retakes,
-                                              max_rps=self.study.tuning.max_rate_rps,
-                                              passing_rps=max(passes)))  # fmt: skip
+                legs.append(
+                    sweep.knee_search(
+                        probe,
+                        config,
+                        slo,
+                        max(passes) * 1.25,
+                        time_cap_s=left,
+                        clock=clock,
+                        retakes=self._retakes,
+                        max_rps=self.study.tuning.max_rate_rps,
+                        passing_rps=max(passes),
+                    )
+                )
         return sweep.merge(legs, kind="screen"), target.clock.seconds()
 
     def burst(
@@ -249,8 +295,9 @@ class Bench:
         def attempt() -> tuple[tuple[RequestRecord, ...], float]:
             self.progress.sweep("burst", None)
             with self.session(config, trial_dir, "burst", self.study.tuning.validate_seconds) as (
-                _, target,
-            ):  # fmt: skip
+                _,
+                target,
+            ):
                 if target.send is None:
                     raise TrialFailedError("startup_failed", "the backend cannot send a plan", 0)
                 records = target.send(plan, rate)
@@ -260,10 +307,15 @@ class Bench:
         return records, seconds
 
     def validate(
-        self, incumbent: EngineConfig, challenger: EngineConfig, trial_dir: Path,
-        rates: dict[str, list[float]], repeats: range, *,
+        self,
+        incumbent: EngineConfig,
+        challenger: EngineConfig,
+        trial_dir: Path,
+        rates: dict[str, list[float]],
+        repeats: range,
+        *,
         known: Mapping[str, Sequence[SweepPoint]] | None = None,
-    ) -> tuple[SweepResult, SweepResult, float]:  # fmt: skip
+    ) -> tuple[SweepResult, SweepResult, float]:
         """Both arms, each over the full range around its own knee (``rates`` by arm), for
         each repeat, interleaved A B / B A by repeat (``known``: each arm's points measured
         before, which its legs must not contradict without a retake)."""
@@ -278,8 +330,9 @@ class Bench:
                 label = f"validate-{arm}"
                 before = [p.model_copy(update={"arm": arm}) for p in (known or {}).get(arm, ())]
                 earlier = [*before, *(p for leg in legs[arm] for p in leg.points)]
-                attempt = functools.partial(self._leg, arms[arm], trial_dir, rates[arm],
-                                            repeat, arm, earlier=earlier)  # fmt: skip
+                attempt = functools.partial(
+                    self._leg, arms[arm], trial_dir, rates[arm], repeat, arm, earlier=earlier
+                )
                 try:
                     leg, seconds, retried = self._retrying(label, attempt)
                 except TrialFailedError as exc:
@@ -293,17 +346,32 @@ class Bench:
         return results["incumbent"], results["challenger"], spent
 
     def _leg(
-        self, config: EngineConfig, trial_dir: Path, rates: list[float], repeat: int, arm: str,
-        *, earlier: Sequence[SweepPoint] = (),
-    ) -> tuple[SweepResult, float]:  # fmt: skip
+        self,
+        config: EngineConfig,
+        trial_dir: Path,
+        rates: list[float],
+        repeat: int,
+        arm: str,
+        *,
+        earlier: Sequence[SweepPoint] = (),
+    ) -> tuple[SweepResult, float]:
         """One arm of one validation repeat, on its own server (``earlier``: the arm's points
         from the repeats before, which its points must not contradict without a retake)."""
         label = f"validate-{arm}"
         self.progress.sweep(label, len(rates))
         with self.session(config, trial_dir, label, self.study.tuning.validate_seconds) as (
-            probe, target,
-        ):  # fmt: skip
-            leg = sweep.measure_rates(probe, config, self.study.slo, rates, repeat=repeat,
-                                      arm=arm, climb=self._climb, retakes=self._retakes,
-                                      reference=earlier)  # fmt: skip
+            probe,
+            target,
+        ):
+            leg = sweep.measure_rates(
+                probe,
+                config,
+                self.study.slo,
+                rates,
+                repeat=repeat,
+                arm=arm,
+                climb=self._climb,
+                retakes=self._retakes,
+                reference=earlier,
+            )
         return leg, target.clock.seconds()

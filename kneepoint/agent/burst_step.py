@@ -36,18 +36,26 @@ def check_burst(
     study: StudySpec, bench: Bench, config: EngineConfig, repeats: SweepResult, finished: Finished
 ) -> BurstChecked:
     spec = study.tuning.burst
-    base = BurstChecked(config=config, operating_rps=0.0, burst_rps=0.0, burst_s=spec.seconds,
-                        recover_within_s=spec.recover_within_s)  # fmt: skip
+    base = BurstChecked(
+        config=config,
+        operating_rps=0.0,
+        burst_rps=0.0,
+        burst_s=spec.seconds,
+        recover_within_s=spec.recover_within_s,
+    )
     limits = ttft_limits(study.slo, study.workload.class_names())
     rate = operating_rps(study, repeats)
     skipped = (
-        "tuning.burst.enabled is false" if not spec.enabled
+        "tuning.burst.enabled is false"
+        if not spec.enabled
         else f"the run stopped on its budget ({finished.reason})"
         if finished.reason in BUDGET_STOPS
-        else "the SLO has no TTFT limit to recover within" if not limits
-        else "the winner has no SLO capacity to operate below" if rate is None
+        else "the SLO has no TTFT limit to recover within"
+        if not limits
+        else "the winner has no SLO capacity to operate below"
+        if rate is None
         else ""
-    )  # fmt: skip
+    )
     if skipped or rate is None:
         return base.model_copy(update={"skipped": skipped})
     plan = _plan(study, rate)
@@ -56,13 +64,19 @@ def check_burst(
     try:
         records, device_s = bench.burst(config, trial_dir, plan.requests, rate)
     except TrialFailedError as exc:
-        return base.model_copy(update={"skipped": f"the server failed: {exc}",
-                                       "device_s": exc.device_s})  # fmt: skip
+        return base.model_copy(
+            update={"skipped": f"the server failed: {exc}", "device_s": exc.device_s}
+        )
     found = windows(records, limits, rate, plan.burst_end_s)
-    return base.model_copy(update={
-        "operating_rps": rate, "burst_rps": rate * spec.factor, "windows": tuple(found),
-        "recovery_s": recovery_s(found), "device_s": device_s,
-    })  # fmt: skip
+    return base.model_copy(
+        update={
+            "operating_rps": rate,
+            "burst_rps": rate * spec.factor,
+            "windows": tuple(found),
+            "recovery_s": recovery_s(found),
+            "device_s": device_s,
+        }
+    )
 
 
 def _plan(study: StudySpec, rate: float) -> BurstPlan:
@@ -72,17 +86,26 @@ def _plan(study: StudySpec, rate: float) -> BurstPlan:
     # the stretch after the burst runs past the recovery limit by two windows, so a recovery
     # at the limit is seen to hold
     after = spec.recover_within_s + 2 * window_s(rate)
-    return burst_plan(study.workload, rate, spec.factor, settle_s=settle, burst_s=spec.seconds,
-                      after_s=after, vocab_size=study.model.vocab_size,
-                      seed=study.workload.seed + 1000)  # fmt: skip
+    return burst_plan(
+        study.workload,
+        rate,
+        spec.factor,
+        settle_s=settle,
+        burst_s=spec.seconds,
+        after_s=after,
+        vocab_size=study.model.vocab_size,
+        seed=study.workload.seed + 1000,
+    )
 
 
 def burst_words(checked: BurstChecked) -> str:
     """The check in one line, for the console and the report."""
     if checked.skipped:
         return f"burst check not run: {checked.skipped}"
-    head = (f"burst {checked.operating_rps:.2f} -> {checked.burst_rps:.2f} req/s for "
-            f"{checked.burst_s:g} s")  # fmt: skip
+    head = (
+        f"burst {checked.operating_rps:.2f} -> {checked.burst_rps:.2f} req/s for "
+        f"{checked.burst_s:g} s"
+    )
     if checked.recovery_s is None:
         return f"{head}: TTFT still outside the SLO at the end (flagged)"
     verdict = "recovered" if checked.recovered else "recovered too slowly (flagged)"

@@ -110,10 +110,15 @@ def _add_global_options(parser: argparse.ArgumentParser, *, defaults: bool) -> N
     # overrides the top-level value when it is actually given after the subcommand.
     level = "warning" if defaults else argparse.SUPPRESS
     log_file = None if defaults else argparse.SUPPRESS
-    parser.add_argument("--log-level", default=level, choices=["debug", "info", "warning"],
-                        help="console log level (default: warning)")  # fmt: skip
-    parser.add_argument("--log-file", type=Path, default=log_file,
-                        help="also write JSON-lines events here")  # fmt: skip
+    parser.add_argument(
+        "--log-level",
+        default=level,
+        choices=["debug", "info", "warning"],
+        help="console log level (default: warning)",
+    )
+    parser.add_argument(
+        "--log-file", type=Path, default=log_file, help="also write JSON-lines events here"
+    )
 
 
 def _global_options_everywhere(parser: argparse.ArgumentParser) -> None:
@@ -153,8 +158,10 @@ def _config_check(args: argparse.Namespace) -> int:
         sys.stdout.write(yaml.safe_dump(resolved, sort_keys=False, allow_unicode=True))
         deadline = study.budget.deadline_after(now)
         if deadline is not None:
-            sys.stdout.write(f"# budget.deadline: a run started now stops starting new work "
-                             f"at {deadline.isoformat(timespec='minutes')}\n")  # fmt: skip
+            sys.stdout.write(
+                f"# budget.deadline: a run started now stops starting new work "
+                f"at {deadline.isoformat(timespec='minutes')}\n"
+            )
     return EXIT_OK
 
 

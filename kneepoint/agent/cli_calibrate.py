@@ -28,8 +28,12 @@ def add_calibrate_command(commands: argparse._SubParsersAction[argparse.Argument
     cmd = commands.add_parser(
         "calibrate", help="fit the simulator's constants to recorded real sweeps"
     )
-    cmd.add_argument("recordings", type=Path, nargs="+",
-                     help="sweep.json files, folders holding one, or folders of such")  # fmt: skip
+    cmd.add_argument(
+        "recordings",
+        type=Path,
+        nargs="+",
+        help="sweep.json files, folders holding one, or folders of such",
+    )
     cmd.add_argument("--out", type=Path, required=True, help="the calibration file to write")
     cmd.set_defaults(handler=run_calibrate)
 
@@ -39,8 +43,9 @@ def _table(fitted: Fitted) -> list[str]:
     lines = [f"  {'recorded step':<28} {'measured ms':>11} {'fitted ms':>10} {'error':>7}"]
     for s in fitted.samples:
         measured, priced = s.observed_s * 1e3, s.predicted_s(eff) * 1e3
-        lines.append(f"  {s.label:<28} {measured:11.2f} {priced:10.2f} "
-                     f"{priced / measured - 1:+7.1%}")  # fmt: skip
+        lines.append(
+            f"  {s.label:<28} {measured:11.2f} {priced:10.2f} {priced / measured - 1:+7.1%}"
+        )
     lines.append(f"  {'TTFT p50 (lowest rate)':<28} {'measured ms':>11} {'fitted ms':>10}")
     frontend_ms = eff.frontend_latency_s * 1e3
     for c in fitted.ttft:

@@ -51,8 +51,12 @@ def add_diagnose_command(commands: argparse._SubParsersAction[argparse.ArgumentP
     )
     cmd.add_argument("study", type=Path, nargs="?", help="a study YAML file")
     cmd.add_argument("--url", help="diagnose this running server (attach)")
-    cmd.add_argument("--api-key-env", metavar="NAME", help="the variable of this environment "
-                     "holding the server's API key (sent as a Bearer token)")  # fmt: skip
+    cmd.add_argument(
+        "--api-key-env",
+        metavar="NAME",
+        help="the variable of this environment "
+        "holding the server's API key (sent as a Bearer token)",
+    )
     cmd.add_argument("--gpu", help="the server's GPU (catalogue name), without a study")
     cmd.add_argument("--model", help="the served model (catalogue name or config.json path)")
     cmd.add_argument("--workload", default="chat", help="workload preset (default: chat)")
@@ -82,13 +86,21 @@ def _study(args: argparse.Namespace) -> StudySpec:
         overrides.append(f"backend={{kind: attach, url: '{args.url}'{key}}}")
     if args.study is not None:
         return load_study(args.study, overrides)
-    missing = [flag for flag, value in (("--url", args.url), ("--gpu", args.gpu),
-                                        ("--model", args.model)) if not value]  # fmt: skip
+    missing = [
+        flag
+        for flag, value in (("--url", args.url), ("--gpu", args.gpu), ("--model", args.model))
+        if not value
+    ]
     if missing:
         message = f"without a study file, give {', '.join(missing)}"
         raise ConfigError([Problem("kneepoint diagnose", None, (), message)])
-    raw: dict[str, Any] = {"name": "attached", "gpu": args.gpu, "model": args.model,
-                           "workload": args.workload, "engine": {}}  # fmt: skip
+    raw: dict[str, Any] = {
+        "name": "attached",
+        "gpu": args.gpu,
+        "model": args.model,
+        "workload": args.workload,
+        "engine": {},
+    }
     return study_from_mapping(raw, "kneepoint diagnose", overrides)
 
 
@@ -127,21 +139,27 @@ def run_diagnose(args: argparse.Namespace) -> int:
         folder = args.runs_dir / f"diagnose-{study.name}-{stamp}"
         _write_study(folder, study)  # first: an interrupted diagnosis is a recording too
         try:
-            findings = measure_and_diagnose(study, folder, knob_catalogue(),
-                                            progress_for(sys.stderr), args.knee_rps)  # fmt: skip
+            findings = measure_and_diagnose(
+                study, folder, knob_catalogue(), progress_for(sys.stderr), args.knee_rps
+            )
         except ServerFailedError as exc:
             print(f"kneepoint: {exc.failure.sentence()}", file=sys.stderr)
             return EXIT_SERVER_FAILED
         except KeyboardInterrupt:
             kept = folder / "sweep.json"
-            where = (f"; what it measured is in {kept} (kneepoint diagnose --from {folder})"
-                     if kept.is_file() else "")  # fmt: skip
+            where = (
+                f"; what it measured is in {kept} (kneepoint diagnose --from {folder})"
+                if kept.is_file()
+                else ""
+            )
             print(f"\nkneepoint: interrupted{where}", file=sys.stderr)
             return EXIT_INTERRUPTED
     text = to_markdown(findings_document(study, findings), folder)
     write_atomically(folder / "diagnosis.md", text)
-    body = {"diagnosis": findings.diagnosis.model_dump(mode="json"),
-            "pruning": findings.pruning.model_dump(mode="json")}  # fmt: skip
+    body = {
+        "diagnosis": findings.diagnosis.model_dump(mode="json"),
+        "pruning": findings.pruning.model_dump(mode="json"),
+    }
     write_atomically(folder / "diagnosis.json", json.dumps(body, indent=1) + "\n")
     _write_study(folder, study)
     sys.stdout.write(text + f"\nwritten: {folder}\n")

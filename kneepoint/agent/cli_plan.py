@@ -56,7 +56,7 @@ def add_plan_command(commands: argparse._SubParsersAction[argparse.ArgumentParse
     )
     cmd.add_argument("--out", type=Path, metavar="DIR", help="also write plan.md and plan.json")
     add_overrides_argument(cmd, "override a study field, e.g. model=llama-3.1-70b")
-    cmd.set_defaults(handler=run_plan)  # fmt: skip
+    cmd.set_defaults(handler=run_plan)
 
 
 def _gpus(names: str | None, study_gpu: GpuSpec) -> list[GpuSpec]:
@@ -68,8 +68,11 @@ def _gpus(names: str | None, study_gpu: GpuSpec) -> list[GpuSpec]:
     wanted = [n.strip() for n in names.split(",") if n.strip()]
     unknown = [n for n in wanted if n not in catalogue]
     if unknown or not wanted:
-        message = (f"unknown GPU {', '.join(unknown)} (known: {', '.join(catalogue)})"
-                   if unknown else "name at least one GPU")  # fmt: skip
+        message = (
+            f"unknown GPU {', '.join(unknown)} (known: {', '.join(catalogue)})"
+            if unknown
+            else "name at least one GPU"
+        )
         raise ConfigError([Problem("--gpu-catalogue", None, None, message)])
     return [catalogue[n] for n in wanted]
 
@@ -104,11 +107,13 @@ def run_plan(args: argparse.Namespace) -> int:
         elif lay.prediction is None or not lay.prediction.capacity_rps:
             what = f"{lay.kv_tokens:,} KV tokens, misses the SLO at every rate tried"
         else:
-            what = (f"{lay.kv_tokens:,} KV tokens, SLO capacity "
-                    f"{lay.prediction.capacity_rps:.2f} req/s")  # fmt: skip
+            what = (
+                f"{lay.kv_tokens:,} KV tokens, SLO capacity {lay.prediction.capacity_rps:.2f} req/s"
+            )
         elapsed = time.monotonic() - started
-        sys.stderr.write(f"plan: {lay.gpu} TP {lay.tensor_parallel_size}: {what} "
-                         f"({elapsed:.0f} s)\n")  # fmt: skip
+        sys.stderr.write(
+            f"plan: {lay.gpu} TP {lay.tensor_parallel_size}: {what} ({elapsed:.0f} s)\n"
+        )
 
     plan = make_plan(study, gpus, args.gpus, prices, progress)
     text = to_markdown(plan_document(plan), Path("."))

@@ -27,8 +27,10 @@ def point_words(rate_rps: float, repeat: int, point: LoadPoint) -> str:
     share = point.goodput_rps / rate_rps if rate_rps else 0.0
     # "meets SLO, goodput 16.78 (40%)" left a reader to guess what 40% counted
     rule = "by vLLM's rule" if point.goodput_rule == "vllm" else "within every limit"
-    return (f"r{repeat} {rate_rps:8.2f} req/s: {verdict}, goodput {point.goodput_rps:.2f} "
-            f"({share:.0%} {rule})")  # fmt: skip
+    return (
+        f"r{repeat} {rate_rps:8.2f} req/s: {verdict}, goodput {point.goodput_rps:.2f} "
+        f"({share:.0%} {rule})"
+    )
 
 
 class _Sweep:
@@ -94,8 +96,9 @@ class LineProgress(LogProgress):
         self._follow(label)
         sweep = self._sweep
         sweep.tick()
-        self._line(f"  {label} {sweep.count()} {point_words(rate_rps, repeat, point)}"
-                   f"{sweep.left()}")  # fmt: skip
+        self._line(
+            f"  {label} {sweep.count()} {point_words(rate_rps, repeat, point)}{sweep.left()}"
+        )
 
     def _follow(self, label: str) -> None:
         """The sweep a point belongs to: a phase's points take its label and its count."""

@@ -44,15 +44,25 @@ def add_sweep_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
     )
     sweep.add_argument("file", type=Path, help="the study YAML file")
     sweep.add_argument(
-        "--config-set", dest="knobs", action="append", default=[], metavar="KNOB=VALUE",
+        "--config-set",
+        dest="knobs",
+        action="append",
+        default=[],
+        metavar="KNOB=VALUE",
         help="set an engine knob, e.g. max_num_seqs=128",
-    )  # fmt: skip
+    )
     add_overrides_argument(sweep, "override any study field")
-    sweep.add_argument("--start-rps", type=arguments.rate_rps, help="first rate of the ramp "
-                       "(default: the study's tuning.start_rps)")  # fmt: skip
-    sweep.add_argument("--seconds", type=arguments.seconds,
-                       help="arrivals per load point (default: the study's "
-                       "tuning.screen_seconds, as tune's knee search)")  # fmt: skip
+    sweep.add_argument(
+        "--start-rps",
+        type=arguments.rate_rps,
+        help="first rate of the ramp (default: the study's tuning.start_rps)",
+    )
+    sweep.add_argument(
+        "--seconds",
+        type=arguments.seconds,
+        help="arrivals per load point (default: the study's "
+        "tuning.screen_seconds, as tune's knee search)",
+    )
     sweep.add_argument("--out", type=Path, help="JSON result (default: runs/<study>/...)")
     sweep.set_defaults(handler=run_sweep)
 
@@ -81,8 +91,7 @@ def run_sweep(args: argparse.Namespace) -> int:
             watched = Watched(target.probe, progress, "sweep", study.slo)
             result = study_knee_search(watched, study, config, start_rps=args.start_rps)
     except ServerFailedError as exc:
-        print(f"kneepoint: {exc.failure.sentence()}{_kept(watched, out, study)}",
-              file=sys.stderr)  # fmt: skip
+        print(f"kneepoint: {exc.failure.sentence()}{_kept(watched, out, study)}", file=sys.stderr)
         return EXIT_SERVER_FAILED
     except KeyboardInterrupt:
         if watched is None or not watched.points:
@@ -101,8 +110,10 @@ def _kept(watched: Watched | None, out: Path, study: StudySpec) -> str:
     if watched is None or not watched.points:
         return ""
     write_recording(out, study, watched.interrupted(study.engine))
-    return (f"; the {len(watched.points)} points measured are in {out} "
-            f"(kneepoint diagnose --from {out})")  # fmt: skip
+    return (
+        f"; the {len(watched.points)} points measured are in {out} "
+        f"(kneepoint diagnose --from {out})"
+    )
 
 
 def write_recording(out: Path, study: StudySpec, result: SweepResult) -> None:
@@ -127,8 +138,11 @@ def render_curve(study: StudySpec, result: SweepResult) -> str:
         mark = ">" if entry.rate_rps == result.knee_rps else " "
         flag = "" if entry.counted else f"  ({entry.why_not_counted()})"
         for i, (name, dists) in enumerate(sorted(point.dists.items())):
-            head = (f"{mark} {entry.rate_rps:8.2f} {entry.margin:6.2f} {point.goodput_rps:8.2f}"
-                    if i == 0 else " " * 34)  # fmt: skip
+            head = (
+                f"{mark} {entry.rate_rps:8.2f} {entry.margin:6.2f} {point.goodput_rps:8.2f}"
+                if i == 0
+                else " " * 34
+            )
             ttft, itl, e2e = dists["ttft"], dists["itl"], dists["e2e"]
             thin = "" if ttft.resolves(99) else f"  (p99s of {ttft.count} requests: ~max)"
             lines.append(
@@ -138,11 +152,15 @@ def render_curve(study: StudySpec, result: SweepResult) -> str:
     if result.capacity_rps is None:
         lines.append("SLO capacity: no rate tried met the SLO")
     elif result.floor_reason is not None:
-        lines.append(f"SLO capacity: at least {result.capacity_rps:.2f} req/s, a floor: "
-                     f"{result.floor_reason} (latencies in ms)")  # fmt: skip
+        lines.append(
+            f"SLO capacity: at least {result.capacity_rps:.2f} req/s, a floor: "
+            f"{result.floor_reason} (latencies in ms)"
+        )
     else:
-        lines.append(f"SLO capacity: {result.capacity_rps:.2f} req/s (interpolated; knee "
-                     f"marked > at {result.knee_rps:.2f} req/s; latencies in ms)")  # fmt: skip
+        lines.append(
+            f"SLO capacity: {result.capacity_rps:.2f} req/s (interpolated; knee "
+            f"marked > at {result.knee_rps:.2f} req/s; latencies in ms)"
+        )
     if result.interrupted:
         lines.append("(interrupted: the points measured until then)")
     return "\n".join(lines)

@@ -53,9 +53,12 @@ def add_tune_command(commands: argparse._SubParsersAction[argparse.ArgumentParse
     tune.add_argument("target", type=Path, nargs="?", help="a study YAML file, or a run folder")
     tune.add_argument("--resume", type=Path, metavar="RUN", help="resume this run folder")
     tune.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where runs go")
-    tune.add_argument("--repair-ledger", action="store_true",
-                      help="resuming: keep the ledger's valid events before a damaged line and "
-                      "move the rest aside (to ledger.jsonl.rejected-lineN)")  # fmt: skip
+    tune.add_argument(
+        "--repair-ledger",
+        action="store_true",
+        help="resuming: keep the ledger's valid events before a damaged line and "
+        "move the rest aside (to ledger.jsonl.rejected-lineN)",
+    )
     add_overrides_argument(tune, "override a study field (new runs only)")
     tune.set_defaults(handler=run_tune)
 
@@ -84,8 +87,16 @@ def _open(args: argparse.Namespace) -> RunFolder:
             raise
         return folder
     if args.repair_ledger:
-        raise ConfigError([Problem("--repair-ledger", None, (), "repairs a run folder's "
-                                   "ledger; give the run, not a study file")])  # fmt: skip
+        raise ConfigError(
+            [
+                Problem(
+                    "--repair-ledger",
+                    None,
+                    (),
+                    "repairs a run folder's ledger; give the run, not a study file",
+                )
+            ]
+        )
     check_output("--runs-dir", args.runs_dir, directory=True)
     now = datetime.now().astimezone()
     # Refused before anything starts (kneepoint.agent.feasibility): a baseline cut off by the
@@ -97,12 +108,16 @@ def _open(args: argparse.Namespace) -> RunFolder:
 def _repair(folder: RunFolder) -> None:
     kept, aside = folder.ledger.repair()
     if aside is None:
-        print(f"kneepoint: {folder.ledger.path}: every line is a valid event; nothing to repair",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"kneepoint: {folder.ledger.path}: every line is a valid event; nothing to repair",
+            file=sys.stderr,
+        )
         return
     folder.set_optuna_aside(aside.name.rsplit(".", 1)[-1])
-    print(f"kneepoint: {folder.ledger.path}: kept {kept} events; the rest moved to {aside}",
-          file=sys.stderr)  # fmt: skip
+    print(
+        f"kneepoint: {folder.ledger.path}: kept {kept} events; the rest moved to {aside}",
+        file=sys.stderr,
+    )
 
 
 def run_tune(args: argparse.Namespace) -> int:
@@ -118,8 +133,13 @@ def _tune(folder: RunFolder, args: argparse.Namespace) -> int:
     configure_logging(level=args.log_level, log_file=args.log_file or folder.path / "events.jsonl")
     try:
         study = folder.study()
-        tuner = Tuner(folder, study, progress_for(sys.stderr), knob_catalogue(),
-                      vllm_version=launched_vllm(study))  # fmt: skip
+        tuner = Tuner(
+            folder,
+            study,
+            progress_for(sys.stderr),
+            knob_catalogue(),
+            vllm_version=launched_vllm(study),
+        )
     except (RunFolderError, LedgerError) as exc:
         raise run_folder_error(folder.path, exc) from exc
     tuner.progress.phase("run", f"{study.name} in {folder.path}")
@@ -150,8 +170,7 @@ def _tune(folder: RunFolder, args: argparse.Namespace) -> int:
     if failed:
         assert finished is not None
         # Nothing was tuned: the run failed, though its report says what the server did.
-        print(f"kneepoint: {folder.path}: the baseline failed: {finished.detail}",
-              file=sys.stderr)  # fmt: skip
+        print(f"kneepoint: {folder.path}: the baseline failed: {finished.detail}", file=sys.stderr)
         return EXIT_RUN_FAILED
     return 0
 

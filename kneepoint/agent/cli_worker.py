@@ -40,23 +40,46 @@ def add_worker_command(commands: argparse._SubParsersAction[argparse.ArgumentPar
     worker = commands.add_parser(
         "worker", help="one worker (one GPU) of a tuning run shared through PostgreSQL"
     )
-    worker.add_argument("--storage", help="the shared Optuna storage, postgresql+psycopg://... "
-                        f"(default: ${STORAGE_VARIABLE}, which keeps a password off the "
-                        "process list)")  # fmt: skip
-    worker.add_argument("--study", required=True, help="a study YAML file (the first worker "
-                        "publishes it) or the name of a study already published")  # fmt: skip
-    worker.add_argument("--gpu", type=int, default=0, help="the GPU this worker owns (its "
-                        "servers get CUDA_VISIBLE_DEVICES=N; NVML reads index N)")  # fmt: skip
-    worker.add_argument("--runs-dir", type=Path, default=Path("runs"),
-                        help="where this worker's run folder goes")  # fmt: skip
-    worker.add_argument("--heartbeat-s", type=int, default=30,
-                        help="seconds between a claimed task's heartbeats")  # fmt: skip
-    worker.add_argument("--grace-s", type=int, default=120, help="a task silent this long "
-                        "is failed and queued again for another worker")  # fmt: skip
-    worker.add_argument("--max-retry", type=int, default=2,
-                        help="times a task whose workers died is queued again")  # fmt: skip
-    worker.add_argument("--poll-s", type=float, default=2.0, help="seconds between looks "
-                        "while other workers' tasks are out")  # fmt: skip
+    worker.add_argument(
+        "--storage",
+        help="the shared Optuna storage, postgresql+psycopg://... "
+        f"(default: ${STORAGE_VARIABLE}, which keeps a password off the "
+        "process list)",
+    )
+    worker.add_argument(
+        "--study",
+        required=True,
+        help="a study YAML file (the first worker "
+        "publishes it) or the name of a study already published",
+    )
+    worker.add_argument(
+        "--gpu",
+        type=int,
+        default=0,
+        help="the GPU this worker owns (its "
+        "servers get CUDA_VISIBLE_DEVICES=N; NVML reads index N)",
+    )
+    worker.add_argument(
+        "--runs-dir", type=Path, default=Path("runs"), help="where this worker's run folder goes"
+    )
+    worker.add_argument(
+        "--heartbeat-s", type=int, default=30, help="seconds between a claimed task's heartbeats"
+    )
+    worker.add_argument(
+        "--grace-s",
+        type=int,
+        default=120,
+        help="a task silent this long is failed and queued again for another worker",
+    )
+    worker.add_argument(
+        "--max-retry", type=int, default=2, help="times a task whose workers died is queued again"
+    )
+    worker.add_argument(
+        "--poll-s",
+        type=float,
+        default=2.0,
+        help="seconds between looks while other workers' tasks are out",
+    )
     add_overrides_argument(worker, "override a study field (the publishing worker only)")
     worker.set_defaults(handler=run_worker)
 
@@ -70,12 +93,21 @@ def _open(args: argparse.Namespace, now: datetime) -> tuple[SharedStudy, StudySp
     if not url:
         raise _bad("--storage", f"give the shared storage's URL, or set {STORAGE_VARIABLE}")
     if args.gpu < 0 or args.heartbeat_s < 1 or args.grace_s <= args.heartbeat_s:
-        raise _bad("--gpu/--heartbeat-s/--grace-s", "the GPU is an index from 0; a heartbeat "
-                   "is at least 1 s and the grace period longer than it")  # fmt: skip
+        raise _bad(
+            "--gpu/--heartbeat-s/--grace-s",
+            "the GPU is an index from 0; a heartbeat "
+            "is at least 1 s and the grace period longer than it",
+        )
 
     def shared_study(name: str, create: bool = False) -> SharedStudy:
-        return SharedStudy(url, name, heartbeat_s=args.heartbeat_s, grace_s=args.grace_s,
-                           max_retry=max(0, args.max_retry), create=create)  # fmt: skip
+        return SharedStudy(
+            url,
+            name,
+            heartbeat_s=args.heartbeat_s,
+            grace_s=args.grace_s,
+            max_retry=max(0, args.max_retry),
+            create=create,
+        )
 
     path = Path(args.study)
     try:
@@ -122,12 +154,21 @@ def run_worker(args: argparse.Namespace) -> int:
     name = f"{host}/gpu{args.gpu}/{os.getpid()}"
     folder = RunFolder.create(args.runs_dir, study, now, role=f"worker-{host}-gpu{args.gpu}")
     try:
-        configure_logging(level=args.log_level,
-                          log_file=args.log_file or folder.path / "events.jsonl")  # fmt: skip
+        configure_logging(
+            level=args.log_level, log_file=args.log_file or folder.path / "events.jsonl"
+        )
         progress = progress_for(sys.stderr)
         progress.phase("worker", f"{name} on study {study.name}; folder {folder.path}")
-        worker = Worker(shared, study, folder, progress, knob_catalogue(), name=name,
-                        poll_s=args.poll_s, vllm_version=launched_vllm(study))  # fmt: skip
+        worker = Worker(
+            shared,
+            study,
+            folder,
+            progress,
+            knob_catalogue(),
+            name=name,
+            poll_s=args.poll_s,
+            vllm_version=launched_vllm(study),
+        )
         final = worker.run()
     finally:
         folder.release()
@@ -135,12 +176,14 @@ def run_worker(args: argparse.Namespace) -> int:
     assert finished is not None
     objective = study.objective
     start = objective_value(state.baseline.repeats, objective) if state.baseline else None
-    lines = [f"study {study.name}: {finished.reason}: {finished.detail}",
-             f"objective: {_show(start)} -> {_show(state.incumbent_objective)} after "
-             f"{state.trials_run} trials in {final.batches} batches: "
-             f"{state.device_s / 3600:.2f} device-hours, {final.makespan_s / 3600:.2f} h on "
-             f"the critical path (this worker ran {worker.tasks_done} tasks)",
-             f"report of the whole run: {folder.path / 'report.md'}"]  # fmt: skip
+    lines = [
+        f"study {study.name}: {finished.reason}: {finished.detail}",
+        f"objective: {_show(start)} -> {_show(state.incumbent_objective)} after "
+        f"{state.trials_run} trials in {final.batches} batches: "
+        f"{state.device_s / 3600:.2f} device-hours, {final.makespan_s / 3600:.2f} h on "
+        f"the critical path (this worker ran {worker.tasks_done} tasks)",
+        f"report of the whole run: {folder.path / 'report.md'}",
+    ]
     if state.incumbent is not None:
         lines.append(f"serve the winner with: {serve_command(study, state.incumbent)}")
     sys.stdout.write("\n".join(lines) + "\n")

@@ -59,10 +59,14 @@ def deadline_problem(study: StudySpec, now: datetime) -> str | None:
         return None
     left = (deadline - now).total_seconds()
     if left <= 0:
-        return (f"{deadline.isoformat(timespec='minutes')} is already past "
-                f"(now {now.isoformat(timespec='minutes')})")  # fmt: skip
+        return (
+            f"{deadline.isoformat(timespec='minutes')} is already past "
+            f"(now {now.isoformat(timespec='minutes')})"
+        )
     floor = baseline_floor_s(study)
     if left < floor:
-        return (f"{deadline.isoformat(timespec='minutes')} leaves {left / 60:.1f} min, less "
-                f"than one baseline needs (at least {floor / 60:.1f} min)")  # fmt: skip
+        return (
+            f"{deadline.isoformat(timespec='minutes')} leaves {left / 60:.1f} min, less "
+            f"than one baseline needs (at least {floor / 60:.1f} min)"
+        )
     return None

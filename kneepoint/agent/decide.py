@@ -104,9 +104,11 @@ def no_knee(state: RunState, study: StudySpec) -> Finished | None:
     if knee.capacity_rps is None and repeats.capacity_rps is None:
         return Finished(reason="baseline_failed", detail=nothing_met(knee))
     if knee.floor_reason is not None and repeats.floor_reason is not None:
-        detail = (f"the baseline never saw a counted failing rate: {knee.floor_reason}; "
-                  "its SLO capacity is only a floor, so no change can be judged against "
-                  "it and what binds cannot be named")  # fmt: skip
+        detail = (
+            f"the baseline never saw a counted failing rate: {knee.floor_reason}; "
+            "its SLO capacity is only a floor, so no change can be judged against "
+            "it and what binds cannot be named"
+        )
         return Finished(reason="baseline_failed", detail=detail)
     return None
 
@@ -145,8 +147,10 @@ def nothing_left(state: RunState, study: StudySpec) -> Finished | None:
     assert state.pruning is not None and state.diagnosis is not None
     assert state.incumbent_repeats is not None
     if not state.pruning.candidates:
-        detail = (f"nothing left worth trying: {state.diagnosis.headline()}, and every knob "
-                  "is ruled out, so nothing kneepoint can change would help")  # fmt: skip
+        detail = (
+            f"nothing left worth trying: {state.diagnosis.headline()}, and every knob "
+            "is ruled out, so nothing kneepoint can change would help"
+        )
         return Finished(reason="nothing_to_try", detail=detail)
     floor = max(study.tuning.min_effect_rel, noise_rel(state.incumbent_repeats, study.objective))
     factors = learned_factors(state.measured_moves())

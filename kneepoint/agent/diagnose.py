@@ -44,9 +44,12 @@ class Findings:
 
 
 def measure_and_diagnose(
-    study: StudySpec, folder: Path, catalogue: KnobCatalogue, progress: Progress,
+    study: StudySpec,
+    folder: Path,
+    catalogue: KnobCatalogue,
+    progress: Progress,
     knee_rps: float | None = None,
-) -> Findings:  # fmt: skip
+) -> Findings:
     """Measure ``study.engine`` and diagnose it; every point is told to ``progress`` as it
     lands, and an interrupt leaves what was measured in ``folder``'s sweep.json."""
     config = study.engine
@@ -98,17 +101,30 @@ def findings_of(
     """The diagnosis and the knob advice a sweep of ``study.engine`` supports: what a live
     diagnosis concludes, and what ``--from`` concludes again from a recording."""
     config = result.config
-    observation = observe(result, gpu=study.gpu, model=study.model, engine=config,
-                          workload=study.workload, efficiency=study.efficiency)  # fmt: skip
+    observation = observe(
+        result,
+        gpu=study.gpu,
+        model=study.model,
+        engine=config,
+        workload=study.workload,
+        efficiency=study.efficiency,
+    )
     context = context_of(observation)
     diagnosis = diagnose(observation, context)
     # Advice for whoever runs the server, even when kneepoint itself cannot change it.
     backend: BackendKind = "vllm" if study.backend.kind == "attach" else study.backend.kind
     if version is None and isinstance(study.backend, VllmBackend):
         version = study.backend.vllm_version
-    pruning = prune(diagnosis, observation, catalogue, allowed=study.search.knobs,
-                    vllm_version=version, backend=backend, gpus=study.gpus,
-                    context=context)  # fmt: skip
+    pruning = prune(
+        diagnosis,
+        observation,
+        catalogue,
+        allowed=study.search.knobs,
+        vllm_version=version,
+        backend=backend,
+        gpus=study.gpus,
+        context=context,
+    )
     return Findings(result, diagnosis, pruning)
 
 
@@ -117,8 +133,10 @@ def capacity_words(result: SweepResult) -> str:
     if not result.capacity_rps:
         return "no rate tried met the SLO"
     if result.floor_reason is not None:
-        return (f"SLO capacity at least {result.capacity_rps:.2f} req/s (a floor, not the "
-                f"knee: {result.floor_reason})")  # fmt: skip
+        return (
+            f"SLO capacity at least {result.capacity_rps:.2f} req/s (a floor, not the "
+            f"knee: {result.floor_reason})"
+        )
     return f"SLO capacity {result.capacity_rps:.2f} req/s"
 
 
@@ -143,13 +161,28 @@ def findings_document(study: StudySpec, findings: Findings) -> Document:
         Heading("Knobs worth trying, and not"),
         *pruning_tables(findings.pruning),
         Heading("Measured points"),
-        Table(["rate req/s", "SLO margin", "goodput req/s", "meets SLO",
-               "server / rate x latency", "counted"], [
-            [f"{p.rate_rps:.2f}", f"{p.margin:.2f}", f"{p.point.goodput_rps:.2f}",
-             "yes" if p.point.meets_slo else "no: " + "; ".join(p.point.violations),
-             "n/a" if p.point.concurrency_ratio is None else f"{p.point.concurrency_ratio:.2f}",
-             p.why_not_counted() or "yes"]
-            for p in sorted(result.points, key=lambda p: p.rate_rps)
-        ]),
-    )  # fmt: skip
+        Table(
+            [
+                "rate req/s",
+                "SLO margin",
+                "goodput req/s",
+                "meets SLO",
+                "server / rate x latency",
+                "counted",
+            ],
+            [
+                [
+                    f"{p.rate_rps:.2f}",
+                    f"{p.margin:.2f}",
+                    f"{p.point.goodput_rps:.2f}",
+                    "yes" if p.point.meets_slo else "no: " + "; ".join(p.point.violations),
+                    "n/a"
+                    if p.point.concurrency_ratio is None
+                    else f"{p.point.concurrency_ratio:.2f}",
+                    p.why_not_counted() or "yes",
+                ]
+                for p in sorted(result.points, key=lambda p: p.rate_rps)
+            ],
+        ),
+    )
     return doc

@@ -52,14 +52,23 @@ Check = Callable[[StudySpec], list[Finding]]
 def launch_checks() -> tuple[Check, ...]:
     """What one configuration's servers need to start and its SLO to be meetable, whatever
     the study's search and budget (``kneepoint sweep`` measures the engine as given)."""
-    return (lambda s: unknown_knobs(s, searched=False), unmodeled_settings, slo_below_floor,
-            missing_variables)  # fmt: skip
+    return (
+        lambda s: unknown_knobs(s, searched=False),
+        unmodeled_settings,
+        slo_below_floor,
+        missing_variables,
+    )
 
 
 def study_checks(now: datetime) -> tuple[Check, ...]:
     """Every check a study must pass before anything is launched, for a run started ``now``."""
-    return (unknown_knobs, unmodeled_settings, slo_below_floor, missing_variables,
-            lambda s: late(s, now))  # fmt: skip
+    return (
+        unknown_knobs,
+        unmodeled_settings,
+        slo_below_floor,
+        missing_variables,
+        lambda s: late(s, now),
+    )
 
 
 @cache
@@ -104,13 +113,21 @@ def unknown_knobs(
     for name in study.engine.knob_values():
         knob = knobs.get(name)
         if knob is not None and not knob.known_by(version):
-            found.append((("engine", name), f"{release} does not know {knob.flag} "
-                          f"(it needs vLLM {knob.vllm_versions})"))  # fmt: skip
+            found.append(
+                (
+                    ("engine", name),
+                    f"{release} does not know {knob.flag} (it needs vLLM {knob.vllm_versions})",
+                )
+            )
     for index, name in enumerate(study.search.knobs if searched else ()):
         knob = knobs.get(name)
         if knob is not None and not knob.known_by(version):
-            found.append((("search", "knobs", index), f"{release} does not know {knob.flag} "
-                          f"(it needs vLLM {knob.vllm_versions})"))  # fmt: skip
+            found.append(
+                (
+                    ("search", "knobs", index),
+                    f"{release} does not know {knob.flag} (it needs vLLM {knob.vllm_versions})",
+                )
+            )
     return found
 
 
@@ -166,10 +183,15 @@ def slo_below_floor(study: StudySpec) -> list[Finding]:
         for (metric, pct), limit_ms in limits.limits_ms().items():
             if metric in ("ttft", "itl") and limit_ms * SLO_FLOOR_MARGIN < floor_ms:
                 loc = (*where, f"{metric}_p{pct}_ms")
-                found.append((loc, f"{limit_ms:g} ms cannot be met at any load: one step of "
-                              f"{study.model.name} on {study.gpus} x {study.gpu.name} takes "
-                              f"at least {floor_ms:.3g} ms (its weights streamed once at "
-                              f"peak bandwidth, 4-bit)"))  # fmt: skip
+                found.append(
+                    (
+                        loc,
+                        f"{limit_ms:g} ms cannot be met at any load: one step of "
+                        f"{study.model.name} on {study.gpus} x {study.gpu.name} takes "
+                        f"at least {floor_ms:.3g} ms (its weights streamed once at "
+                        f"peak bandwidth, 4-bit)",
+                    )
+                )
     found = list(dict.fromkeys(found))  # a default shared by several classes, said once
     if found and not isinstance(study.backend, SimBackend):
         for loc, problem in found:

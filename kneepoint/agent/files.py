@@ -48,8 +48,13 @@ def output_problem(path: Path, *, directory: bool) -> str | None:
     try:
         if path.exists():
             wrong = path.is_dir() != directory
-            return None if not wrong else ("exists and is not a directory" if directory
-                                           else "is a directory, not a file")  # fmt: skip
+            return (
+                None
+                if not wrong
+                else (
+                    "exists and is not a directory" if directory else "is a directory, not a file"
+                )
+            )
         parent = next(p for p in path.parents if p.exists())
     except OSError as exc:
         return exc.strerror or str(exc)

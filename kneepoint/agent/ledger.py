@@ -60,9 +60,10 @@ class Ledger:
         if scan.problem is not None:
             hint = REPAIR_HINT.format(run=self.path.parent)
             raise LedgerError(
-                self.path, scan.good_lines + 1, f"{scan.problem}; to resume from the "
-                f"{len(scan.events)} events before it: {hint}",
-            )  # fmt: skip
+                self.path,
+                scan.good_lines + 1,
+                f"{scan.problem}; to resume from the {len(scan.events)} events before it: {hint}",
+            )
         return scan.events
 
     def recover(self) -> list[Event]:
@@ -93,8 +94,13 @@ class Ledger:
             os.fsync(handle.fileno())
         kept = lines[: scan.good_lines]
         self._rewrite(b"".join(line if line.endswith(b"\n") else line + b"\n" for line in kept))
-        log.warning("ledger.repaired", path=str(self.path), kept_events=len(scan.events),
-                    moved_to=str(aside), problem=scan.problem)  # fmt: skip
+        log.warning(
+            "ledger.repaired",
+            path=str(self.path),
+            kept_events=len(scan.events),
+            moved_to=str(aside),
+            problem=scan.problem,
+        )
         return len(scan.events), aside
 
     def _whole_lines(self) -> list[bytes]:

@@ -34,7 +34,7 @@ from kneepoint.agent.decide import (
     TrialAction,
     Validate,
     next_action,
-)  # fmt: skip
+)
 from kneepoint.agent.progress import Progress
 from kneepoint.agent.proposers import PROPOSERS
 from kneepoint.agent.run_folder import RunFolder, study_digest
@@ -60,9 +60,15 @@ def local_now() -> datetime:
 
 class Tuner:
     def __init__(
-        self, folder: RunFolder, study: StudySpec, progress: Progress, catalogue: KnobCatalogue,
-        *, now: Now = local_now, vllm_version: str | None = None,
-    ) -> None:  # fmt: skip
+        self,
+        folder: RunFolder,
+        study: StudySpec,
+        progress: Progress,
+        catalogue: KnobCatalogue,
+        *,
+        now: Now = local_now,
+        vllm_version: str | None = None,
+    ) -> None:
         self.folder, self.study, self.progress, self.now = folder, study, progress, now
         self.state = RunState.replay(folder.ledger.recover(), study.objective)
         self.steps = Steps(study, Bench(study, folder, progress), catalogue, vllm_version)
@@ -84,9 +90,15 @@ class Tuner:
     def _do(self, action: Action) -> None:
         match action:
             case Start():
-                self._record(RunStarted(study_name=self.study.name, seed=self.study.seed,
-                                        kneepoint_version=__version__, started_at=self.now(),
-                                        study_sha256=study_digest(self.study)))  # fmt: skip
+                self._record(
+                    RunStarted(
+                        study_name=self.study.name,
+                        seed=self.study.seed,
+                        kneepoint_version=__version__,
+                        started_at=self.now(),
+                        study_sha256=study_digest(self.study),
+                    )
+                )
             case MeasureBaseline():
                 self._baseline()
             case Stop(finished):
@@ -108,8 +120,9 @@ class Tuner:
         assert state.incumbent is not None and state.incumbent_repeats is not None
         assert state.finished is not None
         self.progress.phase("burst", "the winner: a burst past its operating rate, then back")
-        checked = check_burst(self.study, self.steps.bench, state.incumbent,
-                              state.incumbent_repeats, state.finished)  # fmt: skip
+        checked = check_burst(
+            self.study, self.steps.bench, state.incumbent, state.incumbent_repeats, state.finished
+        )
         self._record(checked)
         self.progress.status(burst_words(checked))
 
@@ -161,9 +174,11 @@ class Tuner:
                 assert trial.validated is not None
                 promoted = steps.promote(n, proposal.config, trial.validated)
                 self.folder.write_best(self.study, promoted.config)
-                self.progress.status(f"promoted trial {n}: {promoted.objective:.2f} "
-                                     f"{unit(self.study.objective)}; "
-                                     f"now {promoted.diagnosis.headline()}")  # fmt: skip
+                self.progress.status(
+                    f"promoted trial {n}: {promoted.objective:.2f} "
+                    f"{unit(self.study.objective)}; "
+                    f"now {promoted.diagnosis.headline()}"
+                )
                 return promoted
             case _:
                 assert_never(action)
@@ -173,8 +188,9 @@ class Tuner:
         if trial.next_step() is not None:
             return
         self._trial_wall_s.append(time.monotonic() - self._trial_started)
-        self.progress.status(standing(self.state, self.study, trial, self._trial_wall_s,
-                                      self.now()))  # fmt: skip
+        self.progress.status(
+            standing(self.state, self.study, trial, self._trial_wall_s, self.now())
+        )
         if self._proposer is None:
             return
         history = self.state.history()
@@ -189,11 +205,16 @@ class Tuner:
             assert state.incumbent is not None and state.pruning is not None
             assert state.incumbent_repeats is not None
             observation = self.steps.observe(state.incumbent, state.incumbent_repeats)
-            space = search_space(state.pruning, observation, state.incumbent_objective,
-                                 learned=learned_factors(state.measured_moves()))  # fmt: skip
+            space = search_space(
+                state.pruning,
+                observation,
+                state.incumbent_objective,
+                learned=learned_factors(state.measured_moves()),
+            )
             build = PROPOSERS[study.tuning.proposer]
-            proposer = build(study, space, self.folder.optuna_url,
-                             f"{study.name}-space{space_index}")  # fmt: skip
+            proposer = build(
+                study, space, self.folder.optuna_url, f"{study.name}-space{space_index}"
+            )
             history = state.history()
             self._proposer = replay(proposer, history)
             self._built_for, self._told = space_index, len(history)

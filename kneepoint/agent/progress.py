@@ -55,9 +55,15 @@ class LogProgress:
         log.info("run.sweep", sweep=label, expected_points=expected_points)
 
     def point(self, label: str, rate_rps: float, repeat: int, point: LoadPoint) -> None:
-        log.info("run.point", sweep=label, rate_rps=round(rate_rps, 3), repeat=repeat,
-                 goodput_rps=round(point.goodput_rps, 3), meets_slo=point.meets_slo,
-                 valid=point.valid)  # fmt: skip
+        log.info(
+            "run.point",
+            sweep=label,
+            rate_rps=round(rate_rps, 3),
+            repeat=repeat,
+            goodput_rps=round(point.goodput_rps, 3),
+            meets_slo=point.meets_slo,
+            valid=point.valid,
+        )
 
     def status(self, line: str) -> None:
         log.info("run.status", status=line)

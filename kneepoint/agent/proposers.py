@@ -22,8 +22,9 @@ def _coordinate(study: StudySpec, space: SearchSpace, _url: str, _name: str) -> 
 
 
 def _optuna(study: StudySpec, space: SearchSpace, url: str, name: str) -> Proposer:
-    return OptunaProposer(space, study.seed, sampler=study.tuning.sampler, storage=url,
-                          study_name=name)  # fmt: skip
+    return OptunaProposer(
+        space, study.seed, sampler=study.tuning.sampler, storage=url, study_name=name
+    )
 
 
 def _auto(study: StudySpec, space: SearchSpace, url: str, name: str) -> Proposer:

@@ -35,8 +35,10 @@ def validation_arms(
     if isinstance(objective, GoodputAtRate | PeakThroughput):
         rates = repeat_rates(objective, max(incumbent_knee_rps, challenger_knee_rps))
         return {"incumbent": rates, "challenger": rates}
-    return {"incumbent": validation_rates(incumbent_knee_rps),
-            "challenger": validation_rates(challenger_knee_rps)}  # fmt: skip
+    return {
+        "incumbent": validation_rates(incumbent_knee_rps),
+        "challenger": validation_rates(challenger_knee_rps),
+    }
 
 
 def climbs(objective: Objective) -> bool:

@@ -134,8 +134,9 @@ class RunFolder:
         except ValidationError as exc:
             first = exc.errors()[0]
             where = render_loc(first["loc"]) or "its top level"
-            raise RunFolderError(f"study.yaml is damaged: {where}: {first['msg']} "
-                                 f"({exc.error_count()} problem(s))") from exc  # fmt: skip
+            raise RunFolderError(
+                f"study.yaml is damaged: {where}: {first['msg']} ({exc.error_count()} problem(s))"
+            ) from exc
 
     def set_optuna_aside(self, tag: str) -> None:
         """Move the Optuna storage aside (``optuna.db.<tag>``): after a ledger repair it holds
@@ -190,9 +191,18 @@ def run_folder_error(path: Path, exc: RunFolderError | LedgerError | RunLockedEr
     if isinstance(exc, LedgerError):
         return ConfigError([Problem(str(exc.path), exc.line, (), exc.detail)])
     if isinstance(exc, RunLockedError):
-        return ConfigError([Problem(str(path), None, (), f"another agent is working on this "
-                                    f"run ({exc.holder}); wait for it to end, or stop it "
-                                    "and resume")])  # fmt: skip
+        return ConfigError(
+            [
+                Problem(
+                    str(path),
+                    None,
+                    (),
+                    f"another agent is working on this "
+                    f"run ({exc.holder}); wait for it to end, or stop it "
+                    "and resume",
+                )
+            ]
+        )
     return ConfigError([Problem(str(path), None, (), str(exc))])
 
 

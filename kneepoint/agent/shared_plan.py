@@ -39,8 +39,9 @@ class Plan:
     finished: Finished | None = None
 
 
-def plan(shared: Shared, study: StudySpec, catalogue: KnobCatalogue, workers: int,
-         now: datetime) -> Plan:  # fmt: skip
+def plan(
+    shared: Shared, study: StudySpec, catalogue: KnobCatalogue, workers: int, now: datetime
+) -> Plan:
     state = shared.state
     started = _baseline(shared)
     if started is not None:
@@ -57,13 +58,21 @@ def plan(shared: Shared, study: StudySpec, catalogue: KnobCatalogue, workers: in
         size = min(size, study.budget.max_trials - state.trials_run)
     proposals = _round(study, state, size)
     if not proposals:
-        return Plan(finished=Finished(reason="exhausted", detail="every candidate has been "
-                                      "tried"))  # fmt: skip
+        return Plan(finished=Finished(reason="exhausted", detail="every candidate has been tried"))
     first = state.next_trial_number()
-    return Plan(tuple(Task(kind="screen", trial=first + i, generation=generation, proposal=p,
-                           quality_check=_changes_outputs(p, catalogue),
-                           batch=shared.batches + 1)
-                      for i, p in enumerate(proposals)))  # fmt: skip
+    return Plan(
+        tuple(
+            Task(
+                kind="screen",
+                trial=first + i,
+                generation=generation,
+                proposal=p,
+                quality_check=_changes_outputs(p, catalogue),
+                batch=shared.batches + 1,
+            )
+            for i, p in enumerate(proposals)
+        )
+    )
 
 
 def _baseline(shared: Shared) -> Plan | None:
@@ -81,11 +90,17 @@ def _next_finalist(shared: Shared) -> Task | None:
     """The validation of the round's best screened finalist not yet validated."""
     state = shared.state
     waiting = [t for t in state.trials.values() if t.next_step() in ("quality", "validate")]
-    validations = [Task(kind="validate", trial=t.trial, generation=len(state.promotions),
-                        proposal=t.proposal, quality_check=t.quality_check,
-                        batch=shared.batches + 1)
-                   for t in sorted(waiting, key=lambda t: (-(t.measured_objective() or 0.0),
-                                                           t.trial))]  # fmt: skip
+    validations = [
+        Task(
+            kind="validate",
+            trial=t.trial,
+            generation=len(state.promotions),
+            proposal=t.proposal,
+            quality_check=t.quality_check,
+            batch=shared.batches + 1,
+        )
+        for t in sorted(waiting, key=lambda t: (-(t.measured_objective() or 0.0), t.trial))
+    ]
     return next((v for v in validations if v.key not in shared.planned), None)
 
 
@@ -97,11 +112,20 @@ def _changes_outputs(proposal: Proposal, catalogue: KnobCatalogue) -> bool:
 def _space(study: StudySpec, state: RunState) -> SearchSpace:
     assert state.incumbent is not None and state.incumbent_repeats is not None
     assert state.pruning is not None
-    observation = observe(state.incumbent_repeats, gpu=study.gpu, model=study.model,
-                          engine=state.incumbent, workload=study.workload,
-                          efficiency=study.efficiency)  # fmt: skip
-    return search_space(state.pruning, observation, state.incumbent_objective,
-                        learned=learned_factors(state.measured_moves()))  # fmt: skip
+    observation = observe(
+        state.incumbent_repeats,
+        gpu=study.gpu,
+        model=study.model,
+        engine=state.incumbent,
+        workload=study.workload,
+        efficiency=study.efficiency,
+    )
+    return search_space(
+        state.pruning,
+        observation,
+        state.incumbent_objective,
+        learned=learned_factors(state.measured_moves()),
+    )
 
 
 def _round(study: StudySpec, state: RunState, size: int) -> list[Proposal]:
@@ -109,8 +133,9 @@ def _round(study: StudySpec, state: RunState, size: int) -> list[Proposal]:
     kind, tuning = study.tuning.proposer, study.tuning
     proposals: list[Proposal] = []
     if kind in ("coordinate", "auto"):
-        proposals = coordinate_round(space, history, size, seed=study.seed,
-                                     min_gain=tuning.min_effect_rel)  # fmt: skip
+        proposals = coordinate_round(
+            space, history, size, seed=study.seed, min_gain=tuning.min_effect_rel
+        )
     if not proposals and kind in ("optuna", "auto"):
         name = f"{study.name}-space{len(state.promotions)}"
 

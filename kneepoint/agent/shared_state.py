@@ -50,16 +50,23 @@ class Shared:
 
 
 def _lost(attempts: Attempts) -> str:
-    return (f"lost: the {attempts.failed} workers that ran it died or went silent "
-            "(it may be what kills them)")  # fmt: skip
+    return (
+        f"lost: the {attempts.failed} workers that ran it died or went silent "
+        "(it may be what kills them)"
+    )
 
 
-def shared_state(study: StudySpec, started_at: datetime, tasks: list[Attempts],
-                 finished: Finished | None) -> Shared:  # fmt: skip
+def shared_state(
+    study: StudySpec, started_at: datetime, tasks: list[Attempts], finished: Finished | None
+) -> Shared:
     state = RunState(objective=study.objective)
-    state.started = RunStarted(study_name=study.name, seed=study.seed,
-                               kneepoint_version=__version__, started_at=started_at,
-                               study_sha256=study_digest(study))  # fmt: skip
+    state.started = RunStarted(
+        study_name=study.name,
+        seed=study.seed,
+        kneepoint_version=__version__,
+        started_at=started_at,
+        study_sha256=study_digest(study),
+    )
     pending = tuple(a.task for a in tasks if a.pending)
     failure = _baseline(state, next((a for a in tasks if a.task.kind == "baseline"), None))
     screens = sorted((a for a in tasks if a.task.kind == "screen"), key=lambda a: a.task.trial)
@@ -93,10 +100,14 @@ def ledger_events(state: RunState) -> list[Event]:
     events: list[Event] = [e for e in (state.started, state.baseline) if e is not None]
     for number in sorted(state.trials):
         trial = state.trials[number]
-        events.append(Proposed(trial=number, proposal=trial.proposal,
-                               quality_check=trial.quality_check))  # fmt: skip
-        events += [e for e in (trial.screened, trial.quality, trial.validated, trial.promoted)
-                   if e is not None]  # fmt: skip
+        events.append(
+            Proposed(trial=number, proposal=trial.proposal, quality_check=trial.quality_check)
+        )
+        events += [
+            e
+            for e in (trial.screened, trial.quality, trial.validated, trial.promoted)
+            if e is not None
+        ]
     if state.finished is not None:
         events.append(state.finished)
     return events
@@ -126,8 +137,9 @@ def _trial(state: RunState, screen: Attempts, validation: Attempts | None) -> Tr
     task = screen.task
     assert task.proposal is not None
     against = _objective_at(state, task.generation)
-    trial = TrialState(task.trial, task.proposal, task.quality_check, against,
-                       objective=state.objective)  # fmt: skip
+    trial = TrialState(
+        task.trial, task.proposal, task.quality_check, against, objective=state.objective
+    )
     state.trials[task.trial] = trial
     if screen.result is not None:
         trial.screened = screen.result.screened
@@ -151,8 +163,9 @@ def _objective_at(state: RunState, generation: int) -> float | None:
     if generation == 0:
         baseline = state.baseline
         return None if baseline is None else objective_value(baseline.repeats, state.objective)
-    promoted = sorted((t.trial, t.promoted.objective) for t in state.trials.values()
-                      if t.promoted is not None)  # fmt: skip
+    promoted = sorted(
+        (t.trial, t.promoted.objective) for t in state.trials.values() if t.promoted is not None
+    )
     return promoted[generation - 1][1] if generation <= len(promoted) else None
 
 
@@ -165,6 +178,8 @@ def _supersede(state: RunState, pending: tuple[Task, ...], generations: dict[int
         if screened is None or trial.next_step() is None or trial.trial in busy:
             continue
         if generations[trial.trial] < generation:
-            reason = (f"superseded: {screened.reason}; a sibling of its round was promoted "
-                      "first, and it was screened against the incumbent before")  # fmt: skip
+            reason = (
+                f"superseded: {screened.reason}; a sibling of its round was promoted "
+                "first, and it was screened against the incumbent before"
+            )
             trial.screened = screened.model_copy(update={"finalist": False, "reason": reason})

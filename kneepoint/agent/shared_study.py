@@ -72,12 +72,23 @@ class Claimed:
 
 
 class SharedStudy:
-    def __init__(self, url: str, name: str, *, heartbeat_s: int, grace_s: int,
-                 max_retry: int, create: bool = False) -> None:  # fmt: skip
+    def __init__(
+        self,
+        url: str,
+        name: str,
+        *,
+        heartbeat_s: int,
+        grace_s: int,
+        max_retry: int,
+        create: bool = False,
+    ) -> None:
         if not url.startswith("postgresql"):
-            raise SharedStudyError("--storage", f"{url.split(':', 1)[0]}: workers share a "
-                                   "PostgreSQL study (postgresql+psycopg://...); a run on "
-                                   "one machine is kneepoint tune")  # fmt: skip
+            raise SharedStudyError(
+                "--storage",
+                f"{url.split(':', 1)[0]}: workers share a "
+                "PostgreSQL study (postgresql+psycopg://...); a run on "
+                "one machine is kneepoint tune",
+            )
         with _quiet():
             self.retry = RetryHeartbeatStaleTrialCallback(max_retry=max_retry)
         self.max_retry, self.grace_s, self.heartbeat_s = max_retry, grace_s, heartbeat_s
@@ -87,23 +98,32 @@ class SharedStudy:
             # Workers started together would race to create Optuna's tables: one at a time.
             engine = sqlalchemy.create_engine(url)
             with _locked(engine, _SCHEMA_LOCK), _quiet():
-                self.storage = RDBStorage(url, heartbeat_interval=heartbeat_s,
-                                          grace_period=grace_s,
-                                          heartbeat_stale_trial_callback=self.retry)  # fmt: skip
+                self.storage = RDBStorage(
+                    url,
+                    heartbeat_interval=heartbeat_s,
+                    grace_period=grace_s,
+                    heartbeat_stale_trial_callback=self.retry,
+                )
                 self.study = self._study(create)
         except sqlalchemy.exc.SQLAlchemyError as exc:  # said in one line, driver's words
             raise SharedStudyError("--storage", f"cannot open it: {_first_line(exc)}") from exc
         except ImportError as exc:
-            raise SharedStudyError("--storage", f"its driver is not installed ({exc.name}): "
-                                   "pip install 'kneepoint[workers]'") from exc  # fmt: skip
+            raise SharedStudyError(
+                "--storage",
+                f"its driver is not installed ({exc.name}): pip install 'kneepoint[workers]'",
+            ) from exc
         finally:
             if engine is not None:
                 engine.dispose()
 
     def _study(self, create: bool) -> optuna.Study:
         if create:
-            return optuna.create_study(storage=self.storage, study_name=self.name,
-                                       direction="maximize", load_if_exists=True)  # fmt: skip
+            return optuna.create_study(
+                storage=self.storage,
+                study_name=self.name,
+                direction="maximize",
+                load_if_exists=True,
+            )
         try:
             return optuna.load_study(study_name=self.name, storage=self.storage)
         except KeyError:
@@ -120,8 +140,11 @@ class SharedStudy:
                     self.study.set_user_attr(SPEC, mine)
                     return
         if self.study.user_attrs[SPEC] != mine:
-            raise SharedStudyError("--study", f"{spec.name}: the shared study of this name was "
-                                   "published from a different study file")  # fmt: skip
+            raise SharedStudyError(
+                "--study",
+                f"{spec.name}: the shared study of this name was "
+                "published from a different study file",
+            )
 
     def published(self) -> bool:
         return SPEC in self.study.user_attrs
@@ -142,8 +165,11 @@ class SharedStudy:
     def live_workers(self, now: datetime) -> int:
         """Workers seen within the grace period (each says so at least every heartbeat)."""
         since = now - timedelta(seconds=self.grace_s)
-        seen = [datetime.fromisoformat(str(v)) for k, v in self.study.user_attrs.items()
-                if k.startswith(SEEN)]  # fmt: skip
+        seen = [
+            datetime.fromisoformat(str(v))
+            for k, v in self.study.user_attrs.items()
+            if k.startswith(SEEN)
+        ]
         return sum(t >= since for t in seen)
 
     # -- tasks -------------------------------------------------------------------------
@@ -186,8 +212,9 @@ class SharedStudy:
 
     def claim(self, worker: str) -> Claimed | None:
         """The oldest waiting task, now running here with a heartbeat; None: none waits."""
-        waiting = self.storage.get_all_trials(self.study._study_id, deepcopy=False,
-                                              states=(TrialState.WAITING,))  # fmt: skip
+        waiting = self.storage.get_all_trials(
+            self.study._study_id, deepcopy=False, states=(TrialState.WAITING,)
+        )
         for trial in sorted(waiting, key=lambda t: t.number):
             if TASK not in trial.user_attrs:
                 continue
@@ -221,8 +248,9 @@ class SharedStudy:
         _stop(claimed)
         try:
             self.storage.set_trial_user_attr(claimed.trial_id, RESULT, result.model_dump_json())
-            return self.storage.set_trial_state_values(claimed.trial_id, TrialState.COMPLETE,
-                                                       [value])  # fmt: skip
+            return self.storage.set_trial_state_values(
+                claimed.trial_id, TrialState.COMPLETE, [value]
+            )
         except UpdateFinishedTrialError:
             return False
 
@@ -276,8 +304,9 @@ def _quiet() -> Iterator[None]:
 
 
 def _absent(name: str) -> str:
-    return (f"{name}: no kneepoint study of this name in the storage; give the "
-            "study file to publish it")  # fmt: skip
+    return (
+        f"{name}: no kneepoint study of this name in the storage; give the study file to publish it"
+    )
 
 
 def _stop(claimed: Claimed) -> None:

@@ -26,8 +26,11 @@ def baseline_words(baseline: Baseline, study: StudySpec) -> str:
     knee = baseline.knee
     if isinstance(objective, SloCapacity):
         floor = f" (a floor: {knee.floor_reason})" if knee.floor_reason else ""
-        parts.append("knee search: no rate met the SLO" if knee.capacity_rps is None else
-                     f"knee search {knee.capacity_rps:.2f} req/s{floor}")  # fmt: skip
+        parts.append(
+            "knee search: no rate met the SLO"
+            if knee.capacity_rps is None
+            else f"knee search {knee.capacity_rps:.2f} req/s{floor}"
+        )
     value = objective_value(baseline.repeats, objective)
     if value is None:
         parts.append(f"{objective_name(objective)}: nothing measured")
@@ -36,24 +39,32 @@ def baseline_words(baseline: Baseline, study: StudySpec) -> str:
     spread = ""
     if repeats.capacity_low_rps is not None and repeats.capacity_high_rps is not None:
         spread = f" ({repeats.capacity_low_rps:.2f}-{repeats.capacity_high_rps:.2f})"
-    parts.append(f"repeated: {objective_name(objective)} {value:.2f} {unit(objective)}"
-                 + (spread if isinstance(objective, SloCapacity) else ""))  # fmt: skip
+    parts.append(
+        f"repeated: {objective_name(objective)} {value:.2f} {unit(objective)}"
+        + (spread if isinstance(objective, SloCapacity) else "")
+    )
     return "; ".join(parts)
 
 
 def standing(
-    state: RunState, study: StudySpec, trial: TrialState, trial_wall_s: list[float],
+    state: RunState,
+    study: StudySpec,
+    trial: TrialState,
+    trial_wall_s: list[float],
     now: datetime,
-) -> str:  # fmt: skip
+) -> str:
     """``trial_wall_s``: this session's trials' wall times, for the time left."""
     measured, ratio = trial.measured_objective(), trial.measured_ratio()
     verdict = "promoted" if trial.promoted else "kept the incumbent"
-    against = (f"predicted {trial.proposal.prediction.capacity_ratio:.2f}x, measured "
-               + (f"{ratio:.2f}x" if ratio is not None else "nothing"))  # fmt: skip
+    against = f"predicted {trial.proposal.prediction.capacity_ratio:.2f}x, measured " + (
+        f"{ratio:.2f}x" if ratio is not None else "nothing"
+    )
     budget = study.budget
     per = unit(study.objective)
-    parts = [f"trial {trial.trial}: {measured or 0:.2f} {per} ({against}), {verdict}",
-             f"incumbent {state.incumbent_objective or 0:.2f} {per}"]  # fmt: skip
+    parts = [
+        f"trial {trial.trial}: {measured or 0:.2f} {per} ({against}), {verdict}",
+        f"incumbent {state.incumbent_objective or 0:.2f} {per}",
+    ]
     hours = state.device_s / 3600.0
     if budget.max_trials is not None:
         parts.append(f"{budget.max_trials - state.trials_run} trials left")

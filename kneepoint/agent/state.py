@@ -34,10 +34,16 @@ Step = Literal[
     "start", "baseline", "propose", "screen", "quality", "validate", "promote", "burst", "done"
 ]
 _RECORDS: dict[Step, tuple[type, ...]] = {
-    "start": (RunStarted,), "baseline": (Baseline, Finished), "propose": (Proposed, Finished),
-    "screen": (Screened,), "quality": (QualityChecked,), "validate": (Validated,),
-    "promote": (Promoted,), "burst": (BurstChecked,), "done": (),
-}  # fmt: skip
+    "start": (RunStarted,),
+    "baseline": (Baseline, Finished),
+    "propose": (Proposed, Finished),
+    "screen": (Screened,),
+    "quality": (QualityChecked,),
+    "validate": (Validated,),
+    "promote": (Promoted,),
+    "burst": (BurstChecked,),
+    "done": (),
+}
 """The events each step records: a ledger is the loop's steps, in the loop's order."""
 
 
@@ -167,8 +173,9 @@ class RunState:
         number = getattr(event, "trial", None)
         expected = trial.trial if trial is not None else self.next_trial_number()
         if number is not None and number != expected:
-            raise StateError(f"a {event.event} event for trial {number} where trial {expected} "
-                             "was next")  # fmt: skip
+            raise StateError(
+                f"a {event.event} event for trial {number} where trial {expected} was next"
+            )
 
     def _apply_trial_event(self, event: Screened | QualityChecked | Validated | Promoted) -> None:
         trial = self.trials[event.trial]
@@ -245,8 +252,11 @@ class RunState:
     def measured_moves(self) -> list[tuple[Proposal, float]]:
         """Every trial's proposal with its measured ratio to the incumbent it was judged
         against, in order, across promotions (what ``learned_factors`` reads)."""
-        return [(self.trials[n].proposal, r) for n in sorted(self.trials)
-                if (r := self.trials[n].measured_ratio()) is not None]  # fmt: skip
+        return [
+            (self.trials[n].proposal, r)
+            for n in sorted(self.trials)
+            if (r := self.trials[n].measured_ratio()) is not None
+        ]
 
     @property
     def trials_run(self) -> int:

@@ -55,8 +55,14 @@ class Steps:
 
     def observe(self, config: EngineConfig, result: SweepResult) -> Observation:
         study = self.study
-        return observe(result, gpu=study.gpu, model=study.model, engine=config,
-                       workload=study.workload, efficiency=study.efficiency)  # fmt: skip
+        return observe(
+            result,
+            gpu=study.gpu,
+            model=study.model,
+            engine=config,
+            workload=study.workload,
+            efficiency=study.efficiency,
+        )
 
     def diagnose(self, config: EngineConfig, result: SweepResult) -> Diagnosis:
         return diagnose(self.observe(config, result))
@@ -67,9 +73,16 @@ class Steps:
         context = context_of(self.observe(config, result))
         diagnosis = diagnose(context.observation, context)
         backend: BackendKind = self.study.backend.kind
-        pruning = prune(diagnosis, context.observation, self.catalogue,
-                        allowed=self.study.search.knobs, vllm_version=self.vllm_version,
-                        backend=backend, gpus=self.study.gpus, context=context)  # fmt: skip
+        pruning = prune(
+            diagnosis,
+            context.observation,
+            self.catalogue,
+            allowed=self.study.search.knobs,
+            vllm_version=self.vllm_version,
+            backend=backend,
+            gpus=self.study.gpus,
+            context=context,
+        )
         return diagnosis, pruning
 
     def baseline(self) -> Baseline:
@@ -80,8 +93,14 @@ class Steps:
         if knee.capacity_rps is None and isinstance(self.study.objective, SloCapacity):
             # no rate met the SLO: repeats around nothing would only spend device time
             diagnosis, pruning = self.findings(config, knee)
-            return Baseline(config=config, knee=knee, repeats=knee, diagnosis=diagnosis,
-                            pruning=pruning, device_s=knee_s)  # fmt: skip
+            return Baseline(
+                config=config,
+                knee=knee,
+                repeats=knee,
+                diagnosis=diagnosis,
+                pruning=pruning,
+                device_s=knee_s,
+            )
         around = knee.capacity_rps or min(p.rate_rps for p in knee.points)
         self.bench.progress.phase("baseline", "the starting configuration, repeated")
         rates = repeat_rates(self.study.objective, around)
@@ -91,9 +110,13 @@ class Steps:
         seen = knee if knee.floor_reason is None else merge([knee, repeats], kind="knee")
         diagnosis, pruning = self.findings(config, seen)
         return Baseline(
-            config=config, knee=knee, repeats=repeats, diagnosis=diagnosis,
-            pruning=pruning, device_s=knee_s + repeats_s,
-        )  # fmt: skip
+            config=config,
+            knee=knee,
+            repeats=repeats,
+            diagnosis=diagnosis,
+            pruning=pruning,
+            device_s=knee_s + repeats_s,
+        )
 
     def preflight(self, trial: int, proposal: Proposal) -> Screened | None:
         """A refusal without starting anything, when the memory model says it cannot start."""
@@ -135,13 +158,21 @@ class Steps:
             outcome = Outcome(status="infeasible", detail=nothing_met(result))
         else:
             outcome = Outcome(status="ok", objective=measured, feasible=measured > 0)
-        check = is_finalist(measured, objective_value(incumbent, objective),
-                            noise_rel(incumbent, objective),
-                            self.study.tuning.min_effect_rel)  # fmt: skip
+        check = is_finalist(
+            measured,
+            objective_value(incumbent, objective),
+            noise_rel(incumbent, objective),
+            self.study.tuning.min_effect_rel,
+        )
         return Screened(
-            trial=trial, outcome=outcome, sweep=result, diagnosis=self.diagnose(config, result),
-            finalist=check.finalist, reason=check.reason, device_s=spent,
-        )  # fmt: skip
+            trial=trial,
+            outcome=outcome,
+            sweep=result,
+            diagnosis=self.diagnose(config, result),
+            finalist=check.finalist,
+            reason=check.reason,
+            device_s=spent,
+        )
 
     def quality(
         self, trial: int, incumbent: EngineConfig, challenger: EngineConfig
@@ -155,8 +186,9 @@ class Steps:
         if unjudgeable is not None:
             reason = f"skipped: {unjudgeable}; the change is judged on its measured effect alone"
             log.warning("quality.skipped", trial=trial, reason=reason)
-            return QualityChecked(trial=trial, verdict="skipped", threshold=threshold,
-                                  reason=reason)  # fmt: skip
+            return QualityChecked(
+                trial=trial, verdict="skipped", threshold=threshold, reason=reason
+            )
         prompts = [PROMPTS[i % len(PROMPTS)] for i in range(tuning.quality_prompts)]
         outputs, spent = [], 0.0
         trial_dir = self.bench.folder.trial_dir(trial, challenger)
@@ -165,27 +197,49 @@ class Steps:
                 with self.bench.session(config, trial_dir, f"quality-{arm}", 1.0) as (_, target):
                     assert target.endpoint is not None
                     endpoint = target.endpoint
-                    outputs.append(greedy_outputs(endpoint.url, endpoint.served_model, prompts,
-                                                  tuning.quality_tokens,
-                                                  api_key=endpoint.api_key))  # fmt: skip
+                    outputs.append(
+                        greedy_outputs(
+                            endpoint.url,
+                            endpoint.served_model,
+                            prompts,
+                            tuning.quality_tokens,
+                            api_key=endpoint.api_key,
+                        )
+                    )
             except (TrialFailedError, QualityCheckError) as exc:
                 reason = f"quality check could not run on the {arm}: {exc}"
-                return QualityChecked(trial=trial, verdict="failed", threshold=threshold,
-                                      reason=reason, device_s=spent)  # fmt: skip
+                return QualityChecked(
+                    trial=trial,
+                    verdict="failed",
+                    threshold=threshold,
+                    reason=reason,
+                    device_s=spent,
+                )
             spent += target.clock.seconds()
         agreement = token_agreement(outputs[0], outputs[1])
         passed = agreement >= threshold
         verdict = "accepted" if passed else "rejected"
-        reason = (f"{agreement:.1%} of greedy tokens match the incumbent's over {len(prompts)} "
-                  f"prompts (threshold {threshold:.0%}): {verdict}")  # fmt: skip
-        return QualityChecked(trial=trial, verdict="passed" if passed else "failed",
-                              agreement=agreement, threshold=threshold, reason=reason,
-                              device_s=spent)  # fmt: skip
+        reason = (
+            f"{agreement:.1%} of greedy tokens match the incumbent's over {len(prompts)} "
+            f"prompts (threshold {threshold:.0%}): {verdict}"
+        )
+        return QualityChecked(
+            trial=trial,
+            verdict="passed" if passed else "failed",
+            agreement=agreement,
+            threshold=threshold,
+            reason=reason,
+            device_s=spent,
+        )
 
     def validate(
-        self, trial: int, against: tuple[EngineConfig, float], screened: Screened,
-        challenger: EngineConfig, incumbent_points: Sequence[SweepPoint] = (),
-    ) -> Validated:  # fmt: skip
+        self,
+        trial: int,
+        against: tuple[EngineConfig, float],
+        screened: Screened,
+        challenger: EngineConfig,
+        incumbent_points: Sequence[SweepPoint] = (),
+    ) -> Validated:
         """The finalist and the incumbent (``against``: its config and its knee; its
         measured points, ``incumbent_points``), interleaved, over the objective's rates; when
         the gain looks worth having but the repeats cannot tell it from noise, as many
@@ -198,37 +252,50 @@ class Steps:
         trial_dir = self.bench.folder.trial_dir(trial, challenger)
         n, spent = tuning.validate_repeats, 0.0
         legs: list[tuple[SweepResult, SweepResult]] = []
-        known = {"incumbent": list(incumbent_points),
-                 "challenger": list(screened.sweep.points if screened.sweep else ())}  # fmt: skip
+        known = {
+            "incumbent": list(incumbent_points),
+            "challenger": list(screened.sweep.points if screened.sweep else ()),
+        }
         for repeats in (range(n), range(n, 2 * n)):
             try:
-                inc, chal, cost = self.bench.validate(incumbent, challenger, trial_dir, rates,
-                                                      repeats, known=known)  # fmt: skip
+                inc, chal, cost = self.bench.validate(
+                    incumbent, challenger, trial_dir, rates, repeats, known=known
+                )
             except TrialFailedError as exc:
                 failure = Outcome(status=exc.status, detail=f"during validation: {exc.cause}")
                 return Validated(trial=trial, failure=failure, device_s=spent + exc.device_s)
             legs.append((inc, chal))
-            known = {"incumbent": [*known["incumbent"], *inc.points],
-                     "challenger": [*known["challenger"], *chal.points]}  # fmt: skip
+            known = {
+                "incumbent": [*known["incumbent"], *inc.points],
+                "challenger": [*known["challenger"], *chal.points],
+            }
             spent += cost
             inc, chal = merge([a for a, _ in legs]), merge([b for _, b in legs])
-            verdict = judge(list(by_repeat(inc, objective)), list(by_repeat(chal, objective)),
-                            min_effect=tuning.min_effect_rel, confidence=tuning.confidence,
-                            seed=self.study.seed)  # fmt: skip
+            verdict = judge(
+                list(by_repeat(inc, objective)),
+                list(by_repeat(chal, objective)),
+                min_effect=tuning.min_effect_rel,
+                confidence=tuning.confidence,
+                seed=self.study.seed,
+            )
             worth = (verdict.gain_rel or 0.0) >= tuning.min_effect_rel
             underpowered = not verdict.promote and worth and (verdict.gain_low_rel or 0.0) <= 0.0
             if not underpowered:
                 break
             log.info("validate.more_repeats", trial=trial, reason=verdict.reason)
-        return Validated(trial=trial, incumbent=inc, challenger=chal, judgement=verdict,
-                         device_s=spent)  # fmt: skip
+        return Validated(
+            trial=trial, incumbent=inc, challenger=chal, judgement=verdict, device_s=spent
+        )
 
     def promote(self, trial: int, config: EngineConfig, validated: Validated) -> Promoted:
         repeats = validated.challenger
         assert repeats is not None  # a promoted validation measured the challenger
         diagnosis, pruning = self.findings(config, repeats)
         return Promoted(
-            trial=trial, config=config, objective=objective_value(repeats, self.study.objective)
-            or 0.0, repeats=repeats,
-            diagnosis=diagnosis, pruning=pruning,
-        )  # fmt: skip
+            trial=trial,
+            config=config,
+            objective=objective_value(repeats, self.study.objective) or 0.0,
+            repeats=repeats,
+            diagnosis=diagnosis,
+            pruning=pruning,
+        )

@@ -23,8 +23,15 @@ class Watched:
 
     def __call__(self, rate_rps: float, repeat: int, attempt: int = 0, /) -> LoadPoint:
         point = self.probe(rate_rps, repeat, attempt)
-        self.points.append(SweepPoint(rate_rps=rate_rps, repeat=repeat, attempt=attempt,
-                                      margin=slo_margin(point, self.slo), point=point))  # fmt: skip
+        self.points.append(
+            SweepPoint(
+                rate_rps=rate_rps,
+                repeat=repeat,
+                attempt=attempt,
+                margin=slo_margin(point, self.slo),
+                point=point,
+            )
+        )
         self.progress.point(self.label, rate_rps, repeat, point)
         return point
 

@@ -34,10 +34,18 @@ log = structlog.get_logger(__name__)
 
 class Worker:
     def __init__(
-        self, shared: SharedStudy, study: StudySpec, folder: RunFolder, progress: Progress,
-        catalogue: KnobCatalogue, *, name: str, poll_s: float = 2.0,
-        vllm_version: str | None = None, now: Now = local_now,
-    ) -> None:  # fmt: skip
+        self,
+        shared: SharedStudy,
+        study: StudySpec,
+        folder: RunFolder,
+        progress: Progress,
+        catalogue: KnobCatalogue,
+        *,
+        name: str,
+        poll_s: float = 2.0,
+        vllm_version: str | None = None,
+        now: Now = local_now,
+    ) -> None:
         self.shared, self.study, self.folder, self.name = shared, study, folder, name
         self.progress, self.catalogue, self.poll_s, self.now = progress, catalogue, poll_s, now
         self.steps = Steps(study, Bench(study, folder, progress), catalogue, vllm_version)
@@ -75,9 +83,12 @@ class Worker:
 
     def state(self, *, requeue: bool = False) -> Shared:
         shared = self.shared
-        return shared_state(self.study, shared.started_at(),
-                            shared.attempts(self.now(), requeue=requeue),
-                            shared.finished())  # fmt: skip
+        return shared_state(
+            self.study,
+            shared.started_at(),
+            shared.attempts(self.now(), requeue=requeue),
+            shared.finished(),
+        )
 
     def _plan(self) -> bool:
         """Queue the next tasks or finish the run; False: nothing to do but wait."""
@@ -85,12 +96,20 @@ class Worker:
             if self.shared.finished() is not None:
                 return True
             now = self.now()
-            decided = plan(self.state(requeue=True), self.study, self.catalogue,
-                           self.shared.live_workers(now), now)  # fmt: skip
+            decided = plan(
+                self.state(requeue=True),
+                self.study,
+                self.catalogue,
+                self.shared.live_workers(now),
+                now,
+            )
             if decided.finished is not None:
                 self.shared.finish(decided.finished)
-                log.info("worker.finished", reason=decided.finished.reason,
-                         detail=decided.finished.detail)  # fmt: skip
+                log.info(
+                    "worker.finished",
+                    reason=decided.finished.reason,
+                    detail=decided.finished.detail,
+                )
                 self.progress.status(f"finished: {decided.finished.detail}")
                 return True
             if decided.tasks:
@@ -111,15 +130,20 @@ class Worker:
             self.tasks_done += 1
             log.info("worker.completed", task=task.key, value=value)
         else:
-            log.warning("worker.result_discarded", task=task.key,
-                        reason="this attempt was presumed dead and queued again")  # fmt: skip
+            log.warning(
+                "worker.result_discarded",
+                task=task.key,
+                reason="this attempt was presumed dead and queued again",
+            )
 
     def _measure(self, task: Task, state: RunState) -> tuple[TaskResult, float]:
         if task.kind == "baseline":
             return self._baseline()
         if task.generation != len(state.promotions):
-            raise RuntimeError(f"{task.key} was planned against incumbent {task.generation}, "
-                               f"the study is at {len(state.promotions)}")  # fmt: skip
+            raise RuntimeError(
+                f"{task.key} was planned against incumbent {task.generation}, "
+                f"the study is at {len(state.promotions)}"
+            )
         if task.kind == "screen":
             return self._screen(task, state)
         return self._validate(task, state)
@@ -159,10 +183,12 @@ class Worker:
         validated = steps.validate(n, against, trial.screened, config, known)
         promoted = steps.promote(n, config, validated) if validated.promote else None
         if promoted is not None:
-            self.progress.status(f"promoted trial {n}: {promoted.objective:.2f}; now "
-                                 f"{promoted.diagnosis.headline()}")  # fmt: skip
+            self.progress.status(
+                f"promoted trial {n}: {promoted.objective:.2f}; now {promoted.diagnosis.headline()}"
+            )
         challenger = validated.challenger
         value = (objective_value(challenger, self.study.objective) if challenger else None) or 0.0
-        result = TaskResult(quality=quality, validated=validated, promoted=promoted,
-                            worker=self.name)  # fmt: skip
+        result = TaskResult(
+            quality=quality, validated=validated, promoted=promoted, worker=self.name
+        )
         return result, value

@@ -60,8 +60,11 @@ def ttft_checks(recordings: Sequence[RecordedSweep], efficiency: Efficiency) -> 
         low = _lowest_passing(rec)
         if low is not None:
             simulated = replay_point(rec, low, efficiency)
-            checks.append(TtftCheck(f"{rec.name} @ {low.rate_rps:g} req/s", _ttft_p50(low),
-                                    _ttft_p50(simulated)))  # fmt: skip
+            checks.append(
+                TtftCheck(
+                    f"{rec.name} @ {low.rate_rps:g} req/s", _ttft_p50(low), _ttft_p50(simulated)
+                )
+            )
     return checks
 
 
@@ -69,11 +72,20 @@ def _one_setting(recordings: Sequence[RecordedSweep]) -> tuple[str, str, str | N
     found = {(r.study.gpu.name, r.study.model.name) for r in recordings}
     if len(found) != 1:
         listed = "; ".join(f"{g} / {m}" for g, m in sorted(found))
-        raise ConfigError([Problem("kneepoint calibrate", None, (), "recordings of one GPU and "
-                                   f"model only, not several ({listed})")])  # fmt: skip
+        raise ConfigError(
+            [
+                Problem(
+                    "kneepoint calibrate",
+                    None,
+                    (),
+                    f"recordings of one GPU and model only, not several ({listed})",
+                )
+            ]
+        )
     (gpu, model) = found.pop()
-    versions = {r.study.backend.vllm_version for r in recordings
-                if isinstance(r.study.backend, VllmBackend)}  # fmt: skip
+    versions = {
+        r.study.backend.vllm_version for r in recordings if isinstance(r.study.backend, VllmBackend)
+    }
     return gpu, model, versions.pop() if len(versions) == 1 else None
 
 
@@ -94,9 +106,18 @@ def calibrate(recordings: Sequence[RecordedSweep], start: Efficiency | None = No
     gpu, model, version = _one_setting(recordings)
     samples = step_samples(recordings)
     if not samples:
-        raise ConfigError([Problem("kneepoint calibrate", None, (), "no recorded point shows "
-                                   "the engine stepping back to back (vLLM's step-rate metrics "
-                                   "with at least two sequences running)")])  # fmt: skip
+        raise ConfigError(
+            [
+                Problem(
+                    "kneepoint calibrate",
+                    None,
+                    (),
+                    "no recorded point shows "
+                    "the engine stepping back to back (vLLM's step-rate metrics "
+                    "with at least two sequences running)",
+                )
+            ]
+        )
     first = (start or Efficiency()).model_copy(update={"frontend_latency_s": 0.0})
     fitted = fit_steps(samples, first)
     for _ in range(REPLAY_ROUNDS):
@@ -113,9 +134,12 @@ def calibrate(recordings: Sequence[RecordedSweep], start: Efficiency | None = No
     origin = min(origins, key=lambda e: replay_error(firsts, e))
     efficiency, checks, error = _with_frontend(recordings, refine(recordings, origin))
     calibration = Calibration(
-        gpu=gpu, model=model, vllm_version=version, efficiency=efficiency,
+        gpu=gpu,
+        model=model,
+        vllm_version=version,
+        efficiency=efficiency,
         fitted_from=tuple(str(r.source) for r in recordings),
         step_error_rel=round(step_error(efficiency, samples), 4),
         ttft_error_ms=None if error is None else round(error, 2),
-    )  # fmt: skip
+    )
     return Fitted(calibration, samples, checks)

@@ -136,8 +136,10 @@ def refine(
 
     def unit(x: np.ndarray) -> Efficiency:
         clipped = np.clip(x, 0.0, 1.0)
-        values = {n: lo + (hi - lo) * float(v)
-                  for (n, (lo, hi)), v in zip(bounds.items(), clipped, strict=True)}  # fmt: skip
+        values = {
+            n: lo + (hi - lo) * float(v)
+            for (n, (lo, hi)), v in zip(bounds.items(), clipped, strict=True)
+        }
         return start.model_copy(update=values)
 
     def cost(x: np.ndarray) -> float:

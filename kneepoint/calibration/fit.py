@@ -92,8 +92,9 @@ def _weighted_median(values: Sequence[float], weights: Sequence[int]) -> float:
 
 def _busy(entry: SweepPoint) -> bool:
     signals = entry.point.signals
-    return bool(entry.counted and signals.steps_per_s
-                and (signals.running_mean or 0.0) >= MIN_RUNNING)  # fmt: skip
+    return bool(
+        entry.counted and signals.steps_per_s and (signals.running_mean or 0.0) >= MIN_RUNNING
+    )
 
 
 def step_samples(recordings: Sequence[RecordedSweep]) -> list[StepSample]:
@@ -108,8 +109,16 @@ def step_samples(recordings: Sequence[RecordedSweep]) -> list[StepSample]:
             found = observed_shape(entry.point.signals, study.workload, layout)
             if found is None or not _busy(entry):
                 continue
-            samples.append(StepSample(_label(rec, entry), (found[0],), _observed_s(entry),
-                                      study.gpu, study.model, engine))  # fmt: skip
+            samples.append(
+                StepSample(
+                    _label(rec, entry),
+                    (found[0],),
+                    _observed_s(entry),
+                    study.gpu,
+                    study.model,
+                    engine,
+                )
+            )
     return samples
 
 
@@ -128,9 +137,17 @@ def replayed_samples(
         for entry, shapes in replay_steps(rec, efficiency):
             if not shapes or not _busy(entry):
                 continue
-            samples.append(StepSample(_label(rec, entry), _spread(shapes, per_point),
-                                      _observed_s(entry), study.gpu, study.model, engine,
-                                      _itl_p50_s(entry, engine.stream_interval)))  # fmt: skip
+            samples.append(
+                StepSample(
+                    _label(rec, entry),
+                    _spread(shapes, per_point),
+                    _observed_s(entry),
+                    study.gpu,
+                    study.model,
+                    engine,
+                    _itl_p50_s(entry, engine.stream_interval),
+                )
+            )
     return samples
 
 
@@ -179,20 +196,24 @@ def fit_steps(
     """The constants that price the observed steps best, starting from ``start`` (then
     ``restarts`` more searches from the best found, to shake a simplex that collapsed)."""
     start = start or Efficiency()
-    names = [n for n in BOUNDS if n != "fp8_gemm_speedup" or any(s.engine.fp8_compute
-                                                                  for s in samples)]  # fmt: skip
+    names = [
+        n for n in BOUNDS if n != "fp8_gemm_speedup" or any(s.engine.fp8_compute for s in samples)
+    ]
 
     def unit(x: np.ndarray) -> Efficiency:
         clipped = np.clip(x, 0.0, 1.0)
-        values = {n: BOUNDS[n][0] + (BOUNDS[n][1] - BOUNDS[n][0]) * float(v)
-                  for n, v in zip(names, clipped, strict=True)}  # fmt: skip
+        values = {
+            n: BOUNDS[n][0] + (BOUNDS[n][1] - BOUNDS[n][0]) * float(v)
+            for n, v in zip(names, clipped, strict=True)
+        }
         return start.model_copy(update=values)
 
     def cost(x: np.ndarray) -> float:
         return step_error(unit(x), samples)
 
-    first = np.array([(getattr(start, n) - BOUNDS[n][0]) / (BOUNDS[n][1] - BOUNDS[n][0])
-                      for n in names])  # fmt: skip
+    first = np.array(
+        [(getattr(start, n) - BOUNDS[n][0]) / (BOUNDS[n][1] - BOUNDS[n][0]) for n in names]
+    )
     best = nelder_mead(cost, np.clip(first, 0.0, 1.0))
     for _ in range(restarts):
         best = nelder_mead(cost, best)
@@ -200,9 +221,11 @@ def fit_steps(
 
 
 def nelder_mead(
-    objective: Callable[[np.ndarray], float], x0: np.ndarray, scale: float = 0.15,
+    objective: Callable[[np.ndarray], float],
+    x0: np.ndarray,
+    scale: float = 0.15,
     evaluations: int = 1500,
-) -> np.ndarray:  # fmt: skip
+) -> np.ndarray:
     """Minimise ``objective`` over the unit cube from ``x0`` (points clipped into it), in at
     most about ``evaluations`` calls of it."""
     calls = 0

@@ -75,9 +75,17 @@ def _study_beside(sweep: Path) -> Path:
     for folder in (sweep.parent, sweep.parent.parent):
         if (folder / "study.yaml").is_file():
             return folder / "study.yaml"
-    raise ConfigError([Problem(str(sweep), None, (),
-                               "no study.yaml beside it or one folder up: the recording "
-                               "needs the study it was measured under")])  # fmt: skip
+    raise ConfigError(
+        [
+            Problem(
+                str(sweep),
+                None,
+                (),
+                "no study.yaml beside it or one folder up: the recording "
+                "needs the study it was measured under",
+            )
+        ]
+    )
 
 
 def _sweep_file(path: Path) -> Path:

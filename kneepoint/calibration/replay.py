@@ -23,9 +23,10 @@ from kneepoint.sim.loadpoint import SimLoadPoint, simulate_load_point
 
 
 def replay(
-    recorded: RecordedSweep, efficiency: Efficiency | None = None,
+    recorded: RecordedSweep,
+    efficiency: Efficiency | None = None,
     config: EngineConfig | None = None,
-) -> SweepResult:  # fmt: skip
+) -> SweepResult:
     """The recording's points as the simulator measures them (``config``: another engine
     config at the same rates, e.g. to price a knob change the real engine never ran)."""
     config = config or recorded.result.config
@@ -58,14 +59,16 @@ def _replayed(
         # server kept its prefix cache from point to point, and so does this one.
         engine = SimEngine(study.gpu, study.model, config, efficiency or study.efficiency)
         for real in [p for p in recorded.result.points if p.repeat == repeat]:
-            yield real, _simulate(recorded, real, efficiency, config=config, trace=trace,
-                                  on=engine)  # fmt: skip
+            yield real, _simulate(recorded, real, efficiency, config=config, trace=trace, on=engine)
 
 
 def replay_point(
-    recorded: RecordedSweep, real: SweepPoint, efficiency: Efficiency | None = None, *,
+    recorded: RecordedSweep,
+    real: SweepPoint,
+    efficiency: Efficiency | None = None,
+    *,
     on: SimEngine | None = None,
-) -> SweepPoint:  # fmt: skip
+) -> SweepPoint:
     """One recorded point (its rate and repeat) as the simulator measures it: on a fresh
     engine, or ``on`` one that served the points measured before it. The prompts are the
     ones the recording sent: the same at every rate (kneepoint at b0c96fd) or salted by the
@@ -76,23 +79,39 @@ def replay_point(
 
 def _as_recorded(real: SweepPoint, simulated: SimLoadPoint, study: StudySpec) -> SweepPoint:
     margin = slo_margin(simulated.point, study.slo)
-    return SweepPoint(rate_rps=real.rate_rps, repeat=real.repeat, arm=real.arm, margin=margin,
-                      point=simulated.point)  # fmt: skip
+    return SweepPoint(
+        rate_rps=real.rate_rps,
+        repeat=real.repeat,
+        arm=real.arm,
+        margin=margin,
+        point=simulated.point,
+    )
 
 
 def _simulate(
-    recorded: RecordedSweep, real: SweepPoint, efficiency: Efficiency | None, *,
-    config: EngineConfig, trace: Sequence[TraceEntry] | None = None,
+    recorded: RecordedSweep,
+    real: SweepPoint,
+    efficiency: Efficiency | None,
+    *,
+    config: EngineConfig,
+    trace: Sequence[TraceEntry] | None = None,
     on: SimEngine | None = None,
-) -> SimLoadPoint:  # fmt: skip
+) -> SimLoadPoint:
     study = recorded.simulated()
     size = PointSize.for_study(study, study.tuning.screen_seconds)
     salt = rate_salt(real.rate_rps) if recorded.prompts_salted else ""  # as the prober did
     return simulate_load_point(
-        study, real.rate_rps, size.requests(real.rate_rps), config,
-        study.workload.seed + real.repeat, trace=trace, warmup_s=size.warmup_s,
-        efficiency=efficiency, on=on, salt=salt,
-    )  # fmt: skip
+        study,
+        real.rate_rps,
+        size.requests(real.rate_rps),
+        config,
+        study.workload.seed + real.repeat,
+        trace=trace,
+        warmup_s=size.warmup_s,
+        efficiency=efficiency,
+        on=on,
+        salt=salt,
+    )
 
 
 def summarise(points: list[SweepPoint], config: EngineConfig) -> SweepResult:
@@ -103,7 +122,13 @@ def summarise(points: list[SweepPoint], config: EngineConfig) -> SweepResult:
         by_repeat.append(interpolate_capacity(margins) or 0.0)
     mean, low, high = mean_interval(by_repeat) if any(by_repeat) else (None, None, None)
     passing = [p.rate_rps for p in points if p.margin <= 1.0]
-    return SweepResult(kind="knee", config=config, points=tuple(points), capacity_rps=mean,
-                       capacity_low_rps=low, capacity_high_rps=high,
-                       capacity_by_repeat=tuple(by_repeat),
-                       knee_rps=max(passing) if passing else None)  # fmt: skip
+    return SweepResult(
+        kind="knee",
+        config=config,
+        points=tuple(points),
+        capacity_rps=mean,
+        capacity_low_rps=low,
+        capacity_high_rps=high,
+        capacity_by_repeat=tuple(by_repeat),
+        knee_rps=max(passing) if passing else None,
+    )

@@ -17,8 +17,9 @@ def _finite(text: str, low: float, high: float, what: str) -> float:
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
     if not math.isfinite(value) or not low < value <= high:
-        raise argparse.ArgumentTypeError(f"{what} must be above {low:g} and at most {high:g}, "
-                                         f"got {text!r}")  # fmt: skip
+        raise argparse.ArgumentTypeError(
+            f"{what} must be above {low:g} and at most {high:g}, got {text!r}"
+        )
     return value
 
 

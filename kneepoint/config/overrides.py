@@ -25,9 +25,13 @@ _INDEXED = re.compile(r"^([A-Za-z_][\w\-]*)((?:\[\d+\])+)$")
 def add_overrides_argument(parser: argparse.ArgumentParser, help_text: str) -> None:
     """The repeatable ``--set PATH=VALUE`` option, collected into ``args.overrides``."""
     parser.add_argument(
-        "--set", dest="overrides", action="append", default=[], metavar="PATH=VALUE",
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="PATH=VALUE",
         help=help_text,
-    )  # fmt: skip
+    )
 
 
 @dataclass(frozen=True)

@@ -122,11 +122,15 @@ class _Resolver:
             raise self.fail(("calibration",), f"no such file: {path}")
         found = validate(Calibration, read_mapping(path).data, read_mapping(path))
         gpu, model = raw.get("gpu"), raw.get("model")
-        names = (gpu.get("name") if isinstance(gpu, dict) else gpu,
-                 model.get("name") if isinstance(model, dict) else model)  # fmt: skip
+        names = (
+            gpu.get("name") if isinstance(gpu, dict) else gpu,
+            model.get("name") if isinstance(model, dict) else model,
+        )
         if (found.gpu, found.model) != names:
-            raise self.fail(("calibration",), f"{ref} was fitted for {found.gpu} / "
-                            f"{found.model}, not {names[0]} / {names[1]}")  # fmt: skip
+            raise self.fail(
+                ("calibration",),
+                f"{ref} was fitted for {found.gpu} / {found.model}, not {names[0]} / {names[1]}",
+            )
         raw["calibration"] = found.model_dump(mode="json")
 
     def _read_workload_file(self, ref: str) -> WorkloadFile:
@@ -180,9 +184,13 @@ def resolve_study(
     for override in parsed:
         apply_override(raw, override)
     problems: list[Problem] = []
-    for field, resolve in (("gpu", resolver.gpu), ("model", resolver.model),
-                           ("workload", resolver.workload), ("engine", resolver.served_model),
-                           ("calibration", resolver.calibration)):  # fmt: skip
+    for field, resolve in (
+        ("gpu", resolver.gpu),
+        ("model", resolver.model),
+        ("workload", resolver.workload),
+        ("engine", resolver.served_model),
+        ("calibration", resolver.calibration),
+    ):
         try:
             resolve(raw)
         except ConfigError as exc:  # every unknown name at once, not the first of them

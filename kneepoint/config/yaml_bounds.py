@@ -18,8 +18,12 @@ MAX_DEPTH = 64
 past it the text is refused before PyYAML's composer recurses once per level, which took
 1.3 s to reach Python's recursion limit on 2,500 brackets."""
 TOO_DEEP = f"nested too deeply to read (lists or mappings more than {MAX_DEPTH} levels down)"
-_OPENS = (yaml.FlowSequenceStartToken, yaml.FlowMappingStartToken,
-          yaml.BlockSequenceStartToken, yaml.BlockMappingStartToken)  # fmt: skip
+_OPENS = (
+    yaml.FlowSequenceStartToken,
+    yaml.FlowMappingStartToken,
+    yaml.BlockSequenceStartToken,
+    yaml.BlockMappingStartToken,
+)
 _CLOSES = (yaml.FlowSequenceEndToken, yaml.FlowMappingEndToken, yaml.BlockEndToken)
 
 
@@ -58,8 +62,10 @@ def check_expansion(data: Any, source: str) -> None:
             problem = "holds itself through an alias (an anchor used inside its own value)"
             raise ConfigError([Problem(source, None, loc, problem)]) from None
         if count > MAX_VALUES:
-            problem = (f"its aliases expand to {count:,} values (at most {MAX_VALUES:,} are "
-                       "read): a YAML alias bomb?")  # fmt: skip
+            problem = (
+                f"its aliases expand to {count:,} values (at most {MAX_VALUES:,} are "
+                "read): a YAML alias bomb?"
+            )
             raise ConfigError([Problem(source, None, loc, problem)])
 
 

@@ -42,8 +42,11 @@ class _StrictLoader(yaml.SafeLoader):
         except (ValueError, TypeError, OverflowError, AttributeError) as exc:
             tag = node.tag.rsplit(":", 1)[-1]
             said = str(exc).split(";")[0].split(":")[0]
-            problem = (f"not a {tag}" if isinstance(exc, AttributeError)
-                       else f"{tag} value that cannot be read: {said}")  # fmt: skip
+            problem = (
+                f"not a {tag}"
+                if isinstance(exc, AttributeError)
+                else f"{tag} value that cannot be read: {said}"
+            )
             raise yaml.constructor.ConstructorError(None, None, problem, node.start_mark) from exc
 
 

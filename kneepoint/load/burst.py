@@ -36,22 +36,39 @@ class BurstPlan:
 
 
 def burst_plan(
-    workload: Workload, operating_rps: float, factor: float, *, settle_s: float,
-    burst_s: float, after_s: float, vocab_size: int, seed: int,
-) -> BurstPlan:  # fmt: skip
+    workload: Workload,
+    operating_rps: float,
+    factor: float,
+    *,
+    settle_s: float,
+    burst_s: float,
+    after_s: float,
+    vocab_size: int,
+    seed: int,
+) -> BurstPlan:
     """``settle_s`` at the operating rate, ``burst_s`` at ``factor`` times it, ``after_s``
     back at the operating rate."""
-    stretches = ((operating_rps, settle_s), (operating_rps * factor, burst_s),
-                 (operating_rps, after_s))  # fmt: skip
+    stretches = (
+        (operating_rps, settle_s),
+        (operating_rps * factor, burst_s),
+        (operating_rps, after_s),
+    )
     requests: list[PlannedRequest] = []
     start = 0.0
     for i, (rate, seconds) in enumerate(stretches):
         count = max(1, round(rate * seconds))
-        drawn = plan_requests(workload, rate, num_requests=count, seed=seed + i,
-                              vocab_size=vocab_size, salt=f"burst{i}/")  # fmt: skip
+        drawn = plan_requests(
+            workload,
+            rate,
+            num_requests=count,
+            seed=seed + i,
+            vocab_size=vocab_size,
+            salt=f"burst{i}/",
+        )
         for planned in drawn:
-            requests.append(dataclasses.replace(planned, index=len(requests),
-                                                at_s=start + planned.at_s))  # fmt: skip
+            requests.append(
+                dataclasses.replace(planned, index=len(requests), at_s=start + planned.at_s)
+            )
         start += seconds
     return BurstPlan(requests, settle_s, settle_s + burst_s)
 
@@ -61,8 +78,11 @@ def ttft_limits(slo: Slo | None, classes: Sequence[str]) -> dict[str, dict[int, 
     found: dict[str, dict[int, float]] = {}
     for name in classes:
         limits = slo.for_class(name) if slo is not None else None
-        ttft = {pct: limit for (metric, pct), limit in (limits.limits_ms() if limits else {})
-                .items() if metric == "ttft"}  # fmt: skip
+        ttft = {
+            pct: limit
+            for (metric, pct), limit in (limits.limits_ms() if limits else {}).items()
+            if metric == "ttft"
+        }
         if ttft:
             found[name] = ttft
     return found
@@ -74,9 +94,11 @@ def window_s(rate_rps: float) -> float:
 
 
 def windows(
-    records: Sequence[RequestRecord], limits: dict[str, dict[int, float]], rate_rps: float,
+    records: Sequence[RequestRecord],
+    limits: dict[str, dict[int, float]],
+    rate_rps: float,
     burst_end_s: float,
-) -> list[BurstWindow]:  # fmt: skip
+) -> list[BurstWindow]:
     """The TTFT margin over time, in half-overlapping windows of scheduled time."""
     if not records:
         return []
@@ -85,8 +107,13 @@ def windows(
     found, start = [], first
     while start + width <= last + 1e-9:
         inside = [r for r in records if start <= r.scheduled_s < start + width]
-        found.append(BurstWindow(start_s=start - burst_end_s, requests=len(inside),
-                                 ttft_margin=_margin(inside, limits)))  # fmt: skip
+        found.append(
+            BurstWindow(
+                start_s=start - burst_end_s,
+                requests=len(inside),
+                ttft_margin=_margin(inside, limits),
+            )
+        )
         start += width / 2
     return found
 

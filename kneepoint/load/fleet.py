@@ -58,8 +58,7 @@ def size_fleet(
         replicas = max(1, math.ceil(fleet.peak_rps / usable - 1e-9))
         average = fleet.peak_rps / fleet.peak_to_average
     serving = replicas or 1
-    per_hour = (None if usd_per_gpu_hour is None
-                else usd_per_gpu_hour * gpus_per_replica * serving)  # fmt: skip
+    per_hour = None if usd_per_gpu_hour is None else usd_per_gpu_hour * gpus_per_replica * serving
     tokens_per_hour = average * output_tokens_per_request * 3600.0
     return FleetSize(
         capacity_rps=capacity_rps,
@@ -75,10 +74,14 @@ def output_per_request(result: SweepResult, workload: Workload) -> float:
     """Output tokens per request: the workload's mean where the client asks the server to
     ignore EOS (every answer is as long as asked), else as the server delivered them at the
     rates that met the SLO (a model stops early), read off its output and completion rates."""
-    measured = [p.point.output_tokens_per_s / p.point.achieved_rps
-                for p in result.points
-                if p.counted and p.point.meets_slo and p.point.output_tokens_per_s
-                and p.point.achieved_rps > 0]  # fmt: skip
+    measured = [
+        p.point.output_tokens_per_s / p.point.achieved_rps
+        for p in result.points
+        if p.counted
+        and p.point.meets_slo
+        and p.point.output_tokens_per_s
+        and p.point.achieved_rps > 0
+    ]
     if measured and not workload.client.ignore_eos:
         return statistics.fmean(measured)
     total = sum(c.weight for c in workload.classes)

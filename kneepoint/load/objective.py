@@ -79,8 +79,11 @@ def by_repeat(result: SweepResult, objective: Objective) -> tuple[float, ...]:
         return tuple(c / gpus(result, objective) for c in result.capacity_by_repeat)
     values = []
     for repeat in sorted({p.repeat for p in result.points}):
-        found = [v for p in result.points if p.repeat == repeat
-                 and (v := point_value(p, objective)) is not None]  # fmt: skip
+        found = [
+            v
+            for p in result.points
+            if p.repeat == repeat and (v := point_value(p, objective)) is not None
+        ]
         if found:
             values.append(max(found) if isinstance(objective, PeakThroughput) else found[0])
     return tuple(v / gpus(result, objective) for v in values)

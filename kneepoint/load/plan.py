@@ -160,8 +160,11 @@ def plan_requests(
     planned: list[PlannedRequest] = []
     at = 0.0
     for index, draw in enumerate(_draws(workload, seed, vocab_size, salt).first(num_requests)):
-        planned.append(PlannedRequest(index, at, draw.traffic_class, draw.prompt,
-                                      draw.max_tokens, draw.prefix_id))  # fmt: skip
+        planned.append(
+            PlannedRequest(
+                index, at, draw.traffic_class, draw.prompt, draw.max_tokens, draw.prefix_id
+            )
+        )
         at += draw.unit_gap / rate_rps
     return planned
 

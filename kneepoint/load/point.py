@@ -131,8 +131,9 @@ def token_rates(records: Sequence[RequestRecord], trim: float) -> tuple[float, f
 def _duration(records: Sequence[RequestRecord]) -> float:
     if not records:
         return 0.0
-    ends = [r.end_s if r.end_s is not None else max(r.chunk_times_s, default=r.sent_s)
-            for r in records]  # fmt: skip
+    ends = [
+        r.end_s if r.end_s is not None else max(r.chunk_times_s, default=r.sent_s) for r in records
+    ]
     return max(0.0, max(ends) - min(r.scheduled_s for r in records))
 
 

@@ -97,9 +97,11 @@ _FAILED_ITLS = np.array([math.inf])
 
 
 def _is_good(
-    rec: RequestRecord, limits: dict[tuple[str, int], float], itls: FloatArray,
+    rec: RequestRecord,
+    limits: dict[tuple[str, int], float],
+    itls: FloatArray,
     rule: GoodputRule = "every_limit",
-) -> bool:  # fmt: skip
+) -> bool:
     """Whether the request met the limits of its class by ``rule`` (``Slo.goodput_rule``):
     its own ITL percentiles included, given its gaps (``_itl_array``); or, as vLLM's bench
     counts, its mean time per output token held against a gap limit."""
@@ -111,8 +113,11 @@ def _is_good(
         elif metric == "itl":
             value = _from_sorted(np.sort(itls), pct) if len(itls) else None
         else:
-            value = rec.tpot_ms if metric == "tpot" else (
-                rec.ttft_ms if metric == "ttft" else rec.e2e_ms)  # fmt: skip
+            value = (
+                rec.tpot_ms
+                if metric == "tpot"
+                else (rec.ttft_ms if metric == "ttft" else rec.e2e_ms)
+            )
         if value is not None and value > limit:
             return False
     return True
@@ -154,8 +159,10 @@ def score(
     good_by_class: dict[str, int] = {}
     for name, recs in sorted(by_class.items()):
         itls = [_itl_array(r) for r in recs]  # each request's gaps, worked out once
-        dists[name] = {m: summarize(np.concatenate(itls) if m == "itl" else metric_values(recs, m))
-                       for m in METRICS}  # fmt: skip
+        dists[name] = {
+            m: summarize(np.concatenate(itls) if m == "itl" else metric_values(recs, m))
+            for m in METRICS
+        }
         limits = slo.for_class(name) if slo is not None else None
         limits_ms = limits.limits_ms() if limits else {}
         for (metric, pct), limit in limits_ms.items():

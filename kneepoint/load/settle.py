@@ -25,8 +25,11 @@ def request_seconds(workload: Workload, slo: Slo | None) -> float:
     seconds = 0.0
     for cls in workload.classes:
         limits = slo.for_class(cls.name) if slo is not None else None
-        paced = [v for (metric, _), v in (limits.limits_ms().items() if limits else ())
-                 if metric in ("itl", "tpot")]  # fmt: skip
+        paced = [
+            v
+            for (metric, _), v in (limits.limits_ms().items() if limits else ())
+            if metric in ("itl", "tpot")
+        ]
         token_s = PACE_SHARE_OF_LIMIT * min(paced) / 1000.0 if paced else TYPICAL_TOKEN_S
         seconds += cls.weight / total * mean_length_tokens(cls.output_tokens) * token_s
     return seconds

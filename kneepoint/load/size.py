@@ -29,5 +29,4 @@ class PointSize:
     def for_study(cls, study: StudySpec, seconds: float) -> PointSize:
         """``seconds`` of arrivals, stretched to what the study's requests need to settle."""
         lifetime = request_seconds(study.workload, study.slo)
-        return cls(seconds, settle_s=settle_seconds(study.workload, study.slo),
-                   warmup_s=lifetime)  # fmt: skip
+        return cls(seconds, settle_s=settle_seconds(study.workload, study.slo), warmup_s=lifetime)

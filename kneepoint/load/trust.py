@@ -63,10 +63,17 @@ def default_late_ms(slo: Slo | None) -> float:
     if slo is None:
         return DEFAULT_LATE_SEND_MS
     sets = [*slo.classes.values(), *([slo.default] if slo.default is not None else [])]
-    moved = [v for limits in sets for (metric, _), v in limits.limits_ms().items()
-             if metric in ("ttft", "e2e")]  # fmt: skip
-    return max(DEFAULT_LATE_SEND_MS, LATE_SHARE_OF_SLO * min(moved)) if moved else (
-        DEFAULT_LATE_SEND_MS)  # fmt: skip
+    moved = [
+        v
+        for limits in sets
+        for (metric, _), v in limits.limits_ms().items()
+        if metric in ("ttft", "e2e")
+    ]
+    return (
+        max(DEFAULT_LATE_SEND_MS, LATE_SHARE_OF_SLO * min(moved))
+        if moved
+        else (DEFAULT_LATE_SEND_MS)
+    )
 
 
 def late_share(window: Sequence[RequestRecord], late_ms: float) -> float:

@@ -83,9 +83,12 @@ def resolve_engine(engine: EngineConfig, gpu: GpuSpec, model: ModelSpec) -> Reso
         ) from None
     fp8 = scheme is not None and scheme.gemm == "fp8" and gpu.has_fp8
     seqs, tokens, block = (
-        (CPU_MAX_NUM_SEQS, CPU_MAX_NUM_BATCHED_TOKENS, CPU_BLOCK_SIZE) if gpu.is_cpu
-        else (1024, 8192, DEFAULT_BLOCK_SIZE) if large else (256, 2048, DEFAULT_BLOCK_SIZE)
-    )  # fmt: skip
+        (CPU_MAX_NUM_SEQS, CPU_MAX_NUM_BATCHED_TOKENS, CPU_BLOCK_SIZE)
+        if gpu.is_cpu
+        else (1024, 8192, DEFAULT_BLOCK_SIZE)
+        if large
+        else (256, 2048, DEFAULT_BLOCK_SIZE)
+    )
     return ResolvedEngine(
         max_num_seqs=engine.max_num_seqs or seqs,
         max_num_batched_tokens=engine.max_num_batched_tokens or tokens,

@@ -64,8 +64,11 @@ SCHEMES: dict[str, Scheme] = {
 _W8A8_INT8 = Scheme(1.0, "int8")  # plus one fp32 scale per output channel: < 0.001 B/weight
 _GPTQ_8BIT = Scheme(packed_bytes_per_weight(8), "w8a16")
 CHECKPOINT_METHODS: dict[str, Checkpoint] = {
-    "awq": "awq", "awq_marlin": "awq", "gptq": "gptq", "gptq_marlin": "gptq",
-}  # fmt: skip
+    "awq": "awq",
+    "awq_marlin": "awq",
+    "gptq": "gptq",
+    "gptq_marlin": "gptq",
+}
 """Methods that need a checkpoint quantized that way."""
 
 

@@ -25,34 +25,48 @@ WEIGHT_FORMATS = (None, "fp8", "awq_marlin")
 def sized_engine(engine: EngineConfig, tp: int, lengths: PlanLengths) -> EngineConfig:
     """``engine`` laid out at ``tp`` with the right-sized max_model_len: what a layout plans
     and predicts."""
-    return engine.model_copy(update={"tensor_parallel_size": tp,
-                                     "max_model_len": lengths.max_model_len})  # fmt: skip
+    return engine.model_copy(
+        update={"tensor_parallel_size": tp, "max_model_len": lengths.max_model_len}
+    )
 
 
 def layout(
-    gpu: GpuSpec, model: ModelSpec, engine: EngineConfig, tp: int, *, gpus: int,
+    gpu: GpuSpec,
+    model: ModelSpec,
+    engine: EngineConfig,
+    tp: int,
+    *,
+    gpus: int,
     lengths: PlanLengths,
-) -> Layout:  # fmt: skip
+) -> Layout:
     """The memory plan of ``engine`` at tensor-parallel size ``tp`` on ``gpus`` GPUs of
     ``gpu``, at the right-sized max_model_len (and at the study's own, where that differs)."""
     sized = sized_engine(engine, tp, lengths)
-    base = Layout(gpu=gpu.name, tensor_parallel_size=tp, replicas=gpus // tp,
-                  max_model_len=lengths.max_model_len)  # fmt: skip
+    base = Layout(
+        gpu=gpu.name,
+        tensor_parallel_size=tp,
+        replicas=gpus // tp,
+        max_model_len=lengths.max_model_len,
+    )
     excluded = _excluded(gpu, model, tp, gpus)
     if excluded is not None:
         return base.model_copy(update={"excluded": excluded})
     plan = plan_memory(gpu, model, resolve_engine(sized, gpu, model))
     as_configured = _refusal_as_configured(gpu, model, engine, tp, plan)
-    return base.model_copy(update={
-        "weight_gib": plan.weight_bytes / GIB, "activation_gib": plan.activation_bytes / GIB,
-        "overhead_gib": plan.overhead_bytes / GIB, "kv_gib": max(0.0, plan.kv_bytes) / GIB,
-        "kv_tokens": plan.kv_tokens if plan.refusal is None else 0,
-        "concurrency_p50": _concurrency(plan, lengths.p50_tokens, sized),
-        "concurrency_p99": _concurrency(plan, lengths.p99_tokens, sized),
-        "refusal": None if plan.refusal is None else plan.refusal.message,
-        "refusal_as_configured": as_configured,
-        "weights": weight_options(gpu, model, sized),
-    })  # fmt: skip
+    return base.model_copy(
+        update={
+            "weight_gib": plan.weight_bytes / GIB,
+            "activation_gib": plan.activation_bytes / GIB,
+            "overhead_gib": plan.overhead_bytes / GIB,
+            "kv_gib": max(0.0, plan.kv_bytes) / GIB,
+            "kv_tokens": plan.kv_tokens if plan.refusal is None else 0,
+            "concurrency_p50": _concurrency(plan, lengths.p50_tokens, sized),
+            "concurrency_p99": _concurrency(plan, lengths.p99_tokens, sized),
+            "refusal": None if plan.refusal is None else plan.refusal.message,
+            "refusal_as_configured": as_configured,
+            "weights": weight_options(gpu, model, sized),
+        }
+    )
 
 
 def _excluded(gpu: GpuSpec, model: ModelSpec, tp: int, gpus: int) -> str | None:
@@ -60,8 +74,10 @@ def _excluded(gpu: GpuSpec, model: ModelSpec, tp: int, gpus: int) -> str | None:
         return f"needs {tp} GPUs; the node has {gpus}"
     if model.num_attention_heads % tp:
         # vLLM's check in ModelConfig.verify_with_parallel_config
-        return (f"Total number of attention heads ({model.num_attention_heads}) must be "
-                f"divisible by tensor parallel size ({tp}).")  # fmt: skip
+        return (
+            f"Total number of attention heads ({model.num_attention_heads}) must be "
+            f"divisible by tensor parallel size ({tp})."
+        )
     if tp > PCIE_TP_LIMIT and not gpu.nvlink:
         return f"tensor parallel size {tp} needs NVLink; the {gpu.display_name} has PCIe only"
     return None

@@ -31,9 +31,14 @@ def request_lengths(
     p99 = drawn[min(len(drawn) - 1, math.ceil(0.99 * len(drawn)) - 1)]
     p99_round = _round_up(p99)
     over = sum(1 for n in drawn if n > p99_round) / len(drawn)
-    return PlanLengths(p50_tokens=drawn[len(drawn) // 2], p99_tokens=p99,
-                       longest_tokens=longest, max_model_len=_round_up(longest),
-                       p99_max_model_len=p99_round, over_p99_share=over)  # fmt: skip
+    return PlanLengths(
+        p50_tokens=drawn[len(drawn) // 2],
+        p99_tokens=p99,
+        longest_tokens=longest,
+        max_model_len=_round_up(longest),
+        p99_max_model_len=p99_round,
+        over_p99_share=over,
+    )
 
 
 def _draws(workload: Workload, seed: int) -> list[int]:
@@ -41,8 +46,12 @@ def _draws(workload: Workload, seed: int) -> list[int]:
     prefix = {g.name: g.prefix_tokens for g in workload.prefix_groups}
     classes = workload.classes
     picked = rng.choices(classes, weights=[c.weight for c in classes], k=DRAWS)
-    return [prefix.get(c.prefix_group or "", 0) + sample_length(c.input_tokens, rng)
-            + sample_length(c.output_tokens, rng) for c in picked]  # fmt: skip
+    return [
+        prefix.get(c.prefix_group or "", 0)
+        + sample_length(c.input_tokens, rng)
+        + sample_length(c.output_tokens, rng)
+        for c in picked
+    ]
 
 
 def _round_up(tokens: int) -> int:

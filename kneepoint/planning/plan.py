@@ -40,8 +40,9 @@ def make_plan(
             lay = layout(gpu, study.model, study.engine, tp, gpus=gpus_per_node, lengths=lengths)
             if lay.fits:
                 config = sized_engine(study.engine, tp, lengths)
-                prediction = predict(study_on(study, gpu, config), gpu_price(study, gpu, prices),
-                                     start)  # fmt: skip
+                prediction = predict(
+                    study_on(study, gpu, config), gpu_price(study, gpu, prices), start
+                )
                 lay = lay.model_copy(update={"prediction": prediction})
                 # Doubling the GPUs raised the simulated 8B chat knee 1.4-1.8x (38 -> 70 ->
                 # 115 -> 166 req/s): the next size's search starts 1.4x above this knee.
@@ -50,6 +51,12 @@ def make_plan(
             if progress is not None:
                 progress(lay)
     calibrated = study.calibration.gpu if study.calibration is not None else None
-    return Plan(study=study.name, model=study.model.name, workload=study.workload.name,
-                gpus_per_node=gpus_per_node, lengths=lengths, layouts=tuple(laid),
-                calibrated_on=calibrated)  # fmt: skip
+    return Plan(
+        study=study.name,
+        model=study.model.name,
+        workload=study.workload.name,
+        gpus_per_node=gpus_per_node,
+        lengths=lengths,
+        layouts=tuple(laid),
+        calibrated_on=calibrated,
+    )

@@ -38,9 +38,15 @@ def predict(study: StudySpec, usd_per_gpu_hour: float | None, start_rps: float) 
     trace = workload_trace(study.workload)
 
     def probe(rate: float, repeat: int, attempt: int = 0) -> LoadPoint:
-        return simulate_load_point(study, rate, size.requests(rate), study.engine,
-                                   point_seed(study.workload.seed, repeat, attempt),
-                                   trace=trace, warmup_s=size.warmup_s).point  # fmt: skip
+        return simulate_load_point(
+            study,
+            rate,
+            size.requests(rate),
+            study.engine,
+            point_seed(study.workload.seed, repeat, attempt),
+            trace=trace,
+            warmup_s=size.warmup_s,
+        ).point
 
     result = knee_search(probe, study.engine, study.slo, start_rps, rel_tol=REL_TOL)
     tokens = output_per_request(result, study.workload)

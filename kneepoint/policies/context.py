@@ -29,5 +29,6 @@ def context_of(observation: Observation) -> ConfigContext:
     reported = observation.saturated.signals.block_size
     if reported is not None and reported != engine.block_size:
         engine = engine.model_copy(update={"block_size": reported})
-    return ConfigContext(observation, engine,
-                         plan_memory(observation.gpu, observation.model, engine))  # fmt: skip
+    return ConfigContext(
+        observation, engine, plan_memory(observation.gpu, observation.model, engine)
+    )

@@ -41,17 +41,25 @@ def diagnose(observation: Observation, context: ConfigContext | None = None) -> 
         return gate
     engine = (context or context_of(observation)).engine
     estimate = (
-        estimate_step(point.signals, observation.gpu, observation.model, engine,
-                      observation.workload, observed_step_s=_step_when_idle(point),
-                      efficiency=observation.efficiency)
-        if engine is not None else None
-    )  # fmt: skip
+        estimate_step(
+            point.signals,
+            observation.gpu,
+            observation.model,
+            engine,
+            observation.workload,
+            observed_step_s=_step_when_idle(point),
+            efficiency=observation.efficiency,
+        )
+        if engine is not None
+        else None
+    )
     tally = Tally(device=observation.gpu.kind)
     held = max(
         evidence.cache_share(point, tally),
         evidence.admission_cap_share(point, engine.max_num_seqs, observation.response, tally)
-        if engine is not None else 0.0,
-    )  # fmt: skip
+        if engine is not None
+        else 0.0,
+    )
     rest = 1.0 - held
     rest -= evidence.interference_share(point, rest, tally)
     evidence.gpu_time(point, estimate, rest, tally)
@@ -76,21 +84,34 @@ def _gate(point: LoadPoint) -> Diagnosis | None:
     s = point.signals
     if point.client_bound:
         line = Evidence(
-            signal="send_lag_p99_ms", value=round(point.send_lag_p99_ms, 2),
+            signal="send_lag_p99_ms",
+            value=round(point.send_lag_p99_ms, 2),
             threshold="client fell behind its schedule",
             reading=f"the load generator ran {point.send_lag_p99_ms:.1f} ms late at p99: the "
             "point measures the client, not the server",
-        )  # fmt: skip
-        return Diagnosis(binding="client_bound", confidence=1.0, evidence=(line,),
-                         sources=("client",), rate_rps=point.rate_rps)  # fmt: skip
+        )
+        return Diagnosis(
+            binding="client_bound",
+            confidence=1.0,
+            evidence=(line,),
+            sources=("client",),
+            rate_rps=point.rate_rps,
+        )
     if point.meets_slo and not evidence.queued(point) and not (s.preemptions_per_s or 0.0) > 0:
         line = Evidence(
-            signal="waiting_mean", value=s.waiting_mean, threshold=f"< {evidence.WAITING:g}",
+            signal="waiting_mean",
+            value=s.waiting_mean,
+            threshold=f"< {evidence.WAITING:g}",
             reading=f"every SLO met at {point.rate_rps:.2f} req/s with nothing queued: the "
             "server had room to spare; measure past the knee to see what binds",
-        )  # fmt: skip
-        return Diagnosis(binding="underloaded", confidence=1.0, evidence=(line,),
-                         sources=("vllm", "client"), rate_rps=point.rate_rps)  # fmt: skip
+        )
+        return Diagnosis(
+            binding="underloaded",
+            confidence=1.0,
+            evidence=(line,),
+            sources=("vllm", "client"),
+            rate_rps=point.rate_rps,
+        )
     return None
 
 
@@ -99,17 +120,23 @@ def _context(observation: Observation, tally: Tally) -> None:
     below, point = observation.below, observation.saturated
     if below is None:
         return
-    for name, label in (("kv_usage_mean", "KV usage"), ("waiting_mean", "waiting requests"),
-                        ("running_mean", "running sequences")):  # fmt: skip
+    for name, label in (
+        ("kv_usage_mean", "KV usage"),
+        ("waiting_mean", "waiting requests"),
+        ("running_mean", "running sequences"),
+    ):
         before, after = getattr(below.signals, name), getattr(point.signals, name)
         if before is None or after is None:
             continue
         tally.add(
-            None, 0.0, signal=f"{name}_change", value=round(after - before, 3),
+            None,
+            0.0,
+            signal=f"{name}_change",
+            value=round(after - before, 3),
             threshold="last rate met -> first failed",
             reading=f"{label} {before:.2f} at {below.rate_rps:.2f} req/s -> {after:.2f} at "
             f"{point.rate_rps:.2f} req/s",
-        )  # fmt: skip
+        )
 
 
 def _verdict(point: LoadPoint, tally: Tally) -> Diagnosis:
@@ -122,9 +149,12 @@ def _verdict(point: LoadPoint, tally: Tally) -> Diagnosis:
     share = scores[top] / total if total > 0 else 0.0
     confidence = round(share * reliability, 3)
     base = {
-        "scores": scores, "evidence": tuple(tally.evidence), "sources": sources,
-        "rate_rps": point.rate_rps, "runner_up": second if scores[second] > 0 else None,
-    }  # fmt: skip
+        "scores": scores,
+        "evidence": tuple(tally.evidence),
+        "sources": sources,
+        "rate_rps": point.rate_rps,
+        "runner_up": second if scores[second] > 0 else None,
+    }
     if total < MIN_COVERAGE or confidence < MIN_CONFIDENCE:
         return Diagnosis(binding="inconclusive", confidence=confidence, **base)
     # The kind is kept whenever scheduling holds time, so a scheduling runner-up still says

@@ -123,20 +123,25 @@ def cache_share(point: LoadPoint, tally: Tally) -> float:
     if s.kv_usage_mean is not None:
         state = "new sequences wait for blocks" if kv >= KV_FULL else "room left for more"
         tally.add(
-            "cache", share, signal="kv_usage_mean", value=round(kv, 3),
+            "cache",
+            share,
+            signal="kv_usage_mean",
+            value=round(kv, 3),
             threshold=f">= {KV_FULL}",
             reading=f"KV cache {kv:.0%} full on average, {waiting:.1f} waiting: {state}",
-        )  # fmt: skip
+        )
     per_request = preemptions_per_request(point)
     if s.preemptions_per_s is not None and per_request >= PREEMPTIONS_PER_REQUEST:
         churn = _clip(max(0.5, per_request / 0.2))
         tally.add(
-            "cache", max(0.0, churn - share), signal="preemptions_per_s",
+            "cache",
+            max(0.0, churn - share),
+            signal="preemptions_per_s",
             value=round(s.preemptions_per_s, 3),
             threshold=f">= {PREEMPTIONS_PER_REQUEST} per completed request",
             reading=f"{s.preemptions_per_s:.1f} preemptions/s ({per_request:.2f} per completed"
             " request): running sequences are evicted and recomputed for want of blocks",
-        )  # fmt: skip
+        )
         share = max(share, churn)
     return share
 
@@ -158,22 +163,31 @@ def admission_cap_share(
     relief = 1.0 if response is None else cap_relief(response)
     share = pinned_share * relief
     tally.add(
-        "scheduling", share, signal="running_mean", value=round(s.running_mean, 2),
+        "scheduling",
+        share,
+        signal="running_mean",
+        value=round(s.running_mean, 2),
         threshold=f">= {CAP_PINNED_FROM:.0%} of max_num_seqs ({cap})",
         reading=f"running {s.running_mean:.1f} of max_num_seqs {cap} with {waiting:.1f} "
         f"waiting and KV {kv:.0%} used: the sequence cap, not memory, keeps requests waiting",
         kind="admission_cap",
-    )  # fmt: skip
+    )
     if response is not None:
-        verdict = ("a bigger batch buys throughput: the cap binds" if relief >= 1.0 else
-                   f"twice the batch would serve {response.batch_gain(2.0):.2f}x the tokens "
-                   "per second: the cap is full because the server is overloaded"
-                   + ("" if relief > 0 else ", not what limits it"))  # fmt: skip
+        verdict = (
+            "a bigger batch buys throughput: the cap binds"
+            if relief >= 1.0
+            else f"twice the batch would serve {response.batch_gain(2.0):.2f}x the tokens "
+            "per second: the cap is full because the server is overloaded"
+            + ("" if relief > 0 else ", not what limits it")
+        )
         tally.add(
-            None, 0.0, signal="step_time_elasticity", value=response.elasticity,
+            None,
+            0.0,
+            signal="step_time_elasticity",
+            value=response.elasticity,
             threshold=f"<= {CAP_RELIEF_FROM} for a full cap to bind",
             reading=f"the server's own points: {response.reading()}; {verdict}",
-        )  # fmt: skip
+        )
     return share
 
 
@@ -202,34 +216,46 @@ def gpu_time(point: LoadPoint, estimate: StepEstimate | None, rest: float, tally
     idle = (1.0 - busy) + launch
     if queued(point) or (s.running_mean or 0.0) > 0:
         tally.add(
-            "scheduling", rest * idle, signal="gpu_idle_or_launch_share", value=round(idle, 3),
+            "scheduling",
+            rest * idle,
+            signal="gpu_idle_or_launch_share",
+            value=round(idle, 3),
             threshold="share of the time",
             reading=f"the {tally.device} idled or launched kernels {idle:.0%} of the time while "
             "work was in flight: CPU-side scheduling, output processing and launch overhead "
             "are exposed",
             kind="cpu_overhead",
-        )  # fmt: skip
+        )
     math_share = _compute_share(s, estimate, tally)
     working = rest * max(0.0, busy - launch)
     if math_share is None:
         tally.add(
-            None, 0.0, signal="compute_vs_bandwidth", value=None,
+            None,
+            0.0,
+            signal="compute_vs_bandwidth",
+            value=None,
             threshold="GPM counters or a roofline estimate",
             reading=f"the {tally.device} was busy, but nothing available splits math from "
             "memory traffic",
-        )  # fmt: skip
+        )
         return
     tally.add(
-        "compute", working * math_share, signal="math_share_of_busy_time",
-        value=round(math_share, 3), threshold="> 0.5",
+        "compute",
+        working * math_share,
+        signal="math_share_of_busy_time",
+        value=round(math_share, 3),
+        threshold="> 0.5",
         reading=f"{math_share:.0%} of the busy {tally.device} time is math",
-    )  # fmt: skip
+    )
     tally.add(
-        "bandwidth", working * (1 - math_share), signal="memory_share_of_busy_time",
-        value=round(1 - math_share, 3), threshold="> 0.5",
+        "bandwidth",
+        working * (1 - math_share),
+        signal="memory_share_of_busy_time",
+        value=round(1 - math_share, 3),
+        threshold="> 0.5",
         reading=f"{1 - math_share:.0%} of the busy {tally.device} time waits on "
         f"{tally.memory} reads (weights, KV)",
-    )  # fmt: skip
+    )
 
 
 def _busy(
@@ -242,29 +268,38 @@ def _busy(
     launch = estimate.launch_fraction if estimate is not None else 0.0
     if s.gpu_util_pct is not None and not saturated and estimate is not None:
         tally.add(
-            None, 0.0, signal="gpu_util_pct", value=s.gpu_util_pct,
+            None,
+            0.0,
+            signal="gpu_util_pct",
+            value=s.gpu_util_pct,
             threshold="read per step when nothing queues",
             reading=f"NVML: a kernel ran {s.gpu_util_pct:.0f}% of the time, but with nothing "
             "queued the GPU also idles between requests; the step itself is what is slow",
-        )  # fmt: skip
+        )
     elif s.gpu_util_pct is not None:
         tally.sources.add("nvml")
         tally.add(
-            None, 0.0, signal="gpu_util_pct", value=s.gpu_util_pct,
+            None,
+            0.0,
+            signal="gpu_util_pct",
+            value=s.gpu_util_pct,
             threshold="< 90 means idle gaps",
             reading=f"NVML: a kernel ran {s.gpu_util_pct:.0f}% of the time (it cannot say "
             "which units were busy)",
-        )  # fmt: skip
+        )
         return s.gpu_util_pct / 100.0, min(launch, s.gpu_util_pct / 100.0)
     if estimate is None:
         return None, 0.0
     tally.sources.add("roofline")
     busy = estimate.busy_fraction
     tally.add(
-        None, 0.0, signal="roofline_busy_fraction", value=round(busy, 3),
+        None,
+        0.0,
+        signal="roofline_busy_fraction",
+        value=round(busy, 3),
         threshold="< 0.9 means idle gaps",
         reading=_roofline_reading(estimate, tally.device),
-    )  # fmt: skip
+    )
     return busy, launch
 
 
@@ -273,11 +308,15 @@ def _roofline_reading(estimate: StepEstimate, device: str = "GPU") -> str:
     if gpu_ms > step_ms:
         # The model's efficiencies are below this GPU's: the estimate cannot exceed the step
         # the engine actually ran, so it is read as no idle time at all.
-        return (f"the roofline estimates {gpu_ms:.2f} ms of {device} work for a step measured at "
-                f"{step_ms:.2f} ms (it underrates this {device} by {gpu_ms / step_ms - 1:.0%}): "
-                "no idle time between steps")  # fmt: skip
-    return (f"of each {step_ms:.2f} ms step the roofline accounts for {gpu_ms:.2f} ms of {device} "
-            f"work ({gpu_ms / step_ms:.0%}); the rest is idle or CPU-side time")  # fmt: skip
+        return (
+            f"the roofline estimates {gpu_ms:.2f} ms of {device} work for a step measured at "
+            f"{step_ms:.2f} ms (it underrates this {device} by {gpu_ms / step_ms - 1:.0%}): "
+            "no idle time between steps"
+        )
+    return (
+        f"of each {step_ms:.2f} ms step the roofline accounts for {gpu_ms:.2f} ms of {device} "
+        f"work ({gpu_ms / step_ms:.0%}); the rest is idle or CPU-side time"
+    )
 
 
 def _compute_share(s: Signals, estimate: StepEstimate | None, tally: Tally) -> float | None:
@@ -286,15 +325,21 @@ def _compute_share(s: Signals, estimate: StepEstimate | None, tally: Tally) -> f
     if tensor is not None and dram is not None:
         tally.sources.add("gpm")
         tally.add(
-            None, 0.0, signal="tensor_util_pct", value=round(tensor, 2),
+            None,
+            0.0,
+            signal="tensor_util_pct",
+            value=round(tensor, 2),
             threshold=f"~{100 * TYPICAL_MFU:.0f} is GEMM-bound",
             reading=f"GPM: tensor cores at {tensor:.0f}% of peak",
-        )  # fmt: skip
+        )
         tally.add(
-            None, 0.0, signal="dram_bw_util_pct", value=round(dram, 2),
+            None,
+            0.0,
+            signal="dram_bw_util_pct",
+            value=round(dram, 2),
             threshold=f"~{100 * TYPICAL_BANDWIDTH_EFFICIENCY:.0f} is bandwidth-bound",
             reading=f"GPM: HBM bandwidth at {dram:.0f}% of peak",
-        )  # fmt: skip
+        )
         # Readings as shares of what real kernels reach, combined as the roofline combines
         # compute and memory time (a smooth maximum), give the math share of the busy time.
         compute = (tensor / (100.0 * TYPICAL_MFU)) ** 4
@@ -304,11 +349,14 @@ def _compute_share(s: Signals, estimate: StepEstimate | None, tally: Tally) -> f
         return None
     tally.sources.add("roofline")
     tally.add(
-        None, 0.0, signal="roofline_compute_share", value=round(estimate.compute_share, 3),
+        None,
+        0.0,
+        signal="roofline_compute_share",
+        value=round(estimate.compute_share, 3),
         threshold="> 0.5 is math-bound",
         reading=f"the roofline of the observed step ({estimate.context_tokens:.0f}-token "
         f"contexts) is {estimate.compute_share:.0%} math",
-    )  # fmt: skip
+    )
     return estimate.compute_share
 
 
@@ -324,12 +372,15 @@ def interference_share(point: LoadPoint, rest: float, tally: Tally) -> float:
         if ratio >= ITL_TAIL_RATIO:
             share = INTERFERENCE_SHARE * rest
             tally.add(
-                "scheduling", share, signal=f"{name}.itl_p99_over_p50", value=round(ratio, 2),
+                "scheduling",
+                share,
+                signal=f"{name}.itl_p99_over_p50",
+                value=round(ratio, 2),
                 threshold=f">= {ITL_TAIL_RATIO:g} while ITL fails",
                 reading=f"{name}: ITL p99 {itl.p99_ms:.0f} ms is {ratio:.1f}x its p50 "
                 f"{itl.p50_ms:.0f} ms: long prefill chunks stall running decodes",
                 kind="prefill_interference",
-            )  # fmt: skip
+            )
             return share
     return 0.0
 
@@ -339,7 +390,10 @@ def token_budget(point: LoadPoint, budget_tokens: int, tally: Tally) -> None:
     tokens = point.signals.tokens_per_step_mean
     if tokens is not None and tokens >= BUDGET_FILLED * budget_tokens:
         tally.add(
-            None, 0.0, signal="tokens_per_step_mean", value=round(tokens, 1),
+            None,
+            0.0,
+            signal="tokens_per_step_mean",
+            value=round(tokens, 1),
             threshold=f">= {BUDGET_FILLED:.0%} of max_num_batched_tokens ({budget_tokens})",
             reading="steps run full to the token budget: every prefill is chunked at it",
-        )  # fmt: skip
+        )

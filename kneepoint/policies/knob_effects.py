@@ -108,10 +108,12 @@ def step_ratio(sit: Situation, config: EngineConfig) -> float | None:
     signals = obs.saturated.signals
     tokens, running = signals.tokens_per_step_mean or 1.0, max(signals.running_mean or 1.0, 1.0)
     shape = BatchShape(
-        num_requests=round(running), new_tokens=max(1, round(tokens)),
-        attention_pairs=running * est.context_tokens, kv_tokens=round(running * est.context_tokens),
+        num_requests=round(running),
+        new_tokens=max(1, round(tokens)),
+        attention_pairs=running * est.context_tokens,
+        kv_tokens=round(running * est.context_tokens),
         samples=round(running),
-    )  # fmt: skip
+    )
     before = Roofline(obs.gpu, obs.model, sit.engine, obs.efficiency).step(shape).gpu_s
     changed = resolve_engine(config, obs.gpu, obs.model)
     after = Roofline(obs.gpu, obs.model, changed, obs.efficiency).step(shape)
@@ -136,8 +138,10 @@ def seqs(sit: Situation) -> Effect | str:
     if sit.binding == "cache":
         per_request = preemptions_per_request(sit.observation.saturated)
         if per_request < PREEMPTIONS_PER_REQUEST:
-            return (f"{per_request:.2f} preemptions per completed request: no sequences evict "
-                    "each other, so admission control has nothing to save")  # fmt: skip
+            return (
+                f"{per_request:.2f} preemptions per completed request: no sequences evict "
+                "each other, so admission control has nothing to save"
+            )
         reason = (
             f"{per_request:.2f} preemptions per completed request: admission control (fewer "
             f"than {current} sequences at once) leaves each more KV room, so long answers stop "
@@ -157,12 +161,16 @@ def _raise_cap(sit: Situation, current: int) -> Effect | str:
     growth = min(2.0, 0.9 / kv) if kv > 0 else 2.0
     response = sit.observation.response
     if response is None:
-        reason = (f"running is pinned at max_num_seqs {current} while KV is {kv:.0%} used: a "
-                  "higher cap admits the waiting requests")  # fmt: skip
+        reason = (
+            f"running is pinned at max_num_seqs {current} while KV is {kv:.0%} used: a "
+            "higher cap admits the waiting requests"
+        )
         return Effect("up", damped(max(1.2, growth)), reason)
     ratio = response.batch_gain(max(1.0, growth))
-    priced = (f"{growth:.2f}x the batch would serve {ratio:.2f}x the tokens per second "
-              f"({response.reading()})")  # fmt: skip
+    priced = (
+        f"{growth:.2f}x the batch would serve {ratio:.2f}x the tokens per second "
+        f"({response.reading()})"
+    )
     if ratio < NOTHING_GAINED:
         return f"raising max_num_seqs {current} is predicted at {ratio:.2f}x: {priced}"
     return Effect("up", ratio, f"a higher cap admits the waiting requests: {priced}")
@@ -235,20 +243,25 @@ def prefix(sit: Situation) -> Effect | str:
     reuse = prefix_reuse(workload, sit.memory.kv_tokens) if workload is not None else None
     if reuse is None or reuse.prompt_share <= 0.0:
         # A trace may share prefixes it does not describe: a modest guess, checked by the trial.
-        return Effect("to", 1.2, "prompts may share prefixes, computed once and reused",
-                      target=True)  # fmt: skip
+        return Effect(
+            "to", 1.2, "prompts may share prefixes, computed once and reused", target=True
+        )
     signals = sit.observation.saturated.signals
     tokens = signals.tokens_per_step_mean or 0.0
     decodes = (signals.generation_tokens_per_s or 0.0) / (signals.steps_per_s or 1.0)
     prefill_share = max(0.0, tokens - decodes) / tokens if tokens else 0.5
     ratio = reuse.prefill_ratio(prefill_share)
-    reason = (f"{reuse.prompt_share:.0%} of prompt tokens are shared prefixes the cache "
-              f"serves: step work {1 / ratio - 1:+.0%}")  # fmt: skip
+    reason = (
+        f"{reuse.prompt_share:.0%} of prompt tokens are shared prefixes the cache "
+        f"serves: step work {1 / ratio - 1:+.0%}"
+    )
     if sit.binding == "cache":
         # Held once, the shared blocks stop crowding the pool: more sequences fit.
         ratio = max(ratio, damped(reuse.kv_ratio))
-        reason += (f"; KV per sequence {reuse.context_before_tokens:.0f} -> "
-                   f"{reuse.context_after_tokens:.0f} tokens")  # fmt: skip
+        reason += (
+            f"; KV per sequence {reuse.context_before_tokens:.0f} -> "
+            f"{reuse.context_after_tokens:.0f} tokens"
+        )
     return Effect("to", min(MAX_RATIO, ratio), reason, target=True)
 
 

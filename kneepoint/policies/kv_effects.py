@@ -46,9 +46,11 @@ def memory_bytes(sit: Situation) -> Effect | str:
     if isinstance(ratio, str):
         return f"{factor}x the KV pool: {ratio}"
     held = sit.memory.kv_tokens / max(1.0, _sequence_tokens(sit))
-    reason = (f"{factor}x the KV pool ({current / 2**30:.3f} -> "
-              f"{current * factor / 2**30:.3f} GiB) holds ~{held * ratio:.0f} of the "
-              f"workload's requests where it holds ~{held:.0f}: {why}")  # fmt: skip
+    reason = (
+        f"{factor}x the KV pool ({current / 2**30:.3f} -> "
+        f"{current * factor / 2**30:.3f} GiB) holds ~{held * ratio:.0f} of the "
+        f"workload's requests where it holds ~{held:.0f}: {why}"
+    )
     # Damped, not priced by the server's step response: a starved pool's steps carry the
     # prefills of preempted sequences computed again, which grow its step time with its
     # tokens (the CPU build's read tokens^1.0 there) and buy nothing; a bigger pool's gain is
@@ -86,8 +88,10 @@ def _sequence_tokens(sit: Situation) -> float:
     if workload is None:
         return float(sit.engine.block_size)
     total = sum(c.weight for c in workload.classes)
-    lengths = [(c.weight, mean_length_tokens(c.input_tokens) + mean_length_tokens(c.output_tokens))
-               for c in workload.classes]  # fmt: skip
+    lengths = [
+        (c.weight, mean_length_tokens(c.input_tokens) + mean_length_tokens(c.output_tokens))
+        for c in workload.classes
+    ]
     tokens = sum(w * n for w, n in lengths) / total
     block = sit.engine.block_size
     return math.ceil(tokens / block) * block

@@ -43,8 +43,10 @@ def learned_factors(measured: Iterable[tuple[Proposal, float]]) -> dict[str, flo
 
 def best_left(candidates: Sequence[KnobCandidate], factors: dict[str, float]) -> Best | None:
     """The candidate with the highest re-priced ratio (None when there are none)."""
-    priced = [Best(c, c.predicted_ratio * factors.get(c.knob.name, 1.0),
-                   factors.get(c.knob.name, 1.0)) for c in candidates]  # fmt: skip
+    priced = [
+        Best(c, c.predicted_ratio * factors.get(c.knob.name, 1.0), factors.get(c.knob.name, 1.0))
+        for c in candidates
+    ]
     return max(priced, key=lambda b: b.ratio, default=None)
 
 
@@ -56,12 +58,17 @@ def nothing_worth_trying(best: Best | None, floor_rel: float) -> str | None:
         return "no candidate is left"
     if best.ratio > 1.0 + floor_rel:
         return None
-    learned = (f" once re-priced by its last measured move ({best.factor:.2f} of what was "
-               "predicted)" if best.factor != 1.0 else "")  # fmt: skip
-    return (f"nothing left worth trying: the best move left, {move_words(best.candidate)}, "
-            "is predicted at "
-            f"{best.ratio:.2f}x{learned}, inside the {floor_rel:.1%} that noise and the least "
-            "effect worth promoting allow")  # fmt: skip
+    learned = (
+        f" once re-priced by its last measured move ({best.factor:.2f} of what was predicted)"
+        if best.factor != 1.0
+        else ""
+    )
+    return (
+        f"nothing left worth trying: the best move left, {move_words(best.candidate)}, "
+        "is predicted at "
+        f"{best.ratio:.2f}x{learned}, inside the {floor_rel:.1%} that noise and the least "
+        "effect worth promoting allow"
+    )
 
 
 def move_words(candidate: KnobCandidate) -> str:

@@ -62,32 +62,47 @@ def measured_response(points: Sequence[SweepPoint], high: LoadPoint) -> ServerRe
     top = _steps(high)
     if top is None:
         return None
-    lower = sorted((p for p in points if p.counted and p.rate_rps < high.rate_rps),
-                   key=lambda p: -p.rate_rps)  # fmt: skip
+    lower = sorted(
+        (p for p in points if p.counted and p.rate_rps < high.rate_rps), key=lambda p: -p.rate_rps
+    )
     for candidate in lower:
         low = _steps(candidate.point)
         if low is None or math.log(top[0] / low[0]) < MIN_SPREAD:
             continue
         elasticity = math.log(top[1] / low[1]) / math.log(top[0] / low[0])
         return ServerResponse(
-            low_rate_rps=candidate.rate_rps, high_rate_rps=high.rate_rps,
-            low_tokens_per_step=round(low[0], 1), high_tokens_per_step=round(top[0], 1),
-            low_step_ms=round(low[1] * 1e3, 3), high_step_ms=round(top[1] * 1e3, 3),
+            low_rate_rps=candidate.rate_rps,
+            high_rate_rps=high.rate_rps,
+            low_tokens_per_step=round(low[0], 1),
+            high_tokens_per_step=round(top[0], 1),
+            low_step_ms=round(low[1] * 1e3, 3),
+            high_step_ms=round(top[1] * 1e3, 3),
             elasticity=round(elasticity, 3),
-        )  # fmt: skip
+        )
     return None
 
 
 def observe(
-    result: SweepResult, *, gpu: GpuSpec, model: ModelSpec, engine: EngineConfig,
-    workload: Workload | None = None, efficiency: Efficiency | None = None,
-) -> Observation:  # fmt: skip
+    result: SweepResult,
+    *,
+    gpu: GpuSpec,
+    model: ModelSpec,
+    engine: EngineConfig,
+    workload: Workload | None = None,
+    efficiency: Efficiency | None = None,
+) -> Observation:
     """The observation a diagnosis of ``result`` reads. Where no rate failed (the sweep never
     saw the wall) the highest rate measured stands in for the saturated point."""
     saturated, below = knee_points(result)
     if saturated is None:
         saturated = max(result.points, key=lambda p: p.rate_rps).point
     return Observation(
-        saturated=saturated, below=below, response=measured_response(result.points, saturated),
-        gpu=gpu, model=model, engine=engine, workload=workload, efficiency=efficiency,
-    )  # fmt: skip
+        saturated=saturated,
+        below=below,
+        response=measured_response(result.points, saturated),
+        gpu=gpu,
+        model=model,
+        engine=engine,
+        workload=workload,
+        efficiency=efficiency,
+    )

@@ -46,10 +46,13 @@ CLEAR_CUT = 0.6
 RUNNER_UP_SHARE = 0.2
 # What the simulator does not model: a change it would silently ignore proves nothing.
 _SIM_UNMODELED = {"speculative_config": "the simulator does not model speculative decoding"}
-_RULES: dict[str, Rule] = {**RULES, "quantization": quantization,
-                           "tensor_parallel_size": tensor_parallel,
-                           "gpu_memory_utilization": memory_fraction,
-                           "kv_cache_memory_bytes": memory_bytes}  # fmt: skip
+_RULES: dict[str, Rule] = {
+    **RULES,
+    "quantization": quantization,
+    "tensor_parallel_size": tensor_parallel,
+    "gpu_memory_utilization": memory_fraction,
+    "kv_cache_memory_bytes": memory_bytes,
+}
 
 
 def prune(
@@ -104,8 +107,7 @@ def prune(
 def _parallel_sizes(knob: Knob, gpus: int, heads: int) -> tuple[Knob, tuple[JsonValue, ...]]:
     """Tensor-parallel sizes one server of the study can take: at most its GPUs, and dividing
     the model's attention heads (vLLM refuses the rest)."""
-    sizes = tuple(c for c in _choices(knob)
-                  if isinstance(c, int) and c <= gpus and heads % c == 0)  # fmt: skip
+    sizes = tuple(c for c in _choices(knob) if isinstance(c, int) and c <= gpus and heads % c == 0)
     if len(sizes) < 2:
         return knob, sizes
     return knob.model_copy(update={"domain": ChoiceDomain(choices=sizes)}), sizes
@@ -160,9 +162,13 @@ def _situation(diagnosis: Diagnosis, context: ConfigContext) -> Situation | None
     if engine is None or memory is None:
         return None
     estimate = estimate_step(
-        observation.saturated.signals, observation.gpu, observation.model, engine,
-        observation.workload, efficiency=observation.efficiency,
-    )  # fmt: skip
+        observation.saturated.signals,
+        observation.gpu,
+        observation.model,
+        engine,
+        observation.workload,
+        efficiency=observation.efficiency,
+    )
     shared = observation.workload is not None and has_shared_prefixes(observation.workload)
     return Situation(diagnosis, observation, engine, memory, estimate, shared)
 
@@ -188,17 +194,27 @@ class _Limits:
         """Why ``knob`` is out whatever binds, or None."""
         checks = (
             (self.backend == "attach", "attached to a running server: its knobs are not ours"),
-            (bool(self.allowed) and knob.name not in self.allowed,
-             "not in the study's search.knobs"),
-            (self.version is not None and not knob.known_by(self.version),
-             f"vLLM {self.version} does not know {knob.flag} (needs {knob.vllm_versions})"),
-            (self.backend == "sim" and knob.name in _SIM_UNMODELED,
-             _SIM_UNMODELED.get(knob.name, "")),
-            ("multiple_gpus" in knob.needs and self.gpus < 2,
-             "needs several GPUs per server; the study has one"),
-            ("shared_prefixes" in knob.needs and not self.shared_prefixes,
-             "the workload's prompts share no prefixes: nothing for it to reuse"),
-        )  # fmt: skip
+            (
+                bool(self.allowed) and knob.name not in self.allowed,
+                "not in the study's search.knobs",
+            ),
+            (
+                self.version is not None and not knob.known_by(self.version),
+                f"vLLM {self.version} does not know {knob.flag} (needs {knob.vllm_versions})",
+            ),
+            (
+                self.backend == "sim" and knob.name in _SIM_UNMODELED,
+                _SIM_UNMODELED.get(knob.name, ""),
+            ),
+            (
+                "multiple_gpus" in knob.needs and self.gpus < 2,
+                "needs several GPUs per server; the study has one",
+            ),
+            (
+                "shared_prefixes" in knob.needs and not self.shared_prefixes,
+                "the workload's prompts share no prefixes: nothing for it to reuse",
+            ),
+        )
         return next((reason for failed, reason in checks if failed), None)
 
 
@@ -223,10 +239,14 @@ def _best_effect(
             effect = edge
         if isinstance(effect, Effect):
             return KnobCandidate(
-                knob=knob, direction=effect.direction, target=_target(knob, effect, sit),
-                relieves=target, predicted_ratio=round(effect.ratio, 3), reason=effect.reason,
+                knob=knob,
+                direction=effect.direction,
+                target=_target(knob, effect, sit),
+                relieves=target,
+                predicted_ratio=round(effect.ratio, 3),
+                reason=effect.reason,
                 needs_quality_check=knob.changes_outputs,
-            )  # fmt: skip
+            )
         reasons.append(effect)
     return "; ".join(dict.fromkeys(reasons))  # two targets often give one reason
 
@@ -278,9 +298,12 @@ def _aimed_at(situation: Situation, target: Constraint) -> Situation:
 
 
 def search_space(
-    pruning: Pruning, observation: Observation, incumbent_objective: float | None,
-    context: ConfigContext | None = None, learned: Mapping[str, float] | None = None,
-) -> SearchSpace:  # fmt: skip
+    pruning: Pruning,
+    observation: Observation,
+    incumbent_objective: float | None,
+    context: ConfigContext | None = None,
+    learned: Mapping[str, float] | None = None,
+) -> SearchSpace:
     """The proposers' space: the candidates around the incumbent, with the incumbent's
     effective value of each (engine defaults filled in)."""
     context = context or context_of(observation)
@@ -302,7 +325,9 @@ def search_space(
         else:
             current[name] = getattr(config, name)
     return SearchSpace(
-        incumbent=config, incumbent_objective=incumbent_objective,
+        incumbent=config,
+        incumbent_objective=incumbent_objective,
         current_values=current,
-        candidates=pruning.candidates, learned_factors=dict(learned or {}),
-    )  # fmt: skip
+        candidates=pruning.candidates,
+        learned_factors=dict(learned or {}),
+    )

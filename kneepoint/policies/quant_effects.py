@@ -76,8 +76,9 @@ def _fp8(sit: Situation) -> Effect | str:
     ratio = step_ratio(sit, obs.engine.replace(quantization="fp8")) or 1.1
     what = (
         "speed up large GEMMs (far less than the datasheet's 2x) and halve weight reads"
-        if obs.gpu.has_fp8 else "halve weight reads (weight-only: the math stays bf16)"
-    )  # fmt: skip
+        if obs.gpu.has_fp8
+        else "halve weight reads (weight-only: the math stays bf16)"
+    )
     reason = f"fp8 weights {what}: the observed step runs {ratio:.2f}x faster (changes outputs)"
     return Effect("to", sped_up(sit, ratio), reason, target="fp8")
 

@@ -39,12 +39,17 @@ def coordinate_round(
     return chosen
 
 
-def liar_round(build: Callable[[], Proposer], space: SearchSpace, history: History,
-               n: int) -> list[Proposal]:  # fmt: skip
+def liar_round(
+    build: Callable[[], Proposer], space: SearchSpace, history: History, n: int
+) -> list[Proposal]:
     """``n`` asks of one proposer, each told the incumbent's objective before the next."""
     proposer = replay(build(), history)
-    stand_in = Outcome(status="ok", objective=space.incumbent_objective or 0.0, feasible=True,
-                       detail="stand-in while it is measured with its round")  # fmt: skip
+    stand_in = Outcome(
+        status="ok",
+        objective=space.incumbent_objective or 0.0,
+        feasible=True,
+        detail="stand-in while it is measured with its round",
+    )
     chosen: list[Proposal] = []
     for _ in range(n):
         proposal = proposer.ask()

@@ -127,8 +127,12 @@ def typical_context_tokens(workload: Workload) -> float:
     prefixes = {g.name: g.prefix_tokens for g in workload.prefix_groups}
     total = sum(c.weight for c in workload.classes)
     return sum(
-        c.weight / total
-        * (prefixes.get(c.prefix_group or "", 0) + mean_length_tokens(c.input_tokens)
-           + mean_length_tokens(c.output_tokens) / 2.0)
+        c.weight
+        / total
+        * (
+            prefixes.get(c.prefix_group or "", 0)
+            + mean_length_tokens(c.input_tokens)
+            + mean_length_tokens(c.output_tokens) / 2.0
+        )
         for c in workload.classes
-    )  # fmt: skip
+    )

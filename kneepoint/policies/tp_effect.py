@@ -28,9 +28,16 @@ from kneepoint.policies.knob_effects import (
 def tensor_parallel(sit: Situation) -> Effect | str:
     current = sit.engine.tensor_parallel_size
     sizes = sorted(c for c in sit.choices if isinstance(c, int) and not isinstance(c, bool))
-    neighbours = [s for s in ([max((c for c in sizes if c < current), default=None),
-                               min((c for c in sizes if c > current), default=None)])
-                  if s is not None]  # fmt: skip
+    neighbours = [
+        s
+        for s in (
+            [
+                max((c for c in sizes if c < current), default=None),
+                min((c for c in sizes if c > current), default=None),
+            ]
+        )
+        if s is not None
+    ]
     if not neighbours:
         return f"no other size fits the study's GPUs and the model's heads (at {current})"
     priced = [_priced(sit, current, size) for size in neighbours]
@@ -52,8 +59,10 @@ def _priced(sit: Situation, current: int, size: int) -> Effect | str:
     gain = damped(kv) if batch is None else min(MAX_RATIO, batch)
     said = "" if batch is None else f"{batch:.2f}x the batch at today's step time, "
     per_gpu = gain / gpus
-    reason = (f"TP {current} -> {size}: {said}the KV pool holds {kv:.2f}x the tokens, on "
-              f"{gpus:g}x the GPUs: {per_gpu:.2f}x per GPU")  # fmt: skip
+    reason = (
+        f"TP {current} -> {size}: {said}the KV pool holds {kv:.2f}x the tokens, on "
+        f"{gpus:g}x the GPUs: {per_gpu:.2f}x per GPU"
+    )
     return Effect("to", per_gpu, reason, target=size)
 
 
@@ -72,9 +81,13 @@ def _iso_latency_batch(sit: Situation, size: int, kv: float) -> float | None:
 
     def shape(batch: float) -> BatchShape:
         n = max(1, round(batch))
-        return BatchShape(num_requests=n, new_tokens=max(1, round(per_request * batch)),
-                          attention_pairs=batch * est.context_tokens,
-                          kv_tokens=round(batch * est.context_tokens), samples=n)  # fmt: skip
+        return BatchShape(
+            num_requests=n,
+            new_tokens=max(1, round(per_request * batch)),
+            attention_pairs=batch * est.context_tokens,
+            kv_tokens=round(batch * est.context_tokens),
+            samples=n,
+        )
 
     now = Roofline(obs.gpu, obs.model, sit.engine, obs.efficiency).step(shape(running)).gpu_s
     changed = resolve_engine(obs.engine.replace(tensor_parallel_size=size), obs.gpu, obs.model)

@@ -91,9 +91,25 @@ def sim_argv(
     fitted += faults
 
     def argv(config: EngineConfig, host: str, port: int, served: str) -> list[str]:
-        return [sys.executable, "-m", "kneepoint.agent.cli", "sim", "serve", "--gpu", gpu,
-                "--model", model, *fitted, *config.flag_args(), "--host", host,
-                "--port", str(port), "--served-model-name", served]  # fmt: skip
+        return [
+            sys.executable,
+            "-m",
+            "kneepoint.agent.cli",
+            "sim",
+            "serve",
+            "--gpu",
+            gpu,
+            "--model",
+            model,
+            *fitted,
+            *config.flag_args(),
+            "--host",
+            host,
+            "--port",
+            str(port),
+            "--served-model-name",
+            served,
+        ]
 
     return argv
 
@@ -126,9 +142,12 @@ class LaunchBackend:
         self.sim_telemetry, self.nvml_index, self.nice = sim_telemetry, nvml_index, nice
         if not is_loopback(host) and host not in _WARNED_HOSTS:
             _WARNED_HOSTS.add(host)  # once per run, not once per launched trial
-            log.warning("server.exposed", host=host,
-                        why="the study's backend.host is not a loopback address: every "
-                        "launched server is reachable from the network")  # fmt: skip
+            log.warning(
+                "server.exposed",
+                host=host,
+                why="the study's backend.host is not a loopback address: every "
+                "launched server is reachable from the network",
+            )
 
     @contextmanager
     def serve(self, config: EngineConfig, trial_dir: Path) -> Iterator[Endpoint]:
@@ -149,12 +168,19 @@ class LaunchBackend:
                     raise
                 notes = check_identity(url, served, config, self.api_key)
                 yield Endpoint(
-                    url, served,
-                    Instruments(sim_telemetry=self.sim_telemetry, nvml_index=self.nvml_index,
-                                engine_pid=proc.pid),
-                    proc, kv_capacity_tokens(proc.log_text()), notes,
-                    server_version(url, self.api_key), api_key=self.api_key,
-                )  # fmt: skip
+                    url,
+                    served,
+                    Instruments(
+                        sim_telemetry=self.sim_telemetry,
+                        nvml_index=self.nvml_index,
+                        engine_pid=proc.pid,
+                    ),
+                    proc,
+                    kv_capacity_tokens(proc.log_text()),
+                    notes,
+                    server_version(url, self.api_key),
+                    api_key=self.api_key,
+                )
                 return
 
 
@@ -192,8 +218,10 @@ class AttachBackend:
                 failure = Failure("unreachable", f"{self.url} does not answer: {exc}", None, ())
                 raise ServerFailedError(failure) from exc
         if response.status_code == 401:
-            what = (f"{self.url} refuses the request (HTTP 401): it wants an API key; name the "
-                    "variable holding it in backend.api_key_env")  # fmt: skip
+            what = (
+                f"{self.url} refuses the request (HTTP 401): it wants an API key; name the "
+                "variable holding it in backend.api_key_env"
+            )
             raise ServerFailedError(Failure("bad_argument", what, None, ()))
         try:
             cards = model_cards(models)
@@ -202,6 +230,9 @@ class AttachBackend:
             raise ServerFailedError(Failure("crashed", what, None, ())) from exc
         card = attached_card(self.url, cards, config)
         yield Endpoint(
-            self.url, card.id, Instruments(nvml_index=self.nvml_index),
-            version=server_version(self.url, self.api_key), api_key=self.api_key,
-        )  # fmt: skip
+            self.url,
+            card.id,
+            Instruments(nvml_index=self.nvml_index),
+            version=server_version(self.url, self.api_key),
+            api_key=self.api_key,
+        )

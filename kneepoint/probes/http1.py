@@ -199,9 +199,11 @@ class Client:
     generator must never wait for a connection (a concurrency cap lives above this)."""
 
     def __init__(
-        self, base_url: str, ssl_context: ssl.SSLContext | None = None,
+        self,
+        base_url: str,
+        ssl_context: ssl.SSLContext | None = None,
         headers: Mapping[str, str] | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         parts = urllib.parse.urlsplit(base_url)
         self._host = parts.hostname or ""
         https = parts.scheme == "https"
@@ -246,8 +248,14 @@ class Client:
         head = (
             b"%s %s%s HTTP/1.1\r\nhost: %s\r\naccept: */*\r\n%s"
             b"content-type: application/json\r\ncontent-length: %d\r\n\r\n"
-        ) % (method.encode(), self._prefix.encode(), path.encode(), self._authority, self._extra,
-             len(content))  # fmt: skip
+        ) % (
+            method.encode(),
+            self._prefix.encode(),
+            path.encode(),
+            self._authority,
+            self._extra,
+            len(content),
+        )
         return head + content
 
     async def _connection(self) -> _Connection:

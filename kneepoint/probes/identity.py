@@ -74,11 +74,15 @@ def model_cards(body: object) -> list[ModelCard]:
         if not isinstance(name, str):
             raise ValueError(f"a model without a string 'id' in {str(data)[:80]}")
         root, length = entry.get("root"), entry.get("max_model_len")
-        cards.append(ModelCard(
-            name, root if isinstance(root, str) and root else None,
-            length if isinstance(length, int) and not isinstance(length, bool) and length > 0
-            else None,
-        ))  # fmt: skip
+        cards.append(
+            ModelCard(
+                name,
+                root if isinstance(root, str) and root else None,
+                length
+                if isinstance(length, int) and not isinstance(length, bool) and length > 0
+                else None,
+            )
+        )
     return cards
 
 
@@ -90,9 +94,11 @@ def attached_card(url: str, cards: list[ModelCard], config: EngineConfig) -> Mod
     card = next((c for c in cards if c.serves(config.model)), None)
     if card is None:
         served = ", ".join(c.words() for c in cards)
-        message = (f"wrong server at {url}: it serves {served}, the study's model is "
-                   f"{config.model}: name the model it serves (--model), or, where it is this "
-                   f"model under another name, set engine.model to the name it serves")  # fmt: skip
+        message = (
+            f"wrong server at {url}: it serves {served}, the study's model is "
+            f"{config.model}: name the model it serves (--model), or, where it is this "
+            f"model under another name, set engine.model to the name it serves"
+        )
         raise ServerFailedError(Failure("wrong_server", message, None, ()))
     mismatch = length_mismatch(card, config)
     if mismatch:

@@ -72,10 +72,13 @@ async def measure_async(
 ) -> Measured:
     clock = Clock.start()
     sampler = HttpSampler(
-        url, clock, interval_s=instruments.scrape_interval_s,
-        sim_telemetry=instruments.sim_telemetry, api_key=options.api_key,
+        url,
+        clock,
+        interval_s=instruments.scrape_interval_s,
+        sim_telemetry=instruments.sim_telemetry,
+        api_key=options.api_key,
         adaptive=instruments.adaptive_scrapes,
-    )  # fmt: skip
+    )
     nvml = (
         NvmlSampler(clock, instruments.nvml_index) if instruments.nvml_index is not None else None
     )
@@ -94,12 +97,23 @@ async def measure_async(
         gpu = [*sampler.gpu, *(nvml.stop() if nvml is not None else [])]
     scrapes = sampler.scrapes()
     start, end = window_bounds(records, trim, warmup_s)
-    signals = summarize_signals(scrapes, gpu, start, end, engine_cpu_pct=cpu.percent(),
-                                scrape_share=sampler.share_landed(start, end))  # fmt: skip
+    signals = summarize_signals(
+        scrapes,
+        gpu,
+        start,
+        end,
+        engine_cpu_pct=cpu.percent(),
+        scrape_share=sampler.share_landed(start, end),
+    )
     point = load_point(
-        rate_rps, records, slo, signals=signals, trim=trim, trust=trust,
+        rate_rps,
+        records,
+        slo,
+        signals=signals,
+        trim=trim,
+        trust=trust,
         warmup_s=warmup_s,
-    )  # fmt: skip
+    )
     texts = tuple(t for t in (sampler.first_text, sampler.last_text) if t is not None)
     return Measured(point, tuple(records), tuple(scrapes), tuple(gpu), texts)
 

@@ -107,7 +107,8 @@ class NvmlSampler:
         power = _try(pynvml.nvmlDeviceGetPowerUsage, h)
         clock = _try(pynvml.nvmlDeviceGetClockInfo, h, pynvml.NVML_CLOCK_SM)
         fields: dict[str, Any] = {
-            "start_s": start, "end_s": end,
+            "start_s": start,
+            "end_s": end,
             "gpu_util_pct": util.gpu if util is not None else None,
             "memory_util_pct": util.memory if util is not None else None,
             "memory_used_mib": memory.used / 2**20 if memory is not None else None,
@@ -115,7 +116,7 @@ class NvmlSampler:
             "power_w": power / 1000.0 if power is not None else None,
             "sm_clock_mhz": float(clock) if clock is not None else None,
             "throttle_reasons": self._reasons(h),
-        }  # fmt: skip
+        }
         if gpm and all(gpm):
             fields.update(self._gpm_metrics(gpm))
         return GpuSample(**fields)

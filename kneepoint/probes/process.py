@@ -140,9 +140,13 @@ class ServerProcess:
     """One launched server. Use as a context manager: leaving it stops the process group."""
 
     def __init__(
-        self, argv: Sequence[str], log_path: Path, env: Mapping[str, str] | None = None,
-        unset: Sequence[str] = (), nice: int = 0,
-    ) -> None:  # fmt: skip
+        self,
+        argv: Sequence[str],
+        log_path: Path,
+        env: Mapping[str, str] | None = None,
+        unset: Sequence[str] = (),
+        nice: int = 0,
+    ) -> None:
         """``env`` is added to the agent's environment for the server, ``unset`` taken out;
         ``nice``: how much lower the server's CPU priority is than the agent's (its engine
         processes, started later, inherit it)."""
@@ -153,10 +157,13 @@ class ServerProcess:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = log_path.open("ab")
         self.proc = subprocess.Popen(
-            self.argv, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
+            self.argv,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
             env={k: v for k, v in {**os.environ, **(env or {})}.items() if k not in unset},
             start_new_session=True,
-        )  # fmt: skip
+        )
         if nice:
             lower_priority(self.proc.pid, nice)
         # If the agent dies without stopping it, its watchdog stops the group at once, and
@@ -247,11 +254,12 @@ def _watch(pgid: int, started: str, pid_path: Path) -> tuple[int, subprocess.Pop
     read_end, write_end = os.pipe()  # not inherited by later children (PEP 446)
     try:
         watchdog = subprocess.Popen(
-            [sys.executable, "-m", "kneepoint.probes.watchdog", str(pgid), started,
-             str(pid_path)],
-            stdin=read_end, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [sys.executable, "-m", "kneepoint.probes.watchdog", str(pgid), started, str(pid_path)],
+            stdin=read_end,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
             start_new_session=True,
-        )  # fmt: skip
+        )
     except BaseException:
         os.close(write_end)
         raise
@@ -290,8 +298,12 @@ def _group_members(pgid: int, started: str) -> list[int]:
         if not entry.name.isdigit():
             continue
         fields = _stat_fields(int(entry.name))
-        if (len(fields) > 19 and fields[0] != "Z" and fields[2] == str(pgid)
-                and int(fields[19]) >= int(started)):  # fmt: skip
+        if (
+            len(fields) > 19
+            and fields[0] != "Z"
+            and fields[2] == str(pgid)
+            and int(fields[19]) >= int(started)
+        ):
             members.append(int(entry.name))
     return members
 

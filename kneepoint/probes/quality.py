@@ -35,17 +35,26 @@ class QualityCheckError(RuntimeError):
 
 
 def greedy_outputs(
-    url: str, model: str, prompts: Sequence[str], max_tokens: int, timeout_s: float = 120.0,
-    *, api_key: str | None = None,
-) -> list[tuple[str, ...]]:  # fmt: skip
+    url: str,
+    model: str,
+    prompts: Sequence[str],
+    max_tokens: int,
+    timeout_s: float = 120.0,
+    *,
+    api_key: str | None = None,
+) -> list[tuple[str, ...]]:
     """Each prompt's greedy continuation, as the server's generated tokens."""
     outputs = []
     with httpx.Client(base_url=url, timeout=timeout_s, headers=bearer(api_key)) as client:
         for prompt in prompts:
             body = {
-                "model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0,
-                "logprobs": 0, "seed": 0,
-            }  # fmt: skip
+                "model": model,
+                "prompt": prompt,
+                "max_tokens": max_tokens,
+                "temperature": 0.0,
+                "logprobs": 0,
+                "seed": 0,
+            }
             try:
                 response = client.post("/v1/completions", json=body)
                 response.raise_for_status()

@@ -63,8 +63,10 @@ def redact_all(value: Any) -> Any:
         return {k: redact_all(v) for k, v in value.items()}
     if isinstance(value, list | tuple):  # an argv: the word after --api-key is the key
         after_flag = [i > 0 and value[i - 1] == "--api-key" for i in range(len(value))]
-        return type(value)(REDACTED if flagged else redact_all(v)
-                           for v, flagged in zip(value, after_flag, strict=True))  # fmt: skip
+        return type(value)(
+            REDACTED if flagged else redact_all(v)
+            for v, flagged in zip(value, after_flag, strict=True)
+        )
     return value
 
 

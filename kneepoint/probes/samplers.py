@@ -44,9 +44,15 @@ class HttpSampler:
     """Scrapes of ``/metrics``, and GPU samples from ``/telemetry`` where the server has one."""
 
     def __init__(
-        self, url: str, clock: Clock, *, interval_s: float = 0.5, sim_telemetry: bool = False,
-        api_key: str | None = None, adaptive: bool = False,
-    ) -> None:  # fmt: skip
+        self,
+        url: str,
+        clock: Clock,
+        *,
+        interval_s: float = 0.5,
+        sim_telemetry: bool = False,
+        api_key: str | None = None,
+        adaptive: bool = False,
+    ) -> None:
         """``interval_s``: between scrapes (with ``adaptive``, the least)."""
         self.url, self.clock, self.interval_s = url, clock, interval_s
         self.base_interval_s, self.adaptive = interval_s, adaptive

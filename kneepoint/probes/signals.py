@@ -18,9 +18,13 @@ from kneepoint.records.telemetry import GpuSample
 from kneepoint.sim.metrics import CLOCK_LAG_LIMIT_S
 
 _GPU_FIELDS = (
-    "gpu_util_pct", "memory_util_pct", "sm_util_pct", "tensor_util_pct", "dram_bw_util_pct",
+    "gpu_util_pct",
+    "memory_util_pct",
+    "sm_util_pct",
+    "tensor_util_pct",
+    "dram_bw_util_pct",
     "power_w",
-)  # fmt: skip
+)
 
 
 def _bracket(scrapes: Sequence[Scrape], start: float, end: float) -> tuple[Scrape, Scrape] | None:
@@ -112,9 +116,14 @@ def _server_latency(scrapes: Sequence[Scrape]) -> dict[str, Dist]:
         if delta.count < 1 or delta.mean is None:
             continue
         quantiles = {q: (quantile(delta, q / 100) or 0.0) * 1000.0 for q in (50, 90, 95, 99)}
-        found[metric] = Dist(count=round(delta.count), mean_ms=delta.mean * 1000.0,
-                             p50_ms=quantiles[50], p90_ms=quantiles[90], p95_ms=quantiles[95],
-                             p99_ms=quantiles[99])  # fmt: skip
+        found[metric] = Dist(
+            count=round(delta.count),
+            mean_ms=delta.mean * 1000.0,
+            p50_ms=quantiles[50],
+            p90_ms=quantiles[90],
+            p95_ms=quantiles[95],
+            p99_ms=quantiles[99],
+        )
     return found
 
 

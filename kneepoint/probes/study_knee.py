@@ -26,8 +26,14 @@ def study_knee_search(
     ``tuning.start_rps``)."""
     spec = study.measurement
     return knee_search(
-        probe, config, study.slo, start_rps or study.tuning.start_rps,
-        rel_tol=spec.knee_tolerance, time_cap_s=time_cap_s, clock=clock,
-        retakes=spec.retakes, lowest_rps=spec.lowest_rps,
+        probe,
+        config,
+        study.slo,
+        start_rps or study.tuning.start_rps,
+        rel_tol=spec.knee_tolerance,
+        time_cap_s=time_cap_s,
+        clock=clock,
+        retakes=spec.retakes,
+        lowest_rps=spec.lowest_rps,
         max_rps=study.tuning.max_rate_rps,
-    )  # fmt: skip
+    )

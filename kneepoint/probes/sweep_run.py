@@ -39,9 +39,13 @@ class SweepRun:
     """Points measured so far, the time cap, and the retakes a point that cannot tell gets."""
 
     def __init__(
-        self, slo: Slo | None, time_cap_s: float | None, clock: Clock = time.monotonic,
-        retakes: int = 1, reference: Sequence[SweepPoint] = (),
-    ) -> None:  # fmt: skip
+        self,
+        slo: Slo | None,
+        time_cap_s: float | None,
+        clock: Clock = time.monotonic,
+        retakes: int = 1,
+        reference: Sequence[SweepPoint] = (),
+    ) -> None:
         """``reference``: points of the same configuration measured before (earlier legs),
         which a new point must not contradict without a retake."""
         self.slo, self.points = slo, list[SweepPoint]()
@@ -79,20 +83,27 @@ class SweepRun:
         a pass well above one that missed it. None where it does not."""
         if not entry.counted:
             return None
-        others = [p for p in (*self.reference, *self.points)
-                  if p is not entry and p.counted and p.arm == entry.arm]  # fmt: skip
+        others = [
+            p
+            for p in (*self.reference, *self.points)
+            if p is not entry and p.counted and p.arm == entry.arm
+        ]
         if entry.failed:
             above = [
                 p.rate_rps for p in others if p.passed and p.rate_rps >= entry.rate_rps * SLACK
             ]
             if above:
-                return (f"missed the SLO at {entry.rate_rps:.2f} req/s, below {max(above):.2f} "
-                        "req/s, which met it")  # fmt: skip
+                return (
+                    f"missed the SLO at {entry.rate_rps:.2f} req/s, below {max(above):.2f} "
+                    "req/s, which met it"
+                )
             return None
         below = [p.rate_rps for p in others if p.failed and p.rate_rps * SLACK <= entry.rate_rps]
         if below:
-            return (f"met the SLO at {entry.rate_rps:.2f} req/s, above {min(below):.2f} req/s, "
-                    "which missed it")  # fmt: skip
+            return (
+                f"met the SLO at {entry.rate_rps:.2f} req/s, above {min(below):.2f} req/s, "
+                "which missed it"
+            )
         return None
 
     def _supersede(self, entry: SweepPoint) -> None:
@@ -101,12 +112,25 @@ class SweepRun:
 
     def _once(self, probe: Prober, rate: float, repeat: int, arm: str, attempt: int) -> SweepPoint:
         point = probe(rate, repeat, attempt)
-        entry = SweepPoint(rate_rps=rate, repeat=repeat, arm=arm, attempt=attempt,
-                           margin=slo_margin(point, self.slo), point=point)  # fmt: skip
+        entry = SweepPoint(
+            rate_rps=rate,
+            repeat=repeat,
+            arm=arm,
+            attempt=attempt,
+            margin=slo_margin(point, self.slo),
+            point=point,
+        )
         self.points.append(entry)
-        log.info("sweep.point", arm=arm, repeat=repeat, rate_rps=round(rate, 3),
-                 margin=round(entry.margin, 3), goodput_rps=round(point.goodput_rps, 3),
-                 valid=point.valid, attempt=attempt)  # fmt: skip
+        log.info(
+            "sweep.point",
+            arm=arm,
+            repeat=repeat,
+            rate_rps=round(rate, 3),
+            margin=round(entry.margin, 3),
+            goodput_rps=round(point.goodput_rps, 3),
+            valid=point.valid,
+            attempt=attempt,
+        )
         return entry
 
     def result(self, kind: SweepKind, config: EngineConfig, arm: str = "incumbent") -> SweepResult:
@@ -123,14 +147,19 @@ class SweepRun:
         if by_repeat and any(by_repeat):
             mean, low, high = mean_interval(by_repeat)
         return SweepResult(
-            kind=kind, config=config, points=tuple(mine), capacity_rps=mean,
+            kind=kind,
+            config=config,
+            points=tuple(mine),
+            capacity_rps=mean,
             capacity_low_rps=max(0.0, low) if low is not None else None,
-            capacity_high_rps=high, capacity_by_repeat=tuple(by_repeat),
+            capacity_high_rps=high,
+            capacity_by_repeat=tuple(by_repeat),
             knee_rps=max(passing) if passing else None,
-            invalid_points=len(mine) - len(counted), capped=self.capped,
+            invalid_points=len(mine) - len(counted),
+            capped=self.capped,
             floor_reason=next((f for f in floors if f is not None), None),
             elapsed_s=self.clock() - self.started,
-        )  # fmt: skip
+        )
 
 
 def floor_reason(points: Sequence[SweepPoint], capped: bool) -> str | None:
@@ -142,12 +171,15 @@ def floor_reason(points: Sequence[SweepPoint], capped: bool) -> str | None:
     top = max(passes)
     if any(p.failed and p.rate_rps > top for p in points):
         return None
-    unknown = sorted((p for p in points if not p.counted and p.rate_rps > top),
-                     key=lambda p: p.rate_rps)  # fmt: skip
+    unknown = sorted(
+        (p for p in points if not p.counted and p.rate_rps > top), key=lambda p: p.rate_rps
+    )
     if unknown:
         why = unknown[0].why_not_counted() or "it could not tell"
-        return (f"the host cannot measure this server above {top:.2f} req/s: at "
-                f"{unknown[0].rate_rps:.2f} req/s, {why}")  # fmt: skip
+        return (
+            f"the host cannot measure this server above {top:.2f} req/s: at "
+            f"{unknown[0].rate_rps:.2f} req/s, {why}"
+        )
     if capped:
         return f"the time cap ended the sweep at {top:.2f} req/s before any rate failed"
     return f"no rate tried failed the SLO (the highest, {top:.2f} req/s, met it)"

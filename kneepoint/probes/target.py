@@ -101,13 +101,18 @@ def rejected(records: Sequence[RequestRecord]) -> Failure | None:
         return None  # an overloaded server, not a broken one
     if timed_out:
         first = next(e for e in errors if e.startswith("timed out"))
-        message = (f"not one request of the point got a token ({timed_out} of {len(errors)} "
-                   f"timed out: {first})")  # fmt: skip
+        message = (
+            f"not one request of the point got a token ({timed_out} of {len(errors)} "
+            f"timed out: {first})"
+        )
         return Failure("hung", message, None, ())
     if all(e.startswith("HTTP 4") for e in errors):
-        return Failure("bad_argument", f"the server refuses the workload's requests: "
-                       f"{errors[0]}", None, ())  # fmt: skip
+        return Failure(
+            "bad_argument", f"the server refuses the workload's requests: {errors[0]}", None, ()
+        )
     common = max(set(errors), key=errors.count)
-    message = (f"the server failed every request of the point ({len(errors)} of "
-               f"{len(errors)}; {errors.count(common)} of them: {common})")  # fmt: skip
+    message = (
+        f"the server failed every request of the point ({len(errors)} of "
+        f"{len(errors)}; {errors.count(common)} of them: {common})"
+    )
     return Failure("crashed", message, None, ())

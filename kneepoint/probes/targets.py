@@ -76,8 +76,7 @@ def open_target(
     spec = study.backend
     kind = "sim-virtual" if isinstance(spec, SimBackend) and spec.clock == "virtual" else spec.kind
     # The workload's trace is read once for every load point.
-    opening = Opening(study, config, trial_dir, size, keep, workload_trace(study.workload),
-                       launch)  # fmt: skip
+    opening = Opening(study, config, trial_dir, size, keep, workload_trace(study.workload), launch)
     with BACKENDS[kind](opening) as target:
         yield target
 
@@ -94,10 +93,16 @@ def _vllm_server(o: Opening) -> Backend:
     assert not isinstance(spec, SimBackend | AttachSpec)
     key = api_key(o.study)
     nvml = None if o.study.gpu.is_cpu else spec.gpu_index or 0  # a CPU host has no NVML
-    return LaunchBackend(vllm_argv(spec), env=server_env(o.study, spec, key), host=spec.host,
-                         port=spec.port, startup_timeout_s=spec.startup_timeout_s,
-                         nvml_index=nvml, api_key=key,
-                         nice=o.study.measurement.server_nice)  # fmt: skip
+    return LaunchBackend(
+        vllm_argv(spec),
+        env=server_env(o.study, spec, key),
+        host=spec.host,
+        port=spec.port,
+        startup_timeout_s=spec.startup_timeout_s,
+        nvml_index=nvml,
+        api_key=key,
+        nice=o.study.measurement.server_nice,
+    )
 
 
 def _attached(o: Opening) -> Backend:
@@ -116,8 +121,12 @@ def _over_http(
         clock = DeviceClock(o.config.tensor_parallel_size or 1)
         with make(o).serve(o.config, o.trial_dir) as endpoint:
             warm_up(endpoint.url, o.study, _options(o.study, endpoint))
-            yield Target(_http_prober(o.study, endpoint, o.size, o.trace, o.keep), endpoint,
-                         clock, _http_sender(o.study, endpoint))  # fmt: skip
+            yield Target(
+                _http_prober(o.study, endpoint, o.size, o.trace, o.keep),
+                endpoint,
+                clock,
+                _http_sender(o.study, endpoint),
+            )
 
     return opener
 
@@ -145,15 +154,25 @@ def _calibration_file(study: StudySpec, trial_dir: Path) -> Path | None:
 
 def _options(study: StudySpec, endpoint: Endpoint) -> LoadOptions:
     client = study.workload.client
-    return LoadOptions(model=endpoint.served_model, request_timeout_s=client.request_timeout_s,
-                       max_concurrency=client.max_concurrency,
-                       ignore_eos=client.ignore_eos, api_key=endpoint.api_key)  # fmt: skip
+    return LoadOptions(
+        model=endpoint.served_model,
+        request_timeout_s=client.request_timeout_s,
+        max_concurrency=client.max_concurrency,
+        ignore_eos=client.ignore_eos,
+        api_key=endpoint.api_key,
+    )
 
 
 def _http_sender(study: StudySpec, endpoint: Endpoint) -> Sender:
     def send(plan: Sequence[PlannedRequest], rate: float) -> tuple[RequestRecord, ...]:
-        measured = measure(endpoint.url, plan, rate, _options(study, endpoint), study.slo,
-                           instruments=endpoint.instruments)  # fmt: skip
+        measured = measure(
+            endpoint.url,
+            plan,
+            rate,
+            _options(study, endpoint),
+            study.slo,
+            instruments=endpoint.instruments,
+        )
         failure = endpoint.failure()
         if failure is not None:
             raise ServerFailedError(failure)
@@ -168,9 +187,10 @@ def _instruments(study: StudySpec, endpoint: Endpoint, attempt: int) -> Instrume
     measurement on a host that could not tell)."""
     every = study.measurement.scrape_interval_s
     return dataclasses.replace(
-        endpoint.instruments, scrape_interval_s=(every or 1.0) * 2**attempt,
+        endpoint.instruments,
+        scrape_interval_s=(every or 1.0) * 2**attempt,
         adaptive_scrapes=every is None,
-    )  # fmt: skip
+    )
 
 
 def _http_prober(
@@ -185,19 +205,30 @@ def _http_prober(
 
     def probe(rate: float, repeat: int, attempt: int = 0) -> LoadPoint:
         plan = plan_requests(
-            study.workload, rate, num_requests=size.requests(rate),
-            seed=point_seed(study.workload.seed, repeat, attempt), trace=trace,
+            study.workload,
+            rate,
+            num_requests=size.requests(rate),
+            seed=point_seed(study.workload.seed, repeat, attempt),
+            trace=trace,
             vocab_size=study.model.vocab_size,
             salt=rate_salt(rate, attempt),  # one live server: no prompt repeats an earlier one
-        )  # fmt: skip
+        )
         measured = measure(
-            endpoint.url, plan, rate, options, study.slo,
-            instruments=_instruments(study, endpoint, attempt), trust=trust,
+            endpoint.url,
+            plan,
+            rate,
+            options,
+            study.slo,
+            instruments=_instruments(study, endpoint, attempt),
+            trust=trust,
             warmup_s=size.warmup_s,
-        )  # fmt: skip
+        )
         if keep is not None:
-            keep(PointArtifacts(rate, repeat, measured.point, measured.records,
-                                measured.metrics_text, attempt))  # fmt: skip
+            keep(
+                PointArtifacts(
+                    rate, repeat, measured.point, measured.records, measured.metrics_text, attempt
+                )
+            )
         failure = endpoint.failure() or rejected(measured.records)
         if failure is not None:
             raise ServerFailedError(failure)

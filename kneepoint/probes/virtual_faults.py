@@ -24,16 +24,35 @@ from kneepoint.records.measure import RequestRecord
 log = structlog.get_logger(__name__)
 
 HTTP_500 = "HTTP 500: EngineCore encountered an issue."
-DROPPED = ("RemoteProtocolError: peer closed connection without sending complete message "
-           "body (incomplete chunked read)")  # fmt: skip
+DROPPED = (
+    "RemoteProtocolError: peer closed connection without sending complete message "
+    "body (incomplete chunked read)"
+)
 """What the load generator records for these faults over HTTP (httpx's words)."""
 
-_ENGINE_SIGNALS = ("kv_usage_mean", "kv_usage_max", "running_mean", "running_max",
-                   "waiting_mean", "preemptions_per_s", "prefix_hit_rate",
-                   "tokens_per_step_mean", "steps_per_s", "prompt_tokens_per_s",
-                   "generation_tokens_per_s", "num_gpu_blocks", "block_size")  # fmt: skip
-_GPU_SIGNALS = ("gpu_util_pct", "memory_util_pct", "sm_util_pct", "tensor_util_pct",
-                "dram_bw_util_pct", "power_w")  # fmt: skip
+_ENGINE_SIGNALS = (
+    "kv_usage_mean",
+    "kv_usage_max",
+    "running_mean",
+    "running_max",
+    "waiting_mean",
+    "preemptions_per_s",
+    "prefix_hit_rate",
+    "tokens_per_step_mean",
+    "steps_per_s",
+    "prompt_tokens_per_s",
+    "generation_tokens_per_s",
+    "num_gpu_blocks",
+    "block_size",
+)
+_GPU_SIGNALS = (
+    "gpu_util_pct",
+    "memory_util_pct",
+    "sm_util_pct",
+    "tensor_util_pct",
+    "dram_bw_util_pct",
+    "power_w",
+)
 
 
 def faulted_records(
@@ -51,8 +70,7 @@ def faulted_records(
         log.debug(f"{MARKER} {fault}", request=arrived + record.index + 1)
         kept = record.chunk_times_s[:1] if fault == "cut" else ()
         error = HTTP_500 if fault == "5xx" else DROPPED
-        update = {"chunk_times_s": kept, "end_s": None, "output_tokens": len(kept),
-                  "error": error}  # fmt: skip
+        update = {"chunk_times_s": kept, "end_s": None, "output_tokens": len(kept), "error": error}
         out.append(record.model_copy(update=update))
     return tuple(out)
 
@@ -81,9 +99,14 @@ class Lifetime:
         """Account for a point of ``duration_s``: the seconds it held the server, and the
         failure that ended it, if the server died or hung during it (a hang holds it until
         the client gives up, ``give_up_s`` later)."""
-        ends = [(at, kind) for at, kind in ((self.faults.crash_after_s, "crashed"),
-                                            (self.faults.hang_after_s, "hung"))
-                if at is not None]  # fmt: skip
+        ends = [
+            (at, kind)
+            for at, kind in (
+                (self.faults.crash_after_s, "crashed"),
+                (self.faults.hang_after_s, "hung"),
+            )
+            if at is not None
+        ]
         for at, kind in sorted(ends):
             if self.up_s + duration_s > at:
                 held = max(0.0, at - self.up_s) + (give_up_s if kind == "hung" else 0.0)

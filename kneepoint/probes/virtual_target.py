@@ -46,9 +46,15 @@ def virtual_target(o: Opening) -> Iterator[Target]:
     def virtual(rate: float, repeat: int, attempt: int = 0) -> LoadPoint:
         seed = point_seed(study.workload.seed, repeat, attempt)
         simulated = simulate_load_point(
-            study, rate, size.requests(rate), config, seed, trace=o.trace,
-            warmup_s=size.warmup_s, trust=Trust.of(study.slo, study.measurement),
-        )  # fmt: skip
+            study,
+            rate,
+            size.requests(rate),
+            config,
+            seed,
+            trace=o.trace,
+            warmup_s=size.warmup_s,
+            trust=Trust.of(study.slo, study.measurement),
+        )
         point, records = simulated.point, simulated.load.records
         held, died = life.serve(point.duration_s, study.workload.client.request_timeout_s)
         clock.virtual_s = (clock.virtual_s or 0.0) + held
@@ -56,9 +62,14 @@ def virtual_target(o: Opening) -> Iterator[Target]:
             raise ServerFailedError(died)
         if faults.injected():
             records = faulted_records(records, faults, life.arrived)
-            point = load_point(rate, records, study.slo, warmup_s=size.warmup_s,
-                               signals=faulted_signals(point.signals, faults),
-                               trust=Trust.of(study.slo, study.measurement))  # fmt: skip
+            point = load_point(
+                rate,
+                records,
+                study.slo,
+                warmup_s=size.warmup_s,
+                signals=faulted_signals(point.signals, faults),
+                trust=Trust.of(study.slo, study.measurement),
+            )
         life.arrived += len(records)
         if o.keep is not None:
             o.keep(PointArtifacts(rate, repeat, point, records, attempt=attempt))
@@ -69,8 +80,12 @@ def virtual_target(o: Opening) -> Iterator[Target]:
 
     def send(plan: Sequence[PlannedRequest], rate: float) -> tuple[RequestRecord, ...]:
         sim = SimEngine(study.gpu, study.model, config, study.efficiency)
-        load = run_plan(sim, plan, timeout_s=SEND_TIMEOUT_S,
-                        request_timeout_s=study.workload.client.request_timeout_s)  # fmt: skip
+        load = run_plan(
+            sim,
+            plan,
+            timeout_s=SEND_TIMEOUT_S,
+            request_timeout_s=study.workload.client.request_timeout_s,
+        )
         clock.virtual_s = (clock.virtual_s or 0.0) + sim.now_s
         return load.records
 

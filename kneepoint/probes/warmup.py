@@ -26,8 +26,13 @@ _BURST_RPS = 1000.0
 def warm_up(url: str, study: StudySpec, options: LoadOptions) -> None:
     """Send ``WARMUP_REQUESTS`` of the study's workload at once and wait for them; what they
     measured is discarded (a server that fails them will fail the first point too)."""
-    plan = plan_requests(study.workload, _BURST_RPS, num_requests=WARMUP_REQUESTS,
-                         seed=study.workload.seed, vocab_size=study.model.vocab_size,
-                         salt="warmup/")  # fmt: skip
+    plan = plan_requests(
+        study.workload,
+        _BURST_RPS,
+        num_requests=WARMUP_REQUESTS,
+        seed=study.workload.seed,
+        vocab_size=study.model.vocab_size,
+        salt="warmup/",
+    )
     records = asyncio.run(run_load(url, plan, options))
     log.info("server.warmed", requests=len(records), failed=sum(not r.ok for r in records))

@@ -99,10 +99,12 @@ class ServerResponse(Record):
         return float(growth ** (1.0 - min(1.0, max(0.0, self.elasticity))))
 
     def reading(self) -> str:
-        return (f"{self.low_tokens_per_step:.0f} -> {self.high_tokens_per_step:.0f} tokens per "
-                f"step took {self.low_step_ms:.1f} -> {self.high_step_ms:.1f} ms "
-                f"({self.low_rate_rps:.4g} -> {self.high_rate_rps:.4g} req/s): step time grows "
-                f"as tokens^{self.elasticity:.2f}")  # fmt: skip
+        return (
+            f"{self.low_tokens_per_step:.0f} -> {self.high_tokens_per_step:.0f} tokens per "
+            f"step took {self.low_step_ms:.1f} -> {self.high_step_ms:.1f} ms "
+            f"({self.low_rate_rps:.4g} -> {self.high_rate_rps:.4g} req/s): step time grows "
+            f"as tokens^{self.elasticity:.2f}"
+        )
 
 
 class Observation(Record):

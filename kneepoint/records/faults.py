@@ -68,8 +68,11 @@ class Faults(InputRecord):
         """The fault request ``index`` meets, if any: a fixed draw per (seed, request), so
         the same requests fail on every backend and every repeat of a run."""
         draw = _unit_hash(self.seed, index)
-        for kind, share in (("5xx", self.error_5xx_fraction), ("reset", self.reset_fraction),
-                            ("cut", self.stream_cut_fraction)):  # fmt: skip
+        for kind, share in (
+            ("5xx", self.error_5xx_fraction),
+            ("reset", self.reset_fraction),
+            ("cut", self.stream_cut_fraction),
+        ):
             if draw < share:
                 return kind  # type: ignore[return-value]
             draw -= share

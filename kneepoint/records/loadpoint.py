@@ -126,13 +126,13 @@ class LoadPoint(Record):
         if self.client_bound:
             late = self.late_send_share
             share = f"{late:.0%} of sends late, " if late is not None else ""
-            return (f"client-bound: {share}the SLO missed only by the client's own lag; "
-                    "not counted")  # fmt: skip
+            return f"client-bound: {share}the SLO missed only by the client's own lag; not counted"
         if self.server_behind:
             late = self.signals.sim_clock_late_share or 0.0
-            return (f"simulator behind its clock: {late:.1%} of steps over 5 ms late; "
-                    "not counted")  # fmt: skip
+            return f"simulator behind its clock: {late:.1%} of steps over 5 ms late; not counted"
         if self.inconsistent:
-            return (f"inconsistent: the server held {self.concurrency_ratio:.2f}x the "
-                    "sequences rate x latency says; not counted")  # fmt: skip
+            return (
+                f"inconsistent: the server held {self.concurrency_ratio:.2f}x the "
+                "sequences rate x latency says; not counted"
+            )
         return None

@@ -100,14 +100,19 @@ class Plan(Record):
     def ranked(self) -> list[Layout]:
         """Fitting layouts with a capacity, cheapest per million output tokens first (by
         capacity per GPU where there is no price)."""
-        priced = [lay for lay in self.layouts if lay.fits and lay.prediction is not None
-                  and lay.prediction.capacity_rps]  # fmt: skip
+        priced = [
+            lay
+            for lay in self.layouts
+            if lay.fits and lay.prediction is not None and lay.prediction.capacity_rps
+        ]
 
         def key(lay: Layout) -> tuple[float, float]:
             assert lay.prediction is not None
             tp = lay.tensor_parallel_size
             cost = lay.prediction.usd_per_million_output(tp)
-            return (cost if cost is not None else float("inf"),
-                    -(lay.prediction.per_gpu_rps(tp) or 0.0))  # fmt: skip
+            return (
+                cost if cost is not None else float("inf"),
+                -(lay.prediction.per_gpu_rps(tp) or 0.0),
+            )
 
         return sorted(priced, key=key)

@@ -102,9 +102,11 @@ class VllmBackend(InputRecord):
                     "it as VLLM_API_KEY and is called with it"
                 )
             if looks_secret(name) and referenced(value) is None:
-                raise ValueError(f"{name}: a secret is not written into the study (it is "
-                                 f"copied into the run folder): write ${{{name}}} to pass it "
-                                 "from the agent's environment")  # fmt: skip
+                raise ValueError(
+                    f"{name}: a secret is not written into the study (it is "
+                    f"copied into the run folder): write ${{{name}}} to pass it "
+                    "from the agent's environment"
+                )
         return env
 
 
@@ -202,8 +204,10 @@ class TuningSpec(InputRecord):
     def _first_point_fits(self) -> TuningSpec:
         planned = self.start_rps * max(self.screen_seconds, self.validate_seconds)
         if planned > MAX_POINT_REQUESTS:
-            raise ValueError(f"start_rps x the longest point plans {planned:,.0f} requests in "
-                             f"one point; at most {MAX_POINT_REQUESTS:,} fit")  # fmt: skip
+            raise ValueError(
+                f"start_rps x the longest point plans {planned:,.0f} requests in "
+                f"one point; at most {MAX_POINT_REQUESTS:,} fit"
+            )
         return self
 
 
@@ -273,9 +277,11 @@ class StudySpec(InputRecord):
     def _client_the_backend_can_run(self) -> StudySpec:
         virtual = isinstance(self.backend, SimBackend) and self.backend.clock == "virtual"
         if virtual and self.workload.client.max_concurrency is not None:
-            raise ValueError("workload.client.max_concurrency: the simulator's virtual clock "
-                             "sends open loop; a capped client needs a server "
-                             "(backend: {kind: sim, clock: http})")  # fmt: skip
+            raise ValueError(
+                "workload.client.max_concurrency: the simulator's virtual clock "
+                "sends open loop; a capped client needs a server "
+                "(backend: {kind: sim, clock: http})"
+            )
         return self
 
     @model_validator(mode="after")
@@ -301,8 +307,9 @@ class StudySpec(InputRecord):
         model, engine = self.model, self.engine
         tp = engine.tensor_parallel_size or 1
         if tp > self.gpus:
-            raise ValueError(f"engine.tensor_parallel_size: {tp} exceeds the study's gpus "
-                             f"({self.gpus})")  # fmt: skip
+            raise ValueError(
+                f"engine.tensor_parallel_size: {tp} exceeds the study's gpus ({self.gpus})"
+            )
         if model.num_attention_heads % tp:
             raise ValueError(
                 f"engine.tensor_parallel_size: {tp} does not divide the model's "

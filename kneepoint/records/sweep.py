@@ -84,8 +84,11 @@ def nothing_met(result: SweepResult) -> str:
     counted = [p for p in result.points if p.counted]
     if not counted:
         why = next((p.why_not_counted() for p in result.points), None)
-        return f"no rate met the SLO (no point could tell: {why})" if why else (
-            "no rate met the SLO (nothing was measured)")  # fmt: skip
+        return (
+            f"no rate met the SLO (no point could tell: {why})"
+            if why
+            else ("no rate met the SLO (nothing was measured)")
+        )
     low = min(counted, key=lambda p: p.rate_rps)
     missed = "; ".join(low.point.violations) or "the SLO"
     waiting = low.point.signals.waiting_mean

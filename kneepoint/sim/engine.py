@@ -201,8 +201,9 @@ class SimEngine:
             if stepped is not None:
                 # Requests that arrived during the step are taken in before its output.
                 index = self._take_in(pending, index, handed)
-                self.frontend.stream(self.now_s, stepped.record.num_samples
-                                     / self.resolved.stream_interval)  # fmt: skip
+                self.frontend.stream(
+                    self.now_s, stepped.record.num_samples / self.resolved.stream_interval
+                )
                 run.steps.append(stepped.record)
                 run.finished += stepped.finished
             elif handed:  # idle until the next request reaches the engine

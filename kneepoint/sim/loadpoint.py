@@ -66,14 +66,20 @@ def simulate_load_point(
     with instead, its prefix cache as earlier points left it, as a live server's is;
     ``salt``: the plan's, as ``plan_requests`` takes it; ``trust``: the rules the point is
     judged by, the SLO's defaults when None)."""
-    sim = on or SimEngine(study.gpu, study.model, engine or study.engine,
-                          efficiency or study.efficiency)  # fmt: skip
+    sim = on or SimEngine(
+        study.gpu, study.model, engine or study.engine, efficiency or study.efficiency
+    )
     if trace is None:
         trace = workload_trace(study.workload)
     plan = plan_requests(
-        study.workload, rate_rps, num_requests=num_requests, seed=seed, trace=trace,
-        vocab_size=study.model.vocab_size, salt=salt,
-    )  # fmt: skip
+        study.workload,
+        rate_rps,
+        num_requests=num_requests,
+        seed=seed,
+        trace=trace,
+        vocab_size=study.model.vocab_size,
+        salt=salt,
+    )
     began = sim.now_s  # records count from the plan's start; steps from the engine's
     load = run_plan(
         sim, plan, timeout_s=_TIMEOUT_S, request_timeout_s=study.workload.client.request_timeout_s

@@ -17,17 +17,73 @@ from kneepoint.sim.engine import StepRecord
 from kneepoint.sim.request import SimRequest
 
 TTFT_BUCKETS = (
-    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
-    20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
-)  # fmt: skip
+    0.001,
+    0.005,
+    0.01,
+    0.02,
+    0.04,
+    0.06,
+    0.08,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+    160.0,
+    640.0,
+    2560.0,
+)
 ITL_BUCKETS = (
-    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
-    20.0, 40.0, 80.0,
-)  # fmt: skip
+    0.01,
+    0.025,
+    0.05,
+    0.075,
+    0.1,
+    0.15,
+    0.2,
+    0.3,
+    0.4,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+)
 REQUEST_LATENCY_BUCKETS = (
-    0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0,
-    240.0, 480.0, 960.0, 1920.0, 7680.0,
-)  # fmt: skip
+    0.3,
+    0.5,
+    0.8,
+    1.0,
+    1.5,
+    2.0,
+    2.5,
+    5.0,
+    10.0,
+    15.0,
+    20.0,
+    30.0,
+    40.0,
+    50.0,
+    60.0,
+    120.0,
+    240.0,
+    480.0,
+    960.0,
+    1920.0,
+    7680.0,
+)
 ITERATION_TOKEN_BUCKETS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 CLOCK_LAG_METRIC = "kneepoint:sim_clock_lag_seconds"
 """Not a vLLM metric: how late each step's tokens left the simulator behind its own clock
@@ -97,13 +153,15 @@ class VllmMetrics:
             ITERATION_TOKEN_BUCKETS,
         )
         self.ttft = histogram(
-            "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
+            "vllm:time_to_first_token_seconds",
+            "Histogram of time to first token in seconds.",
             TTFT_BUCKETS,
-        )  # fmt: skip
+        )
         self.itl = histogram(
-            "vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
+            "vllm:inter_token_latency_seconds",
+            "Histogram of inter-token latency in seconds.",
             ITL_BUCKETS,
-        )  # fmt: skip
+        )
         self.tpot = histogram(
             "vllm:request_time_per_output_token_seconds",
             "Histogram of time_per_output_token_seconds per request.",
@@ -125,23 +183,30 @@ class VllmMetrics:
             "vllm:request_prompt_tokens", "Number of prefill tokens processed.", token_buckets
         )
         self.request_generation_tokens = histogram(
-            "vllm:request_generation_tokens", "Number of generation tokens processed.",
+            "vllm:request_generation_tokens",
+            "Number of generation tokens processed.",
             token_buckets,
-        )  # fmt: skip
+        )
         self.request_preemptions = histogram(
             "vllm:request_num_preemptions", "Number of preemptions per request.", token_buckets
         )
         self.clock_lag = histogram(
-            CLOCK_LAG_METRIC, "Simulator only: how late each step's tokens left, in seconds.",
+            CLOCK_LAG_METRIC,
+            "Simulator only: how late each step's tokens left, in seconds.",
             CLOCK_LAG_BUCKETS,
-        )  # fmt: skip
+        )
         info = Gauge(
             "vllm:cache_config_info",
             "Information of the LLMEngine CacheConfig",
-            ["block_size", "cache_dtype", "enable_prefix_caching", "gpu_memory_utilization",
-             "num_gpu_blocks"],
+            [
+                "block_size",
+                "cache_dtype",
+                "enable_prefix_caching",
+                "gpu_memory_utilization",
+                "num_gpu_blocks",
+            ],
             registry=self.registry,
-        )  # fmt: skip
+        )
         info.labels(
             block_size=str(engine.block_size),
             cache_dtype=cache_dtype,

@@ -30,9 +30,13 @@ class ApiError(Exception):
 
     def body(self) -> dict[str, Any]:
         return {
-            "error": {"message": self.message, "type": self.kind, "param": None,
-                      "code": self.status},
-        }  # fmt: skip
+            "error": {
+                "message": self.message,
+                "type": self.kind,
+                "param": None,
+                "code": self.status,
+            },
+        }
 
 
 class StreamOptions(BaseModel):
@@ -190,12 +194,22 @@ class Responder:
     def whole(self, text: str, completion_tokens: int) -> dict[str, Any]:
         if self.chat:
             choice: dict[str, Any] = {
-                "index": 0, "message": {"role": "assistant", "content": text},
-                "logprobs": None, "finish_reason": "length", "stop_reason": None,
-            }  # fmt: skip
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "logprobs": None,
+                "finish_reason": "length",
+                "stop_reason": None,
+            }
         else:
-            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": "length",
-                      "stop_reason": None}  # fmt: skip
+            choice = {
+                "index": 0,
+                "text": text,
+                "logprobs": None,
+                "finish_reason": "length",
+                "stop_reason": None,
+            }
         return {
-            **self._envelope(False), "choices": [choice], "usage": self.usage(completion_tokens)
-        }  # fmt: skip
+            **self._envelope(False),
+            "choices": [choice],
+            "usage": self.usage(completion_tokens),
+        }

@@ -55,11 +55,16 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="listen address (loopback default)")
     parser.add_argument("--port", type=arguments.port, default=8000)
     parser.add_argument(
-        "--calibration", type=Path, metavar="FILE",
+        "--calibration",
+        type=Path,
+        metavar="FILE",
         help="a `kneepoint calibrate` file fitted on this GPU and model",
-    )  # fmt: skip
-    parser.add_argument("--api-key", help="answer /v1 only with `Authorization: Bearer KEY`, as "
-                        "vLLM does (default: $VLLM_API_KEY; neither: no key)")  # fmt: skip
+    )
+    parser.add_argument(
+        "--api-key",
+        help="answer /v1 only with `Authorization: Bearer KEY`, as "
+        "vLLM does (default: $VLLM_API_KEY; neither: no key)",
+    )
     hints = typing.get_type_hints(EngineConfig)
     for name in knob_fields():
         flags = [flag_for(name), *_ALIASES.get(name, [])]
@@ -83,11 +88,11 @@ def _add_fault_arguments(parser: argparse.ArgumentParser) -> None:
             continue
         flag = "--fault-" + name.replace("_", "-")
         if spec.annotation is bool:
-            group.add_argument(flag, dest=f"fault_{name}", action="store_true",
-                               help=spec.description)  # fmt: skip
+            group.add_argument(
+                flag, dest=f"fault_{name}", action="store_true", help=spec.description
+            )
         else:
-            group.add_argument(flag, dest=f"fault_{name}", metavar="VALUE",
-                               help=spec.description)  # fmt: skip
+            group.add_argument(flag, dest=f"fault_{name}", metavar="VALUE", help=spec.description)
 
 
 def _faults(args: argparse.Namespace) -> Faults:
@@ -153,8 +158,10 @@ def _calibrated(path: Path | None, gpu: GpuSpec, model: ModelSpec) -> Efficiency
     doc = read_mapping(path)
     found = validate(Calibration, doc.data, doc)
     if (found.gpu, found.model) != (gpu.name, model.name):
-        raise _bad("--calibration", f"{path} was fitted for {found.gpu} / {found.model}, not "
-                   f"{gpu.name} / {model.name}")  # fmt: skip
+        raise _bad(
+            "--calibration",
+            f"{path} was fitted for {found.gpu} / {found.model}, not {gpu.name} / {model.name}",
+        )
     return found.efficiency
 
 

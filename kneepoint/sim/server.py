@@ -111,9 +111,15 @@ class SimServer:
     async def models(self, _: Request) -> Response:
         name = self.args.served_model_name
         # vLLM's root is what it was started with (a path or Hugging Face id), not its alias.
-        card = {"id": name, "object": "model", "created": 0, "owned_by": "vllm",
-                "root": self.args.engine.model,
-                "parent": None, "max_model_len": self.engine.resolved.max_model_len}  # fmt: skip
+        card = {
+            "id": name,
+            "object": "model",
+            "created": 0,
+            "owned_by": "vllm",
+            "root": self.args.engine.model,
+            "parent": None,
+            "max_model_len": self.engine.resolved.max_model_len,
+        }
         return JSONResponse({"object": "list", "data": [card]})
 
     async def gpu(self, request: Request) -> Response:
@@ -246,14 +252,24 @@ def serve(server: SimServer, api_key: str | None = None) -> None:
     """Serve until interrupted; with ``api_key``, /v1 answers only requests carrying it."""
     app = server.app if api_key is None else ApiKeyGuard(server.app, api_key)
     if not is_loopback(server.args.host):
-        log.warning("server.exposed", host=server.args.host, port=server.args.port,
-                    why="--host is not a loopback address: reachable from the network")  # fmt: skip
+        log.warning(
+            "server.exposed",
+            host=server.args.host,
+            port=server.args.port,
+            why="--host is not a loopback address: reachable from the network",
+        )
     # The asyncio loop even where uvloop is installed (as in vLLM's environments): the engine
     # paces steps by loop.time(), which uvloop keeps to the millisecond and refreshes once per
     # loop pass; on uvloop 0.23 its clock lag p99 at 77.5 req/s was 10 ms, on asyncio 2 ms
     # (benchmarks/sim_speed.py's HTTP point, this 2-core machine).
     config = uvicorn.Config(
-        app, host=server.args.host, port=server.args.port, log_config=None,
-        access_log=False, lifespan="on", timeout_graceful_shutdown=5, loop="asyncio",
-    )  # fmt: skip
+        app,
+        host=server.args.host,
+        port=server.args.port,
+        log_config=None,
+        access_log=False,
+        lifespan="on",
+        timeout_graceful_shutdown=5,
+        loop="asyncio",
+    )
     uvicorn.Server(config).run()

@@ -46,9 +46,12 @@ def server_latency(finished: Sequence[SimRequest]) -> dict[str, Dist]:
 
 
 def virtual_signals(
-    engine: SimEngine, steps: Sequence[StepRecord], start_s: float, end_s: float,
+    engine: SimEngine,
+    steps: Sequence[StepRecord],
+    start_s: float,
+    end_s: float,
     finished: Sequence[SimRequest] = (),
-) -> Signals:  # fmt: skip
+) -> Signals:
     """``finished``: the load's finished requests (their server-side e2e latencies)."""
     inside = [s for s in steps if start_s <= s.start_s < end_s]
     span = end_s - start_s

@@ -30,9 +30,11 @@ class VirtualLoad:
 
 
 def run_plan(
-    engine: SimEngine, plan: Sequence[PlannedRequest], timeout_s: float | None = None,
+    engine: SimEngine,
+    plan: Sequence[PlannedRequest],
+    timeout_s: float | None = None,
     request_timeout_s: float | None = None,
-) -> VirtualLoad:  # fmt: skip
+) -> VirtualLoad:
     """Send the plan to the engine; requests not done ``timeout_s`` after the last scheduled
     send are cut off, and any not done ``request_timeout_s`` after its own scheduled time is
     recorded as timed out (as the HTTP client gives up on it)."""
@@ -98,8 +100,9 @@ def _record(
         return RequestRecord(**base, error="timed out")
     end_s = frontend.seen_at(req.finish_s) - start  # the client sees the last token when it is sent
     if request_timeout_s is not None and end_s - planned.at_s > request_timeout_s:
-        return RequestRecord(**base, error=f"timed out {request_timeout_s:g} s after its "
-                             "scheduled time")  # fmt: skip
+        return RequestRecord(
+            **base, error=f"timed out {request_timeout_s:g} s after its scheduled time"
+        )
     times = req.token_times_s
     chunks = frontend.seen_all(chunk_times(times, stream_interval), start)
     return RequestRecord(

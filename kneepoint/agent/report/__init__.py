@@ -25,6 +25,8 @@ def write_report(folder: RunFolder) -> tuple[Path, Path]:
 
 def _with_intervals(data: ReportData) -> ReportData:
     confidence, kept = data.study.tuning.confidence, kept_points(data.folder.path)
-    start, final = (None if c is None else with_intervals(kept, data.study, c, confidence)
-                    for c in (data.start, data.final))  # fmt: skip
+    start, final = (
+        None if c is None else with_intervals(kept, data.study, c, confidence)
+        for c in (data.start, data.final)
+    )
     return dataclasses.replace(data, start=start, final=final)

@@ -131,8 +131,9 @@ def _overall(start: Sequence[float], final: Sequence[float], study: StudySpec) -
         return None
     tuning = study.tuning
     # Measured at different times on different servers: unpaired.
-    return judge(start, final, min_effect=tuning.min_effect_rel, confidence=tuning.confidence,
-                 method="welch")  # fmt: skip
+    return judge(
+        start, final, min_effect=tuning.min_effect_rel, confidence=tuning.confidence, method="welch"
+    )
 
 
 def gather(folder: RunFolder) -> ReportData:
@@ -145,7 +146,10 @@ def gather(folder: RunFolder) -> ReportData:
         last = state.promotions[-1]
         final = curve(study, "winner", last.repeats)
         if state.baseline is not None:
-            overall = _overall(by_repeat(state.baseline.repeats, study.objective),
-                               by_repeat(last.repeats, study.objective), study)  # fmt: skip
+            overall = _overall(
+                by_repeat(state.baseline.repeats, study.objective),
+                by_repeat(last.repeats, study.objective),
+                study,
+            )
     config = state.incumbent or study.engine
     return ReportData(folder, study, state, start, final, overall, serve_command(study, config))

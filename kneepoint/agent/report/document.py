@@ -99,10 +99,11 @@ figcaption { font-size: 0.85em; color: #555; }
 
 def to_html(doc: Document) -> str:
     parts = [
-        "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
         f"<title>{html.escape(doc.title)}</title><style>{_STYLE}</style></head><body>",
         f"<h1>{html.escape(doc.title)}</h1>",
-    ]  # fmt: skip
+    ]
     for block in doc.blocks:
         parts.append(_html_block(block))
     parts.append("</body></html>")

@@ -16,8 +16,13 @@ def _size(data: ReportData, curve: Curve, config: EngineConfig) -> FleetSize | N
         return None
     study = data.study
     tokens = output_per_request(curve.result, study.workload)
-    return size_fleet(capacity, config.tensor_parallel_size or 1, tokens, study.fleet,
-                      gpu_price(study, study.gpu, {}))  # fmt: skip
+    return size_fleet(
+        capacity,
+        config.tensor_parallel_size or 1,
+        tokens,
+        study.fleet,
+        gpu_price(study, study.gpu, {}),
+    )
 
 
 def _money(value: float | None, digits: int = 2) -> str:
@@ -25,9 +30,15 @@ def _money(value: float | None, digits: int = 2) -> str:
 
 
 def _row(label: str, size: FleetSize) -> list[str]:
-    return [label, f"{size.capacity_rps:.2f}", "-" if size.replicas is None else str(size.replicas),
-            "-" if size.gpus is None else str(size.gpus), _money(size.usd_per_hour),
-            _money(size.usd_per_million_output, 3), f"{size.utilisation:.0%}"]  # fmt: skip
+    return [
+        label,
+        f"{size.capacity_rps:.2f}",
+        "-" if size.replicas is None else str(size.replicas),
+        "-" if size.gpus is None else str(size.gpus),
+        _money(size.usd_per_hour),
+        _money(size.usd_per_million_output, 3),
+        f"{size.utilisation:.0%}",
+    ]
 
 
 def fleet(data: ReportData, doc: Document) -> None:
@@ -36,29 +47,52 @@ def fleet(data: ReportData, doc: Document) -> None:
     study, spec = data.study, data.study.fleet
     if study.gpu.is_cpu:
         return
-    sized = [(label, size) for label, curve, config in
-             (("start", data.start, study.engine),
-              ("winner", data.final, data.state.incumbent or study.engine))
-             if curve is not None and (size := _size(data, curve, config)) is not None]  # fmt: skip
+    sized = [
+        (label, size)
+        for label, curve, config in (
+            ("start", data.start, study.engine),
+            ("winner", data.final, data.state.incumbent or study.engine),
+        )
+        if curve is not None and (size := _size(data, curve, config)) is not None
+    ]
     if not sized:
         return
     price = gpu_price(study, study.gpu, {})
     own = study.budget.price_per_gpu_hour_usd is not None
     where = "the study's" if own else "the GPU catalogue's typical on-demand"
-    priced = (f"at {where} ${price:.2f} per GPU-hour" if price is not None else
-              f"without a price (set budget.price_per_gpu_hour_usd: the catalogue has none "
-              f"for {study.gpu.name})")  # fmt: skip
+    priced = (
+        f"at {where} ${price:.2f} per GPU-hour"
+        if price is not None
+        else f"without a price (set budget.price_per_gpu_hour_usd: the catalogue has none "
+        f"for {study.gpu.name})"
+    )
     if spec.peak_rps is None:
-        scope = ("One replica at its SLO capacity's lower end, run at "
-                 f"{1 - spec.headroom:.0%} of it (set fleet.peak_rps to size a fleet)")  # fmt: skip
+        scope = (
+            "One replica at its SLO capacity's lower end, run at "
+            f"{1 - spec.headroom:.0%} of it (set fleet.peak_rps to size a fleet)"
+        )
     else:
-        scope = (f"A peak of {spec.peak_rps:g} req/s with {spec.headroom:.0%} headroom on each "
-                 f"replica's SLO capacity (its interval's lower end), tokens paid for at the "
-                 f"average rate, peak / {spec.peak_to_average:g}")  # fmt: skip
-    doc.add(Heading("Fleet and price"), Paragraph(f"{scope}, {priced}."),
-            Table(["config", "capacity req/s", "replicas", "GPUs", "$ / hour",
-                   "$ / 1M output tokens", "utilisation"],
-                  [_row(label, size) for label, size in sized]))  # fmt: skip
+        scope = (
+            f"A peak of {spec.peak_rps:g} req/s with {spec.headroom:.0%} headroom on each "
+            f"replica's SLO capacity (its interval's lower end), tokens paid for at the "
+            f"average rate, peak / {spec.peak_to_average:g}"
+        )
+    doc.add(
+        Heading("Fleet and price"),
+        Paragraph(f"{scope}, {priced}."),
+        Table(
+            [
+                "config",
+                "capacity req/s",
+                "replicas",
+                "GPUs",
+                "$ / hour",
+                "$ / 1M output tokens",
+                "utilisation",
+            ],
+            [_row(label, size) for label, size in sized],
+        ),
+    )
     if len(sized) == 2:
         doc.add(Paragraph(saving(sized[0][1], sized[1][1])))
 
@@ -75,9 +109,11 @@ def saving(start: FleetSize, winner: FleetSize) -> str:
     if start.replicas is None or start.gpus == winner.gpus:
         won, began = winner.usd_per_million_output or 0.0, start.usd_per_million_output or 0.0
         gpus = "" if start.gpus is None else f"The same {start.gpus} GPUs; "
-        return (f"{gpus}{'p' if gpus else 'P'}er million output tokens the winner costs "
-                f"{_money(won, 3)} against {_money(began, 3)}: "
-                f"{_difference(began - won, 3)}.")  # fmt: skip
+        return (
+            f"{gpus}{'p' if gpus else 'P'}er million output tokens the winner costs "
+            f"{_money(won, 3)} against {_money(began, 3)}: "
+            f"{_difference(began - won, 3)}."
+        )
     hourly = start.usd_per_hour - winner.usd_per_hour
     return (
         f"The winner needs {winner.gpus} GPUs where the start needs {start.gpus}: "

@@ -31,8 +31,9 @@ def with_intervals(kept: KeptPoints, study: StudySpec, curve: Curve, confidence:
     warmup_s = request_seconds(study.workload, study.slo)
     points = []
     for point in curve.points:
-        entries = [e for e in curve.result.points if e.counted
-                   and round(e.rate_rps, 6) == point.rate_rps]  # fmt: skip
+        entries = [
+            e for e in curve.result.points if e.counted and round(e.rate_rps, 6) == point.rate_rps
+        ]
         windows = [_window(kept, e, warmup_s) for e in entries]
         if not entries or any(w is None for w in windows):
             points.append(point)
@@ -49,8 +50,10 @@ def slo_intervals(
     found = {}
     for label, metric, pct, _ in slo_metrics(study):
         name = label.split(" ", 1)[0]
-        repeats = [[metric_values([r], metric) for r in window if r.traffic_class == name]
-                   for window in windows]  # fmt: skip
+        repeats = [
+            [metric_values([r], metric) for r in window if r.traffic_class == name]
+            for window in windows
+        ]
         low, high = mean_percentile_interval(repeats, pct, confidence=confidence)
         if not math.isnan(low):  # some repeat had values
             found[label] = (low, high)
@@ -79,8 +82,10 @@ def _window(kept: KeptPoints, entry: SweepPoint, warmup_s: float) -> list[Reques
     for path in kept.get(key, []):
         stored = LoadPoint.model_validate_json(path.read_text())
         if (stored.window_start_s, stored.window_end_s, stored.sent) != (
-            entry.point.window_start_s, entry.point.window_end_s, entry.point.sent,
-        ):  # fmt: skip
+            entry.point.window_start_s,
+            entry.point.window_end_s,
+            entry.point.sent,
+        ):
             continue
         requests = path.with_name(path.name.removesuffix(".point.json") + ".requests.jsonl.gz")
         if not requests.is_file():

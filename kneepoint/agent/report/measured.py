@@ -57,8 +57,10 @@ def objective_text(result: SweepResult | None, objective: Objective) -> str:
         per = gpus(result, objective) if result is not None else 1
         if not objective.per_gpu or result is None or result.capacity_rps is None:
             return capacity_text(result)
-        return (f"{result.capacity_rps / per:.2f} req/s per GPU ({capacity_text(result)} on "
-                f"{per} GPU{'s' if per > 1 else ''})")  # fmt: skip
+        return (
+            f"{result.capacity_rps / per:.2f} req/s per GPU ({capacity_text(result)} on "
+            f"{per} GPU{'s' if per > 1 else ''})"
+        )
     values = by_repeat(result, objective) if result is not None else ()
     if not values:
         return f"no {name(objective)} measured"
@@ -82,10 +84,14 @@ def attainment(study: StudySpec, curves: Sequence[Curve], doc: Document) -> None
         for name_ in sorted({k for p in at for k in p.attainment_by_class}):
             shares = [p.attainment_by_class[name_] for p in at if name_ in p.attainment_by_class]
             rows.append([c.label, name_, f"{statistics.fmean(shares):.1%}", str(len(shares))])
-    doc.add(Heading(f"Attainment per class at {objective.rate_rps:g} req/s", 2),
-            Paragraph("The share of each class's requests that met every limit of its class, "
-                      "mean over repeats."),
-            Table(["configuration", "class", "attainment", "repeats"], rows))  # fmt: skip
+    doc.add(
+        Heading(f"Attainment per class at {objective.rate_rps:g} req/s", 2),
+        Paragraph(
+            "The share of each class's requests that met every limit of its class, "
+            "mean over repeats."
+        ),
+        Table(["configuration", "class", "attainment", "repeats"], rows),
+    )
 
 
 def slo(study: StudySpec, doc: Document) -> None:
@@ -122,33 +128,42 @@ def _ms(value: float) -> str:
 def _curve_table(curve: Curve) -> Table:
     labels = list(curve.points[0].values_ms) if curve.points else []
     rows = [
-        [f"{p.rate_rps:.2f}", _met(p), f"{p.goodput_rps:.2f} ({p.goodput_rps / p.rate_rps:.0%})",
-         *(_value(p, k) for k in labels)]
+        [
+            f"{p.rate_rps:.2f}",
+            _met(p),
+            f"{p.goodput_rps:.2f} ({p.goodput_rps / p.rate_rps:.0%})",
+            *(_value(p, k) for k in labels),
+        ]
         for p in curve.points
-    ]  # fmt: skip
+    ]
     header = ["rate req/s", "meets SLO", "goodput req/s (of offered)"]
     return Table([*header, *(f"{k} ms (mean, interval)" for k in labels)], rows)
 
 
 def curves(data: ReportData, doc: Document, out: Path) -> None:
-    doc.add(Heading("Latency vs load"),
-            Paragraph("Latencies are the mean over repeats at each offered rate; the verdict "
-                      "is per repeat. Dotted lines mark each configuration's SLO capacity, "
-                      "dashed lines the SLO. A percentile read off fewer samples than it needs "
-                      "(100 for a p99, 20 for a p95) is the sample's maximum, or close to it: "
-                      "its cell says so, and a longer load point would resolve it. Beside each "
-                      "mean, its bootstrap interval at the study's confidence: the requests of "
-                      "every repeat's stable window drawn again with replacement (requests, "
-                      "not single token gaps: a request's gaps are not independent), 400 "
-                      "times."))  # fmt: skip
+    doc.add(
+        Heading("Latency vs load"),
+        Paragraph(
+            "Latencies are the mean over repeats at each offered rate; the verdict "
+            "is per repeat. Dotted lines mark each configuration's SLO capacity, "
+            "dashed lines the SLO. A percentile read off fewer samples than it needs "
+            "(100 for a p99, 20 for a p95) is the sample's maximum, or close to it: "
+            "its cell says so, and a longer load point would resolve it. Beside each "
+            "mean, its bootstrap interval at the study's confidence: the requests of "
+            "every repeat's stable window drawn again with replacement (requests, "
+            "not single token gaps: a request's gaps are not independent), 400 "
+            "times."
+        ),
+    )
     for make in (plots.latency_curves, plots.goodput_curves):
         path = make(data, out)
         if path is not None:
             doc.add(Image(path, path.stem.replace("-", " ")))
     for curve in (data.start, data.final):
         if curve is not None:
-            doc.add(Heading(f"{curve.label}: {capacity_text(curve.result)}", 3),
-                    _curve_table(curve))  # fmt: skip
+            doc.add(
+                Heading(f"{curve.label}: {capacity_text(curve.result)}", 3), _curve_table(curve)
+            )
 
 
 def signals(data: ReportData, doc: Document, out: Path) -> None:

@@ -42,16 +42,26 @@ def _points(label: str, result: SweepResult | None, config: EngineConfig) -> lis
     found = []
     for entry in result.points:
         point = entry.point
-        tpots = [(d["tpot"].mean_ms, d["tpot"].count) for d in point.dists.values()
-                 if "tpot" in d and 0 < d["tpot"].mean_ms < math.inf]  # fmt: skip
+        tpots = [
+            (d["tpot"].mean_ms, d["tpot"].count)
+            for d in point.dists.values()
+            if "tpot" in d and 0 < d["tpot"].mean_ms < math.inf
+        ]
         if not entry.counted or not point.output_tokens_per_s or not tpots:
             continue
         weight = sum(n for _, n in tpots)
         if not weight:
             continue
         tpot_ms = sum(m * n for m, n in tpots) / weight
-        found.append(ParetoPoint(label, entry.rate_rps, 1000.0 / tpot_ms,
-                                 point.output_tokens_per_s / gpus, point.meets_slo))  # fmt: skip
+        found.append(
+            ParetoPoint(
+                label,
+                entry.rate_rps,
+                1000.0 / tpot_ms,
+                point.output_tokens_per_s / gpus,
+                point.meets_slo,
+            )
+        )
     return found
 
 
@@ -61,8 +71,9 @@ def pareto_points(data: ReportData) -> list[ParetoPoint]:
     study, state, found = data.study, data.state, []
     if state.baseline is not None:
         base = state.baseline
-        found = _points("start", base.knee, base.config) + _points("start", base.repeats,
-                                                                    base.config)  # fmt: skip
+        found = _points("start", base.knee, base.config) + _points(
+            "start", base.repeats, base.config
+        )
     winner = state.incumbent.fingerprint() if state.promotions and state.incumbent else None
     for trial in data.trials:
         config = trial.proposal.config
@@ -91,16 +102,36 @@ def plot(
     fig = Figure(figsize=(6, 4.2))
     ax = fig.subplots()
     others = [p for p in points if p.label != "winner"]
-    ax.scatter([p.per_user_tok_s for p in others], [p.per_gpu_tok_s for p in others],
-               s=12, color="#aaaaaa", label="measured configurations")  # fmt: skip
+    ax.scatter(
+        [p.per_user_tok_s for p in others],
+        [p.per_gpu_tok_s for p in others],
+        s=12,
+        color="#aaaaaa",
+        label="measured configurations",
+    )
     won = [p for p in points if p.label == "winner"]
     if won:
-        ax.scatter([p.per_user_tok_s for p in won], [p.per_gpu_tok_s for p in won], s=28,
-                   color="#1f77b4", marker="*", label="winner")  # fmt: skip
-    ax.plot([p.per_user_tok_s for p in edge], [p.per_gpu_tok_s for p in edge], "-",
-            color="#d62728", lw=1, label="Pareto frontier")  # fmt: skip
-    ax.set(xlabel="output tok/s per user", ylabel=f"output tok/s per {device}",
-           title=f"speed per user vs throughput per {device}")  # fmt: skip
+        ax.scatter(
+            [p.per_user_tok_s for p in won],
+            [p.per_gpu_tok_s for p in won],
+            s=28,
+            color="#1f77b4",
+            marker="*",
+            label="winner",
+        )
+    ax.plot(
+        [p.per_user_tok_s for p in edge],
+        [p.per_gpu_tok_s for p in edge],
+        "-",
+        color="#d62728",
+        lw=1,
+        label="Pareto frontier",
+    )
+    ax.set(
+        xlabel="output tok/s per user",
+        ylabel=f"output tok/s per {device}",
+        title=f"speed per user vs throughput per {device}",
+    )
     ax.legend(fontsize=8)
     return plots.save(fig, path)
 
@@ -113,9 +144,15 @@ def section(data: ReportData, doc: Document, out: Path) -> None:
     configs = len({p.label for p in points})
     on_edge = sum(p.label == "winner" for p in edge)
     device = data.study.gpu.kind
-    doc.add(Heading(f"Speed per user against throughput per {device}"),
-            Paragraph(f"{len(points)} load points of {configs} measured configurations; "
-                      f"{len(edge)} on the Pareto frontier, {on_edge} of them the winner's. "
-                      "The frontier joins only points that meet the SLO."),
-            Image(plot(points, edge, out / "pareto.png", device),
-                  f"output tok/s per user against output tok/s per {device}"))  # fmt: skip
+    doc.add(
+        Heading(f"Speed per user against throughput per {device}"),
+        Paragraph(
+            f"{len(points)} load points of {configs} measured configurations; "
+            f"{len(edge)} on the Pareto frontier, {on_edge} of them the winner's. "
+            "The frontier joins only points that meet the SLO."
+        ),
+        Image(
+            plot(points, edge, out / "pareto.png", device),
+            f"output tok/s per user against output tok/s per {device}",
+        ),
+    )

@@ -16,10 +16,12 @@ from kneepoint.agent.report.data import Curve, ReportData, slo_metrics
 
 _COLOURS = {"start": "#888888", "winner": "#1f77b4"}
 _SIGNALS = (
-    ("kv_usage_mean", "KV usage", 100.0), ("gpu_util_pct", "GPU util", 1.0),
-    ("sm_util_pct", "SM active", 1.0), ("tensor_util_pct", "tensor active", 1.0),
+    ("kv_usage_mean", "KV usage", 100.0),
+    ("gpu_util_pct", "GPU util", 1.0),
+    ("sm_util_pct", "SM active", 1.0),
+    ("tensor_util_pct", "tensor active", 1.0),
     ("dram_bw_util_pct", "DRAM bandwidth", 1.0),
-)  # fmt: skip
+)
 
 
 def plain_log_y(ax: Axes) -> None:
@@ -77,8 +79,14 @@ def goodput_curves(data: ReportData, out: Path) -> Path | None:
     top = max(p.rate_rps for c in curves for p in c.points)
     ax.plot([0, top], [0, top], color="#cccccc", lw=1, label="goodput = offered")
     for c in curves:
-        ax.plot([p.rate_rps for p in c.points], [p.goodput_rps for p in c.points], "o-",
-                color=_COLOURS[c.label], ms=3, label=c.label)  # fmt: skip
+        ax.plot(
+            [p.rate_rps for p in c.points],
+            [p.goodput_rps for p in c.points],
+            "o-",
+            color=_COLOURS[c.label],
+            ms=3,
+            label=c.label,
+        )
         if c.result.capacity_rps:
             ax.axvline(c.result.capacity_rps, color=_COLOURS[c.label], ls=":", lw=1.2)
     ax.set(xlabel="offered rate (req/s)", ylabel="goodput (req/s)", title="goodput vs load")
@@ -123,6 +131,11 @@ def predictions(data: ReportData, out: Path) -> Path | None:
     ax.scatter([p for p, _, _ in pairs], [m for _, m, _ in pairs], color="#1f77b4")
     for p, m, n in pairs:
         ax.annotate(str(n), (p, m), fontsize=8, xytext=(3, 3), textcoords="offset points")
-    ax.set(xlabel="predicted ratio", ylabel="measured ratio (vs the incumbent then)",
-           title="predictions vs results", xlim=(0, top), ylim=(0, top))  # fmt: skip
+    ax.set(
+        xlabel="predicted ratio",
+        ylabel="measured ratio (vs the incumbent then)",
+        title="predictions vs results",
+        xlim=(0, top),
+        ylim=(0, top),
+    )
     return save(fig, out / "predictions.png")

@@ -46,22 +46,33 @@ def _progress_items(data: ReportData) -> list[str]:
     text = objective_text(start.repeats, objective)
     repeats = len(by_repeat(start.repeats, objective))
     # "no rate met the SLO" or "no goodput measured": "Started at no rate met..." read ill
-    started = (f"At the start, {text}" if text.startswith("no ") else
-               f"Started at {text} (95% interval over {repeats} repeats)")  # fmt: skip
+    started = (
+        f"At the start, {text}"
+        if text.startswith("no ")
+        else f"Started at {text} (95% interval over {repeats} repeats)"
+    )
     items.append(f"{started}; {start.diagnosis.headline()}.")
     if state.promotions:
         last, gain = state.promotions[-1], data.overall
-        gain_text = (f"{_pct(gain.gain_rel)} [{_pct(gain.gain_low_rel)}, "
-                     f"{_pct(gain.gain_high_rel)}] over the start " if gain else "")  # fmt: skip
-        items.append(f"Now {objective_text(last.repeats, objective)}: {gain_text}after "
-                     f"{len(state.promotions)} promotion(s).")  # fmt: skip
+        gain_text = (
+            f"{_pct(gain.gain_rel)} [{_pct(gain.gain_low_rel)}, "
+            f"{_pct(gain.gain_high_rel)}] over the start "
+            if gain
+            else ""
+        )
+        items.append(
+            f"Now {objective_text(last.repeats, objective)}: {gain_text}after "
+            f"{len(state.promotions)} promotion(s)."
+        )
     elif state.finished is not None and state.trials_run:
         items.append("No change beat the starting configuration beyond the noise: keep it.")
     for trial in _unchecked(data):
-        items.append(f"Not quality-checked: trial {trial.trial} ({trial.proposal.reason}) "
-                     f"changes model outputs and was accepted without a check "
-                     f"({trial.quality.reason if trial.quality else ''}). Compare its outputs "
-                     "with the starting configuration's before serving it.")  # fmt: skip
+        items.append(
+            f"Not quality-checked: trial {trial.trial} ({trial.proposal.reason}) "
+            f"changes model outputs and was accepted without a check "
+            f"({trial.quality.reason if trial.quality else ''}). Compare its outputs "
+            "with the starting configuration's before serving it."
+        )
     if state.diagnosis is not None:
         items.append(f"What binds now: {state.diagnosis.headline()}.")
     return items
@@ -71,29 +82,39 @@ def summary(data: ReportData, doc: Document) -> None:
     state, study = data.state, data.study
     items = _progress_items(data)
     if state.finished is not None:
-        items.append(f"Stopped: {state.finished.reason.replace('_', ' ')}: "
-                     f"{state.finished.detail}.")  # fmt: skip
+        items.append(
+            f"Stopped: {state.finished.reason.replace('_', ' ')}: {state.finished.detail}."
+        )
     else:
-        items.append(f"The run is still running or was interrupted; resume it with "
-                     f"`kneepoint tune {data.folder.path}`.")  # fmt: skip
+        items.append(
+            f"The run is still running or was interrupted; resume it with "
+            f"`kneepoint tune {data.folder.path}`."
+        )
     hours = state.device_s / 3600.0
     price = study.budget.price_per_gpu_hour_usd
     cost = f", ${hours * price:.2f} at ${price:g}/GPU-hour" if price is not None else ""
     validated = sum(t.validated is not None for t in state.trials.values())
-    items.append(f"Search cost: {state.trials_run} trials ({validated} validated, "
-                 f"{len(state.promotions)} promoted), {hours:.2f} device-hours{cost}.")  # fmt: skip
+    items.append(
+        f"Search cost: {state.trials_run} trials ({validated} validated, "
+        f"{len(state.promotions)} promoted), {hours:.2f} device-hours{cost}."
+    )
     caveat = " (not quality-checked: see above)" if _unchecked(data) else ""
     said = "Recommended command" if state.baseline else "Starting command (not measured yet)"
-    doc.add(Heading("Summary"), Bullets(items), Paragraph(f"{said}{caveat}:"),
-            Code(data.command))  # fmt: skip
+    doc.add(Heading("Summary"), Bullets(items), Paragraph(f"{said}{caveat}:"), Code(data.command))
 
 
 def evidence_table(diagnosis: Diagnosis) -> Table:
     rows = [
-        [e.signal, "-" if e.value is None else f"{e.value:g}", e.threshold, e.reading,
-         e.supports or "context", f"{e.weight:.2f}"]
+        [
+            e.signal,
+            "-" if e.value is None else f"{e.value:g}",
+            e.threshold,
+            e.reading,
+            e.supports or "context",
+            f"{e.weight:.2f}",
+        ]
         for e in diagnosis.evidence
-    ]  # fmt: skip
+    ]
     return Table(["signal", "value", "threshold", "reading", "points to", "weight"], rows)
 
 
@@ -103,8 +124,9 @@ def _stages(data: ReportData) -> list[tuple[str, Diagnosis, Pruning]]:
     stages = []
     if state.baseline is not None:
         stages.append(("At the start", state.baseline.diagnosis, state.baseline.pruning))
-    stages += [(f"After trial {p.trial} was promoted", p.diagnosis, p.pruning)
-               for p in state.promotions]  # fmt: skip
+    stages += [
+        (f"After trial {p.trial} was promoted", p.diagnosis, p.pruning) for p in state.promotions
+    ]
     return stages
 
 
@@ -113,19 +135,33 @@ def bottleneck(data: ReportData, doc: Document) -> None:
     for title, diagnosis, _ in _stages(data):
         scores = ", ".join(f"{c} {v:.0%}" for c, v in diagnosis.scores.items())
         sources = ", ".join(diagnosis.sources) or "none"
-        doc.add(Heading(title, 3),
-                Paragraph(f"{diagnosis.headline()}. Shares of wall time: {scores}. Sources: "
-                          f"{sources}."), evidence_table(diagnosis))  # fmt: skip
+        doc.add(
+            Heading(title, 3),
+            Paragraph(
+                f"{diagnosis.headline()}. Shares of wall time: {scores}. Sources: {sources}."
+            ),
+            evidence_table(diagnosis),
+        )
 
 
 def pruning_tables(pruning: Pruning) -> list[Table]:
-    tried = [[c.knob.name, c.direction + (f" {c.target}" if c.target is not None else ""),
-              f"{c.predicted_ratio:.2f}x", c.relieves, c.reason,
-              "yes" if c.needs_quality_check else ""] for c in pruning.candidates]  # fmt: skip
+    tried = [
+        [
+            c.knob.name,
+            c.direction + (f" {c.target}" if c.target is not None else ""),
+            f"{c.predicted_ratio:.2f}x",
+            c.relieves,
+            c.reason,
+            "yes" if c.needs_quality_check else "",
+        ]
+        for c in pruning.candidates
+    ]
     ruled = [[r.knob, r.reason] for r in pruning.ruled_out]
     header = ["worth trying", "move", "predicted", "relieves", "why", "quality check"]
-    return [Table(header, tried or [["(none)", "", "", "", "", ""]]),
-            Table(["ruled out", "why"], ruled or [["(none)", ""]])]  # fmt: skip
+    return [
+        Table(header, tried or [["(none)", "", "", "", "", ""]]),
+        Table(["ruled out", "why"], ruled or [["(none)", ""]]),
+    ]
 
 
 def pruned(data: ReportData, doc: Document) -> None:
@@ -137,8 +173,14 @@ def pruned(data: ReportData, doc: Document) -> None:
 def _verdict(trial: TrialState) -> str:
     if trial.screened is None:
         return "not measured yet"
-    sweeps = [trial.screened.sweep, *((trial.validated.incumbent, trial.validated.challenger)
-                                      if trial.validated is not None else ())]  # fmt: skip
+    sweeps = [
+        trial.screened.sweep,
+        *(
+            (trial.validated.incumbent, trial.validated.challenger)
+            if trial.validated is not None
+            else ()
+        ),
+    ]
     retried = [cause for s in sweeps if s is not None for cause in s.retried]
     survived = f"(a server failed and was replaced: {retried[0]}) " if retried else ""
     return survived + _outcome_words(trial)
@@ -162,16 +204,43 @@ def trials(data: ReportData, doc: Document) -> None:
     rows = []
     for t in data.trials:
         screened = t.screened
-        result = "-" if screened is None else (
-            f"{screened.outcome.objective:.2f} {unit(data.study.objective)}"
-            if screened.outcome.objective is not None
-            else screened.outcome.status)  # fmt: skip
+        result = (
+            "-"
+            if screened is None
+            else (
+                f"{screened.outcome.objective:.2f} {unit(data.study.objective)}"
+                if screened.outcome.objective is not None
+                else screened.outcome.status
+            )
+        )
         device = sum(e.device_s for e in (t.screened, t.quality, t.validated) if e is not None)
-        rows.append([str(t.trial), t.proposal.reason, t.proposal.proposer,
-                     f"{t.proposal.prediction.capacity_ratio:.2f}x", result,
-                     _pct(_ratio(t)), _verdict(t), f"{device / 60:.1f}"])  # fmt: skip
-    doc.add(Table(["#", "change and why", "proposer", "predicted", "screened", "measured gain",
-                   "verdict", "device min"], rows))  # fmt: skip
+        rows.append(
+            [
+                str(t.trial),
+                t.proposal.reason,
+                t.proposal.proposer,
+                f"{t.proposal.prediction.capacity_ratio:.2f}x",
+                result,
+                _pct(_ratio(t)),
+                _verdict(t),
+                f"{device / 60:.1f}",
+            ]
+        )
+    doc.add(
+        Table(
+            [
+                "#",
+                "change and why",
+                "proposer",
+                "predicted",
+                "screened",
+                "measured gain",
+                "verdict",
+                "device min",
+            ],
+            rows,
+        )
+    )
 
 
 def _ratio(trial: TrialState) -> float | None:
@@ -181,16 +250,23 @@ def _ratio(trial: TrialState) -> float | None:
 
 def predictions(data: ReportData, doc: Document, out: Path) -> None:
     doc.add(Heading("How well the predictions held up"))
-    pairs = [(t.proposal.prediction.capacity_ratio, r) for t in data.trials
-             if (r := t.measured_ratio()) is not None and r > 0]  # fmt: skip
+    pairs = [
+        (t.proposal.prediction.capacity_ratio, r)
+        for t in data.trials
+        if (r := t.measured_ratio()) is not None and r > 0
+    ]
     if not pairs:
         doc.add(Paragraph("No trial has been measured yet."))
         return
     right = sum((p > 1.02) == (m > 1.02) for p, m in pairs)
     errors = [abs(math.log(m / p)) for p, m in pairs]
-    doc.add(Paragraph(f"Direction right in {right} of {len(pairs)} trials; median size error "
-                      f"{math.exp(statistics.median(errors)) - 1:.0%} (predicted vs measured "
-                      "ratio)."))  # fmt: skip
+    doc.add(
+        Paragraph(
+            f"Direction right in {right} of {len(pairs)} trials; median size error "
+            f"{math.exp(statistics.median(errors)) - 1:.0%} (predicted vs measured "
+            "ratio)."
+        )
+    )
     path = plots.predictions(data, out)
     if path is not None:
         doc.add(Image(path, "predicted vs measured capacity ratio, by trial"))
@@ -200,10 +276,12 @@ def build(data: ReportData) -> Document:
     out = data.folder.path / "plots"
     doc = Document(f"kneepoint report: {data.study.name}")
     study = data.study
-    setting = (f"{study.model.name} on {study.gpu.name} ({study.gpu.kind}, "
-               f"{study.backend.kind} backend)")  # fmt: skip
-    doc.add(Paragraph(f"{setting}, workload {study.workload.name}; objective "
-                      f"{study.objective.kind}."))  # fmt: skip
+    setting = (
+        f"{study.model.name} on {study.gpu.name} ({study.gpu.kind}, {study.backend.kind} backend)"
+    )
+    doc.add(
+        Paragraph(f"{setting}, workload {study.workload.name}; objective {study.objective.kind}.")
+    )
     measured.slo(data.study, doc)
     summary(data, doc)
     bottleneck(data, doc)
@@ -222,8 +300,11 @@ def build(data: ReportData) -> Document:
 
 def _folder_items(data: ReportData) -> list[str]:
     folder = data.folder
-    items = [f"{folder.path}", "ledger.jsonl: every decision and measurement",
-             "trials/: sweeps, server logs, request records, metric snapshots"]  # fmt: skip
+    items = [
+        f"{folder.path}",
+        "ledger.jsonl: every decision and measurement",
+        "trials/: sweeps, server logs, request records, metric snapshots",
+    ]
     if (folder.path / "optuna.db").is_file():
         items.append(f"optuna.db: open with optuna-dashboard {folder.optuna_url}")
     if (folder.path / "best.yaml").is_file():
