@@ -48,7 +48,8 @@ from kneepoint.policies.observe import knee_points, observe
 from kneepoint.policies.optuna_search import OptunaProposer
 from kneepoint.policies.phased import Phased
 from kneepoint.policies.proposer import Proposer, replay
-from kneepoint.policies.pruning import prune, search_space
+from kneepoint.policies.pruning import prune
+from kneepoint.policies.search_space import search_space
 from kneepoint.probes.sweep import knee_search
 from kneepoint.probes.targets import PointSize, open_target
 from kneepoint.records.engine import EngineConfig

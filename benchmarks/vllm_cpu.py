@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from kneepoint.probes.backends import Endpoint, LaunchBackend, vllm_argv
+from kneepoint.records.backend_spec import VllmBackend
 from kneepoint.records.engine import EngineConfig
-from kneepoint.records.study import VllmBackend
 
 REPO = Path(__file__).resolve().parent.parent
 ENV = {"HF_HUB_OFFLINE": "1"}

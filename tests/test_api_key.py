@@ -21,15 +21,16 @@ from kneepoint.load.plan import PlannedRequest
 from kneepoint.load.size import PointSize
 from kneepoint.probes import targets
 from kneepoint.probes.backends import AttachBackend, LaunchBackend, sim_argv
+from kneepoint.probes.clock import Clock
 from kneepoint.probes.credentials import server_env
-from kneepoint.probes.loadgen import Clock, LoadOptions, run_load
+from kneepoint.probes.loadgen import LoadOptions, run_load
 from kneepoint.probes.measure import Instruments, measure
-from kneepoint.probes.process import ServerFailedError
 from kneepoint.probes.quality import QualityCheckError, greedy_outputs
 from kneepoint.probes.samplers import HttpSampler
+from kneepoint.probes.server_failure import ServerFailedError
 from kneepoint.probes.target import Opening
+from kneepoint.records.backend_spec import AttachBackend as AttachSpec
 from kneepoint.records.engine import EngineConfig
-from kneepoint.records.study import AttachBackend as AttachSpec
 from kneepoint.records.study import StudySpec
 
 from .conftest import QUICKSTART

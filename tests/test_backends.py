@@ -22,9 +22,9 @@ from kneepoint.probes.backends import (
 )
 from kneepoint.probes.identity import config_mismatches
 from kneepoint.probes.loadgen import LoadOptions, run_load
-from kneepoint.probes.process import ServerFailedError, classify, kv_capacity_tokens
+from kneepoint.probes.server_failure import ServerFailedError, classify, kv_capacity_tokens
+from kneepoint.records.backend_spec import VllmBackend
 from kneepoint.records.engine import EngineConfig
-from kneepoint.records.study import VllmBackend
 
 FAKE = Path(__file__).resolve().parent / "fakes" / "fake_vllm.py"
 CONFIG = EngineConfig(model="llama-3.2-1b", max_num_seqs=32, block_size=16)

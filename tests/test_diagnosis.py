@@ -11,7 +11,7 @@ import pytest
 
 from kneepoint.config.catalog import gpu_catalogue, model_catalogue
 from kneepoint.policies.diagnosis import diagnose
-from kneepoint.policies.evidence import _roofline_reading
+from kneepoint.policies.gpu_time import roofline_reading
 from kneepoint.policies.step_estimate import StepEstimate
 from kneepoint.records.diagnosis import Observation
 from kneepoint.records.engine import EngineConfig
@@ -236,5 +236,5 @@ def test_the_roofline_reading_never_says_more_gpu_time_than_the_step(
     # Once read "prices the observed step at 20.27 ms of GPU time of its 17.94 ms".
     estimate = StepEstimate(observed_step_s=step_ms / 1e3, gpu_s=gpu_ms / 1e3, launch_s=0.0,
                             compute_share=0.5, context_tokens=512.0)  # fmt: skip
-    reading = _roofline_reading(estimate)
+    reading = roofline_reading(estimate)
     assert words in reading and "of its" not in reading

@@ -19,16 +19,17 @@ from kneepoint.agent.ledger import Ledger
 from kneepoint.config.study import load_study
 from kneepoint.load.plan import PlannedRequest
 from kneepoint.probes.backends import LaunchBackend, sim_argv
-from kneepoint.probes.loadgen import Clock, LoadOptions
+from kneepoint.probes.clock import Clock
+from kneepoint.probes.loadgen import LoadOptions
 from kneepoint.probes.measure import Instruments, measure
-from kneepoint.probes.process import ServerFailedError
 from kneepoint.probes.samplers import HttpSampler
+from kneepoint.probes.server_failure import ServerFailedError
 from kneepoint.probes.targets import PointSize, open_target
+from kneepoint.records.backend_spec import SimBackend
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.faults import Faults, fault_flags
 from kneepoint.records.ledger import Event, Proposed, Screened
 from kneepoint.records.loadpoint import LoadPoint
-from kneepoint.records.study import SimBackend
 from kneepoint.sim.engine import EngineRefusedError
 
 REPO = Path(__file__).resolve().parent.parent

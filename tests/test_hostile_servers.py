@@ -19,8 +19,8 @@ from kneepoint.probes.backends import AttachBackend
 from kneepoint.probes.capped import PageTooLargeError, capped_text
 from kneepoint.probes.identity import check_identity
 from kneepoint.probes.loadgen import LoadOptions, run_load
-from kneepoint.probes.process import ServerFailedError
 from kneepoint.probes.prom import parse_metrics
+from kneepoint.probes.server_failure import ServerFailedError
 from kneepoint.probes.target import rejected
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.measure import RequestRecord

@@ -11,7 +11,7 @@ import pytest
 from kneepoint.agent.cli import main
 from kneepoint.probes.backends import AttachBackend, LaunchBackend
 from kneepoint.probes.identity import ModelCard, model_cards
-from kneepoint.probes.process import ServerFailedError, classify
+from kneepoint.probes.server_failure import ServerFailedError, classify
 from kneepoint.records.engine import EngineConfig
 from tests.hostile_server import HostileServer
 

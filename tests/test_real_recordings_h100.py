@@ -16,7 +16,7 @@ from kneepoint.physics.defaults import resolve_engine
 from kneepoint.physics.memory import plan_memory
 from kneepoint.policies.diagnosis import diagnose
 from kneepoint.policies.observe import observe
-from kneepoint.probes.process import kv_capacity_tokens
+from kneepoint.probes.server_failure import kv_capacity_tokens
 from kneepoint.records.engine import EngineConfig
 
 from .conftest import REPO

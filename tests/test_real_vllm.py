@@ -15,10 +15,10 @@ from kneepoint.load.plan import PlannedRequest
 from kneepoint.probes.backends import AttachBackend, Endpoint, LaunchBackend, vllm_argv
 from kneepoint.probes.loadgen import LoadOptions
 from kneepoint.probes.measure import measure
-from kneepoint.probes.process import ServerFailedError
 from kneepoint.probes.quality import PROMPTS, greedy_outputs, token_agreement
+from kneepoint.probes.server_failure import ServerFailedError
+from kneepoint.records.backend_spec import VllmBackend
 from kneepoint.records.engine import EngineConfig
-from kneepoint.records.study import VllmBackend
 from tests.conftest import client_server_gaps
 
 pytestmark = pytest.mark.real_vllm

@@ -16,8 +16,9 @@ from kneepoint.agent.logs import configure_logging
 from kneepoint.agent.report import write_report
 from kneepoint.agent.run_folder import RunFolder
 from kneepoint.probes import redact as redaction
-from kneepoint.probes.process import ServerProcess, classify
+from kneepoint.probes.process import ServerProcess
 from kneepoint.probes.redact import REDACTED, redact, remember_secret
+from kneepoint.probes.server_failure import classify
 from kneepoint.records.ledger import Finished, Screened
 
 from .conftest import TuneRun

@@ -12,8 +12,8 @@ from structlog.testing import capture_logs
 from kneepoint.config import load_study
 from kneepoint.probes import backends, targets
 from kneepoint.probes.backends import LaunchBackend, sim_argv, vllm_argv
+from kneepoint.records.backend_spec import VllmBackend
 from kneepoint.records.engine import EngineConfig
-from kneepoint.records.study import VllmBackend
 from kneepoint.sim.access import is_loopback
 from kneepoint.sim.serve_args import add_serve_arguments
 

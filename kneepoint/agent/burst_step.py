@@ -5,7 +5,8 @@ times that rate, then back; the event says how long TTFT took to come back withi
 
 from __future__ import annotations
 
-from kneepoint.agent.bench import Bench, TrialFailedError
+from kneepoint.agent.bench import Bench
+from kneepoint.agent.trial_failure import TrialFailedError
 from kneepoint.load.burst import (
     BurstPlan,
     burst_plan,

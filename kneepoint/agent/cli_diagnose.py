@@ -36,7 +36,7 @@ from kneepoint.config import (
     study_from_mapping,
 )
 from kneepoint.config.overrides import add_overrides_argument
-from kneepoint.probes.process import ServerFailedError
+from kneepoint.probes.server_failure import ServerFailedError
 from kneepoint.records.study import StudySpec
 from kneepoint.records.sweep import SweepResult
 

@@ -26,7 +26,7 @@ from kneepoint.calibration.recorded import study_path_for
 from kneepoint.config import arguments, load_study
 from kneepoint.config.overrides import add_overrides_argument, parse_override
 from kneepoint.load.score import stable_window
-from kneepoint.probes.process import ServerFailedError
+from kneepoint.probes.server_failure import ServerFailedError
 from kneepoint.probes.study_knee import study_knee_search
 from kneepoint.probes.targets import PointArtifacts, PointSize, open_target
 from kneepoint.records.measure import RequestRecord

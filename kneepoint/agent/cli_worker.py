@@ -30,7 +30,8 @@ from kneepoint.config import ConfigError, knob_catalogue, load_study
 from kneepoint.config.errors import Problem
 from kneepoint.config.overrides import add_overrides_argument
 from kneepoint.load.objective import value as objective_value
-from kneepoint.records.study import StudySpec, VllmBackend
+from kneepoint.records.backend_spec import VllmBackend
+from kneepoint.records.study import StudySpec
 
 EXIT_RUN_FAILED = 1
 STORAGE_VARIABLE = "KNEEPOINT_STORAGE"

@@ -16,7 +16,8 @@ from kneepoint.physics.defaults import UnmodeledSettingError, resolve_engine
 from kneepoint.physics.startup import startup_seconds
 from kneepoint.probes.sweep import VALIDATE_FRACTIONS
 from kneepoint.probes.targets import PointSize
-from kneepoint.records.study import SimBackend, StudySpec
+from kneepoint.records.backend_spec import SimBackend
+from kneepoint.records.study import StudySpec
 
 KNEE_MIN_POINTS = 2
 """A knee search measures at least one rate that meets the SLO and one that does not."""

@@ -14,9 +14,9 @@ from pathlib import Path
 from kneepoint.agent.files import write_atomically
 from kneepoint.agent.progress import Progress
 from kneepoint.agent.rates import repeat_rates
+from kneepoint.agent.report.binding import evidence_table, pruning_tables
 from kneepoint.agent.report.document import Document, Heading, Paragraph, Table
 from kneepoint.agent.report.measured import objective_text, slo
-from kneepoint.agent.report.sections import evidence_table, pruning_tables
 from kneepoint.agent.run_folder import write_point
 from kneepoint.agent.watch import Watched
 from kneepoint.load.objective import name as objective_name
@@ -28,11 +28,12 @@ from kneepoint.probes import sweep
 from kneepoint.probes.study_knee import study_knee_search
 from kneepoint.probes.sweep_run import Prober
 from kneepoint.probes.targets import PointArtifacts, PointSize, open_target
+from kneepoint.records.backend_spec import VllmBackend
 from kneepoint.records.diagnosis import Diagnosis
 from kneepoint.records.knobs import KnobCatalogue
 from kneepoint.records.objective import SloCapacity
 from kneepoint.records.proposal import Pruning
-from kneepoint.records.study import StudySpec, VllmBackend
+from kneepoint.records.study import StudySpec
 from kneepoint.records.sweep import SweepResult
 
 

@@ -29,8 +29,9 @@ from kneepoint.config.catalog import knob_catalogue
 from kneepoint.config.errors import Loc
 from kneepoint.physics.defaults import UnmodeledSettingError, resolve_engine
 from kneepoint.probes.credentials import missing_variables
+from kneepoint.records.backend_spec import SimBackend, VllmBackend
 from kneepoint.records.knobs import KnobCatalogue
-from kneepoint.records.study import SimBackend, StudySpec, VllmBackend
+from kneepoint.records.study import StudySpec
 
 log = structlog.get_logger(__name__)
 

@@ -18,7 +18,7 @@ from typing import assert_never
 import structlog
 
 from kneepoint import __version__
-from kneepoint.agent.bench import Bench, TrialFailedError
+from kneepoint.agent.bench import Bench
 from kneepoint.agent.burst_step import burst_words, check_burst
 from kneepoint.agent.decide import (
     Action,
@@ -41,10 +41,11 @@ from kneepoint.agent.run_folder import RunFolder, study_digest
 from kneepoint.agent.standing import baseline_words, standing
 from kneepoint.agent.state import RunState, TrialState
 from kneepoint.agent.steps import Steps
+from kneepoint.agent.trial_failure import TrialFailedError
 from kneepoint.load.objective import unit
 from kneepoint.policies.learning import learned_factors
 from kneepoint.policies.proposer import Proposer, replay
-from kneepoint.policies.pruning import search_space
+from kneepoint.policies.search_space import search_space
 from kneepoint.probes.process import reap_orphans
 from kneepoint.records.knobs import KnobCatalogue
 from kneepoint.records.ledger import Event, Finished, Proposed, RunStarted

@@ -32,9 +32,10 @@ from kneepoint.agent.ledger import Ledger, LedgerError
 from kneepoint.agent.lock import RunLock, RunLockedError, try_lock
 from kneepoint.config.errors import ConfigError, Problem, render_loc
 from kneepoint.probes.targets import PointArtifacts
+from kneepoint.records.backend_spec import VllmBackend
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.ledger import RunStarted
-from kneepoint.records.study import StudySpec, VllmBackend
+from kneepoint.records.study import StudySpec
 from kneepoint.records.sweep import SweepResult
 
 

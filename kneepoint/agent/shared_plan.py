@@ -22,8 +22,8 @@ from kneepoint.policies.learning import learned_factors
 from kneepoint.policies.observe import observe
 from kneepoint.policies.optuna_search import OptunaProposer
 from kneepoint.policies.proposer import Proposer
-from kneepoint.policies.pruning import search_space
 from kneepoint.policies.rounds import coordinate_round, liar_round
+from kneepoint.policies.search_space import search_space
 from kneepoint.records.knobs import KnobCatalogue
 from kneepoint.records.ledger import Finished
 from kneepoint.records.proposal import Proposal, SearchSpace

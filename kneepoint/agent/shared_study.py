@@ -12,7 +12,6 @@ time, under a PostgreSQL advisory lock that dies with its connection.
 
 from __future__ import annotations
 
-import hashlib
 import threading
 import warnings
 from collections.abc import Iterator
@@ -26,8 +25,8 @@ import structlog
 from optuna.exceptions import UpdateFinishedTrialError
 from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
 from optuna.trial import FrozenTrial, TrialState, create_trial
-from sqlalchemy import text
 
+from kneepoint.agent.advisory_lock import SCHEMA_LOCK, advisory_lock, lock_key
 from kneepoint.records.ledger import Finished
 from kneepoint.records.study import StudySpec
 from kneepoint.records.task import Task, TaskResult
@@ -97,7 +96,7 @@ class SharedStudy:
         try:
             # Workers started together would race to create Optuna's tables: one at a time.
             engine = sqlalchemy.create_engine(url)
-            with _locked(engine, _SCHEMA_LOCK), _quiet():
+            with advisory_lock(engine, SCHEMA_LOCK), _quiet():
                 self.storage = RDBStorage(
                     url,
                     heartbeat_interval=heartbeat_s,
@@ -273,25 +272,7 @@ class SharedStudy:
 
     def planning(self) -> AbstractContextManager[None]:
         """One planner at a time, across every worker of this study."""
-        return _locked(self.storage.engine, _lock_key(self.name))
-
-
-def _lock_key(name: str) -> int:
-    return int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big") >> 1
-
-
-_SCHEMA_LOCK = _lock_key("kneepoint: Optuna's tables")
-
-
-@contextmanager
-def _locked(engine: sqlalchemy.Engine, key: int) -> Iterator[None]:
-    """A PostgreSQL advisory lock, held by one connection: it dies with the process."""
-    with engine.connect() as conn:
-        conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": key})
-        try:
-            yield
-        finally:
-            conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": key})
+        return advisory_lock(self.storage.engine, lock_key(self.name))
 
 
 @contextmanager

@@ -4,14 +4,16 @@ the ledger records. Pure decisions (diagnosis, pruning, finalist, judge) come fr
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import structlog
 
-from kneepoint.agent.bench import Bench, TrialFailedError
+from kneepoint.agent.bench import Bench
+from kneepoint.agent.quality_step import quality_check
 from kneepoint.agent.rates import repeat_rates, screens_knee, validation_arms
+from kneepoint.agent.trial_failure import TrialFailedError
+from kneepoint.agent.validation import validate_pair
 from kneepoint.load.objective import by_repeat, noise_rel, width
 from kneepoint.load.objective import value as objective_value
 from kneepoint.physics.defaults import UnmodeledSettingError, resolve_engine
@@ -21,29 +23,18 @@ from kneepoint.policies.diagnosis import diagnose
 from kneepoint.policies.judge import is_finalist, judge
 from kneepoint.policies.observe import observe
 from kneepoint.policies.pruning import BackendKind, prune
-from kneepoint.probes.quality import PROMPTS, QualityCheckError, greedy_outputs, token_agreement
 from kneepoint.probes.sweep import merge
+from kneepoint.records.backend_spec import VllmBackend
 from kneepoint.records.diagnosis import Diagnosis, Observation
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.knobs import KnobCatalogue
 from kneepoint.records.ledger import Baseline, Promoted, QualityChecked, Screened, Validated
 from kneepoint.records.objective import SloCapacity
 from kneepoint.records.proposal import Outcome, Proposal, Pruning
-from kneepoint.records.study import StudySpec, VllmBackend
+from kneepoint.records.study import StudySpec
 from kneepoint.records.sweep import SweepPoint, SweepResult, nothing_met
 
 log = structlog.get_logger(__name__)
-
-
-def _no_real_outputs(study: StudySpec, config: EngineConfig) -> str | None:
-    """Why greedy outputs of this server would say nothing about quality (None: they would)."""
-    if study.backend.kind == "sim":
-        return "the simulator has no real model outputs"
-    args = config.extra_args
-    dummy = any(a == "--load-format=dummy" for a in args) or any(
-        a == "--load-format" and b == "dummy" for a, b in itertools.pairwise(args)
-    )
-    return "the server runs random weights (--load-format dummy)" if dummy else None
 
 
 @dataclass
@@ -178,59 +169,7 @@ class Steps:
         self, trial: int, incumbent: EngineConfig, challenger: EngineConfig
     ) -> QualityChecked:
         """Greedy answers to fixed prompts from both configurations, compared token by token."""
-        tuning = self.study.tuning
-        threshold = tuning.quality_threshold
-        unjudgeable = _no_real_outputs(self.study, challenger) or _no_real_outputs(
-            self.study, incumbent
-        )
-        if unjudgeable is not None:
-            reason = f"skipped: {unjudgeable}; the change is judged on its measured effect alone"
-            log.warning("quality.skipped", trial=trial, reason=reason)
-            return QualityChecked(
-                trial=trial, verdict="skipped", threshold=threshold, reason=reason
-            )
-        prompts = [PROMPTS[i % len(PROMPTS)] for i in range(tuning.quality_prompts)]
-        outputs, spent = [], 0.0
-        trial_dir = self.bench.folder.trial_dir(trial, challenger)
-        for arm, config in (("incumbent", incumbent), ("challenger", challenger)):
-            try:
-                with self.bench.session(config, trial_dir, f"quality-{arm}", 1.0) as (_, target):
-                    assert target.endpoint is not None
-                    endpoint = target.endpoint
-                    outputs.append(
-                        greedy_outputs(
-                            endpoint.url,
-                            endpoint.served_model,
-                            prompts,
-                            tuning.quality_tokens,
-                            api_key=endpoint.api_key,
-                        )
-                    )
-            except (TrialFailedError, QualityCheckError) as exc:
-                reason = f"quality check could not run on the {arm}: {exc}"
-                return QualityChecked(
-                    trial=trial,
-                    verdict="failed",
-                    threshold=threshold,
-                    reason=reason,
-                    device_s=spent,
-                )
-            spent += target.clock.seconds()
-        agreement = token_agreement(outputs[0], outputs[1])
-        passed = agreement >= threshold
-        verdict = "accepted" if passed else "rejected"
-        reason = (
-            f"{agreement:.1%} of greedy tokens match the incumbent's over {len(prompts)} "
-            f"prompts (threshold {threshold:.0%}): {verdict}"
-        )
-        return QualityChecked(
-            trial=trial,
-            verdict="passed" if passed else "failed",
-            agreement=agreement,
-            threshold=threshold,
-            reason=reason,
-            device_s=spent,
-        )
+        return quality_check(self.bench, trial, incumbent, challenger)
 
     def validate(
         self,
@@ -258,8 +197,14 @@ class Steps:
         }
         for repeats in (range(n), range(n, 2 * n)):
             try:
-                inc, chal, cost = self.bench.validate(
-                    incumbent, challenger, trial_dir, rates, repeats, known=known
+                inc, chal, cost = validate_pair(
+                    self.bench,
+                    incumbent,
+                    challenger,
+                    trial_dir,
+                    rates=rates,
+                    repeats=repeats,
+                    known=known,
                 )
             except TrialFailedError as exc:
                 failure = Outcome(status=exc.status, detail=f"during validation: {exc.cause}")

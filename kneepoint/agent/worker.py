@@ -14,7 +14,7 @@ import time
 
 import structlog
 
-from kneepoint.agent.bench import Bench, TrialFailedError
+from kneepoint.agent.bench import Bench
 from kneepoint.agent.loop import Now, local_now
 from kneepoint.agent.progress import Progress
 from kneepoint.agent.report import write_report
@@ -24,6 +24,7 @@ from kneepoint.agent.shared_state import Shared, ledger_events, shared_state
 from kneepoint.agent.shared_study import Claimed, SharedStudy
 from kneepoint.agent.state import RunState, StateError
 from kneepoint.agent.steps import Steps
+from kneepoint.agent.trial_failure import TrialFailedError
 from kneepoint.load.objective import value as objective_value
 from kneepoint.records.knobs import KnobCatalogue
 from kneepoint.records.study import StudySpec

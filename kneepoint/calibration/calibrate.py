@@ -20,9 +20,9 @@ from kneepoint.calibration.fit import (
 from kneepoint.calibration.recorded import RecordedSweep
 from kneepoint.calibration.replay import replay_point
 from kneepoint.config import ConfigError, Problem
+from kneepoint.records.backend_spec import VllmBackend
 from kneepoint.records.calibration import Calibration
 from kneepoint.records.efficiency import Efficiency
-from kneepoint.records.study import VllmBackend
 from kneepoint.records.sweep import SweepPoint
 
 REPLAY_ROUNDS = 2

@@ -16,7 +16,8 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from kneepoint.config import ConfigError, Problem, load_study
-from kneepoint.records.study import SimBackend, StudySpec
+from kneepoint.records.backend_spec import SimBackend
+from kneepoint.records.study import StudySpec
 from kneepoint.records.sweep import SweepResult
 
 RUN_MARK = "ledger.jsonl"

@@ -18,6 +18,7 @@ import math
 from kneepoint.policies import evidence
 from kneepoint.policies.context import ConfigContext, context_of
 from kneepoint.policies.evidence import Tally
+from kneepoint.policies.gpu_time import gpu_time
 from kneepoint.policies.step_estimate import estimate_step
 from kneepoint.records.diagnosis import Diagnosis, Evidence, Observation, SignalSource
 from kneepoint.records.knobs import CONSTRAINTS, Constraint
@@ -62,7 +63,7 @@ def diagnose(observation: Observation, context: ConfigContext | None = None) -> 
     )
     rest = 1.0 - held
     rest -= evidence.interference_share(point, rest, tally)
-    evidence.gpu_time(point, estimate, rest, tally)
+    gpu_time(point, estimate, rest, tally)
     if engine is not None:
         evidence.token_budget(point, engine.max_num_batched_tokens, tally)
     _context(observation, tally)

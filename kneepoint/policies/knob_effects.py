@@ -6,7 +6,8 @@ engine defaults, its memory plan and the roofline of the observed step) it retur
 or the reason it cannot help now. Sizes come from the same physics the simulator runs where it
 can price the change (KV tokens a memory knob buys, step time an fp8 knob saves); elsewhere
 they are deliberately modest guesses, and the report compares every guess with the result.
-Weight quantization's rule is in ``quant_effects``, the KV pool's size in ``kv_effects``.
+Weight quantization's rule is in ``quant_effects``, the KV pool's size in ``kv_effects``, the
+batch a step takes (sequences, tokens, prefill chunks) in ``batch_effects``.
 """
 
 from __future__ import annotations
@@ -19,11 +20,6 @@ from pydantic import JsonValue
 from kneepoint.physics.defaults import ResolvedEngine, resolve_engine
 from kneepoint.physics.memory import MemoryPlan, plan_memory
 from kneepoint.physics.roofline import BatchShape, Roofline
-from kneepoint.policies.evidence import (
-    PREEMPTIONS_PER_REQUEST,
-    cap_pinned,
-    preemptions_per_request,
-)
 from kneepoint.policies.prefix_reuse import prefix_reuse
 from kneepoint.policies.step_estimate import StepEstimate
 from kneepoint.records.diagnosis import Diagnosis, Observation
@@ -132,78 +128,6 @@ def kv_dtype(sit: Situation) -> Effect | str:
     return Effect("to", sped_up(sit, ratio), reason, target="fp8")
 
 
-def seqs(sit: Situation) -> Effect | str:
-    current = sit.engine.max_num_seqs
-    signals = sit.observation.saturated.signals
-    if sit.binding == "cache":
-        per_request = preemptions_per_request(sit.observation.saturated)
-        if per_request < PREEMPTIONS_PER_REQUEST:
-            return (
-                f"{per_request:.2f} preemptions per completed request: no sequences evict "
-                "each other, so admission control has nothing to save"
-            )
-        reason = (
-            f"{per_request:.2f} preemptions per completed request: admission control (fewer "
-            f"than {current} sequences at once) leaves each more KV room, so long answers stop "
-            "evicting each other and being recomputed, at some cost in batch size"
-        )
-        return Effect("down", 1.05, reason)
-    if sit.binding == "scheduling" and cap_pinned(signals, current):
-        return _raise_cap(sit, current)
-    return f"running is not pinned at max_num_seqs ({current}): the cap is not what binds"
-
-
-def _raise_cap(sit: Situation, current: int) -> Effect | str:
-    """Doubling the cap, as far as the KV pool has room, priced by the server's measured
-    response where it has one: throughput grows only as much as a bigger step outruns its
-    own step time."""
-    kv = sit.observation.saturated.signals.kv_usage_mean or 0.0
-    growth = min(2.0, 0.9 / kv) if kv > 0 else 2.0
-    response = sit.observation.response
-    if response is None:
-        reason = (
-            f"running is pinned at max_num_seqs {current} while KV is {kv:.0%} used: a "
-            "higher cap admits the waiting requests"
-        )
-        return Effect("up", damped(max(1.2, growth)), reason)
-    ratio = response.batch_gain(max(1.0, growth))
-    priced = (
-        f"{growth:.2f}x the batch would serve {ratio:.2f}x the tokens per second "
-        f"({response.reading()})"
-    )
-    if ratio < NOTHING_GAINED:
-        return f"raising max_num_seqs {current} is predicted at {ratio:.2f}x: {priced}"
-    return Effect("up", ratio, f"a higher cap admits the waiting requests: {priced}")
-
-
-def token_budget(sit: Situation) -> Effect | str:
-    current = sit.engine.max_num_batched_tokens
-    if sit.diagnosis.scheduling_kind == "prefill_interference":
-        reason = f"chunks smaller than {current} tokens interleave prefills with decodes"
-        return Effect("down", 1.1, reason + ": ITL tails shrink")
-    tokens = sit.observation.saturated.signals.tokens_per_step_mean or 0.0
-    if tokens < 0.9 * current:
-        return f"steps carry {tokens:.0f} of {current} budget tokens: the budget is not full"
-    reason = f"steps run full at {current} tokens: a larger budget amortises per-step overhead"
-    response = sit.observation.response
-    if response is None:
-        return Effect("up", 1.08, reason)
-    # A full budget binds only where bigger steps buy throughput (see ServerResponse).
-    ratio = response.batch_gain(2.0)
-    priced = f"twice the tokens per step would serve {ratio:.2f}x ({response.reading()})"
-    if ratio < NOTHING_GAINED:
-        return f"doubling it is predicted at {ratio:.2f}x: {priced}"
-    # Damped: bigger chunks also lengthen the steps decodes wait on (ITL), a share of the gain.
-    return Effect("up", damped(ratio), f"{reason}: {priced}")
-
-
-def prefill_cap(sit: Situation) -> Effect | str:
-    if sit.diagnosis.scheduling_kind != "prefill_interference":
-        return "no prefill interference (ITL tails are not what fails)"
-    reason = "capping one request's prefill tokens per step keeps long prompts from stalling"
-    return Effect("down", 1.1, reason + " running decodes")
-
-
 def async_sched(sit: Situation) -> Effect | str:
     if sit.engine.async_scheduling:
         return "async scheduling is already on"
@@ -293,9 +217,6 @@ def speculation(sit: Situation) -> Effect | str:
 
 RULES: dict[str, Rule] = {
     "kv_cache_dtype": kv_dtype,
-    "max_num_seqs": seqs,
-    "max_num_batched_tokens": token_budget,
-    "long_prefill_token_threshold": prefill_cap,
     "async_scheduling": async_sched,
     "enforce_eager": eager,
     "enable_prefix_caching": prefix,

@@ -14,13 +14,13 @@ the quantization knob's reason then says what that checkpoint would do, latency 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Literal, get_args
 
 from pydantic import JsonValue
 
-from kneepoint.physics.defaults import resolve_engine
+from kneepoint.policies.batch_effects import BATCH_RULES
 from kneepoint.policies.context import ConfigContext, context_of
 from kneepoint.policies.knob_effects import RULES, Effect, Rule, Situation
 from kneepoint.policies.kv_effects import memory_bytes, memory_fraction
@@ -37,7 +37,7 @@ from kneepoint.records.knobs import (
     Knob,
     KnobCatalogue,
 )
-from kneepoint.records.proposal import KnobCandidate, Pruning, RuledOut, SearchSpace
+from kneepoint.records.proposal import KnobCandidate, Pruning, RuledOut
 from kneepoint.records.workload import TraceArrivals, Workload
 
 BackendKind = Literal["sim", "vllm", "attach"]
@@ -48,6 +48,7 @@ RUNNER_UP_SHARE = 0.2
 _SIM_UNMODELED = {"speculative_config": "the simulator does not model speculative decoding"}
 _RULES: dict[str, Rule] = {
     **RULES,
+    **BATCH_RULES,
     "quantization": quantization,
     "tensor_parallel_size": tensor_parallel,
     "gpu_memory_utilization": memory_fraction,
@@ -295,39 +296,3 @@ def _aimed_at(situation: Situation, target: Constraint) -> Situation:
     """The situation as if ``target`` bound (for an inconclusive diagnosis's runners)."""
     diagnosis = situation.diagnosis.model_copy(update={"binding": target})
     return replace(situation, diagnosis=diagnosis)
-
-
-def search_space(
-    pruning: Pruning,
-    observation: Observation,
-    incumbent_objective: float | None,
-    context: ConfigContext | None = None,
-    learned: Mapping[str, float] | None = None,
-) -> SearchSpace:
-    """The proposers' space: the candidates around the incumbent, with the incumbent's
-    effective value of each (engine defaults filled in)."""
-    context = context or context_of(observation)
-    engine, memory = context.engine, context.memory
-    if engine is None or memory is None:
-        resolve_engine(observation.engine, observation.gpu, observation.model)  # names why
-        raise AssertionError("a configuration the physics resolves has a context")
-    config = observation.engine
-    resolved = engine.model_dump()
-    current: dict[str, JsonValue] = {}
-    for candidate in pruning.candidates:
-        name = candidate.knob.name
-        if name == "kv_cache_memory_bytes":
-            current[name] = config.kv_cache_memory_bytes or int(memory.kv_bytes)
-        elif name == "kv_cache_dtype":
-            current[name] = config.kv_cache_dtype or "auto"
-        elif name in resolved:
-            current[name] = resolved[name]
-        else:
-            current[name] = getattr(config, name)
-    return SearchSpace(
-        incumbent=config,
-        incumbent_objective=incumbent_objective,
-        current_values=current,
-        candidates=pruning.candidates,
-        learned_factors=dict(learned or {}),
-    )

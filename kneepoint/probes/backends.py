@@ -24,18 +24,17 @@ from packaging.version import InvalidVersion, Version
 
 from kneepoint.probes.credentials import SERVER_KEY_VARIABLE
 from kneepoint.probes.identity import attached_card, check_identity, model_cards
-from kneepoint.probes.loadgen import bearer
 from kneepoint.probes.measure import Instruments
-from kneepoint.probes.process import (
+from kneepoint.probes.openai_wire import bearer
+from kneepoint.probes.process import ServerProcess, free_port
+from kneepoint.probes.server_failure import (
     Failure,
     ServerFailedError,
-    ServerProcess,
     address_in_use,
-    free_port,
     kv_capacity_tokens,
 )
+from kneepoint.records.backend_spec import VllmBackend
 from kneepoint.records.engine import EngineConfig
-from kneepoint.records.study import VllmBackend
 from kneepoint.sim.access import is_loopback
 
 log = structlog.get_logger(__name__)

@@ -14,8 +14,9 @@ from collections.abc import Mapping
 
 from kneepoint.config.errors import ConfigError, Loc, Problem
 from kneepoint.probes.redact import remember_secret
+from kneepoint.records.backend_spec import AttachBackend, SimBackend, VllmBackend
 from kneepoint.records.secret_env import referenced
-from kneepoint.records.study import AttachBackend, SimBackend, StudySpec, VllmBackend
+from kneepoint.records.study import StudySpec
 
 SERVER_KEY_VARIABLE = "VLLM_API_KEY"
 """Where vLLM (and ``kneepoint sim serve``) reads its API key from, besides --api-key."""

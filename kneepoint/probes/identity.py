@@ -18,9 +18,9 @@ from pathlib import PurePosixPath
 import httpx
 
 from kneepoint.probes.capped import PageTooLargeError, capped_text
-from kneepoint.probes.loadgen import bearer
-from kneepoint.probes.process import Failure, ServerFailedError
+from kneepoint.probes.openai_wire import bearer
 from kneepoint.probes.prom import parse_metrics
+from kneepoint.probes.server_failure import Failure, ServerFailedError
 from kneepoint.records.engine import EngineConfig
 
 

@@ -7,10 +7,8 @@ times, token counts from the server's ``usage``, and any error. Errors and timeo
 recorded, never raised. Latency counts from the scheduled time; the client's own lag is kept
 so a load point the client could not keep up with is flagged, not blamed on the server.
 
-Prompts go to ``/v1/completions`` as token ids, with ``ignore_eos`` unless the workload lets
-a real model stop at its end-of-sequence token (then the server's ``usage`` counts the lengths).
-Token-carrying chunks are found from vLLM's per-chunk usage (``continuous_usage_stats``) when
-the server sends it, else from non-empty text; a response ends when ``[DONE]`` arrives.
+Prompts go to ``/v1/completions`` as token ids (``kneepoint.probes.openai_wire``), with
+``ignore_eos`` unless the workload lets a real model stop at its end-of-sequence token.
 
 Requests travel on the lean HTTP/1.1 client of ``kneepoint.probes.http1`` (one core then keeps
 a schedule of a few thousand short requests a second), or on httpx where that client cannot
@@ -27,12 +25,13 @@ import ssl
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import httpx
 
 from kneepoint.load.plan import PlannedRequest
 from kneepoint.probes import http1
+from kneepoint.probes.clock import Clock
+from kneepoint.probes.openai_wire import Stream, bearer, error_message, request_body
 from kneepoint.records.measure import RequestRecord
 
 # Where httpx must carry the requests (a scripted transport, a proxy): httpcore's pool scans
@@ -54,20 +53,6 @@ _Outcome = tuple[
 
 
 @dataclass(frozen=True, slots=True)
-class Clock:
-    """Seconds since a load point's origin, on the monotonic clock every probe shares."""
-
-    origin: float
-
-    @classmethod
-    def start(cls) -> Clock:
-        return cls(time.perf_counter())
-
-    def now(self) -> float:
-        return time.perf_counter() - self.origin
-
-
-@dataclass(frozen=True, slots=True)
 class LoadOptions:
     """How to send: the served model name, limits, and where."""
 
@@ -82,92 +67,12 @@ class LoadOptions:
     """Sent as ``Authorization: Bearer`` (None: no key); kept out of every repr."""
 
 
-def bearer(api_key: str | None) -> dict[str, str]:
-    """The headers that carry an API key to a vLLM server (none without a key)."""
-    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
-
-
-class _Stream:
-    """What one streamed response has said so far."""
-
-    def __init__(self, sent_s: float) -> None:
-        self.sent_s = sent_s
-        self.chunk_times: list[float] = []
-        self.prompt_tokens = 0
-        self.output_tokens = 0
-        self.done = False
-        self.end_s: float | None = None
-        self.error: str | None = None
-
-    def feed(self, line: str, at_s: float) -> None:
-        if not line.startswith("data:"):
-            return  # blank separators, comments, event names
-        payload = line[5:].strip()
-        if payload == "[DONE]":
-            self.done = True
-            self.end_s = at_s
-            return
-        chunk = _object(json.loads(payload), "chunk")
-        if "error" in chunk:
-            self.error = f"stream error: {_message(chunk)}"
-            return
-        usage = chunk.get("usage")
-        if usage:
-            usage = _object(usage, "usage")
-            self.prompt_tokens = int(usage.get("prompt_tokens") or 0)
-            produced = int(usage.get("completion_tokens") or 0)
-            carried = produced > self.output_tokens
-            self.output_tokens = produced
-        else:
-            choices = chunk.get("choices") or ()
-            if not isinstance(choices, list):
-                raise ValueError(f"choices is not a list: {str(choices)[:60]}")
-            carried = any(_choice_text(_object(c, "choice")) for c in choices)
-        if carried:
-            self.chunk_times.append(at_s)
-
-
-def _object(value: Any, what: str) -> dict[str, Any]:
-    """``value`` where a JSON object must be; a server that sends anything else there has
-    sent a malformed stream, which fails its request (ValueError is caught per request)."""
-    if not isinstance(value, dict):
-        raise ValueError(f"a {what} that is not a JSON object: {str(value)[:60]}")
-    return value
-
-
-def _choice_text(choice: dict[str, Any]) -> str:
-    delta = choice.get("delta")
-    if delta is None:
-        return str(choice.get("text") or "")
-    return str(_object(delta, "delta").get("content") or "")
-
-
-def _message(body: Any) -> str:
-    error = body.get("error") if isinstance(body, dict) else None
-    if isinstance(error, dict):
-        return str(error.get("message") or error)
-    if isinstance(body, dict) and "message" in body:
-        return str(body["message"])
-    return str(error if error is not None else body)[:300]
-
-
-def request_body(planned: PlannedRequest, model: str, ignore_eos: bool = True) -> dict[str, Any]:
-    return {
-        "model": model,
-        "prompt": list(planned.prompt),
-        "max_tokens": planned.max_tokens,
-        "ignore_eos": ignore_eos,
-        "stream": True,
-        "stream_options": {"include_usage": True, "continuous_usage_stats": True},
-    }
-
-
 async def _send(
     client: _Client,
     planned: PlannedRequest,
     options: LoadOptions,
     clock: Clock,
-    stream: _Stream,
+    stream: Stream,
 ) -> None:
     """Send one request and read its stream into ``stream``."""
     stream.sent_s = clock.now()
@@ -176,7 +81,7 @@ async def _send(
         if response.status_code != 200:
             raw = await response.aread()
             try:
-                detail = _message(json.loads(raw))
+                detail = error_message(json.loads(raw))
             except ValueError:
                 detail = raw.decode(errors="replace")[:300]
             stream.error = f"HTTP {response.status_code}: {detail}"
@@ -213,7 +118,7 @@ async def _one(
     heard: Callable[[], None] | None = None,
 ) -> _Outcome:
     waited = 0.0
-    stream = _Stream(clock.now())
+    stream = Stream(clock.now())
     deadline = clock.origin + due_s + options.request_timeout_s
     try:
         async with asyncio.timeout_at(_loop_time(deadline)):
@@ -238,7 +143,7 @@ async def _one(
     return _outcome(planned, due_s, stream, waited)
 
 
-def _outcome(planned: PlannedRequest, due_s: float, stream: _Stream, waited: float) -> _Outcome:
+def _outcome(planned: PlannedRequest, due_s: float, stream: Stream, waited: float) -> _Outcome:
     end = stream.end_s if stream.error is None else None
     return (
         planned.index,

@@ -15,11 +15,12 @@ from dataclasses import dataclass
 from kneepoint.load.plan import PlannedRequest
 from kneepoint.load.point import load_point, window_bounds
 from kneepoint.load.trust import Trust
-from kneepoint.probes.loadgen import Clock, LoadOptions, run_load
+from kneepoint.probes.clock import Clock
+from kneepoint.probes.loadgen import LoadOptions, run_load
 from kneepoint.probes.nvml import NvmlSampler
-from kneepoint.probes.process import Failure, ServerFailedError
 from kneepoint.probes.prom import Scrape
 from kneepoint.probes.samplers import HttpSampler, ProcessCpu
+from kneepoint.probes.server_failure import Failure, ServerFailedError
 from kneepoint.probes.signals import summarize_signals
 from kneepoint.records.loadpoint import LoadPoint
 from kneepoint.records.measure import RequestRecord

@@ -16,7 +16,7 @@ from typing import Any
 import pynvml
 import structlog
 
-from kneepoint.probes.loadgen import Clock
+from kneepoint.probes.clock import Clock
 from kneepoint.records.telemetry import GpuSample
 
 log = structlog.get_logger(__name__)

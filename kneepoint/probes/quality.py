@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import httpx
 
-from kneepoint.probes.loadgen import bearer
+from kneepoint.probes.openai_wire import bearer
 
 PROMPTS = (
     "The capital of France is",

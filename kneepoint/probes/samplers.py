@@ -22,7 +22,8 @@ import psutil
 import structlog
 
 from kneepoint.probes.capped import PageTooLargeError, capped_text_async
-from kneepoint.probes.loadgen import Clock, bearer
+from kneepoint.probes.clock import Clock
+from kneepoint.probes.openai_wire import bearer
 from kneepoint.probes.prom import Scrape, parse_metrics
 from kneepoint.records.telemetry import GpuSample
 

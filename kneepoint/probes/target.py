@@ -12,13 +12,14 @@ from pathlib import Path
 from kneepoint.load.plan import PlannedRequest
 from kneepoint.load.size import PointSize
 from kneepoint.probes.backends import Endpoint
-from kneepoint.probes.process import Failure
+from kneepoint.probes.server_failure import Failure
 from kneepoint.probes.sweep_run import Prober
+from kneepoint.records.backend_spec import SimBackend
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.faults import Faults
 from kneepoint.records.loadpoint import LoadPoint
 from kneepoint.records.measure import RequestRecord
-from kneepoint.records.study import SimBackend, StudySpec
+from kneepoint.records.study import StudySpec
 from kneepoint.records.workload import TraceEntry
 
 

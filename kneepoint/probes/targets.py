@@ -32,7 +32,7 @@ from kneepoint.probes.backends import (
 from kneepoint.probes.credentials import api_key, server_env
 from kneepoint.probes.loadgen import LoadOptions
 from kneepoint.probes.measure import Instruments, measure
-from kneepoint.probes.process import ServerFailedError
+from kneepoint.probes.server_failure import ServerFailedError
 from kneepoint.probes.sweep_run import Prober
 from kneepoint.probes.target import (
     DeviceClock,
@@ -45,12 +45,13 @@ from kneepoint.probes.target import (
 )
 from kneepoint.probes.virtual_target import virtual_target
 from kneepoint.probes.warmup import warm_up
+from kneepoint.records.backend_spec import AttachBackend as AttachSpec
+from kneepoint.records.backend_spec import SimBackend
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.faults import fault_flags
 from kneepoint.records.loadpoint import LoadPoint
 from kneepoint.records.measure import RequestRecord
-from kneepoint.records.study import AttachBackend as AttachSpec
-from kneepoint.records.study import SimBackend, StudySpec
+from kneepoint.records.study import StudySpec
 from kneepoint.records.workload import TraceEntry
 
 log = structlog.get_logger(__name__)

@@ -9,6 +9,7 @@ import statistics
 from pathlib import Path
 
 from kneepoint.agent.report import burst, measured, pareto, plots
+from kneepoint.agent.report.binding import bottleneck, pruned
 from kneepoint.agent.report.data import ReportData
 from kneepoint.agent.report.document import (
     Bullets,
@@ -23,8 +24,6 @@ from kneepoint.agent.report.fleet import fleet
 from kneepoint.agent.report.measured import objective_text
 from kneepoint.agent.state import TrialState
 from kneepoint.load.objective import by_repeat, unit
-from kneepoint.records.diagnosis import Diagnosis
-from kneepoint.records.proposal import Pruning
 
 
 def _pct(value: float | None) -> str:
@@ -101,73 +100,6 @@ def summary(data: ReportData, doc: Document) -> None:
     caveat = " (not quality-checked: see above)" if _unchecked(data) else ""
     said = "Recommended command" if state.baseline else "Starting command (not measured yet)"
     doc.add(Heading("Summary"), Bullets(items), Paragraph(f"{said}{caveat}:"), Code(data.command))
-
-
-def evidence_table(diagnosis: Diagnosis) -> Table:
-    rows = [
-        [
-            e.signal,
-            "-" if e.value is None else f"{e.value:g}",
-            e.threshold,
-            e.reading,
-            e.supports or "context",
-            f"{e.weight:.2f}",
-        ]
-        for e in diagnosis.evidence
-    ]
-    return Table(["signal", "value", "threshold", "reading", "points to", "weight"], rows)
-
-
-def _stages(data: ReportData) -> list[tuple[str, Diagnosis, Pruning]]:
-    """Each incumbent's diagnosis and pruning: the start's, then one per promotion."""
-    state = data.state
-    stages = []
-    if state.baseline is not None:
-        stages.append(("At the start", state.baseline.diagnosis, state.baseline.pruning))
-    stages += [
-        (f"After trial {p.trial} was promoted", p.diagnosis, p.pruning) for p in state.promotions
-    ]
-    return stages
-
-
-def bottleneck(data: ReportData, doc: Document) -> None:
-    doc.add(Heading("What binds and why"))
-    for title, diagnosis, _ in _stages(data):
-        scores = ", ".join(f"{c} {v:.0%}" for c, v in diagnosis.scores.items())
-        sources = ", ".join(diagnosis.sources) or "none"
-        doc.add(
-            Heading(title, 3),
-            Paragraph(
-                f"{diagnosis.headline()}. Shares of wall time: {scores}. Sources: {sources}."
-            ),
-            evidence_table(diagnosis),
-        )
-
-
-def pruning_tables(pruning: Pruning) -> list[Table]:
-    tried = [
-        [
-            c.knob.name,
-            c.direction + (f" {c.target}" if c.target is not None else ""),
-            f"{c.predicted_ratio:.2f}x",
-            c.relieves,
-            c.reason,
-            "yes" if c.needs_quality_check else "",
-        ]
-        for c in pruning.candidates
-    ]
-    ruled = [[r.knob, r.reason] for r in pruning.ruled_out]
-    header = ["worth trying", "move", "predicted", "relieves", "why", "quality check"]
-    return [
-        Table(header, tried or [["(none)", "", "", "", "", ""]]),
-        Table(["ruled out", "why"], ruled or [["(none)", ""]]),
-    ]
-
-
-def pruned(data: ReportData, doc: Document) -> None:
-    doc.add(Heading("Knobs pruned and why"))
-    for title, _, pruning in _stages(data):
-        doc.add(Heading(title, 3), *pruning_tables(pruning))
 
 
 def _verdict(trial: TrialState) -> str:

@@ -1,0 +1,119 @@
+"""Why a server did not come up or did not stay up, named from its log in vLLM's own words
+(CUDA and the CPU build, across versions) and its exit code: the ``Failure`` that becomes a
+trial's status, and what else a startup log says (the KV cache it announced, a port race)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from kneepoint.probes.redact import redact
+
+FailureKind = Literal[
+    "startup_oom",
+    "bad_argument",
+    "not_started",
+    "crashed",
+    "hung",
+    "timed_out",
+    "unreachable",
+    "wrong_server",
+]
+"""``not_started``: exited before it answered /health, for no reason its log names (a server
+that never came up did not crash); ``unreachable``: an attached server that does not answer;
+``wrong_server``: one that answers, but is not the model or configuration asked for."""
+
+# vLLM's own wording, across versions and platforms (CUDA and the CPU build).
+_OOM = re.compile(
+    r"CUDA out of memory|OutOfMemoryError|No available memory for the cache blocks"
+    r"|larger than the available KV cache memory|Insufficient memory|out of memory",
+    re.IGNORECASE,
+)
+_BAD_ARGUMENT = re.compile(
+    r"error: unrecognized arguments|error: argument |invalid choice|ValidationError"
+    r"|not modeled by the simulator|error: the following arguments are required"
+)
+_KV_TOKENS = re.compile(r"(?:GPU|CPU) KV cache size: ([\d,]+) tokens")
+_ADDRESS_IN_USE = re.compile(r"address already in use", re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """Why a server did not come up or did not stay up."""
+
+    kind: FailureKind
+    message: str
+    exit_code: int | None
+    log_tail: tuple[str, ...]
+
+    def __str__(self) -> str:
+        code = f" (exit {self.exit_code})" if self.exit_code is not None else ""
+        return f"{self.kind}{code}: {self.message}"
+
+    def sentence(self) -> str:
+        """What a person reads: the kind in words, where the message does not say it."""
+        code = f" (exit {self.exit_code})" if self.exit_code is not None else ""
+        if self.kind in ("unreachable", "wrong_server"):
+            return self.message  # "... does not answer", "wrong server at ..."
+        if self.kind == "not_started":
+            return f"the server exited before it started{code}: {self.message}"
+        return f"the server failed: {self}"
+
+
+class ServerFailedError(RuntimeError):
+    """A server failed; ``failure`` says how."""
+
+    def __init__(self, failure: Failure) -> None:
+        super().__init__(str(failure))
+        self.failure = failure
+
+
+def kv_capacity_tokens(log: str) -> int | None:
+    """The KV cache size the server announced at startup, in tokens (the last one said)."""
+    found = _KV_TOKENS.findall(log)
+    return int(found[-1].replace(",", "")) if found else None
+
+
+def classify(
+    log: str, exit_code: int | None, *, silent_s: float = 0.0, started: bool = True
+) -> Failure:
+    """Name a failure from the server's log and exit code (None: still running; ``started``:
+    it had answered /health). The lines kept go into the ledger and the report, so secrets
+    are taken out of them."""
+    tail = tuple(redact(line) for line in log.rstrip().splitlines()[-20:])
+    if exit_code is None:
+        kind: FailureKind = "hung" if silent_s > 0 else "timed_out"
+        what = f"no answer, log silent for {silent_s:.0f} s" if silent_s else "still starting"
+        return Failure(kind, what, None, tail)
+    lines = log.splitlines()
+    for pattern, kind in ((_OOM, "startup_oom"), (_BAD_ARGUMENT, "bad_argument")):
+        line = _last_matching(lines, pattern)
+        if line is not None:
+            return Failure(kind, redact(_said(line)), exit_code, tail)
+    kind = "crashed" if started else "not_started"
+    return Failure(kind, _said(tail[-1]) if tail else "no output", exit_code, tail)
+
+
+def _said(line: str) -> str:
+    """A log line's message: the event of a JSON-lines log (what ``kneepoint sim serve``
+    writes when its output is not a terminal), else the line itself."""
+    try:
+        event = json.loads(line)
+    except ValueError:
+        return line.strip()
+    return str(event["event"]) if isinstance(event, dict) and "event" in event else line.strip()
+
+
+def _last_matching(lines: Sequence[str], pattern: re.Pattern[str]) -> str | None:
+    for line in reversed(lines):
+        if pattern.search(line):
+            return line
+    return None
+
+
+def address_in_use(log: str) -> bool:
+    """Whether a failed start was a port race (worth one retry on another port)."""
+    return bool(_ADDRESS_IN_USE.search(log))
