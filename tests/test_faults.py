@@ -137,13 +137,16 @@ def test_sim_serve_crash_is_classified_from_its_log(tmp_path: Path) -> None:
 
 
 def test_a_hung_server_is_named_hung_without_waiting_out_every_request(tmp_path: Path) -> None:
+    """Hung before the point's first scrape, whose three tries of 10 s each once took the
+    measurement 43 s to call it: named within the 3 s limit (5-6 s seen), however many tries
+    and requests were left."""
     with _launch("--fault-hang-after-s", "1").serve(CONFIG, tmp_path) as endpoint:
         quick = Instruments(hang_after_s=3.0)
         options = LoadOptions(endpoint.served_model, request_timeout_s=600)
         with pytest.raises(ServerFailedError) as info:
             asyncio.run(asyncio.wait_for(asyncio.to_thread(
                 measure, endpoint.url, _plan(400), 50.0, options, None, instruments=quick,
-            ), timeout=60))  # fmt: skip
+            ), timeout=20))  # fmt: skip
     assert info.value.failure.kind == "hung"
 
 

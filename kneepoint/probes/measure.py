@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from kneepoint.load.plan import PlannedRequest
 from kneepoint.load.point import load_point, window_bounds
@@ -26,6 +27,8 @@ from kneepoint.records.loadpoint import LoadPoint
 from kneepoint.records.measure import RequestRecord
 from kneepoint.records.slo import Slo
 from kneepoint.records.telemetry import GpuSample
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,13 +91,22 @@ async def measure_async(
     sampling = asyncio.create_task(sampler.run(stop, ready))
     if nvml is not None:
         nvml.start()
+    limit_s = instruments.hang_after_s
     try:
-        await ready.wait()
+        # The baseline scrape is tried again where it fails, 10 s a try: a server hung from
+        # the start must be named within the limit, not after every try has timed out.
+        await _unless_silent(asyncio.create_task(ready.wait()), sampler, limit_s)
         load = asyncio.create_task(run_load(url, plan, options, clock=clock, heard=sampler.heard))
-        records = await _unless_silent(load, sampler, instruments.hang_after_s)
+        records = await _unless_silent(load, sampler, limit_s)
+    except BaseException:
+        sampling.cancel()  # no closing scrape of a server that did not answer
+        with contextlib.suppress(asyncio.CancelledError):
+            await sampling
+        raise
     finally:
         stop.set()
-        await sampling
+        if not sampling.done():
+            await sampling
         gpu = [*sampler.gpu, *(nvml.stop() if nvml is not None else [])]
     scrapes = sampler.scrapes()
     start, end = window_bounds(records, trim, warmup_s)
@@ -119,20 +131,18 @@ async def measure_async(
     return Measured(point, tuple(records), tuple(scrapes), tuple(gpu), texts)
 
 
-async def _unless_silent(
-    load: asyncio.Task[list[RequestRecord]], sampler: HttpSampler, limit_s: float
-) -> list[RequestRecord]:
-    """The load's records; raises ServerFailedError (hung) once the server has answered
-    nothing for ``limit_s``."""
+async def _unless_silent(task: asyncio.Task[T], sampler: HttpSampler, limit_s: float) -> T:
+    """The task's result; raises ServerFailedError (hung), the task cancelled, once the
+    server has answered nothing for ``limit_s``."""
     while True:
-        done, _ = await asyncio.wait({load}, timeout=1.0)
+        done, _ = await asyncio.wait({task}, timeout=1.0)
         if done:
-            return load.result()
+            return task.result()
         silent_s = sampler.clock.now() - sampler.answered_s
         if silent_s > limit_s:
-            load.cancel()
+            task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await load
+                await task
             what = f"the server answered nothing for {silent_s:.0f} s, not even /metrics"
             raise ServerFailedError(Failure("hung", what, None, ()))
 

@@ -18,7 +18,7 @@ from typing import Literal
 
 import structlog
 from starlette.responses import JSONResponse, Response
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from kneepoint.physics.memory import StartupRefusal
 from kneepoint.records.faults import CRASH_TEXT, MARKER, OOM_TEXT, Faults
@@ -146,6 +146,17 @@ class HangWhenHung:
         self.app, self.injector = app, injector
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and self.injector.hung:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if self.injector.hung:
             await asyncio.Event().wait()
-        await self.app(scope, receive, send)
+
+        async def stalled_once_hung(message: Message) -> None:
+            # A wedged engine stops every stream, not only new requests: answers in flight
+            # that kept streaming would read as a live server for as long as they ran.
+            if self.injector.hung:
+                await asyncio.Event().wait()
+            await send(message)
+
+        await self.app(scope, receive, stalled_once_hung)
