@@ -27,8 +27,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kneepoint.agent import cli_tune
 from kneepoint.agent.cli import main
+from kneepoint.agent.run_folder import RunFolder
 from kneepoint.config import load_study
 from kneepoint.probes import study_knee
 from kneepoint.records.limits import MAX_POINT_REQUESTS
@@ -191,19 +191,35 @@ def study_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("fuzz") / "study.yaml"
 
 
-@settings(max_examples=500, deadline=None, derandomize=True, database=None,
-          suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
+# too_slow: the shipped studies are mutated several times per example, which generates more
+# data than hypothesis expects of a test; each example still runs in milliseconds.
+_FUZZ = {"deadline": None, "derandomize": True, "database": None,
+         "suppress_health_check": [HealthCheck.too_slow]}  # fmt: skip
+
+
+@settings(max_examples=120, **_FUZZ)  # the fast tier's share: ~4 s
 @given(document=_documents, overrides=_overrides)
 def test_no_study_file_gets_a_traceback(
     study_file: Path, document: bytes, overrides: list[str]
 ) -> None:
-    # too_slow: the shipped studies are mutated several times per example, which generates
-    # more data than hypothesis expects of a test; each example still runs in milliseconds.
+    _config_check_and_tune_agree(study_file, document, overrides)
+
+
+@pytest.mark.slow  # ~1,000 examples, ~1 min
+@settings(max_examples=1000, **_FUZZ)
+@given(document=_documents, overrides=_overrides)
+def test_no_study_file_gets_a_traceback_at_length(
+    study_file: Path, document: bytes, overrides: list[str]
+) -> None:
+    _config_check_and_tune_agree(study_file, document, overrides)
+
+
+def _config_check_and_tune_agree(study_file: Path, document: bytes, overrides: list[str]) -> None:
     study_file.write_bytes(document)
     sets = [arg for text in overrides for arg in ("--set", text)]
     code, err = _run(["config", "check", str(study_file), *sets])
     _assert_clean(code, err, {0, 2})
-    with mock.patch.object(cli_tune.RunFolder, "create", side_effect=_LaunchError):
+    with mock.patch.object(RunFolder, "create", side_effect=_LaunchError):
         tuned, tune_err = _run(["tune", str(study_file), "--runs-dir",
                                 str(study_file.parent / "runs"), *sets])  # fmt: skip
     _assert_clean(tuned, tune_err, {None, 2})
@@ -216,7 +232,7 @@ def test_the_unmutated_studies_go_through_both(study_file: Path, base: dict[str,
     """The fuzzer starts from valid studies, which reach the point where tune would launch."""
     study_file.write_bytes(_dump(base))
     assert _run(["config", "check", str(study_file)])[0] == 0
-    with mock.patch.object(cli_tune.RunFolder, "create", side_effect=_LaunchError):
+    with mock.patch.object(RunFolder, "create", side_effect=_LaunchError):
         assert _run(["tune", str(study_file), "--runs-dir", str(study_file.parent)])[0] is None
 
 

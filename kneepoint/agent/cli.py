@@ -6,6 +6,10 @@ the run failed (a measured server that would not start or died, a baseline that 
 measured, the simulated engine refusing to start as vLLM does, the OS refusing a file
 operation); 130 interrupted (Ctrl-C, SIGTERM or SIGHUP: any server it held is stopped first).
 Each failure is one line on stderr (one per problem in a file) and never a traceback.
+
+A command's own machinery (the tuner, the simulated server, Optuna's storage, the report's
+plots) is imported when that command runs, not to parse a command line: every command, and
+each ``kneepoint sim serve`` a tune launches, starts in about half the time.
 """
 
 from __future__ import annotations
@@ -34,15 +38,11 @@ from kneepoint.agent.cli_report import add_report_command
 from kneepoint.agent.cli_sweep import add_sweep_command
 from kneepoint.agent.cli_tune import EXIT_INTERRUPTED, add_tune_command
 from kneepoint.agent.cli_worker import add_worker_command
-from kneepoint.agent.feasibility import study_checks
 from kneepoint.agent.files import check_output, write_atomically
 from kneepoint.agent.logs import configure_logging
 from kneepoint.config import ConfigError, load_study, study_file_schema
 from kneepoint.config.overrides import add_overrides_argument
-from kneepoint.physics.defaults import UnmodeledSettingError
-from kneepoint.sim.engine import EngineRefusedError
 from kneepoint.sim.serve_args import add_serve_arguments, bind_problem, resolve_serve_args
-from kneepoint.sim.server import build_server, serve
 
 EXIT_OK = 0
 EXIT_RUN_FAILED = 1
@@ -132,6 +132,10 @@ def _global_options_everywhere(parser: argparse.ArgumentParser) -> None:
 
 
 def _sim_serve(args: argparse.Namespace) -> int:
+    from kneepoint.physics.defaults import UnmodeledSettingError
+    from kneepoint.sim.engine import EngineRefusedError
+    from kneepoint.sim.server import build_server, serve
+
     configure_logging(level="info", log_file=args.log_file)  # vLLM-style startup lines
     serve_args = resolve_serve_args(args, args.unknown)
     if (problem := bind_problem(serve_args.host, serve_args.port)) is not None:
@@ -147,6 +151,8 @@ def _sim_serve(args: argparse.Namespace) -> int:
 
 
 def _config_check(args: argparse.Namespace) -> int:
+    from kneepoint.agent.feasibility import study_checks
+
     now = datetime.now().astimezone()
     study = load_study(args.file, args.overrides, study_checks(now))
     resolved = study.model_dump(mode="json")

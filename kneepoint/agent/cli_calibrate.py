@@ -13,13 +13,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import structlog
-import yaml
 
-from kneepoint.agent.files import check_output, write_atomically
-from kneepoint.calibration.calibrate import Fitted, calibrate
-from kneepoint.calibration.recorded import find_recorded
+if TYPE_CHECKING:
+    from kneepoint.calibration.calibrate import Fitted
 
 log = structlog.get_logger(__name__)
 
@@ -54,6 +53,12 @@ def _table(fitted: Fitted) -> list[str]:
 
 
 def run_calibrate(args: argparse.Namespace) -> int:
+    import yaml
+
+    from kneepoint.agent.files import check_output, write_atomically
+    from kneepoint.calibration.calibrate import calibrate
+    from kneepoint.calibration.recorded import find_recorded
+
     check_output("--out", args.out)
     recordings = find_recorded(args.recordings)
     fitted = calibrate(recordings)

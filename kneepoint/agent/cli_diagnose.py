@@ -17,28 +17,14 @@ import json
 import sys
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import yaml
-
-from kneepoint.agent.cli_progress import progress_for
-from kneepoint.agent.diagnose import findings_document, findings_of, measure_and_diagnose
-from kneepoint.agent.files import check_output, write_atomically
-from kneepoint.agent.report.document import to_markdown
-from kneepoint.agent.run_folder import RunFolder, RunFolderError
-from kneepoint.calibration.recorded import is_run_folder, load_recorded
-from kneepoint.config import (
-    ConfigError,
-    Problem,
-    arguments,
-    knob_catalogue,
-    load_study,
-    study_from_mapping,
-)
+from kneepoint.config import ConfigError, Problem, arguments, load_study, study_from_mapping
 from kneepoint.config.overrides import add_overrides_argument
-from kneepoint.probes.server_failure import ServerFailedError
-from kneepoint.records.study import StudySpec
-from kneepoint.records.sweep import SweepResult
+
+if TYPE_CHECKING:
+    from kneepoint.records.study import StudySpec
+    from kneepoint.records.sweep import SweepResult
 
 EXIT_SERVER_FAILED = 1
 """The run failed (the server did not answer or died)."""
@@ -106,6 +92,9 @@ def _study(args: argparse.Namespace) -> StudySpec:
 
 def _recording(path: Path) -> tuple[StudySpec, SweepResult]:
     """The study and sweep a recording holds; a tune run's is its baseline's knee search."""
+    from kneepoint.agent.run_folder import RunFolder, RunFolderError
+    from kneepoint.calibration.recorded import is_run_folder, load_recorded
+
     study = None
     if is_run_folder(path):
         try:
@@ -119,11 +108,22 @@ def _recording(path: Path) -> tuple[StudySpec, SweepResult]:
 def _write_study(folder: Path, study: StudySpec) -> None:
     """With the study beside its sweep.json, the folder is a recording `kneepoint calibrate`
     and benchmarks/real_fidelity.py can read."""
+    import yaml
+
+    from kneepoint.agent.files import write_atomically
+
     resolved = yaml.safe_dump(study.model_dump(mode="json"), sort_keys=False)
     write_atomically(folder / "study.yaml", resolved)
 
 
 def run_diagnose(args: argparse.Namespace) -> int:
+    from kneepoint.agent.cli_progress import progress_for
+    from kneepoint.agent.diagnose import findings_document, findings_of, measure_and_diagnose
+    from kneepoint.agent.files import check_output, write_atomically
+    from kneepoint.agent.report.document import to_markdown
+    from kneepoint.config import knob_catalogue
+    from kneepoint.probes.server_failure import ServerFailedError
+
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     check_output("--runs-dir", args.runs_dir, directory=True)
     if args.recorded is not None:

@@ -16,16 +16,15 @@ import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from kneepoint.agent.files import check_output, write_atomically
-from kneepoint.agent.plan_document import plan_document
-from kneepoint.agent.report.document import to_markdown
 from kneepoint.config import ConfigError, Problem, load_study
 from kneepoint.config.catalog import gpu_catalogue
 from kneepoint.config.overrides import add_overrides_argument
-from kneepoint.planning.plan import make_plan
-from kneepoint.records.hardware import GpuSpec
-from kneepoint.records.plan import Layout
+
+if TYPE_CHECKING:
+    from kneepoint.records.hardware import GpuSpec
+    from kneepoint.records.plan import Layout
 
 
 def add_plan_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -93,6 +92,11 @@ def _prices(given: list[str]) -> Mapping[str, float]:
 
 
 def run_plan(args: argparse.Namespace) -> int:
+    from kneepoint.agent.files import check_output, write_atomically
+    from kneepoint.agent.plan_document import plan_document
+    from kneepoint.agent.report.document import to_markdown
+    from kneepoint.planning.plan import make_plan
+
     if not 1 <= args.gpus <= 64:
         raise ConfigError([Problem("--gpus", None, None, "expected 1 to 64 GPUs in the node")])
     study = load_study(args.file, args.overrides)

@@ -14,10 +14,6 @@ from pathlib import Path
 
 import structlog
 
-from kneepoint.agent.ledger import LedgerError
-from kneepoint.agent.report import write_report
-from kneepoint.agent.run_folder import RunFolder, RunFolderError, run_folder_error
-
 log = structlog.get_logger(__name__)
 
 
@@ -28,6 +24,10 @@ def add_report_command(commands: argparse._SubParsersAction[argparse.ArgumentPar
 
 
 def run_report(args: argparse.Namespace) -> int:
+    from kneepoint.agent.ledger import LedgerError
+    from kneepoint.agent.report import write_report
+    from kneepoint.agent.run_folder import RunFolder, RunFolderError, run_folder_error
+
     try:
         folder = RunFolder.existing(args.run)
         markdown, html = write_report(folder)

@@ -13,25 +13,16 @@ import math
 import sys
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import yaml
+from kneepoint.config import arguments
+from kneepoint.config.overrides import add_overrides_argument
 
-from kneepoint.agent.cli_progress import progress_for
-from kneepoint.agent.feasibility import launch_checks
-from kneepoint.agent.files import check_output, write_atomically
-from kneepoint.agent.report.intervals import TRIM, slo_intervals
-from kneepoint.agent.run_folder import write_point
-from kneepoint.agent.watch import Watched
-from kneepoint.calibration.recorded import study_path_for
-from kneepoint.config import arguments, load_study
-from kneepoint.config.overrides import add_overrides_argument, parse_override
-from kneepoint.load.score import stable_window
-from kneepoint.probes.server_failure import ServerFailedError
-from kneepoint.probes.study_knee import study_knee_search
-from kneepoint.probes.targets import PointArtifacts, PointSize, open_target
-from kneepoint.records.measure import RequestRecord
-from kneepoint.records.study import StudySpec
-from kneepoint.records.sweep import SweepResult
+if TYPE_CHECKING:
+    from kneepoint.agent.watch import Watched
+    from kneepoint.records.measure import RequestRecord
+    from kneepoint.records.study import StudySpec
+    from kneepoint.records.sweep import SweepResult
 
 EXIT_SERVER_FAILED = 1
 """The run failed (a server that would not start or died), as vLLM exits when it refuses."""
@@ -68,6 +59,19 @@ def add_sweep_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
 
 
 def run_sweep(args: argparse.Namespace) -> int:
+    from kneepoint.agent.cli_progress import progress_for
+    from kneepoint.agent.feasibility import launch_checks
+    from kneepoint.agent.files import check_output
+    from kneepoint.agent.report.intervals import TRIM
+    from kneepoint.agent.run_folder import write_point
+    from kneepoint.agent.watch import Watched
+    from kneepoint.config import load_study
+    from kneepoint.config.overrides import parse_override
+    from kneepoint.load.score import stable_window
+    from kneepoint.probes.server_failure import ServerFailedError
+    from kneepoint.probes.study_knee import study_knee_search
+    from kneepoint.probes.targets import PointArtifacts, PointSize, open_target
+
     knobs = [parse_override(text, "--config-set", ("engine",)) for text in args.knobs]
     overrides = [*args.overrides, *knobs]
     study = load_study(args.file, overrides, launch_checks())
@@ -119,6 +123,11 @@ def _kept(watched: Watched | None, out: Path, study: StudySpec) -> str:
 def write_recording(out: Path, study: StudySpec, result: SweepResult) -> None:
     """The sweep and, beside it, the study it was measured under: a recording
     ``kneepoint diagnose --from`` and ``kneepoint calibrate`` read."""
+    import yaml
+
+    from kneepoint.agent.files import write_atomically
+    from kneepoint.calibration.recorded import study_path_for
+
     write_atomically(out, result.model_dump_json(indent=2) + "\n")
     resolved = yaml.safe_dump(study.model_dump(mode="json"), sort_keys=False)
     write_atomically(study_path_for(out), resolved)
@@ -171,6 +180,8 @@ def knee_intervals(
 ) -> str:
     """The SLO percentiles at the knee and the first rate past it, each with its bootstrap
     interval (requests resampled: ``kneepoint.load.bootstrap``)."""
+    from kneepoint.agent.report.intervals import slo_intervals
+
     rates = sorted(windows)
     knee = result.knee_rps
     past = [r for r in rates if knee is not None and r > knee]

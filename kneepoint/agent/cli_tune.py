@@ -8,7 +8,8 @@ The run folder is locked while the agent works on it (a second agent is refused 
 the lock dies with the agent, however it dies, so a killed run resumes at once.
 
 At the end it writes the report (Markdown and HTML), best.yaml and the winner's exact
-`vllm serve` command into the run folder, and prints where they are.
+`vllm serve` command into the run folder, and prints where they are. Its machinery is imported
+when it runs (see ``kneepoint.agent.cli``).
 """
 
 from __future__ import annotations
@@ -17,30 +18,17 @@ import argparse
 import sys
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from kneepoint.agent.cli_progress import ConsoleProgress, progress_for
-from kneepoint.agent.feasibility import launched_vllm, study_checks
-from kneepoint.agent.files import check_output
-from kneepoint.agent.ledger import LedgerError
-from kneepoint.agent.lock import RunLockedError
-from kneepoint.agent.logs import configure_logging
-from kneepoint.agent.loop import Tuner
-from kneepoint.agent.report import write_report
-from kneepoint.agent.run_folder import (
-    RunFolder,
-    RunFolderError,
-    run_folder_error,
-    serve_command,
-)
-from kneepoint.agent.state import RunState
-from kneepoint.config import ConfigError, knob_catalogue, load_study
+from kneepoint.config import ConfigError
 from kneepoint.config.errors import Problem
 from kneepoint.config.overrides import add_overrides_argument
-from kneepoint.load.objective import name as objective_name
-from kneepoint.load.objective import unit
-from kneepoint.load.objective import value as objective_value
-from kneepoint.records.objective import Objective
-from kneepoint.records.study import StudySpec
+
+if TYPE_CHECKING:
+    from kneepoint.agent.run_folder import RunFolder
+    from kneepoint.agent.state import RunState
+    from kneepoint.records.objective import Objective
+    from kneepoint.records.study import StudySpec
 
 EXIT_RUN_FAILED = 1
 EXIT_INTERRUPTED = 130
@@ -64,6 +52,12 @@ def add_tune_command(commands: argparse._SubParsersAction[argparse.ArgumentParse
 
 
 def _open(args: argparse.Namespace) -> RunFolder:
+    from kneepoint.agent.feasibility import study_checks
+    from kneepoint.agent.files import check_output
+    from kneepoint.agent.lock import RunLockedError
+    from kneepoint.agent.run_folder import RunFolder, RunFolderError, run_folder_error
+    from kneepoint.config import load_study
+
     target: Path | None = args.resume or args.target
     if target is None:
         raise ConfigError([Problem("kneepoint tune", None, (), "give a study file or a run")])
@@ -129,6 +123,17 @@ def run_tune(args: argparse.Namespace) -> int:
 
 
 def _tune(folder: RunFolder, args: argparse.Namespace) -> int:
+    from kneepoint.agent.cli_progress import ConsoleProgress, progress_for
+    from kneepoint.agent.feasibility import launched_vllm
+    from kneepoint.agent.ledger import LedgerError
+    from kneepoint.agent.logs import configure_logging
+    from kneepoint.agent.loop import Tuner
+    from kneepoint.agent.report import write_report
+    from kneepoint.agent.run_folder import RunFolderError, run_folder_error
+    from kneepoint.config import knob_catalogue
+    from kneepoint.load.objective import name as objective_name
+    from kneepoint.load.objective import value as objective_value
+
     # The run's own structured log lives with it, unless the user sent it elsewhere.
     configure_logging(level=args.log_level, log_file=args.log_file or folder.path / "events.jsonl")
     try:
@@ -176,6 +181,8 @@ def _tune(folder: RunFolder, args: argparse.Namespace) -> int:
 
 
 def _winner_lines(folder: RunFolder, study: StudySpec, state: RunState) -> list[str]:
+    from kneepoint.agent.run_folder import serve_command
+
     assert state.incumbent is not None
     unchecked = [str(t.trial) for t in state.trials.values() if t.promoted and t.unchecked_quality]
     caveat = f" (not quality-checked: trial {', '.join(unchecked)})" if unchecked else ""
@@ -187,4 +194,6 @@ def _winner_lines(folder: RunFolder, study: StudySpec, state: RunState) -> list[
 
 
 def _measured(value: float | None, objective: Objective) -> str:
+    from kneepoint.load.objective import unit
+
     return "nothing measured" if value is None else f"{value:.2f} {unit(objective)}"

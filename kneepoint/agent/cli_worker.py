@@ -18,20 +18,16 @@ import sys
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from kneepoint.agent.cli_progress import progress_for
-from kneepoint.agent.feasibility import launched_vllm, study_checks
-from kneepoint.agent.files import check_output
-from kneepoint.agent.logs import configure_logging
-from kneepoint.agent.run_folder import RunFolder, serve_command
-from kneepoint.agent.shared_study import SharedStudy, SharedStudyError, StudyNotFoundError
-from kneepoint.agent.worker import Worker
-from kneepoint.config import ConfigError, knob_catalogue, load_study
+from kneepoint.config import ConfigError, load_study
 from kneepoint.config.errors import Problem
 from kneepoint.config.overrides import add_overrides_argument
-from kneepoint.load.objective import value as objective_value
 from kneepoint.records.backend_spec import VllmBackend
-from kneepoint.records.study import StudySpec
+
+if TYPE_CHECKING:
+    from kneepoint.agent.shared_study import SharedStudy
+    from kneepoint.records.study import StudySpec
 
 EXIT_RUN_FAILED = 1
 STORAGE_VARIABLE = "KNEEPOINT_STORAGE"
@@ -90,6 +86,9 @@ def _bad(field: str, message: str) -> ConfigError:
 
 
 def _open(args: argparse.Namespace, now: datetime) -> tuple[SharedStudy, StudySpec]:
+    from kneepoint.agent.feasibility import study_checks
+    from kneepoint.agent.shared_study import SharedStudy, SharedStudyError
+
     url = args.storage or os.environ.get(STORAGE_VARIABLE)
     if not url:
         raise _bad("--storage", f"give the shared storage's URL, or set {STORAGE_VARIABLE}")
@@ -131,6 +130,8 @@ def _open(args: argparse.Namespace, now: datetime) -> tuple[SharedStudy, StudySp
 
 def _started(shared_study: Callable[[str], SharedStudy], name: str) -> datetime | None:
     """When the shared study of this name started; None: it is not published."""
+    from kneepoint.agent.shared_study import StudyNotFoundError
+
     try:
         shared = shared_study(name)
     except StudyNotFoundError:
@@ -147,6 +148,15 @@ def _on_gpu(study: StudySpec, gpu: int) -> StudySpec:
 
 
 def run_worker(args: argparse.Namespace) -> int:
+    from kneepoint.agent.cli_progress import progress_for
+    from kneepoint.agent.feasibility import launched_vllm
+    from kneepoint.agent.files import check_output
+    from kneepoint.agent.logs import configure_logging
+    from kneepoint.agent.run_folder import RunFolder, serve_command
+    from kneepoint.agent.worker import Worker
+    from kneepoint.config import knob_catalogue
+    from kneepoint.load.objective import value as objective_value
+
     now = datetime.now().astimezone()
     check_output("--runs-dir", args.runs_dir, directory=True)
     shared, published = _open(args, now)
