@@ -269,7 +269,9 @@ def serve(server: SimServer, api_key: str | None = None) -> None:
         log_config=None,
         access_log=False,
         lifespan="on",
-        timeout_graceful_shutdown=5,
+        # Whoever stops a simulated server is done measuring it: a stream still open (a hung
+        # or interrupted point) gets 1 s, not uvicorn's wait for every connection.
+        timeout_graceful_shutdown=1,
         loop="asyncio",
     )
     uvicorn.Server(config).run()
