@@ -10,6 +10,7 @@ import sys
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -154,6 +155,21 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         if os.environ.get("CI") == "true":
             pytest.fail(message)
         pytest.skip(message)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Under pytest-xdist the workers collect and deselect: each hands its counts to the
+    controller, which prints the summary."""
+    output = getattr(session.config, "workeroutput", None)
+    if output is not None:
+        output["kneepoint_tiers_left_out"] = dict(_deselected)
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: absent without it
+def pytest_testnodedown(node: Any, error: object) -> None:
+    counts = getattr(node, "workeroutput", {}).get("kneepoint_tiers_left_out", {})
+    for tier, count in counts.items():  # every worker collects every test: the same counts
+        _deselected[tier] = max(_deselected.get(tier, 0), count)
 
 
 def pytest_terminal_summary(terminalreporter: TerminalReporter) -> None:
