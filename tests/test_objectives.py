@@ -11,7 +11,7 @@ import pytest
 from kneepoint.agent.cli import main
 from kneepoint.agent.ledger import Ledger
 from kneepoint.agent.state import RunState
-from kneepoint.load.objective import by_repeat, value
+from kneepoint.load.objective import rules
 from kneepoint.load.point import token_rates
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.ledger import Finished
@@ -38,7 +38,7 @@ def tune(tmp_path: Path, objective: str) -> tuple[RunState, str]:
 def test_goodput_at_a_fixed_rate_is_tuned_and_reported_per_class(tmp_path: Path) -> None:
     state, report = tune(tmp_path, "{kind: goodput_at_rate, rate_rps: 6}")
     assert isinstance(state.finished, Finished) and state.baseline is not None
-    start = value(state.baseline.repeats, GoodputAtRate(rate_rps=6.0))
+    start = rules(GoodputAtRate(rate_rps=6.0)).value(state.baseline.repeats)
     assert start is not None and start < 3.0  # a 2-sequence cap serves ~0.6 of the 6 req/s
     assert state.incumbent_objective is not None and state.incumbent_objective > 2 * start
     assert {p.rate_rps for p in state.baseline.repeats.points} == {6.0}  # only the rate
@@ -50,7 +50,7 @@ def test_goodput_at_a_fixed_rate_is_tuned_and_reported_per_class(tmp_path: Path)
 def test_peak_throughput_is_tuned_on_tokens_past_the_knee(tmp_path: Path) -> None:
     state, report = tune(tmp_path, "{kind: peak_throughput}")
     assert state.baseline is not None
-    start = value(state.baseline.repeats, PeakThroughput())
+    start = rules(PeakThroughput()).value(state.baseline.repeats)
     assert start is not None and state.incumbent_objective is not None
     assert state.incumbent_objective > 2 * start  # more sequences per step, more tokens
     knee = state.baseline.knee.capacity_rps or 0.0
@@ -87,7 +87,7 @@ def test_each_objective_reads_its_own_value_per_repeat() -> None:
     points = (at(5.0, 0, 5.0, 400.0), at(6.0, 0, 5.5, 500.0), at(6.1, 1, 5.9, 450.0))
     result = SweepResult(kind="validate", config=SMALL_CONFIG, points=points, capacity_rps=7.0,
                          capacity_by_repeat=(7.0, 7.0))  # fmt: skip
-    assert by_repeat(result, GoodputAtRate(rate_rps=6.0)) == (5.5, 5.9)
-    assert by_repeat(result, PeakThroughput()) == (500.0, 450.0)
-    assert value(result, SloCapacity()) == 7.0
-    assert value(result, PeakThroughput(tokens="total")) is None  # no prompt rate recorded
+    assert rules(GoodputAtRate(rate_rps=6.0)).by_repeat(result) == (5.5, 5.9)
+    assert rules(PeakThroughput()).by_repeat(result) == (500.0, 450.0)
+    assert rules(SloCapacity()).value(result) == 7.0
+    assert rules(PeakThroughput(tokens="total")).value(result) is None  # no prompt rate recorded

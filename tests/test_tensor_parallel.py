@@ -11,7 +11,7 @@ import pytest
 from kneepoint.agent.cli import main
 from kneepoint.agent.ledger import Ledger
 from kneepoint.config import ConfigError, load_study
-from kneepoint.load.objective import by_repeat, unit, value
+from kneepoint.load.objective import rules
 from kneepoint.records.ledger import Promoted
 from kneepoint.records.objective import SloCapacity
 from kneepoint.records.sweep import SweepResult
@@ -25,7 +25,7 @@ QUICKSTART = CONFIGS / "studies" / "quickstart.yaml"
 def test_several_gpus_make_the_objective_per_gpu_and_bound_the_tp_size() -> None:
     study = load_study(FOUR_GPUS)
     assert study.gpus == 4 and study.objective == SloCapacity(per_gpu=True)
-    assert unit(study.objective) == "req/s per GPU"
+    assert rules(study.objective).unit() == "req/s per GPU"
     assert load_study(QUICKSTART).objective == SloCapacity()  # one GPU: per server
     with pytest.raises(ConfigError, match=r"tensor_parallel_size: 2 exceeds the study's gpus"):
         load_study(FOUR_GPUS, ["gpus=1"])
@@ -35,9 +35,9 @@ def test_a_per_gpu_objective_divides_by_the_servers_gpus() -> None:
     config = load_study(FOUR_GPUS).engine.replace(tensor_parallel_size=4)
     result = SweepResult(kind="validate", config=config, points=(), capacity_rps=10.0,
                          capacity_by_repeat=(9.0, 11.0))  # fmt: skip
-    assert value(result, SloCapacity(per_gpu=True)) == 2.5
-    assert by_repeat(result, SloCapacity(per_gpu=True)) == (2.25, 2.75)
-    assert value(result, SloCapacity()) == 10.0
+    assert rules(SloCapacity(per_gpu=True)).value(result) == 2.5
+    assert rules(SloCapacity(per_gpu=True)).by_repeat(result) == (2.25, 2.75)
+    assert rules(SloCapacity()).value(result) == 10.0
 
 
 def _pruning(tmp_path: Path, study: Path, *sets: str) -> dict[str, object]:

@@ -17,9 +17,9 @@ from typing import TypeVar
 import structlog
 
 from kneepoint.agent.progress import Progress
-from kneepoint.agent.rates import climbs
 from kneepoint.agent.run_folder import RunFolder
 from kneepoint.agent.trial_failure import FAILURE_STATUS, TrialFailedError, retrying
+from kneepoint.load.objective import rules
 from kneepoint.load.plan import PlannedRequest
 from kneepoint.physics.defaults import UnmodeledSettingError
 from kneepoint.probes import sweep
@@ -157,7 +157,7 @@ class Bench:
     @property
     def climb(self) -> int:
         """Rates a sweep may add above its range (none for an objective that does not climb)."""
-        return CLIMB if climbs(self.study.objective) else 0
+        return CLIMB if rules(self.study.objective).climbs else 0
 
     @property
     def retakes(self) -> int:

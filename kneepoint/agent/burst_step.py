@@ -15,10 +15,10 @@ from kneepoint.load.burst import (
     window_s,
     windows,
 )
+from kneepoint.load.objective import rules
 from kneepoint.load.size import PointSize
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.ledger import BurstChecked, Finished
-from kneepoint.records.objective import GoodputAtRate
 from kneepoint.records.study import StudySpec
 from kneepoint.records.sweep import SweepResult
 
@@ -27,10 +27,7 @@ BUDGET_STOPS = ("max_device_hours", "deadline")
 
 
 def operating_rps(study: StudySpec, repeats: SweepResult) -> float | None:
-    if isinstance(study.objective, GoodputAtRate):
-        return study.objective.rate_rps
-    capacity = repeats.capacity_low_rps or repeats.capacity_rps
-    return None if not capacity else capacity * (1.0 - study.fleet.headroom)
+    return rules(study.objective).operating_rps(repeats, study.fleet.headroom)
 
 
 def check_burst(

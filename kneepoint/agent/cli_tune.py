@@ -131,8 +131,7 @@ def _tune(folder: RunFolder, args: argparse.Namespace) -> int:
     from kneepoint.agent.report import write_report
     from kneepoint.agent.run_folder import RunFolderError, run_folder_error
     from kneepoint.config import knob_catalogue
-    from kneepoint.load.objective import name as objective_name
-    from kneepoint.load.objective import value as objective_value
+    from kneepoint.load.objective import rules
 
     # The run's own structured log lives with it, unless the user sent it elsewhere.
     configure_logging(level=args.log_level, log_file=args.log_file or folder.path / "events.jsonl")
@@ -159,11 +158,11 @@ def _tune(folder: RunFolder, args: argparse.Namespace) -> int:
     finished = state.finished
     reason = f"{finished.reason}: {finished.detail}" if finished else "not finished"
     objective = study.objective
-    start = objective_value(state.baseline.repeats, objective) if state.baseline else None
+    start = rules(objective).value(state.baseline.repeats) if state.baseline else None
     best = state.incumbent_objective
     lines = [
         f"run: {folder.path}  ({reason})",
-        f"{objective_name(objective)}: {_measured(start, objective)} -> "
+        f"{rules(objective).name()}: {_measured(start, objective)} -> "
         f"{_measured(best, objective)} after {state.trials_run} trials, "
         f"{state.device_s / 3600:.2f} device-hours",
         f"report: {markdown}  {html}",
@@ -194,6 +193,6 @@ def _winner_lines(folder: RunFolder, study: StudySpec, state: RunState) -> list[
 
 
 def _measured(value: float | None, objective: Objective) -> str:
-    from kneepoint.load.objective import unit
+    from kneepoint.load.objective import rules
 
-    return "nothing measured" if value is None else f"{value:.2f} {unit(objective)}"
+    return "nothing measured" if value is None else f"{value:.2f} {rules(objective).unit()}"

@@ -155,7 +155,7 @@ def run_worker(args: argparse.Namespace) -> int:
     from kneepoint.agent.run_folder import RunFolder, serve_command
     from kneepoint.agent.worker import Worker
     from kneepoint.config import knob_catalogue
-    from kneepoint.load.objective import value as objective_value
+    from kneepoint.load.objective import rules
 
     now = datetime.now().astimezone()
     check_output("--runs-dir", args.runs_dir, directory=True)
@@ -186,7 +186,7 @@ def run_worker(args: argparse.Namespace) -> int:
     state, finished = final.state, final.state.finished
     assert finished is not None
     objective = study.objective
-    start = objective_value(state.baseline.repeats, objective) if state.baseline else None
+    start = rules(objective).value(state.baseline.repeats) if state.baseline else None
     lines = [
         f"study {study.name}: {finished.reason}: {finished.detail}",
         f"objective: {_show(start)} -> {_show(state.incumbent_objective)} after "

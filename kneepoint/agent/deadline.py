@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from kneepoint.load.ranges import VALIDATE_FRACTIONS
 from kneepoint.physics.defaults import UnmodeledSettingError, resolve_engine
 from kneepoint.physics.startup import startup_seconds
-from kneepoint.probes.sweep import VALIDATE_FRACTIONS
 from kneepoint.probes.targets import PointSize
 from kneepoint.records.backend_spec import SimBackend
 from kneepoint.records.study import StudySpec

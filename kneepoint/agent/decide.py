@@ -9,10 +9,9 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from kneepoint.agent.state import RunState, Step, TrialState
-from kneepoint.load.objective import noise_rel
+from kneepoint.load.objective import rules
 from kneepoint.policies.learning import best_left, learned_factors, nothing_worth_trying
 from kneepoint.records.ledger import Finished
-from kneepoint.records.objective import SloCapacity
 from kneepoint.records.study import StudySpec
 from kneepoint.records.sweep import nothing_met
 
@@ -98,7 +97,7 @@ def no_knee(state: RunState, study: StudySpec) -> Finished | None:
     knee: no counted rate met the SLO, or none failed above the highest that did. Nothing
     can then be judged against it, nor said about what binds."""
     baseline = state.baseline
-    if baseline is None or not isinstance(study.objective, SloCapacity) or state.promotions:
+    if baseline is None or not rules(study.objective).is_capacity or state.promotions:
         return None
     knee, repeats = baseline.knee, baseline.repeats
     if knee.capacity_rps is None and repeats.capacity_rps is None:
@@ -152,7 +151,9 @@ def nothing_left(state: RunState, study: StudySpec) -> Finished | None:
             "is ruled out, so nothing kneepoint can change would help"
         )
         return Finished(reason="nothing_to_try", detail=detail)
-    floor = max(study.tuning.min_effect_rel, noise_rel(state.incumbent_repeats, study.objective))
+    floor = max(
+        study.tuning.min_effect_rel, rules(study.objective).noise_rel(state.incumbent_repeats)
+    )
     factors = learned_factors(state.measured_moves())
     why = nothing_worth_trying(best_left(state.pruning.candidates, factors), floor)
     return None if why is None else Finished(reason="nothing_worth_trying", detail=why)

@@ -13,13 +13,12 @@ from pathlib import Path
 
 from kneepoint.agent.files import write_atomically
 from kneepoint.agent.progress import Progress
-from kneepoint.agent.rates import repeat_rates
 from kneepoint.agent.report.binding import evidence_table, pruning_tables
 from kneepoint.agent.report.document import Document, Heading, Paragraph, Table
 from kneepoint.agent.report.measured import objective_text, slo
 from kneepoint.agent.run_folder import write_point
 from kneepoint.agent.watch import Watched
-from kneepoint.load.objective import name as objective_name
+from kneepoint.load.objective import rules
 from kneepoint.policies.context import context_of
 from kneepoint.policies.diagnosis import diagnose
 from kneepoint.policies.observe import observe
@@ -31,7 +30,6 @@ from kneepoint.probes.targets import PointArtifacts, PointSize, open_target
 from kneepoint.records.backend_spec import VllmBackend
 from kneepoint.records.diagnosis import Diagnosis
 from kneepoint.records.knobs import KnobCatalogue
-from kneepoint.records.objective import SloCapacity
 from kneepoint.records.proposal import Pruning
 from kneepoint.records.study import StudySpec
 from kneepoint.records.sweep import SweepResult
@@ -86,11 +84,11 @@ def _measure(
         progress.phase("diagnose", f"one point past {knee_rps:g} req/s and one below", 2)
         rates = [0.6 * knee_rps, 1.2 * knee_rps]
         result = sweep.measure_rates(probe, config, slo, rates, kind="knee", retakes=retakes)
-    if not isinstance(study.objective, SloCapacity) and result.points:
+    if not rules(study.objective).is_capacity and result.points:
         # The objective's own rates too: a diagnosis never reports another objective.
         knee = result.capacity_rps or max(p.rate_rps for p in result.points)
-        rates = repeat_rates(study.objective, knee)
-        progress.phase("diagnose", f"{objective_name(study.objective)}: {len(rates)} points")
+        rates = rules(study.objective).repeat_rates(knee)
+        progress.phase("diagnose", f"{rules(study.objective).name()}: {len(rates)} points")
         at = sweep.measure_rates(probe, config, slo, rates, kind="knee", retakes=retakes)
         result = sweep.merge([result, at], kind="knee")
     return result
@@ -145,7 +143,7 @@ def findings_document(study: StudySpec, findings: Findings) -> Document:
     doc = Document(f"kneepoint diagnosis: {study.name}")
     result, diagnosis = findings.result, findings.diagnosis
     capacity = capacity_words(result)
-    if not isinstance(study.objective, SloCapacity):
+    if not rules(study.objective).is_capacity:
         capacity += f"; the study's objective, {objective_text(result, study.objective)}"
     rate = f" at {diagnosis.rate_rps:.2f} req/s" if diagnosis.rate_rps else ""
     doc.add(

@@ -42,7 +42,7 @@ from kneepoint.agent.standing import baseline_words, standing
 from kneepoint.agent.state import RunState, TrialState
 from kneepoint.agent.steps import Steps
 from kneepoint.agent.trial_failure import TrialFailedError
-from kneepoint.load.objective import unit
+from kneepoint.load.objective import rules
 from kneepoint.policies.learning import learned_factors
 from kneepoint.policies.proposer import Proposer, replay
 from kneepoint.policies.search_space import search_space
@@ -177,7 +177,7 @@ class Tuner:
                 self.folder.write_best(self.study, promoted.config)
                 self.progress.status(
                     f"promoted trial {n}: {promoted.objective:.2f} "
-                    f"{unit(self.study.objective)}; "
+                    f"{rules(self.study.objective).unit()}; "
                     f"now {promoted.diagnosis.headline()}"
                 )
                 return promoted

@@ -17,7 +17,7 @@ from kneepoint import __version__
 from kneepoint.agent.run_folder import study_digest
 from kneepoint.agent.shared_study import Attempts
 from kneepoint.agent.state import RunState, TrialState
-from kneepoint.load.objective import value as objective_value
+from kneepoint.load.objective import rules
 from kneepoint.records.ledger import (
     Baseline,
     Event,
@@ -129,7 +129,7 @@ def _baseline(state: RunState, attempts: Attempts | None) -> str | None:
 
 def _incumbent(state: RunState, event: Baseline | Promoted) -> None:
     state.incumbent, state.incumbent_repeats = event.config, event.repeats
-    state.incumbent_objective = objective_value(event.repeats, state.objective)
+    state.incumbent_objective = rules(state.objective).value(event.repeats)
     state.diagnosis, state.pruning = event.diagnosis, event.pruning
 
 
@@ -162,7 +162,7 @@ def _objective_at(state: RunState, generation: int) -> float | None:
     """The incumbent's objective when a task of this generation was planned."""
     if generation == 0:
         baseline = state.baseline
-        return None if baseline is None else objective_value(baseline.repeats, state.objective)
+        return None if baseline is None else rules(state.objective).value(baseline.repeats)
     promoted = sorted(
         (t.trial, t.promoted.objective) for t in state.trials.values() if t.promoted is not None
     )

@@ -9,11 +9,8 @@ from datetime import datetime
 
 from kneepoint.agent.progress import duration
 from kneepoint.agent.state import RunState, TrialState
-from kneepoint.load.objective import name as objective_name
-from kneepoint.load.objective import unit
-from kneepoint.load.objective import value as objective_value
+from kneepoint.load.objective import rules
 from kneepoint.records.ledger import Baseline
-from kneepoint.records.objective import SloCapacity
 from kneepoint.records.study import StudySpec
 
 
@@ -21,27 +18,26 @@ def baseline_words(baseline: Baseline, study: StudySpec) -> str:
     """What binds, the knee search's SLO capacity (the one number `kneepoint sweep` and
     `kneepoint diagnose` read from the same points) and the repeats' objective with its
     interval, each marked where it is only a floor."""
-    objective = study.objective
+    rule = rules(study.objective)
     parts = [f"baseline: {baseline.diagnosis.headline()}"]
     knee = baseline.knee
-    if isinstance(objective, SloCapacity):
+    if rule.is_capacity:
         floor = f" (a floor: {knee.floor_reason})" if knee.floor_reason else ""
         parts.append(
             "knee search: no rate met the SLO"
             if knee.capacity_rps is None
             else f"knee search {knee.capacity_rps:.2f} req/s{floor}"
         )
-    value = objective_value(baseline.repeats, objective)
+    value = rule.value(baseline.repeats)
     if value is None:
-        parts.append(f"{objective_name(objective)}: nothing measured")
+        parts.append(f"{rule.name()}: nothing measured")
         return "; ".join(parts)
     repeats = baseline.repeats
     spread = ""
     if repeats.capacity_low_rps is not None and repeats.capacity_high_rps is not None:
         spread = f" ({repeats.capacity_low_rps:.2f}-{repeats.capacity_high_rps:.2f})"
     parts.append(
-        f"repeated: {objective_name(objective)} {value:.2f} {unit(objective)}"
-        + (spread if isinstance(objective, SloCapacity) else "")
+        f"repeated: {rule.name()} {value:.2f} {rule.unit()}" + (spread if rule.is_capacity else "")
     )
     return "; ".join(parts)
 
@@ -60,7 +56,7 @@ def standing(
         f"{ratio:.2f}x" if ratio is not None else "nothing"
     )
     budget = study.budget
-    per = unit(study.objective)
+    per = rules(study.objective).unit()
     parts = [
         f"trial {trial.trial}: {measured or 0:.2f} {per} ({against}), {verdict}",
         f"incumbent {state.incumbent_objective or 0:.2f} {per}",

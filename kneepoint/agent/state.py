@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from kneepoint.load.objective import value as objective_value
+from kneepoint.load.objective import rules
 from kneepoint.records.diagnosis import Diagnosis
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.ledger import (
@@ -26,7 +26,7 @@ from kneepoint.records.ledger import (
     Screened,
     Validated,
 )
-from kneepoint.records.objective import Objective, PeakThroughput, SloCapacity
+from kneepoint.records.objective import Objective, SloCapacity
 from kneepoint.records.proposal import Outcome, Proposal, Pruning
 from kneepoint.records.sweep import SweepResult
 
@@ -69,7 +69,7 @@ class TrialState:
     def measured_objective(self) -> float | None:
         """The objective as measured: validated where it was validated, else screened."""
         challenger = self.validated.challenger if self.validated is not None else None
-        measured = None if challenger is None else objective_value(challenger, self.objective)
+        measured = None if challenger is None else rules(self.objective).value(challenger)
         if measured is not None:
             return measured
         return self.screened.outcome.objective if self.screened is not None else None
@@ -91,10 +91,10 @@ class TrialState:
             return validated.failure
         if validated is None or validated.challenger is None or validated.incumbent is None:
             return outcome
-        objective = objective_value(validated.challenger, self.objective)
+        objective = rules(self.objective).value(validated.challenger)
         if objective is None:
             return outcome
-        incumbent = objective_value(validated.incumbent, self.objective)
+        incumbent = rules(self.objective).value(validated.incumbent)
         if not validated.promote and incumbent is not None:
             objective = min(objective, incumbent)
         return outcome.model_copy(update={"objective": objective})
@@ -194,7 +194,7 @@ class RunState:
         self, config: EngineConfig, repeats: SweepResult, diagnosis: Diagnosis, pruning: Pruning
     ) -> None:
         self.incumbent, self.incumbent_repeats = config, repeats
-        self.incumbent_objective = objective_value(repeats, self.objective)
+        self.incumbent_objective = rules(self.objective).value(repeats)
         self.diagnosis, self.pruning = diagnosis, pruning
 
     @property
@@ -204,10 +204,10 @@ class RunState:
         rate only). For peak throughput, the highest rate it completed requests at, measured
         past its knee: the rate it serves flat out, which the next sweeps must overrun."""
         repeats = self.incumbent_repeats
-        if isinstance(self.objective, PeakThroughput) and repeats is not None:
-            served = [p.point.achieved_rps for p in repeats.points if p.counted]
-            if served and self.promotions:
-                return max(served)
+        if repeats is not None and self.promotions:
+            served = rules(self.objective).served_rps(repeats)
+            if served is not None:
+                return served
         if repeats is not None and repeats.capacity_rps is not None:
             return repeats.capacity_rps
         knee = self.baseline.knee if self.baseline is not None else None

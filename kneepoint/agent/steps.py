@@ -11,11 +11,9 @@ import structlog
 
 from kneepoint.agent.bench import Bench
 from kneepoint.agent.quality_step import quality_check
-from kneepoint.agent.rates import repeat_rates, screens_knee, validation_arms
 from kneepoint.agent.trial_failure import TrialFailedError
 from kneepoint.agent.validation import validate_pair
-from kneepoint.load.objective import by_repeat, noise_rel, width
-from kneepoint.load.objective import value as objective_value
+from kneepoint.load.objective import rules
 from kneepoint.physics.defaults import UnmodeledSettingError, resolve_engine
 from kneepoint.physics.memory import plan_memory
 from kneepoint.policies.context import context_of
@@ -29,7 +27,6 @@ from kneepoint.records.diagnosis import Diagnosis, Observation
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.knobs import KnobCatalogue
 from kneepoint.records.ledger import Baseline, Promoted, QualityChecked, Screened, Validated
-from kneepoint.records.objective import SloCapacity
 from kneepoint.records.proposal import Outcome, Proposal, Pruning
 from kneepoint.records.study import StudySpec
 from kneepoint.records.sweep import SweepPoint, SweepResult, nothing_met
@@ -81,7 +78,7 @@ class Steps:
         trial_dir = self.bench.folder.trial_dir(0, config)
         self.bench.progress.phase("baseline", "knee search of the starting configuration")
         knee, knee_s = self.bench.knee(config, trial_dir)
-        if knee.capacity_rps is None and isinstance(self.study.objective, SloCapacity):
+        if knee.capacity_rps is None and rules(self.study.objective).is_capacity:
             # no rate met the SLO: repeats around nothing would only spend device time
             diagnosis, pruning = self.findings(config, knee)
             return Baseline(
@@ -94,7 +91,7 @@ class Steps:
             )
         around = knee.capacity_rps or min(p.rate_rps for p in knee.points)
         self.bench.progress.phase("baseline", "the starting configuration, repeated")
-        rates = repeat_rates(self.study.objective, around)
+        rates = rules(self.study.objective).repeat_rates(around)
         repeats, repeats_s = self.bench.repeats(config, trial_dir, rates, knee.points)
         # what binds is read at the knee: the repeats' points where the knee search never
         # saw a counted failure and they did (they climb past their range)
@@ -132,17 +129,21 @@ class Steps:
         config, objective = proposal.config, self.study.objective
         trial_dir = self.bench.folder.trial_dir(trial, config)
         # per GPU, a server twice as wide ties the incumbent at twice its knee: look there
-        around = incumbent_knee * width(config, objective) / width(incumbent.config, objective)
+        around = (
+            incumbent_knee
+            * rules(objective).width(config)
+            / rules(objective).width(incumbent.config)
+        )
         try:
-            if screens_knee(objective):
+            if rules(objective).screens_knee:
                 result, spent = self.bench.screen(config, trial_dir, around)
             else:  # one look at the rates the objective is read at
-                rates = repeat_rates(objective, around)
+                rates = rules(objective).repeat_rates(around)
                 result, spent = self.bench.measure(config, trial_dir, rates, "screen")
         except TrialFailedError as exc:
             outcome = Outcome(status=exc.status, detail=exc.cause)
             return Screened(trial=trial, outcome=outcome, reason=exc.cause, device_s=exc.device_s)
-        measured = objective_value(result, objective)
+        measured = rules(objective).value(result)
         if measured is None and not any(p.counted for p in result.points) and result.points:
             outcome = Outcome(status="invalid_measurement", detail=nothing_met(result))
         elif measured is None:
@@ -151,8 +152,8 @@ class Steps:
             outcome = Outcome(status="ok", objective=measured, feasible=measured > 0)
         check = is_finalist(
             measured,
-            objective_value(incumbent, objective),
-            noise_rel(incumbent, objective),
+            rules(objective).value(incumbent),
+            rules(objective).noise_rel(incumbent),
             self.study.tuning.min_effect_rel,
         )
         return Screened(
@@ -186,7 +187,7 @@ class Steps:
         incumbent, incumbent_knee = against
         objective = self.study.objective
         screened_knee = screened.sweep.capacity_rps if screened.sweep is not None else None
-        rates = validation_arms(objective, incumbent_knee, screened_knee or incumbent_knee)
+        rates = rules(objective).validation_arms(incumbent_knee, screened_knee or incumbent_knee)
         tuning = self.study.tuning
         trial_dir = self.bench.folder.trial_dir(trial, challenger)
         n, spent = tuning.validate_repeats, 0.0
@@ -217,8 +218,8 @@ class Steps:
             spent += cost
             inc, chal = merge([a for a, _ in legs]), merge([b for _, b in legs])
             verdict = judge(
-                list(by_repeat(inc, objective)),
-                list(by_repeat(chal, objective)),
+                list(rules(objective).by_repeat(inc)),
+                list(rules(objective).by_repeat(chal)),
                 min_effect=tuning.min_effect_rel,
                 confidence=tuning.confidence,
                 seed=self.study.seed,
@@ -239,7 +240,7 @@ class Steps:
         return Promoted(
             trial=trial,
             config=config,
-            objective=objective_value(repeats, self.study.objective) or 0.0,
+            objective=rules(self.study.objective).value(repeats) or 0.0,
             repeats=repeats,
             diagnosis=diagnosis,
             pruning=pruning,

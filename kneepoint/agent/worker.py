@@ -25,7 +25,7 @@ from kneepoint.agent.shared_study import Claimed, SharedStudy
 from kneepoint.agent.state import RunState, StateError
 from kneepoint.agent.steps import Steps
 from kneepoint.agent.trial_failure import TrialFailedError
-from kneepoint.load.objective import value as objective_value
+from kneepoint.load.objective import rules
 from kneepoint.records.knobs import KnobCatalogue
 from kneepoint.records.study import StudySpec
 from kneepoint.records.task import Task, TaskResult
@@ -154,7 +154,7 @@ class Worker:
             baseline = self.steps.baseline()
         except TrialFailedError as exc:
             return TaskResult(failure=str(exc), worker=self.name), 0.0
-        value = objective_value(baseline.repeats, self.study.objective) or 0.0
+        value = rules(self.study.objective).value(baseline.repeats) or 0.0
         self.progress.status(f"baseline: {baseline.diagnosis.headline()}; {value:.2f}")
         return TaskResult(baseline=baseline, worker=self.name), value
 
@@ -188,7 +188,7 @@ class Worker:
                 f"promoted trial {n}: {promoted.objective:.2f}; now {promoted.diagnosis.headline()}"
             )
         challenger = validated.challenger
-        value = (objective_value(challenger, self.study.objective) if challenger else None) or 0.0
+        value = (rules(self.study.objective).value(challenger) if challenger else None) or 0.0
         result = TaskResult(
             quality=quality, validated=validated, promoted=promoted, worker=self.name
         )

@@ -37,7 +37,6 @@ SCREEN_FRACTIONS = (0.7, 0.85, 1.0, 1.1, 1.25)
 CLIMB_STEP = 1.2
 PLAIN_FAILURE = 1.5
 """An SLO margin this far over the limit leaves no doubt the knee is behind."""
-VALIDATE_FRACTIONS = (0.6, 0.8, 0.9, 1.0, 1.1, 1.2, 1.35)
 LOWEST_SHARE = 1 / 16
 """A knee search goes no lower than its start rate times this, unless told a lowest rate:
 at a 16th of the start a point of 40 requests already takes minutes of device time."""
@@ -192,15 +191,3 @@ def result_of(
     run = SweepRun(slo, None)
     run.points = list(points)
     return run.result(kind, config)
-
-
-def validation_rates(
-    *knees_rps: float, fractions: Sequence[float] = VALIDATE_FRACTIONS
-) -> list[float]:
-    """The full range around each knee given (the incumbent's and the challenger's), merged:
-    rates within 3% of one another are measured once."""
-    rates: list[float] = []
-    for rate in sorted(k * f for k in knees_rps if k > 0 for f in fractions):
-        if not rates or rate > rates[-1] * 1.03:
-            rates.append(rate)
-    return rates

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from kneepoint.agent.run_folder import RunFolder, serve_command
 from kneepoint.agent.state import RunState, TrialState
-from kneepoint.load.objective import by_repeat
+from kneepoint.load.objective import rules
 from kneepoint.policies.judge import judge
 from kneepoint.policies.observe import knee_points
 from kneepoint.records.judgement import Judgement
@@ -147,8 +147,8 @@ def gather(folder: RunFolder) -> ReportData:
         final = curve(study, "winner", last.repeats)
         if state.baseline is not None:
             overall = _overall(
-                by_repeat(state.baseline.repeats, study.objective),
-                by_repeat(last.repeats, study.objective),
+                rules(study.objective).by_repeat(state.baseline.repeats),
+                rules(study.objective).by_repeat(last.repeats),
                 study,
             )
     config = state.incumbent or study.engine

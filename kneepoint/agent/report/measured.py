@@ -13,8 +13,8 @@ from kneepoint.agent.report import plots
 from kneepoint.agent.report.data import Curve, CurvePoint, ReportData, slo_lines
 from kneepoint.agent.report.document import Bullets, Document, Heading, Image, Paragraph, Table
 from kneepoint.load.capacity import mean_interval
-from kneepoint.load.objective import AT_RATE_TOLERANCE, by_repeat, gpus, name, unit
-from kneepoint.records.objective import GoodputAtRate, Objective, SloCapacity
+from kneepoint.load.objective import AT_RATE_TOLERANCE, rules
+from kneepoint.records.objective import Objective
 from kneepoint.records.study import StudySpec
 from kneepoint.records.sweep import SweepResult
 
@@ -53,39 +53,39 @@ def capacity_text(result: SweepResult | None) -> str:
 
 def objective_text(result: SweepResult | None, objective: Objective) -> str:
     """The objective's value over a sweep's repeats, with its 95% interval."""
-    if isinstance(objective, SloCapacity):
-        per = gpus(result, objective) if result is not None else 1
-        if not objective.per_gpu or result is None or result.capacity_rps is None:
+    rule = rules(objective)
+    if rule.is_capacity:
+        if not rule.per_gpu or result is None or result.capacity_rps is None:
             return capacity_text(result)
+        per = rule.width(result.config)
         return (
             f"{result.capacity_rps / per:.2f} req/s per GPU ({capacity_text(result)} on "
             f"{per} GPU{'s' if per > 1 else ''})"
         )
-    values = by_repeat(result, objective) if result is not None else ()
+    values = rule.by_repeat(result) if result is not None else ()
     if not values:
-        return f"no {name(objective)} measured"
+        return f"no {rule.name()} measured"
     mean, low, high = mean_interval(list(values))
-    return f"{name(objective)} {mean:.2f} {unit(objective)} [{low:.2f}, {high:.2f}]"
+    return f"{rule.name()} {mean:.2f} {rule.unit()} [{low:.2f}, {high:.2f}]"
 
 
 def attainment(study: StudySpec, curves: Sequence[Curve], doc: Document) -> None:
     """Per class, the share of requests that met every limit at the fixed rate, by curve."""
-    objective = study.objective
-    if not isinstance(objective, GoodputAtRate):
+    rate = rules(study.objective).fixed_rate_rps
+    if rate is None:
         return
     rows = []
     for c in curves:
         at = [
             p.point
             for p in c.result.points
-            if p.counted
-            and abs(p.rate_rps - objective.rate_rps) <= AT_RATE_TOLERANCE * objective.rate_rps
+            if p.counted and abs(p.rate_rps - rate) <= AT_RATE_TOLERANCE * rate
         ]
         for name_ in sorted({k for p in at for k in p.attainment_by_class}):
             shares = [p.attainment_by_class[name_] for p in at if name_ in p.attainment_by_class]
             rows.append([c.label, name_, f"{statistics.fmean(shares):.1%}", str(len(shares))])
     doc.add(
-        Heading(f"Attainment per class at {objective.rate_rps:g} req/s", 2),
+        Heading(f"Attainment per class at {rate:g} req/s", 2),
         Paragraph(
             "The share of each class's requests that met every limit of its class, "
             "mean over repeats."

@@ -23,7 +23,7 @@ from kneepoint.agent.report.document import (
 from kneepoint.agent.report.fleet import fleet
 from kneepoint.agent.report.measured import objective_text
 from kneepoint.agent.state import TrialState
-from kneepoint.load.objective import by_repeat, unit
+from kneepoint.load.objective import rules
 
 
 def _pct(value: float | None) -> str:
@@ -43,7 +43,7 @@ def _progress_items(data: ReportData) -> list[str]:
         return ["The baseline has not finished: no capacity has been measured yet."]
     objective = data.study.objective
     text = objective_text(start.repeats, objective)
-    repeats = len(by_repeat(start.repeats, objective))
+    repeats = len(rules(objective).by_repeat(start.repeats))
     # "no rate met the SLO" or "no goodput measured": "Started at no rate met..." read ill
     started = (
         f"At the start, {text}"
@@ -140,7 +140,7 @@ def trials(data: ReportData, doc: Document) -> None:
             "-"
             if screened is None
             else (
-                f"{screened.outcome.objective:.2f} {unit(data.study.objective)}"
+                f"{screened.outcome.objective:.2f} {rules(data.study.objective).unit()}"
                 if screened.outcome.objective is not None
                 else screened.outcome.status
             )
