@@ -29,6 +29,7 @@ from kneepoint.config import knob_catalogue
 from kneepoint.policies.diagnosis import diagnose
 from kneepoint.policies.observe import knee_points, observe
 from kneepoint.policies.pruning import prune
+from kneepoint.records.backend_spec import VllmBackend
 from kneepoint.records.sweep import SweepPoint, SweepResult
 
 REPO = Path(__file__).resolve().parent.parent
@@ -71,7 +72,7 @@ def predicted_ratio(base: RecordedSweep, other: RecordedSweep) -> tuple[str, flo
     study = base.study
     observation = observe(base.result, gpu=study.gpu, model=study.model,
                           engine=base.result.config, workload=study.workload)  # fmt: skip
-    pruning = prune(diagnose(observation), observation, knob_catalogue(), backend="vllm")
+    pruning = prune(diagnose(observation), observation, knob_catalogue(), backend=VllmBackend())
     for candidate in pruning.candidates:
         if candidate.knob.name in changes:
             return ", ".join(changes), candidate.predicted_ratio

@@ -52,6 +52,7 @@ from kneepoint.policies.pruning import prune
 from kneepoint.policies.search_space import search_space
 from kneepoint.probes.sweep import knee_search
 from kneepoint.probes.targets import PointSize, open_target
+from kneepoint.records.backend_spec import SimBackend
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.knobs import ChoiceDomain, Knob
 from kneepoint.records.proposal import KnobCandidate, Outcome, Proposal, SearchSpace
@@ -202,7 +203,7 @@ def kneepoint_picks(bench: Bench, seed: int, limit: int = 60) -> Iterator[Engine
         observation = observe(found.result, gpu=study.gpu, model=study.model, engine=incumbent,
                               workload=study.workload)  # fmt: skip
         pruning = prune(diagnose(observation), observation, knob_catalogue(),
-                        allowed=tuple(bench.knobs), backend="sim")  # fmt: skip
+                        allowed=tuple(bench.knobs), backend=SimBackend())  # fmt: skip
         space = search_space(pruning, observation, found.capacity_rps)
         proposer = replay(Phased(CoordinateDescent(space, seed),
                                  lambda s=space: OptunaProposer(s, seed)), history)  # fmt: skip

@@ -20,6 +20,7 @@ from kneepoint.policies.context import context_of
 from kneepoint.policies.diagnosis import diagnose
 from kneepoint.policies.observe import knee_points, measured_response, observe
 from kneepoint.policies.pruning import prune
+from kneepoint.records.backend_spec import SimBackend, VllmBackend
 from kneepoint.records.diagnosis import Diagnosis, Observation, ServerResponse
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.sweep import SweepPoint
@@ -75,13 +76,13 @@ def test_raising_max_num_seqs_on_the_real_base_is_predicted_at_no_gain(
     diagnosis = diagnose(observation)
     # Were scheduling to bind, the cap rule prices the move from the server's response.
     as_scheduling = diagnosis.model_copy(update={"binding": "scheduling", "runner_up": None})
-    pruning = prune(as_scheduling, observation, knob_catalogue(), backend="vllm")
+    pruning = prune(as_scheduling, observation, knob_catalogue(), backend=VllmBackend())
     seqs = [c for c in pruning.candidates if c.knob.name == "max_num_seqs"]
     assert all(c.predicted_ratio <= 1.05 for c in seqs)  # real: +1.3% for 4x the cap
     if not seqs:
         reason = next(r.reason for r in pruning.ruled_out if r.knob == "max_num_seqs")
         assert "predicted at 1.00x" in reason
-    ruled = prune(diagnosis, observation, knob_catalogue(), backend="vllm")
+    ruled = prune(diagnosis, observation, knob_catalogue(), backend=VllmBackend())
     reason = next(r.reason for r in ruled.ruled_out if r.knob == "max_num_seqs")
     assert "compute binds" in reason and "predicted at 1.00x" in reason
 
@@ -103,7 +104,7 @@ def test_a_cap_binds_where_a_bigger_batch_costs_little_more() -> None:
                               gpu=H100, model=LLAMA_1B, engine=engine)  # fmt: skip
     diagnosis = diagnose(observation)
     assert (diagnosis.binding, diagnosis.scheduling_kind) == ("scheduling", "admission_cap")
-    pruning = prune(diagnosis, observation, knob_catalogue(), backend="sim")
+    pruning = prune(diagnosis, observation, knob_catalogue(), backend=SimBackend())
     seqs = next(c for c in pruning.candidates if c.knob.name == "max_num_seqs")
     assert seqs.direction == "up" and seqs.predicted_ratio > 1.5
 
@@ -137,7 +138,7 @@ def test_fp8_weights_on_the_real_base_are_priced_near_what_they_measured(
     recordings: dict[str, RecordedSweep],
 ) -> None:
     observation = real_observation(recordings["base"])
-    pruning = prune(diagnose(observation), observation, knob_catalogue(), backend="vllm")
+    pruning = prune(diagnose(observation), observation, knob_catalogue(), backend=VllmBackend())
     fp8 = next(c for c in pruning.candidates if c.knob.name == "quantization")
     # Real: 40.31 -> 44.43 req/s, 1.102x. The server is throughput-bound there (elasticity
     # 1.23), so the knee moves with the roofline's step speed-up; that counts the engine
@@ -158,7 +159,7 @@ def test_a_full_token_budget_binds_only_where_bigger_steps_buy_throughput() -> N
         observation = Observation(saturated=full.point, response=response, gpu=H100,
                                   model=LLAMA_1B, engine=engine)  # fmt: skip
         diagnosis = Diagnosis(binding="scheduling", confidence=0.9, scheduling_kind="cpu_overhead")
-        pruning = prune(diagnosis, observation, knob_catalogue(), backend="sim")
+        pruning = prune(diagnosis, observation, knob_catalogue(), backend=SimBackend())
         found = [c for c in pruning.candidates if c.knob.name == "max_num_batched_tokens"]
         if found:
             return f"{found[0].direction} {found[0].predicted_ratio:.2f}"
@@ -176,5 +177,5 @@ def test_one_context_serves_the_diagnosis_and_the_pruning_alike(
     assert context.engine is not None and context.memory is not None
     diagnosis = diagnose(observation, context)
     assert diagnosis == diagnose(observation)
-    shared = prune(diagnosis, observation, knob_catalogue(), backend="vllm", context=context)
-    assert shared == prune(diagnosis, observation, knob_catalogue(), backend="vllm")
+    shared = prune(diagnosis, observation, knob_catalogue(), backend=VllmBackend(), context=context)
+    assert shared == prune(diagnosis, observation, knob_catalogue(), backend=VllmBackend())

@@ -8,6 +8,7 @@ from typing import Any
 from kneepoint.config.catalog import knob_catalogue
 from kneepoint.policies.pruning import prune
 from kneepoint.policies.search_space import search_space
+from kneepoint.records.backend_spec import AttachBackend, SimBackend
 from kneepoint.records.diagnosis import Diagnosis, Observation
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.proposal import Pruning
@@ -123,7 +124,7 @@ def test_gating_by_version_backend_search_and_gpus() -> None:
                    engine={"async_scheduling": False}, vllm_version="0.9.0")  # fmt: skip
     assert "does not know --async-scheduling" in why(found, "async_scheduling")
     assert "one" in why(found, "tensor_parallel_size")
-    sim, _ = run("bandwidth", COMPUTE, backend="sim")
+    sim, _ = run("bandwidth", COMPUTE, backend=SimBackend())
     assert "does not model speculative decoding" in why(sim, "speculative_config")
     narrow, _ = run("compute", COMPUTE, allowed=["max_num_seqs"])
     assert not narrow.candidates
@@ -131,7 +132,7 @@ def test_gating_by_version_backend_search_and_gpus() -> None:
 
 
 def test_attached_or_undiagnosed_servers_get_no_candidates() -> None:
-    attached, _ = run("compute", COMPUTE, backend="attach")
+    attached, _ = run("compute", COMPUTE, backend=AttachBackend(url="http://127.0.0.1:8000"))
     assert not attached.candidates
     assert len(attached.ruled_out) == len(CATALOGUE.knobs)
     under, _ = run("underloaded", COMPUTE)

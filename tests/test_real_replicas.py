@@ -27,6 +27,7 @@ from kneepoint.physics.defaults import resolve_engine
 from kneepoint.physics.roofline import BatchShape, step_cost
 from kneepoint.policies.diagnosis import diagnose
 from kneepoint.policies.pruning import prune
+from kneepoint.records.backend_spec import VllmBackend
 from kneepoint.records.diagnosis import Observation
 from kneepoint.records.study import StudySpec
 from kneepoint.sim.loadpoint import SimLoadPoint, simulate_load_point
@@ -56,7 +57,7 @@ def test_the_qwen_mix_is_cache_bound_and_prefix_caching_is_predicted_first() -> 
                               workload=spec.workload)  # fmt: skip
     diagnosis = diagnose(observation)
     assert diagnosis.binding == "cache"
-    pruning = prune(diagnosis, observation, knob_catalogue(), backend="vllm")
+    pruning = prune(diagnosis, observation, knob_catalogue(), backend=VllmBackend())
     first = pruning.candidates[0]
     assert first.knob.name == "enable_prefix_caching"
     # Real: 4.6x on output tokens; the prediction is capped at 2.5x, and must beat the next

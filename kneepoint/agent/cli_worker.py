@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING
 from kneepoint.config import ConfigError, load_study
 from kneepoint.config.errors import Problem
 from kneepoint.config.overrides import add_overrides_argument
-from kneepoint.records.backend_spec import VllmBackend
 
 if TYPE_CHECKING:
     from kneepoint.agent.shared_study import SharedStudy
@@ -141,10 +140,7 @@ def _started(shared_study: Callable[[str], SharedStudy], name: str) -> datetime 
 
 def _on_gpu(study: StudySpec, gpu: int) -> StudySpec:
     """The study as this worker runs it: its launched servers on its own GPU."""
-    if not isinstance(study.backend, VllmBackend):
-        return study  # the simulator, or an attached server: the GPU is a label
-    backend = study.backend.model_copy(update={"gpu_index": gpu})
-    return study.model_copy(update={"backend": backend})
+    return study.model_copy(update={"backend": study.backend.on_gpu(gpu)})
 
 
 def run_worker(args: argparse.Namespace) -> int:

@@ -16,7 +16,6 @@ from kneepoint.load.ranges import VALIDATE_FRACTIONS
 from kneepoint.physics.defaults import UnmodeledSettingError, resolve_engine
 from kneepoint.physics.startup import startup_seconds
 from kneepoint.probes.targets import PointSize
-from kneepoint.records.backend_spec import SimBackend
 from kneepoint.records.study import StudySpec
 
 KNEE_MIN_POINTS = 2
@@ -41,14 +40,14 @@ def baseline_floor_s(study: StudySpec) -> float:
     repeats = tuning.validate_repeats * len(VALIDATE_FRACTIONS)
     points += repeats * _point_s(study, tuning.validate_seconds)
     backend = study.backend
-    if isinstance(backend, SimBackend) and backend.clock == "http":
+    if backend.simulated and not backend.virtual_clock:
         return 2 * SIM_SERVER_START_S + points
     try:
         engine = resolve_engine(study.engine, study.gpu, study.model)
         start = startup_seconds(study.model, engine)
     except UnmodeledSettingError:
         start = 0.0
-    if isinstance(backend, SimBackend):
+    if backend.virtual_clock:
         return (2 * start + points) / VIRTUAL_SPEED_BOUND
     return 2 * start + points
 

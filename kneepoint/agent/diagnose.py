@@ -22,7 +22,7 @@ from kneepoint.load.objective import rules
 from kneepoint.policies.context import context_of
 from kneepoint.policies.diagnosis import diagnose
 from kneepoint.policies.observe import observe
-from kneepoint.policies.pruning import BackendKind, prune
+from kneepoint.policies.pruning import prune
 from kneepoint.probes import sweep
 from kneepoint.probes.study_knee import study_knee_search
 from kneepoint.probes.sweep_run import Prober
@@ -111,9 +111,11 @@ def findings_of(
     context = context_of(observation)
     diagnosis = diagnose(observation, context)
     # Advice for whoever runs the server, even when kneepoint itself cannot change it.
-    backend: BackendKind = "vllm" if study.backend.kind == "attach" else study.backend.kind
-    if version is None and isinstance(study.backend, VllmBackend):
-        version = study.backend.vllm_version
+    backend = study.backend
+    if version is None:
+        version = backend.stated_vllm_version
+    if not backend.owns_knobs:  # judged as the vLLM server someone else started
+        backend = VllmBackend(vllm_version=version)
     pruning = prune(
         diagnosis,
         observation,

@@ -29,7 +29,6 @@ from kneepoint.config.catalog import knob_catalogue
 from kneepoint.config.errors import Loc
 from kneepoint.physics.defaults import UnmodeledSettingError, resolve_engine
 from kneepoint.probes.credentials import missing_variables
-from kneepoint.records.backend_spec import SimBackend, VllmBackend
 from kneepoint.records.knobs import KnobCatalogue
 from kneepoint.records.study import StudySpec
 
@@ -86,11 +85,12 @@ def launched_vllm(study: StudySpec) -> str | None:
     ``vllm serve`` command, which runs the vLLM on this PATH, normally beside kneepoint) the
     installed one; None where it cannot be known before a server answers /version."""
     backend = study.backend
-    if not isinstance(backend, VllmBackend):
+    command = backend.launch_command
+    if command is None:
         return None
-    if backend.vllm_version is not None:
-        return backend.vllm_version
-    return installed_vllm() if tuple(backend.command) == _DEFAULT_COMMAND else None
+    if backend.stated_vllm_version is not None:
+        return backend.stated_vllm_version
+    return installed_vllm() if tuple(command) == _DEFAULT_COMMAND else None
 
 
 def unknown_knobs(
@@ -102,7 +102,7 @@ def unknown_knobs(
     version = launched_vllm(study)
     if version is None:
         return []
-    stated = isinstance(study.backend, VllmBackend) and study.backend.vllm_version is not None
+    stated = study.backend.stated_vllm_version is not None
     where: Loc = ("backend", "vllm_version")
     try:
         Version(version)
@@ -135,7 +135,7 @@ def unknown_knobs(
 def unmodeled_settings(study: StudySpec) -> list[Finding]:
     """On a simulated backend, an engine setting the simulator cannot run: `kneepoint sim
     serve` would refuse it at start, so the baseline could never be measured."""
-    if not isinstance(study.backend, SimBackend):
+    if not study.backend.simulated:
         return []
     try:
         resolve_engine(study.engine, study.gpu, study.model)
@@ -194,7 +194,7 @@ def slo_below_floor(study: StudySpec) -> list[Finding]:
                     )
                 )
     found = list(dict.fromkeys(found))  # a default shared by several classes, said once
-    if found and not isinstance(study.backend, SimBackend):
+    if found and not study.backend.simulated:
         for loc, problem in found:
             log.warning("study.slo_below_floor", field=".".join(map(str, loc)), problem=problem)
         return []

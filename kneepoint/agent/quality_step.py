@@ -21,7 +21,7 @@ log = structlog.get_logger(__name__)
 
 def _no_real_outputs(study: StudySpec, config: EngineConfig) -> str | None:
     """Why greedy outputs of this server would say nothing about quality (None: they would)."""
-    if study.backend.kind == "sim":
+    if not study.backend.real_outputs:
         return "the simulator has no real model outputs"
     args = config.extra_args
     dummy = any(a == "--load-format=dummy" for a in args) or any(

@@ -32,7 +32,6 @@ from kneepoint.agent.ledger import Ledger, LedgerError
 from kneepoint.agent.lock import RunLock, RunLockedError, try_lock
 from kneepoint.config.errors import ConfigError, Problem, render_loc
 from kneepoint.probes.targets import PointArtifacts
-from kneepoint.records.backend_spec import VllmBackend
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.ledger import RunStarted
 from kneepoint.records.study import StudySpec
@@ -219,12 +218,7 @@ def _discard_abandoned_builds(runs_dir: Path, now: datetime) -> None:
 
 def serve_command(study: StudySpec, config: EngineConfig) -> str:
     """The exact command that serves ``config``, quoted for a POSIX shell."""
-    backend = study.backend
-    if isinstance(backend, VllmBackend):
-        argv = config.serve_argv(backend.command, backend.model_as)
-    else:
-        argv = config.serve_argv()
-    return shlex.join(argv)
+    return shlex.join(study.backend.serve_argv(config))
 
 
 def _yaml(body: object) -> str:

@@ -20,9 +20,8 @@ from kneepoint.policies.context import context_of
 from kneepoint.policies.diagnosis import diagnose
 from kneepoint.policies.judge import is_finalist, judge
 from kneepoint.policies.observe import observe
-from kneepoint.policies.pruning import BackendKind, prune
+from kneepoint.policies.pruning import prune
 from kneepoint.probes.sweep import merge
-from kneepoint.records.backend_spec import VllmBackend
 from kneepoint.records.diagnosis import Diagnosis, Observation
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.knobs import KnobCatalogue
@@ -60,14 +59,13 @@ class Steps:
         one resolution of the configuration."""
         context = context_of(self.observe(config, result))
         diagnosis = diagnose(context.observation, context)
-        backend: BackendKind = self.study.backend.kind
         pruning = prune(
             diagnosis,
             context.observation,
             self.catalogue,
             allowed=self.study.search.knobs,
             vllm_version=self.vllm_version,
-            backend=backend,
+            backend=self.study.backend,
             gpus=self.study.gpus,
             context=context,
         )
@@ -108,8 +106,7 @@ class Steps:
 
     def preflight(self, trial: int, proposal: Proposal) -> Screened | None:
         """A refusal without starting anything, when the memory model says it cannot start."""
-        backend = self.study.backend
-        if isinstance(backend, VllmBackend) and not backend.preflight_memory:
+        if not self.study.backend.checks_memory:
             return None
         try:
             engine = resolve_engine(proposal.config, self.study.gpu, self.study.model)

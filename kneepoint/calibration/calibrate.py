@@ -20,7 +20,6 @@ from kneepoint.calibration.fit import (
 from kneepoint.calibration.recorded import RecordedSweep
 from kneepoint.calibration.replay import replay_point
 from kneepoint.config import ConfigError, Problem
-from kneepoint.records.backend_spec import VllmBackend
 from kneepoint.records.calibration import Calibration
 from kneepoint.records.efficiency import Efficiency
 from kneepoint.records.sweep import SweepPoint
@@ -84,7 +83,9 @@ def _one_setting(recordings: Sequence[RecordedSweep]) -> tuple[str, str, str | N
         )
     (gpu, model) = found.pop()
     versions = {
-        r.study.backend.vllm_version for r in recordings if isinstance(r.study.backend, VllmBackend)
+        r.study.backend.stated_vllm_version
+        for r in recordings
+        if r.study.backend.launch_command is not None
     }
     return gpu, model, versions.pop() if len(versions) == 1 else None
 

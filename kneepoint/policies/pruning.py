@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Literal, get_args
+from typing import get_args
 
 from pydantic import JsonValue
 
@@ -27,6 +27,7 @@ from kneepoint.policies.kv_effects import memory_bytes, memory_fraction
 from kneepoint.policies.quant_effects import held_conditions, quantization, w4a16_advice
 from kneepoint.policies.step_estimate import estimate_step
 from kneepoint.policies.tp_effect import tensor_parallel
+from kneepoint.records.backend_spec import BackendSpec, SimBackend
 from kneepoint.records.diagnosis import Diagnosis, Observation
 from kneepoint.records.knobs import (
     ChoiceDomain,
@@ -40,12 +41,10 @@ from kneepoint.records.knobs import (
 from kneepoint.records.proposal import KnobCandidate, Pruning, RuledOut
 from kneepoint.records.workload import TraceArrivals, Workload
 
-BackendKind = Literal["sim", "vllm", "attach"]
+SIM = SimBackend()
 # Below this confidence the runner-up's knobs are tried too, if it holds this share of time.
 CLEAR_CUT = 0.6
 RUNNER_UP_SHARE = 0.2
-# What the simulator does not model: a change it would silently ignore proves nothing.
-_SIM_UNMODELED = {"speculative_config": "the simulator does not model speculative decoding"}
 _RULES: dict[str, Rule] = {
     **RULES,
     **BATCH_RULES,
@@ -63,7 +62,7 @@ def prune(
     *,
     allowed: Sequence[str] = (),
     vllm_version: str | None = None,
-    backend: BackendKind = "sim",
+    backend: BackendSpec = SIM,
     gpus: int = 1,
     context: ConfigContext | None = None,
 ) -> Pruning:
@@ -187,14 +186,14 @@ class _Limits:
 
     allowed: Sequence[str]
     version: str | None
-    backend: BackendKind
+    backend: BackendSpec
     gpus: int
     shared_prefixes: bool
 
     def reason_out(self, knob: Knob) -> str | None:
         """Why ``knob`` is out whatever binds, or None."""
         checks = (
-            (self.backend == "attach", "attached to a running server: its knobs are not ours"),
+            (not self.backend.owns_knobs, "attached to a running server: its knobs are not ours"),
             (
                 bool(self.allowed) and knob.name not in self.allowed,
                 "not in the study's search.knobs",
@@ -204,8 +203,8 @@ class _Limits:
                 f"vLLM {self.version} does not know {knob.flag} (needs {knob.vllm_versions})",
             ),
             (
-                self.backend == "sim" and knob.name in _SIM_UNMODELED,
-                _SIM_UNMODELED.get(knob.name, ""),
+                knob.name in self.backend.unmodeled_knobs,
+                self.backend.unmodeled_knobs.get(knob.name, ""),
             ),
             (
                 "multiple_gpus" in knob.needs and self.gpus < 2,

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 from kneepoint.config.errors import ConfigError, Loc, Problem
 from kneepoint.probes.redact import remember_secret
-from kneepoint.records.backend_spec import AttachBackend, SimBackend, VllmBackend
+from kneepoint.records.backend_spec import VllmBackend
 from kneepoint.records.secret_env import referenced
 from kneepoint.records.study import StudySpec
 
@@ -28,16 +28,13 @@ def missing_variables(
     """(field, problem) for each variable the study's backend names that is not set."""
     environ = os.environ if environ is None else environ
     backend = study.backend
-    if isinstance(backend, SimBackend):
-        return []
     wanted: list[tuple[Loc, str]] = []
-    if backend.api_key_env is not None:
-        wanted.append((("backend", "api_key_env"), backend.api_key_env))
-    if isinstance(backend, VllmBackend):
-        for name, value in backend.env.items():
-            source = referenced(value)
-            if source is not None:
-                wanted.append((("backend", "env", name), source))
+    if backend.api_key_variable is not None:
+        wanted.append((("backend", "api_key_env"), backend.api_key_variable))
+    for name, value in backend.launch_env.items():
+        source = referenced(value)
+        if source is not None:
+            wanted.append((("backend", "env", name), source))
     return [(loc, _unset(name)) for loc, name in wanted if not environ.get(name)]
 
 
@@ -55,10 +52,8 @@ def _read(name: str, loc: Loc, study: StudySpec) -> str:
 
 def api_key(study: StudySpec) -> str | None:
     """The key the study's server is protected with and called with; None: no key."""
-    backend = study.backend
-    if not isinstance(backend, VllmBackend | AttachBackend) or backend.api_key_env is None:
-        return None
-    return _read(backend.api_key_env, ("backend", "api_key_env"), study)
+    variable = study.backend.api_key_variable
+    return None if variable is None else _read(variable, ("backend", "api_key_env"), study)
 
 
 def server_env(study: StudySpec, spec: VllmBackend, key: str | None) -> dict[str, str]:

@@ -14,7 +14,6 @@ from kneepoint.load.size import PointSize
 from kneepoint.probes.backends import Endpoint
 from kneepoint.probes.server_failure import Failure
 from kneepoint.probes.sweep_run import Prober
-from kneepoint.records.backend_spec import SimBackend
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.faults import Faults
 from kneepoint.records.loadpoint import LoadPoint
@@ -81,10 +80,8 @@ class Opening:
     @property
     def faults(self) -> Faults | None:
         """The study's injected faults, where they apply to this launch."""
-        spec = self.study.backend
-        if not isinstance(spec, SimBackend) or spec.faults is None:
-            return None
-        return spec.faults if spec.faults.applies_to(self.launch) else None
+        faults = self.study.backend.injected_faults
+        return faults if faults is not None and faults.applies_to(self.launch) else None
 
 
 def rejected(records: Sequence[RequestRecord]) -> Failure | None:

@@ -75,7 +75,7 @@ def open_target(
     every measured point's records (and metric snapshots) as it is measured; ``launch``
     counts the servers this agent has started (the simulator's faults pick by it)."""
     spec = study.backend
-    kind = "sim-virtual" if isinstance(spec, SimBackend) and spec.clock == "virtual" else spec.kind
+    kind = "sim-virtual" if spec.virtual_clock else spec.kind
     # The workload's trace is read once for every load point.
     opening = Opening(study, config, trial_dir, size, keep, workload_trace(study.workload), launch)
     with BACKENDS[kind](opening) as target:

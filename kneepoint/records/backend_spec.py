@@ -1,20 +1,100 @@
 """Where a study's servers come from (``backend`` in a study): the embedded simulator, real
 ``vllm serve`` launched per configuration, or a running server to attach to. Secrets never sit
-in a study: an API key travels in an environment variable the study names."""
+in a study: an API key travels in an environment variable the study names.
+
+Each kind carries what the rest of kneepoint needs to know of it (``BackendSpec``): whether its
+servers give real model outputs, whether kneepoint sets their knobs, what it would silently
+ignore, its clock, the command that serves a configuration on it. Nothing else asks which kind a
+study has; one contract suite (tests/test_backend_contract.py) holds every kind to them."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
 from kneepoint.records.base import InputRecord
+from kneepoint.records.engine import EngineConfig
 from kneepoint.records.faults import Faults
 from kneepoint.records.limits import MAX_WAIT_SECONDS
 from kneepoint.records.secret_env import ENV_NAME, looks_secret, referenced
 
+SIM_UNMODELED: Mapping[str, str] = {
+    "speculative_config": "the simulator does not model speculative decoding"
+}
+"""Knobs the simulator would silently ignore: a change to one proves nothing there."""
 
-class SimBackend(InputRecord):
+
+class BackendSpec(InputRecord):
+    """What every kind of backend answers (the defaults: a real vLLM server we launch)."""
+
+    @property
+    def simulated(self) -> bool:
+        """Its servers are the simulator: its physics holds exactly, and a setting it does not
+        model refuses to start rather than being ignored."""
+        return False
+
+    @property
+    def virtual_clock(self) -> bool:
+        """It runs in-process on a virtual clock: no server, no wall time."""
+        return False
+
+    @property
+    def real_outputs(self) -> bool:
+        """Greedy answers from its servers say something about a change's quality."""
+        return not self.simulated
+
+    @property
+    def owns_knobs(self) -> bool:
+        """kneepoint starts its servers, so sets their knobs."""
+        return True
+
+    @property
+    def unmodeled_knobs(self) -> Mapping[str, str]:
+        """Knobs its servers would silently ignore, each with why."""
+        return {}
+
+    @property
+    def launch_command(self) -> tuple[str, ...] | None:
+        """The command that launches real vLLM, before the model (None: it launches none)."""
+        return None
+
+    @property
+    def stated_vllm_version(self) -> str | None:
+        """The vLLM release the study says its servers run (None: not stated)."""
+        return None
+
+    @property
+    def api_key_variable(self) -> str | None:
+        """The environment variable holding its servers' API key (None: no key)."""
+        return None
+
+    @property
+    def launch_env(self) -> Mapping[str, str]:
+        """Variables its launched servers get, ``${NAME}`` not yet read."""
+        return {}
+
+    @property
+    def checks_memory(self) -> bool:
+        """Configurations the memory model says cannot start are refused before a launch."""
+        return True
+
+    @property
+    def injected_faults(self) -> Faults | None:
+        """Failures injected on purpose (None: a healthy server)."""
+        return None
+
+    def serve_argv(self, config: EngineConfig) -> list[str]:
+        """The command that serves ``config`` (``vllm serve`` where it launches none)."""
+        return config.serve_argv()
+
+    def on_gpu(self, index: int) -> BackendSpec:
+        """The backend with its launched servers on GPU ``index`` (where it launches any)."""
+        return self
+
+
+class SimBackend(BackendSpec):
     """The embedded simulator: in-process on a virtual clock, or as an HTTP server."""
 
     kind: Literal["sim"] = "sim"
@@ -23,8 +103,24 @@ class SimBackend(InputRecord):
     """Failures to inject on purpose (``kneepoint.records.faults``), to test a run's
     handling of them; None: a healthy server."""
 
+    @property
+    def simulated(self) -> bool:
+        return True
 
-class VllmBackend(InputRecord):
+    @property
+    def virtual_clock(self) -> bool:
+        return self.clock == "virtual"
+
+    @property
+    def unmodeled_knobs(self) -> Mapping[str, str]:
+        return SIM_UNMODELED
+
+    @property
+    def injected_faults(self) -> Faults | None:
+        return self.faults
+
+
+class VllmBackend(BackendSpec):
     """Launch real vLLM servers, one per trial, with a configurable command."""
 
     kind: Literal["vllm"] = "vllm"
@@ -56,6 +152,32 @@ class VllmBackend(InputRecord):
     """Refuse configurations the memory model says cannot start. Turn off where the study's
     GPU entry does not describe the device (vLLM's CPU build)."""
 
+    @property
+    def launch_command(self) -> tuple[str, ...]:
+        return self.command
+
+    @property
+    def stated_vllm_version(self) -> str | None:
+        return self.vllm_version
+
+    @property
+    def api_key_variable(self) -> str | None:
+        return self.api_key_env
+
+    @property
+    def launch_env(self) -> Mapping[str, str]:
+        return self.env
+
+    @property
+    def checks_memory(self) -> bool:
+        return self.preflight_memory
+
+    def serve_argv(self, config: EngineConfig) -> list[str]:
+        return config.serve_argv(self.command, self.model_as)
+
+    def on_gpu(self, index: int) -> VllmBackend:
+        return self.model_copy(update={"gpu_index": index})
+
     @field_validator("command")
     @classmethod
     def _no_key_on_the_command(cls, command: tuple[str, ...]) -> tuple[str, ...]:
@@ -84,7 +206,7 @@ class VllmBackend(InputRecord):
         return env
 
 
-class AttachBackend(InputRecord):
+class AttachBackend(BackendSpec):
     """A server someone else started: measure and diagnose only, no knob can change."""
 
     kind: Literal["attach"] = "attach"
@@ -93,6 +215,18 @@ class AttachBackend(InputRecord):
     api_key_env: str | None = Field(default=None, pattern=ENV_NAME)
     """The variable of the agent's environment holding the server's API key, sent as
     ``Authorization: Bearer`` (its value is never written anywhere); None: no key."""
+
+    @property
+    def owns_knobs(self) -> bool:
+        return False  # someone else started it: measure and diagnose only
+
+    @property
+    def stated_vllm_version(self) -> str | None:
+        return self.vllm_version
+
+    @property
+    def api_key_variable(self) -> str | None:
+        return self.api_key_env
 
 
 Backend = Annotated[SimBackend | VllmBackend | AttachBackend, Field(discriminator="kind")]

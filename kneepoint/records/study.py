@@ -190,7 +190,7 @@ class StudySpec(InputRecord):
 
     @model_validator(mode="after")
     def _client_the_backend_can_run(self) -> StudySpec:
-        virtual = isinstance(self.backend, SimBackend) and self.backend.clock == "virtual"
+        virtual = self.backend.virtual_clock
         if virtual and self.workload.client.max_concurrency is not None:
             raise ValueError(
                 "workload.client.max_concurrency: the simulator's virtual clock "

@@ -1,0 +1,87 @@
+"""The contract every backend kind keeps (``kneepoint.records.backend_spec``), one suite run over
+every kind a study can name, as Optuna runs one suite over every storage: a new kind added to
+the ``Backend`` union is held to it without a line added here."""
+
+from __future__ import annotations
+
+import shlex
+import typing
+
+import pytest
+
+from kneepoint.agent.run_folder import serve_command
+from kneepoint.config import load_study
+from kneepoint.probes.targets import BACKENDS
+from kneepoint.records.backend_spec import Backend, BackendSpec, SimBackend
+from kneepoint.records.engine import EngineConfig
+from tests.conftest import QUICKSTART
+from tests.test_pruning import COMPUTE, run
+
+KINDS: tuple[type[BackendSpec], ...] = typing.get_args(typing.get_args(Backend)[0])
+REQUIRED = {"url": "http://127.0.0.1:8000"}
+VARIANTS = [
+    kind(**{k: v for k, v in REQUIRED.items() if k in kind.model_fields}, **extra)
+    for kind in KINDS
+    for extra in (
+        {},
+        *([{"clock": "http"}] if "clock" in kind.model_fields else []),
+        *([{"vllm_version": "0.11.2"}] if "vllm_version" in kind.model_fields else []),
+        *([{"api_key_env": "SERVER_KEY"}] if "api_key_env" in kind.model_fields else []),
+    )
+]
+CONFIG = EngineConfig(model="meta-llama/Llama-3.1-8B-Instruct", max_num_seqs=64)
+
+
+@pytest.fixture(params=VARIANTS, ids=lambda b: b.model_dump_json(exclude_defaults=True))
+def backend(request: pytest.FixtureRequest) -> BackendSpec:
+    return typing.cast(BackendSpec, request.param)
+
+
+def test_every_kind_opens_through_the_one_registry(backend: BackendSpec) -> None:
+    kind = typing.cast(str, getattr(backend, "kind"))  # noqa: B009 - every kind has one
+    assert ("sim-virtual" if backend.virtual_clock else kind) in BACKENDS
+
+
+def test_its_clock_and_outputs_follow_from_what_it_runs(backend: BackendSpec) -> None:
+    assert not backend.virtual_clock or backend.simulated
+    assert backend.real_outputs == (not backend.simulated)
+    if backend.injected_faults is not None:
+        assert backend.simulated  # faults are injected into the simulator only
+
+
+def test_the_command_it_serves_a_configuration_with_runs_that_configuration(
+    backend: BackendSpec,
+) -> None:
+    argv = backend.serve_argv(CONFIG)
+    assert CONFIG.model in argv and "--max-num-seqs" in argv
+    command = backend.launch_command
+    assert command is None or tuple(argv[: len(command)]) == command
+    study = load_study(QUICKSTART).model_copy(update={"backend": backend})
+    assert serve_command(study, CONFIG) == shlex.join(argv)
+
+
+def test_a_launched_version_key_and_environment_are_its_own(backend: BackendSpec) -> None:
+    version = getattr(backend, "vllm_version", None)
+    assert backend.stated_vllm_version == version
+    assert backend.api_key_variable == getattr(backend, "api_key_env", None)
+    if backend.launch_command is None:
+        assert not backend.launch_env
+    moved = backend.on_gpu(3)
+    assert type(moved) is type(backend)
+    assert getattr(moved, "gpu_index", 3) == 3  # a label where it launches nothing
+
+
+def test_pruning_respects_what_it_owns_and_what_it_ignores(backend: BackendSpec) -> None:
+    pruning, _ = run("bandwidth", COMPUTE, backend=backend)
+    ruled = {r.knob: r.reason for r in pruning.ruled_out}
+    if not backend.owns_knobs:
+        assert not pruning.candidates
+        assert all("not ours" in reason for reason in ruled.values())
+    for knob, why in backend.unmodeled_knobs.items():
+        assert ruled.get(knob) == why
+    assert not {c.knob.name for c in pruning.candidates} & set(backend.unmodeled_knobs)
+
+
+def test_the_simulator_names_what_it_would_ignore() -> None:
+    # speculative decoding: a change the simulator would silently ignore proves nothing
+    assert set(SimBackend().unmodeled_knobs) == {"speculative_config"}
