@@ -19,14 +19,16 @@ from optuna.storages import RDBStorage
 from optuna.trial import FrozenTrial, TrialState
 
 from kneepoint.agent.cli import main
+from kneepoint.agent.ledger import Ledger
 from kneepoint.agent.run_folder import RunFolder
 from kneepoint.agent.shared_state import shared_state
 from kneepoint.agent.shared_study import RESULT, TASK, WORKER, SharedStudy
 from kneepoint.agent.state import RunState
 from kneepoint.config import load_study
+from kneepoint.records.ledger import BurstChecked, Event, Finished
 from kneepoint.records.task import Task
 
-from .conftest import QUICKSTART
+from .conftest import QUICKSTART, SMALL, TuneRun
 
 WORKER_OPTIONS = ["--heartbeat-s", "1", "--grace-s", "4", "--poll-s", "0.3"]
 
@@ -163,3 +165,34 @@ def test_a_refused_study_writes_nothing_to_the_storage(
     assert "deadline" in capsys.readouterr().err
     assert not RDBStorage(postgres_db).get_all_studies(), "no study half-made"
     assert not list(tmp_path.iterdir())
+
+
+def test_one_worker_writes_the_ledger_tune_writes_burst_check_included(
+    postgres_db: str, tmp_path: Path, small_run: TuneRun
+) -> None:
+    """On small-tune (whose winner passes the burst check), one worker's ledger is
+    ``kneepoint tune``'s, event for event: the burst check runs in worker runs too, as the
+    last task once the search stopped. Only the host's wall time of each sweep differs, and
+    the start (the tune fixture's study sets a deadline two hours ahead of its own start)."""
+    argv = ["worker", "--storage", postgres_db, "--study", str(SMALL), "--gpu", "0",
+            "--runs-dir", str(tmp_path), *WORKER_OPTIONS]  # fmt: skip
+    assert main(argv) == 0
+    [run] = list(tmp_path.iterdir())
+    events = list(Ledger(run / "ledger.jsonl").read())
+    tuned = list(Ledger(small_run.folder / "ledger.jsonl").read())
+    assert isinstance(events[-2], Finished) and isinstance(events[-1], BurstChecked)
+    assert not events[-1].skipped and events[-1].windows and events[-1].device_s > 0
+    assert [_comparable(e) for e in events[1:]] == [_comparable(e) for e in tuned[1:]]
+
+
+def _comparable(event: Event) -> object:
+    """An event without the host's wall time of its sweeps (``elapsed_s``)."""
+
+    def strip(value: object) -> object:
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items() if k != "elapsed_s"}
+        if isinstance(value, list):
+            return [strip(v) for v in value]
+        return value
+
+    return strip(event.model_dump(mode="json"))

@@ -7,7 +7,8 @@ its screens are in, its finalists are validated one at a time, best screened fir
 one task (the incumbent and the challenger interleaved on one GPU); a promotion ends the
 round, and the next starts from the new incumbent. Nothing is planned while a task is still
 out: rounds are synchronous, so every screen of a round is judged against one incumbent.
-Budgets and "nothing left worth trying" stop the run exactly as they stop ``tune``.
+Budgets and "nothing left worth trying" stop the search exactly as they stop ``tune``; the
+winner's burst check then runs as one last task, and the run finishes when it is in.
 """
 
 from __future__ import annotations
@@ -46,19 +47,22 @@ def plan(
     started = _baseline(shared)
     if started is not None:
         return started
+    if shared.burst_of is not None:  # the burst check is in: the run ends as its search did
+        return Plan(finished=shared.burst_of)
     generation = len(state.promotions)
     finalist = _next_finalist(shared)
     if finalist is not None:
         return Plan((finalist,))
     stop = no_knee(state, study) or budget_stop(state, study, now) or nothing_left(state, study)
     if stop is not None:
-        return Plan(finished=stop)
+        return _stopped(shared, stop)
     size = max(1, workers)
     if study.budget.max_trials is not None:
         size = min(size, study.budget.max_trials - state.trials_run)
     proposals = _round(study, state, size)
     if not proposals:
-        return Plan(finished=Finished(reason="exhausted", detail="every candidate has been tried"))
+        exhausted = Finished(reason="exhausted", detail="every candidate has been tried")
+        return _stopped(shared, exhausted)
     first = state.next_trial_number()
     return Plan(
         tuple(
@@ -73,6 +77,21 @@ def plan(
             for i, p in enumerate(proposals)
         )
     )
+
+
+def _stopped(shared: Shared, stop: Finished) -> Plan:
+    """The search has stopped: the winner's burst check (``kneepoint.agent.burst_step``), as
+    ``kneepoint tune`` runs it after its Finished; a run without a winner just ends."""
+    if stop.reason == "baseline_failed" or shared.state.incumbent is None:
+        return Plan(finished=stop)
+    burst = Task(
+        kind="burst",
+        trial=0,
+        generation=len(shared.state.promotions),
+        batch=shared.batches + 1,
+        stopped=stop,
+    )
+    return Plan((burst,))
 
 
 def _baseline(shared: Shared) -> Plan | None:

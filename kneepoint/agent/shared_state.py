@@ -20,6 +20,7 @@ from kneepoint.agent.state import RunState, TrialState
 from kneepoint.load.objective import rules
 from kneepoint.records.ledger import (
     Baseline,
+    BurstChecked,
     Event,
     Finished,
     Promoted,
@@ -47,6 +48,8 @@ class Shared:
     makespan_s: float = 0.0
     """Device time along the run's critical path: each batch's longest task, summed (its
     tasks ran side by side). With one worker it is the device time itself."""
+    burst_of: Finished | None = None
+    """The stop whose burst check is in (None: no burst check has finished)."""
 
 
 def _lost(attempts: Attempts) -> str:
@@ -81,6 +84,8 @@ def shared_state(
         state.promotions.append(event)
         _incumbent(state, event)
     _supersede(state, pending, {a.task.trial: a.task.generation for a in screens})
+    burst = next((a for a in tasks if a.task.kind == "burst"), None)
+    burst_of = _burst(state, burst, study)
     state.device_s = sum(a.result.device_s for a in tasks if a.result is not None)
     state.finished = finished
     planned = frozenset(a.task.key for a in tasks)
@@ -89,7 +94,7 @@ def shared_state(
     for a in tasks:
         if a.result is not None:
             longest[a.task.batch] = max(longest.get(a.task.batch, 0.0), a.result.device_s)
-    return Shared(state, pending, planned, failure, batches, sum(longest.values()))
+    return Shared(state, pending, planned, failure, batches, sum(longest.values()), burst_of)
 
 
 def ledger_events(state: RunState) -> list[Event]:
@@ -108,9 +113,31 @@ def ledger_events(state: RunState) -> list[Event]:
             for e in (trial.screened, trial.quality, trial.validated, trial.promoted)
             if e is not None
         ]
-    if state.finished is not None:
-        events.append(state.finished)
+    events += [e for e in (state.finished, state.burst) if e is not None]
     return events
+
+
+def _burst(state: RunState, attempts: Attempts | None, study: StudySpec) -> Finished | None:
+    """Set the winner's burst check; the stop it followed once it is in (a check every
+    attempt of which died reads as skipped, with why)."""
+    if attempts is None or attempts.pending:
+        return None
+    stopped = attempts.task.stopped
+    assert stopped is not None and state.incumbent is not None
+    result = attempts.result
+    if result is not None and result.burst is not None:
+        state.burst = result.burst
+    else:
+        reason = _lost(attempts) if result is None else (result.failure or "not measured")
+        state.burst = BurstChecked(
+            config=state.incumbent,
+            operating_rps=0.0,
+            burst_rps=0.0,
+            burst_s=study.tuning.burst.seconds,
+            recover_within_s=study.tuning.burst.recover_within_s,
+            skipped=f"the burst check's server {reason}",
+        )
+    return stopped
 
 
 def _baseline(state: RunState, attempts: Attempts | None) -> str | None:

@@ -15,6 +15,7 @@ import time
 import structlog
 
 from kneepoint.agent.bench import Bench
+from kneepoint.agent.burst_step import burst_words, check_burst
 from kneepoint.agent.loop import Now, local_now
 from kneepoint.agent.progress import Progress
 from kneepoint.agent.report import write_report
@@ -147,7 +148,19 @@ class Worker:
             )
         if task.kind == "screen":
             return self._screen(task, state)
+        if task.kind == "burst":
+            return self._burst(task, state)
         return self._validate(task, state)
+
+    def _burst(self, task: Task, state: RunState) -> tuple[TaskResult, float]:
+        assert state.incumbent is not None and state.incumbent_repeats is not None
+        assert task.stopped is not None
+        self.progress.phase("burst", "the winner: a burst past its operating rate, then back")
+        checked = check_burst(
+            self.study, self.steps.bench, state.incumbent, state.incumbent_repeats, task.stopped
+        )
+        self.progress.status(burst_words(checked))
+        return TaskResult(burst=checked, worker=self.name), checked.recovery_s or 0.0
 
     def _baseline(self) -> tuple[TaskResult, float]:
         try:

@@ -1,8 +1,9 @@
 """A unit of GPU work in a shared study (``kneepoint worker``), and what it gave.
 
 Workers on many GPUs share one Optuna study in PostgreSQL; each Optuna trial there is one
-task: the baseline, the screen of one proposal, or the validation of one finalist (the
-incumbent and the challenger interleaved on one GPU, so the pair is one task). A task's key
+task: the baseline, the screen of one proposal, the validation of one finalist (the
+incumbent and the challenger interleaved on one GPU, so the pair is one task), or the burst
+check of the winner once the search has stopped. A task's key
 names the work, not the attempt: a dead worker's trial is re-queued by Optuna with the same
 task, and at most one attempt of a key ever completes.
 """
@@ -14,10 +15,18 @@ from typing import Literal
 from pydantic import Field
 
 from kneepoint.records.base import Record
-from kneepoint.records.ledger import Baseline, Promoted, QualityChecked, Screened, Validated
+from kneepoint.records.ledger import (
+    Baseline,
+    BurstChecked,
+    Finished,
+    Promoted,
+    QualityChecked,
+    Screened,
+    Validated,
+)
 from kneepoint.records.proposal import Proposal
 
-TaskKind = Literal["baseline", "screen", "validate"]
+TaskKind = Literal["baseline", "screen", "validate", "burst"]
 
 
 class Task(Record):
@@ -33,10 +42,15 @@ class Task(Record):
     """What a screen measures (None for the baseline; a validation's is its screen's)."""
     quality_check: bool = False
     """A knob it changes alters model outputs: the validation checks greedy outputs first."""
+    stopped: Finished | None = None
+    """Why the search stopped, for the burst check that follows it (its budget stops skip it,
+    as in ``kneepoint tune``); the run finishes with it once the check is in."""
 
     @property
     def key(self) -> str:
-        return "baseline" if self.kind == "baseline" else f"trial-{self.trial}-{self.kind}"
+        if self.kind in ("baseline", "burst"):
+            return self.kind
+        return f"trial-{self.trial}-{self.kind}"
 
 
 class TaskResult(Record):
@@ -48,6 +62,7 @@ class TaskResult(Record):
     quality: QualityChecked | None = None
     validated: Validated | None = None
     promoted: Promoted | None = None
+    burst: BurstChecked | None = None
     failure: str | None = None
     """Why the baseline could not be measured (its server would not start, or died)."""
     worker: str
@@ -55,5 +70,5 @@ class TaskResult(Record):
 
     @property
     def device_s(self) -> float:
-        events = (self.baseline, self.screened, self.quality, self.validated)
+        events = (self.baseline, self.screened, self.quality, self.validated, self.burst)
         return sum(e.device_s for e in events if e is not None)
