@@ -196,3 +196,16 @@ def _comparable(event: Event) -> object:
         return value
 
     return strip(event.model_dump(mode="json"))
+
+
+@pytest.mark.slow  # a whole quickstart tune and a whole worker run (~45 s)
+def test_one_worker_writes_the_ledger_tune_writes_on_the_quickstart(
+    postgres_db: str, tmp_path: Path
+) -> None:
+    assert main(["tune", str(QUICKSTART), "--runs-dir", str(tmp_path / "tune")]) == 0
+    argv = ["worker", "--storage", postgres_db, "--study", str(QUICKSTART), "--gpu", "0",
+            "--runs-dir", str(tmp_path / "worker"), *WORKER_OPTIONS]  # fmt: skip
+    assert main(argv) == 0
+    [tuned], [worked] = (list((tmp_path / d).iterdir()) for d in ("tune", "worker"))
+    events = [_comparable(e) for e in Ledger(worked / "ledger.jsonl").read()]
+    assert events[1:] == [_comparable(e) for e in Ledger(tuned / "ledger.jsonl").read()][1:]
