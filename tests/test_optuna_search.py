@@ -9,6 +9,7 @@ from pathlib import Path
 
 import optuna
 import pytest
+from optuna.storages import get_storage
 from optuna.trial import TrialState
 
 from kneepoint.policies import optuna_search
@@ -65,7 +66,9 @@ def _sqlite(tmp_path: Path) -> str:
 def sqlite_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, History]:
     """One study in SQLite, every status told twice (the storage is slow to create)."""
     url = _sqlite(tmp_path_factory.mktemp("optuna"))
-    history = drive(OptunaProposer(make_space(), 0, storage=url, study_name="run"), 12, _mixed())
+    history = drive(
+        OptunaProposer(make_space(), 0, storage=get_storage(url), study_name="run"), 12, _mixed()
+    )
     return url, history
 
 
@@ -117,12 +120,13 @@ def test_resuming_on_the_storage_adds_nothing_twice_and_asks_what_the_killed_run
     tmp_path: Path,
 ) -> None:
     url, space = _sqlite(tmp_path), make_space()
-    live = OptunaProposer(space, 5, storage=url, study_name="run", n_startup_trials=4)
+    live = OptunaProposer(space, 5, storage=get_storage(url), study_name="run", n_startup_trials=4)
     history = drive(live, 8)
     in_flight = live.ask()  # asked, then the agent was killed before the outcome came
     assert in_flight is not None
     resumed = replay(
-        OptunaProposer(space, 5, storage=url, study_name="run", n_startup_trials=4), history
+        OptunaProposer(space, 5, storage=get_storage(url), study_name="run", n_startup_trials=4),
+        history,
     )
     study = optuna.load_study(study_name="run", storage=url)
     assert sorted(_told(study)) == list(range(-1, 8))

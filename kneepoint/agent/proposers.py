@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from kneepoint.agent.optuna_storage import open_storage
 from kneepoint.policies.coordinate import CoordinateDescent
 from kneepoint.policies.optuna_search import OptunaProposer
 from kneepoint.policies.phased import Phased
@@ -14,7 +15,8 @@ from kneepoint.records.proposal import SearchSpace
 from kneepoint.records.study import StudySpec
 
 Factory = Callable[[StudySpec, SearchSpace, str, str], Proposer]
-"""(study, space, Optuna storage URL, Optuna study name) -> a proposer."""
+"""(study, space, Optuna storage URL, Optuna study name) -> a proposer. The storage is opened
+here, by the agent (``kneepoint.agent.optuna_storage``), never by the policy."""
 
 
 def _coordinate(study: StudySpec, space: SearchSpace, _url: str, _name: str) -> Proposer:
@@ -22,8 +24,9 @@ def _coordinate(study: StudySpec, space: SearchSpace, _url: str, _name: str) -> 
 
 
 def _optuna(study: StudySpec, space: SearchSpace, url: str, name: str) -> Proposer:
+    storage = open_storage(url)
     return OptunaProposer(
-        space, study.seed, sampler=study.tuning.sampler, storage=url, study_name=name
+        space, study.seed, sampler=study.tuning.sampler, storage=storage, study_name=name
     )
 
 

@@ -1,7 +1,9 @@
 """Optuna over the pruned space (TPE or GP), maximising the objective under SLO feasibility.
 
-The study lives in the storage the caller passes (None: in memory; the agent passes the run
-folder's ``sqlite:///.../optuna.db``, which optuna-dashboard opens), one study per search space:
+The study lives in the storage the caller passes, a port the caller owns (None: in memory; the
+agent opens the run folder's ``optuna.db``, which optuna-dashboard opens too, in
+``kneepoint.agent.optuna_storage``): this module never opens a file or a database itself. One
+study per search space,
 named after the proposer and a hash of the space unless the caller names it. How outcomes
 become trial results is in ``kneepoint.policies.optuna_space``. SLO feasibility is a trial
 constraint (<= 0 feasible) set on each trial, which both samplers read; the samplers'
@@ -28,7 +30,6 @@ from typing import Any, Literal
 
 import optuna
 from optuna.samplers import BaseSampler, GPSampler, RandomSampler, TPESampler
-from optuna.storages import BaseStorage
 from optuna.trial import Trial, TrialState, create_trial
 
 from kneepoint.policies.optuna_space import (
@@ -69,7 +70,7 @@ class OptunaProposer:
         seed: int = 0,
         *,
         sampler: Literal["tpe", "gp"] = "tpe",
-        storage: str | BaseStorage | None = None,
+        storage: optuna.storages.BaseStorage | None = None,
         study_name: str | None = None,
         n_startup_trials: int = 10,
         max_attempts: int = 24,
