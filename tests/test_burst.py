@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from kneepoint.agent.burst_step import burst_words
 from kneepoint.agent.ledger import Ledger
 from kneepoint.config import load_study
 from kneepoint.load.burst import burst_plan, recovery_s, ttft_limits, window_s, windows
@@ -74,4 +73,4 @@ def test_the_winner_is_burst_after_the_search_and_the_report_says_so(small_run: 
     assert checked.windows[-1].start_s >= checked.recover_within_s
     report = (small_run.folder / "report.md").read_text()
     section = report.split("## Burst recovery", 1)[1].split("\n## ", 1)[0]
-    assert burst_words(checked) in section and "| window start" in section
+    assert checked.summary() in section and "| window start" in section

@@ -94,20 +94,3 @@ def _plan(study: StudySpec, rate: float) -> BurstPlan:
         vocab_size=study.model.vocab_size,
         seed=study.workload.seed + 1000,
     )
-
-
-def burst_words(checked: BurstChecked) -> str:
-    """The check in one line, for the console and the report."""
-    if checked.skipped:
-        return f"burst check not run: {checked.skipped}"
-    head = (
-        f"burst {checked.operating_rps:.2f} -> {checked.burst_rps:.2f} req/s for "
-        f"{checked.burst_s:g} s"
-    )
-    if checked.recovery_s is None:
-        return f"{head}: TTFT still outside the SLO at the end (flagged)"
-    verdict = "recovered" if checked.recovered else "recovered too slowly (flagged)"
-    return (
-        f"{head}: TTFT back within the SLO {checked.recovery_s:.0f} s after it, "
-        f"{verdict} (limit {checked.recover_within_s:g} s)"
-    )

@@ -19,7 +19,7 @@ import structlog
 
 from kneepoint import __version__
 from kneepoint.agent.bench import Bench
-from kneepoint.agent.burst_step import burst_words, check_burst
+from kneepoint.agent.burst_step import check_burst
 from kneepoint.agent.decide import (
     Action,
     CheckBurst,
@@ -125,7 +125,7 @@ class Tuner:
             self.study, self.steps.bench, state.incumbent, state.incumbent_repeats, state.finished
         )
         self._record(checked)
-        self.progress.status(burst_words(checked))
+        self.progress.status(checked.summary())
 
     def _record(self, event: Event) -> None:
         self.folder.ledger.append(event)

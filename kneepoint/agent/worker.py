@@ -15,7 +15,7 @@ import time
 import structlog
 
 from kneepoint.agent.bench import Bench
-from kneepoint.agent.burst_step import burst_words, check_burst
+from kneepoint.agent.burst_step import check_burst
 from kneepoint.agent.loop import Now, local_now
 from kneepoint.agent.progress import Progress
 from kneepoint.agent.report import write_report
@@ -159,7 +159,7 @@ class Worker:
         checked = check_burst(
             self.study, self.steps.bench, state.incumbent, state.incumbent_repeats, task.stopped
         )
-        self.progress.status(burst_words(checked))
+        self.progress.status(checked.summary())
         return TaskResult(burst=checked, worker=self.name), checked.recovery_s or 0.0
 
     def _baseline(self) -> tuple[TaskResult, float]:

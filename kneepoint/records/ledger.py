@@ -174,6 +174,21 @@ class BurstChecked(Record):
     def recovered(self) -> bool:
         return self.recovery_s is not None and self.recovery_s <= self.recover_within_s
 
+    def summary(self) -> str:
+        """The check in one line, for the console and the report."""
+        if self.skipped:
+            return f"burst check not run: {self.skipped}"
+        head = (
+            f"burst {self.operating_rps:.2f} -> {self.burst_rps:.2f} req/s for {self.burst_s:g} s"
+        )
+        if self.recovery_s is None:
+            return f"{head}: TTFT still outside the SLO at the end (flagged)"
+        verdict = "recovered" if self.recovered else "recovered too slowly (flagged)"
+        return (
+            f"{head}: TTFT back within the SLO {self.recovery_s:.0f} s after it, "
+            f"{verdict} (limit {self.recover_within_s:g} s)"
+        )
+
 
 class Finished(Record):
     event: Literal["finished"] = "finished"

@@ -3,7 +3,6 @@ took to come back within the SLO (``kneepoint.agent.burst_step``), window by win
 
 from __future__ import annotations
 
-from kneepoint.agent.burst_step import burst_words
 from kneepoint.agent.report.data import ReportData
 from kneepoint.agent.report.document import Document, Heading, Paragraph, Table
 
@@ -14,7 +13,7 @@ def section(data: ReportData, doc: Document) -> None:
     if checked is None:
         doc.add(Paragraph("Not measured yet: the run has not finished its search."))
         return
-    doc.add(Paragraph(burst_words(checked) + "."))
+    doc.add(Paragraph(checked.summary() + "."))
     if checked.skipped:
         return
     doc.add(
