@@ -32,7 +32,6 @@ from typing import Any
 import yaml
 from scenario_grid import Scenario, scenarios
 
-from kneepoint.agent.logs import configure_logging
 from kneepoint.calibration.recorded import RecordedSweep, find_recorded
 from kneepoint.load.plan import point_seed
 from kneepoint.policies.diagnosis import diagnose
@@ -41,6 +40,7 @@ from kneepoint.probes.sweep import knee_search
 from kneepoint.records.diagnosis import Observation
 from kneepoint.records.knobs import CONSTRAINTS
 from kneepoint.records.loadpoint import LoadPoint
+from kneepoint.run.logs import configure_logging
 from kneepoint.sim.attribution import Attribution
 from kneepoint.sim.loadpoint import simulate_load_point
 

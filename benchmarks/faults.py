@@ -38,12 +38,12 @@ from pathlib import Path
 
 from kill_resume import TAG, orphans, partial_files, run_folders, run_kill_resume
 
-from kneepoint.agent.ledger import Ledger
-from kneepoint.agent.run_folder import RunFolder
-from kneepoint.agent.state import RunState
 from kneepoint.records.faults import MARKER
 from kneepoint.records.ledger import Baseline, Finished, Screened, Validated
 from kneepoint.records.sweep import SweepResult
+from kneepoint.run.folder import RunFolder
+from kneepoint.run.ledger import Ledger
+from kneepoint.run.state import RunState
 
 STUDY = Path(__file__).resolve().parent / "studies" / "faults.yaml"
 FIRST_SCREEN = [3]
@@ -96,7 +96,7 @@ HEADER = (f"{'fault':<32} {'backend':<7} {'injected':>8} {'trials':>6} {'survive
 
 def tune(case: Path, tag: str, clock: str, faults: dict[str, object] | None) -> int:
     """One whole run of the study under ``case``/runs (its logs beside); its exit code."""
-    argv = [sys.executable, "-m", "kneepoint.agent.cli", "tune", str(STUDY), "--runs-dir",
+    argv = [sys.executable, "-m", "kneepoint.cli.main", "tune", str(STUDY), "--runs-dir",
             str(case / "runs"), "--log-file", str(case / "agent.jsonl"), "--set",
             f"backend.clock={clock}"]  # fmt: skip
     if faults is not None:

@@ -36,11 +36,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from kneepoint.agent.decide import next_action
-from kneepoint.agent.ledger import Ledger, LedgerError
-from kneepoint.agent.run_folder import RunFolder
-from kneepoint.agent.state import RunState
 from kneepoint.records.ledger import Proposed, Screened
+from kneepoint.run.folder import RunFolder
+from kneepoint.run.ledger import Ledger, LedgerError
+from kneepoint.run.state import RunState
+from kneepoint.tune.decide import next_action
 
 STUDY = Path(__file__).resolve().parent / "studies" / "kill-resume.yaml"
 TAG = "KNEEPOINT_KILL_RESUME_TAG"
@@ -53,7 +53,7 @@ def tune(
     target: Path, runs: Path, *, tag: str = "", resume: bool = False
 ) -> subprocess.Popen[bytes]:
     """`kneepoint tune` of a study (a new run under ``runs``) or of a run folder."""
-    argv = [sys.executable, "-m", "kneepoint.agent.cli", "tune"]
+    argv = [sys.executable, "-m", "kneepoint.cli.main", "tune"]
     argv += ["--resume", str(target)] if resume else [str(target)]
     env = {**os.environ, TAG: tag} if tag else None
     return subprocess.Popen([*argv, "--runs-dir", str(runs)], env=env,

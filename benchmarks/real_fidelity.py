@@ -21,7 +21,6 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kneepoint.agent.logs import configure_logging
 from kneepoint.calibration.calibrate import calibrate
 from kneepoint.calibration.recorded import RecordedSweep, find_recorded
 from kneepoint.calibration.replay import replay
@@ -31,6 +30,7 @@ from kneepoint.policies.observe import knee_points, observe
 from kneepoint.policies.pruning import prune
 from kneepoint.records.backend_spec import VllmBackend
 from kneepoint.records.sweep import SweepPoint, SweepResult
+from kneepoint.run.logs import configure_logging
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_PATHS = [REPO / "tests" / "fixtures" / "real"]

@@ -39,8 +39,6 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from kneepoint.agent.logs import configure_logging
-from kneepoint.agent.progress import duration
 from kneepoint.config import knob_catalogue, load_study
 from kneepoint.policies.coordinate import CoordinateDescent
 from kneepoint.policies.diagnosis import diagnose
@@ -58,6 +56,8 @@ from kneepoint.records.knobs import ChoiceDomain, Knob
 from kneepoint.records.proposal import KnobCandidate, Outcome, Proposal, SearchSpace
 from kneepoint.records.study import StudySpec
 from kneepoint.records.sweep import SweepResult
+from kneepoint.run.logs import configure_logging
+from kneepoint.run.progress import duration
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "configs" / "scenarios"
 WITHIN = 0.97

@@ -43,7 +43,6 @@ from pathlib import Path
 
 import vllm_cpu
 
-from kneepoint.agent.logs import configure_logging
 from kneepoint.config import load_study
 from kneepoint.load.capacity import interpolate_capacity
 from kneepoint.load.size import PointSize
@@ -53,6 +52,7 @@ from kneepoint.probes.targets import PointArtifacts, open_target
 from kneepoint.records.measure import RequestRecord
 from kneepoint.records.study import StudySpec
 from kneepoint.records.sweep import SweepPoint
+from kneepoint.run.logs import configure_logging
 
 STUDY = vllm_cpu.REPO / "tests" / "fixtures" / "studies" / "cpu-tiny-kv.yaml"
 NEAR_KNEE = 0.2

@@ -26,14 +26,14 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # the test suite's PostgreSQL server (tests/postgres_server.py)
 
-from kneepoint.agent.run_folder import RunFolder  # noqa: E402
-from kneepoint.agent.shared_state import shared_state  # noqa: E402
-from kneepoint.agent.shared_study import SharedStudy  # noqa: E402
-from kneepoint.agent.state import RunState  # noqa: E402
 from kneepoint.config import load_study  # noqa: E402
+from kneepoint.run.folder import RunFolder  # noqa: E402
+from kneepoint.run.state import RunState  # noqa: E402
+from kneepoint.workers.shared_study import SharedStudy  # noqa: E402
+from kneepoint.workers.state import shared_state  # noqa: E402
 from tests.postgres_server import MISSING, PostgresServer, find_bindir, running_server  # noqa: E402
 
-CLI = [sys.executable, "-m", "kneepoint.agent.cli"]
+CLI = [sys.executable, "-m", "kneepoint.cli.main"]
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,8 @@ import httpx
 import pytest
 import yaml
 
-from kneepoint.agent.cli import main
-from kneepoint.agent.cli_diagnose import _study
-from kneepoint.agent.run_folder import RunFolder
+from kneepoint.cli.diagnose import _study
+from kneepoint.cli.main import main
 from kneepoint.config import ConfigError, load_study
 from kneepoint.load.plan import PlannedRequest
 from kneepoint.load.size import PointSize
@@ -32,6 +31,7 @@ from kneepoint.probes.target import Opening
 from kneepoint.records.backend_spec import AttachBackend as AttachSpec
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.study import StudySpec
+from kneepoint.run.folder import RunFolder
 
 from .conftest import QUICKSTART
 

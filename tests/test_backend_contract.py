@@ -9,11 +9,11 @@ import typing
 
 import pytest
 
-from kneepoint.agent.run_folder import serve_command
 from kneepoint.config import load_study
 from kneepoint.probes.targets import BACKENDS
 from kneepoint.records.backend_spec import Backend, BackendSpec, SimBackend
 from kneepoint.records.engine import EngineConfig
+from kneepoint.run.folder import serve_command
 from tests.conftest import QUICKSTART
 from tests.test_pruning import COMPUTE, run
 

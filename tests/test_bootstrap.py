@@ -9,9 +9,9 @@ import re
 import numpy as np
 import pytest
 
-from kneepoint.agent.report.data import CurvePoint
-from kneepoint.agent.report.measured import _value
 from kneepoint.load.bootstrap import mean_percentile_interval
+from kneepoint.report.data import CurvePoint
+from kneepoint.report.measured import _value
 
 from .conftest import TuneRun
 

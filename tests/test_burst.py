@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from kneepoint.agent.ledger import Ledger
 from kneepoint.config import load_study
 from kneepoint.load.burst import burst_plan, recovery_s, ttft_limits, window_s, windows
 from kneepoint.records.ledger import BurstChecked, BurstWindow, Finished
 from kneepoint.records.measure import RequestRecord
+from kneepoint.run.ledger import Ledger
 
 from .conftest import CONFIGS, TuneRun
 

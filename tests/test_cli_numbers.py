@@ -9,7 +9,7 @@ import socket
 
 import pytest
 
-from kneepoint.agent.cli import main
+from kneepoint.cli.main import main
 from kneepoint.probes.server_failure import address_in_use
 
 from .conftest import QUICKSTART

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from kneepoint.agent.cli import main
+from kneepoint.cli.main import main
 from kneepoint.records.ledger import QualityChecked
 
 from .conftest import KNEEPOINT, TuneRun

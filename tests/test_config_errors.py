@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kneepoint.agent.cli import main
+from kneepoint.cli.main import main
 from kneepoint.config import ConfigError, load_study
 
 from .conftest import QUICKSTART
@@ -198,7 +198,7 @@ def test_top_level_must_be_a_mapping(tmp_path: Path, body: str) -> None:
 def test_real_entry_point_exits_2_without_traceback(tmp_path: Path) -> None:
     path = _variant(tmp_path, "gpu_memory_utilization: 0.9", "gpu_memory_utilization: 1.3")
     done = subprocess.run(
-        [sys.executable, "-m", "kneepoint.agent.cli", "config", "check", str(path)],
+        [sys.executable, "-m", "kneepoint.cli.main", "config", "check", str(path)],
         capture_output=True,
         text=True,
         check=False,

@@ -13,10 +13,10 @@ import sys
 import pytest
 import structlog
 
-from kneepoint.agent.cli_progress import ConsoleProgress, LineProgress
-from kneepoint.agent.logs import configure_logging
-from kneepoint.agent.progress import duration
+from kneepoint.cli.console import ConsoleProgress, LineProgress
 from kneepoint.records.loadpoint import LoadPoint
+from kneepoint.run.logs import configure_logging
+from kneepoint.run.progress import duration
 
 from .conftest import TuneRun
 
@@ -105,7 +105,7 @@ def test_counts_reach_their_total_or_say_the_sweep_stopped_short(
     """'15/21' once stood as a sweep's last line, and '~Ns left' jumped: the first point's
     time (the server's start) was spread over every point left."""
     clock = iter([0.0, 0.0, 100.0, 110.0, 120.0, 125.0, 200.0, 201.0, 202.0])
-    monkeypatch.setattr("kneepoint.agent.cli_progress.time.monotonic", lambda: next(clock))
+    monkeypatch.setattr("kneepoint.cli.console.time.monotonic", lambda: next(clock))
     stream = io.StringIO()
     progress = LineProgress(stream)
     progress.sweep("screen", 5)  # t=0; points at 100 (server start), 110, 120

@@ -7,9 +7,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from kneepoint.agent.diagnose import findings_document, measure_and_diagnose
-from kneepoint.agent.progress import LogProgress
-from kneepoint.agent.report.document import to_markdown
 from kneepoint.config import knob_catalogue, load_study
 from kneepoint.config.catalog import gpu_catalogue, model_catalogue
 from kneepoint.physics.defaults import resolve_engine
@@ -17,6 +14,9 @@ from kneepoint.policies.context import context_of
 from kneepoint.records.diagnosis import Observation
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.loadpoint import LoadPoint, Signals
+from kneepoint.report.document import to_markdown
+from kneepoint.run.progress import LogProgress
+from kneepoint.tune.diagnose import findings_document, measure_and_diagnose
 
 from .conftest import REPO
 

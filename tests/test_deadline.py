@@ -1,6 +1,6 @@
 """Deadlines: a time of day is the next such moment in local time with the offset in force on
 that date (or in its own offset), a naive datetime is local time, and a new run whose deadline
-cannot fit one baseline is refused (kneepoint.agent.deadline)."""
+cannot fit one baseline is refused (kneepoint.tune.deadline)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from kneepoint.agent.deadline import baseline_floor_s, deadline_problem
 from kneepoint.config import load_study
 from kneepoint.records.budget import Budget
+from kneepoint.tune.deadline import baseline_floor_s, deadline_problem
 
 from .conftest import QUICKSTART
 

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from kneepoint.agent.decide import (
+from kneepoint.config import load_study
+from kneepoint.records.ledger import Finished, RunStarted
+from kneepoint.records.proposal import Pruning
+from kneepoint.run.ledger import Ledger
+from kneepoint.run.state import RunState
+from kneepoint.tune.decide import (
     Done,
     MeasureBaseline,
     Propose,
@@ -13,11 +18,6 @@ from kneepoint.agent.decide import (
     budget_stop,
     next_action,
 )
-from kneepoint.agent.ledger import Ledger
-from kneepoint.agent.state import RunState
-from kneepoint.config import load_study
-from kneepoint.records.ledger import Finished, RunStarted
-from kneepoint.records.proposal import Pruning
 
 from .conftest import QUICKSTART, TuneRun
 from .synthetic_space import candidate

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from kneepoint.agent.cli import main
-from kneepoint.agent.run_folder import RunFolder
 from kneepoint.calibration.recorded import load_recorded
+from kneepoint.cli.main import main
 from kneepoint.config import load_study
 from kneepoint.probes.process import ServerProcess, free_port
+from kneepoint.run.folder import RunFolder
 
 from .conftest import CONFIGS
 
@@ -56,7 +56,7 @@ def test_a_known_knee_costs_two_points(tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     port = free_port()
-    argv = [sys.executable, "-m", "kneepoint.agent.cli", "sim", "serve", "--gpu", "h100",
+    argv = [sys.executable, "-m", "kneepoint.cli.main", "sim", "serve", "--gpu", "h100",
             "--model", "llama-3.2-1b", "--port", str(port), "--max-num-seqs", "16",
             "--max-model-len", "8192", "--no-async-scheduling"]  # fmt: skip
     with ServerProcess(argv, tmp_path_factory.mktemp("server") / "server.log") as proc:

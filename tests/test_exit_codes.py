@@ -13,12 +13,12 @@ from unittest import mock
 
 import pytest
 
-from kneepoint.agent import cli
-from kneepoint.agent.cli import main
-from kneepoint.agent.files import write_atomically
-from kneepoint.agent.run_folder import RunFolder
+from kneepoint.cli import main as cli
+from kneepoint.cli.main import main
 from kneepoint.config import load_study
 from kneepoint.records.ledger import RunStarted
+from kneepoint.run.files import write_atomically
+from kneepoint.run.folder import RunFolder
 
 from .conftest import QUICKSTART, TuneRun
 

@@ -15,7 +15,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from kneepoint.agent.ledger import Ledger
 from kneepoint.config.study import load_study
 from kneepoint.load.plan import PlannedRequest
 from kneepoint.probes.backends import LaunchBackend, sim_argv
@@ -30,6 +29,7 @@ from kneepoint.records.engine import EngineConfig
 from kneepoint.records.faults import Faults, fault_flags
 from kneepoint.records.ledger import Event, Proposed, Screened
 from kneepoint.records.loadpoint import LoadPoint
+from kneepoint.run.ledger import Ledger
 from kneepoint.sim.engine import EngineRefusedError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -153,7 +153,7 @@ def test_a_hung_server_is_named_hung_without_waiting_out_every_request(tmp_path:
 def _tune(tmp_path: Path, faults: dict[str, object]) -> tuple[Path, list[Event]]:
     runs = tmp_path / "runs"
     done = subprocess.run(
-        [sys.executable, "-m", "kneepoint.agent.cli", "tune", str(STUDY), "--runs-dir",
+        [sys.executable, "-m", "kneepoint.cli.main", "tune", str(STUDY), "--runs-dir",
          str(runs), "--set", f"backend.faults={json.dumps(faults)}", "--set",
          "tuning.burst.enabled=false"],
         capture_output=True, text=True, timeout=300, check=False,

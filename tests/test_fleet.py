@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from kneepoint.agent.report.data import gather
-from kneepoint.agent.report.fleet import saving
-from kneepoint.agent.run_folder import RunFolder
 from kneepoint.load.fleet import output_per_request, size_fleet
 from kneepoint.records.study import FleetSpec
 from kneepoint.records.workload import mean_length_tokens
+from kneepoint.report.data import gather
+from kneepoint.report.fleet import saving
+from kneepoint.run.folder import RunFolder
 
 from .conftest import TuneRun
 

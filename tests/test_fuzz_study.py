@@ -27,11 +27,11 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kneepoint.agent.cli import main
-from kneepoint.agent.run_folder import RunFolder
+from kneepoint.cli.main import main
 from kneepoint.config import load_study
 from kneepoint.probes import study_knee
 from kneepoint.records.limits import MAX_POINT_REQUESTS
+from kneepoint.run.folder import RunFolder
 
 from .conftest import CONFIGS, QUICKSTART
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kneepoint.agent.cli import main
+from kneepoint.cli.main import main
 from kneepoint.probes.backends import AttachBackend, LaunchBackend
 from kneepoint.probes.identity import ModelCard, model_cards
 from kneepoint.probes.server_failure import ServerFailedError, classify

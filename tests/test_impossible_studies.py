@@ -13,8 +13,8 @@ from unittest import mock
 
 import pytest
 
-from kneepoint.agent import feasibility
-from kneepoint.agent.cli import main
+from kneepoint.cli.main import main
+from kneepoint.tune import feasibility
 
 from .conftest import QUICKSTART
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kneepoint.agent.cli_progress import point_words
+from kneepoint.cli.console import point_words
 from kneepoint.config.errors import ConfigError
 from kneepoint.config.trace import read_trace
 from kneepoint.load.knee import Verdict, find_capacity

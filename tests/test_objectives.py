@@ -8,9 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kneepoint.agent.cli import main
-from kneepoint.agent.ledger import Ledger
-from kneepoint.agent.state import RunState
+from kneepoint.cli.main import main
 from kneepoint.load.objective import rules
 from kneepoint.load.point import token_rates
 from kneepoint.records.engine import EngineConfig
@@ -18,6 +16,8 @@ from kneepoint.records.ledger import Finished
 from kneepoint.records.measure import RequestRecord
 from kneepoint.records.objective import GoodputAtRate, PeakThroughput, SloCapacity
 from kneepoint.records.sweep import SweepPoint, SweepResult
+from kneepoint.run.ledger import Ledger
+from kneepoint.run.state import RunState
 
 from .conftest import SMALL
 from .test_diagnosis import point

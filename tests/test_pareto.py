@@ -1,11 +1,11 @@
 """The report's Pareto view: every measured configuration's load points as speed per user
-against throughput per GPU, the frontier, the winner marked (kneepoint.agent.report.pareto)."""
+against throughput per GPU, the frontier, the winner marked (kneepoint.report.pareto)."""
 
 from __future__ import annotations
 
-from kneepoint.agent.report.data import gather
-from kneepoint.agent.report.pareto import ParetoPoint, frontier, pareto_points
-from kneepoint.agent.run_folder import RunFolder
+from kneepoint.report.data import gather
+from kneepoint.report.pareto import ParetoPoint, frontier, pareto_points
+from kneepoint.run.folder import RunFolder
 
 from .conftest import TuneRun
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kneepoint.agent.cli import main
+from kneepoint.cli.main import main
 from kneepoint.config import load_study
 from kneepoint.config.catalog import gpu_catalogue, model_catalogue
 from kneepoint.load.fleet import gpu_price

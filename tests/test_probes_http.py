@@ -33,7 +33,7 @@ MODEL = "llama-3.2-1b"
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int]]:
     port = free_port()
-    argv = [sys.executable, "-m", "kneepoint.agent.cli", "sim", "serve", "--gpu", "h100",
+    argv = [sys.executable, "-m", "kneepoint.cli.main", "sim", "serve", "--gpu", "h100",
             "--model", MODEL, "--port", str(port), "--max-num-seqs", "64",
             "--max-model-len", "8192"]  # fmt: skip
     log = tmp_path_factory.mktemp("server") / "server.log"

@@ -11,15 +11,15 @@ from pathlib import Path
 import pytest
 import structlog
 
-from kneepoint.agent.ledger import Ledger
-from kneepoint.agent.logs import configure_logging
-from kneepoint.agent.report import write_report
-from kneepoint.agent.run_folder import RunFolder
 from kneepoint.probes import redact as redaction
 from kneepoint.probes.process import ServerProcess
 from kneepoint.probes.redact import REDACTED, redact, remember_secret
 from kneepoint.probes.server_failure import classify
 from kneepoint.records.ledger import Finished, Screened
+from kneepoint.report import write_report
+from kneepoint.run.folder import RunFolder
+from kneepoint.run.ledger import Ledger
+from kneepoint.run.logs import configure_logging
 
 from .conftest import TuneRun
 

@@ -10,15 +10,15 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-from kneepoint.agent.ledger import Ledger
-from kneepoint.agent.report.data import CurvePoint, curve
-from kneepoint.agent.report.document import Code, Document, Table, to_html
-from kneepoint.agent.report.measured import DEFINITIONS, _value
-from kneepoint.agent.report.plots import plain_log_y
-from kneepoint.agent.run_folder import RunFolder
-from kneepoint.agent.state import RunState
 from kneepoint.records.ledger import QualityChecked
 from kneepoint.records.measure import Dist
+from kneepoint.report.data import CurvePoint, curve
+from kneepoint.report.document import Code, Document, Table, to_html
+from kneepoint.report.measured import DEFINITIONS, _value
+from kneepoint.report.plots import plain_log_y
+from kneepoint.run.folder import RunFolder
+from kneepoint.run.ledger import Ledger
+from kneepoint.run.state import RunState
 
 from .conftest import TuneRun
 from .test_tune import HEADLESS, _chromium

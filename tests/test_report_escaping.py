@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 from matplotlib.figure import Figure
 
-from kneepoint.agent.report import write_report
-from kneepoint.agent.report.document import (
+from kneepoint.config import ConfigError, load_study
+from kneepoint.report import write_report
+from kneepoint.report.document import (
     Bullets,
     Code,
     Document,
@@ -21,8 +22,7 @@ from kneepoint.agent.report.document import (
     Table,
     to_html,
 )
-from kneepoint.agent.run_folder import RunFolder
-from kneepoint.config import ConfigError, load_study
+from kneepoint.run.folder import RunFolder
 
 from .conftest import QUICKSTART, TuneRun
 

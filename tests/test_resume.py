@@ -51,7 +51,7 @@ def test_sigterm_stops_the_server_with_the_agent_and_the_run_resumes(tmp_path: P
     study.write_text(SMALL.read_text().replace("clock: virtual", "clock: http"))
     runs = tmp_path / "runs"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "kneepoint.agent.cli", "tune", str(study), "--runs-dir", str(runs)],
+        [sys.executable, "-m", "kneepoint.cli.main", "tune", str(study), "--runs-dir", str(runs)],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )  # fmt: skip
     deadline = time.monotonic() + 120

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from kneepoint.agent.cli import main
-from kneepoint.agent.lock import LOCK_NAME, RunLock, RunLockedError
-from kneepoint.agent.run_folder import RunFolder
+from kneepoint.cli.main import main
 from kneepoint.config import load_study
+from kneepoint.run.folder import RunFolder
+from kneepoint.run.lock import LOCK_NAME, RunLock, RunLockedError
 
 from .conftest import SMALL, TuneRun
 
@@ -24,7 +24,7 @@ _HOLD = """
 import sys, time
 from datetime import datetime
 from pathlib import Path
-from kneepoint.agent.lock import RunLock
+from kneepoint.run.lock import RunLock
 RunLock.take(Path(sys.argv[1]), datetime.now().astimezone())
 print("held", flush=True)
 time.sleep(600)

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from kneepoint.agent.cli import main
-from kneepoint.agent.diagnose import measure_and_diagnose
-from kneepoint.agent.ledger import Ledger
-from kneepoint.agent.progress import LogProgress
+from kneepoint.cli.main import main
 from kneepoint.config import knob_catalogue, load_study
 from kneepoint.records.ledger import Baseline
+from kneepoint.run.ledger import Ledger
+from kneepoint.run.progress import LogProgress
+from kneepoint.tune.diagnose import measure_and_diagnose
 
 from .conftest import CONFIGS
 

@@ -9,7 +9,7 @@ import jsonschema
 import pytest
 import yaml
 
-from kneepoint.agent.cli import main
+from kneepoint.cli.main import main
 from kneepoint.config import study_file_schema
 
 from .conftest import CONFIGS

@@ -11,13 +11,13 @@ from datetime import datetime
 
 import pytest
 
-from kneepoint.agent.shared_state import shared_state
-from kneepoint.agent.shared_study import Claimed, SharedStudy, SharedStudyError
 from kneepoint.config import load_study
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.ledger import Screened
 from kneepoint.records.proposal import Outcome, Prediction, Proposal
 from kneepoint.records.task import Task, TaskResult
+from kneepoint.workers.shared_study import Claimed, SharedStudy, SharedStudyError
+from kneepoint.workers.state import shared_state
 
 from .conftest import CONFIGS
 

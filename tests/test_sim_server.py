@@ -26,7 +26,7 @@ from kneepoint.records.engine import EngineConfig
 from kneepoint.sim.openai_api import Responder, sse_event
 from kneepoint.sim.serve_args import add_serve_arguments, resolve_serve_args
 
-KNEEPOINT = [sys.executable, "-m", "kneepoint.agent.cli"]
+KNEEPOINT = [sys.executable, "-m", "kneepoint.cli.main"]
 REFERENCE_NAMES = {
     "vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
     "vllm:cache_config_info", "vllm:num_preemptions", "vllm:prompt_tokens",

@@ -220,7 +220,7 @@ def test_capacity_helpers() -> None:
 def test_sweep_cli_prints_the_curve_and_writes_json(tmp_path: Path) -> None:
     out = tmp_path / "sweep.json"
     done = subprocess.run(
-        [sys.executable, "-m", "kneepoint.agent.cli", "sweep", str(QUICKSTART),
+        [sys.executable, "-m", "kneepoint.cli.main", "sweep", str(QUICKSTART),
          "--config-set", "max_num_seqs=64", "--start-rps", "8", "--seconds", "15",
          "--out", str(out)],
         capture_output=True, text=True, check=False,
@@ -239,7 +239,7 @@ def test_sweep_cli_prints_the_curve_and_writes_json(tmp_path: Path) -> None:
 
 def test_sweep_cli_names_a_bad_knob_in_one_line(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "kneepoint.agent.cli", "sweep", str(QUICKSTART),
+        [sys.executable, "-m", "kneepoint.cli.main", "sweep", str(QUICKSTART),
          "--config-set", "max_num_seqs=lots", "--out", str(tmp_path / "x.json")],
         capture_output=True, text=True, check=False,
     )  # fmt: skip

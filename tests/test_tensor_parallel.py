@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from kneepoint.agent.cli import main
-from kneepoint.agent.ledger import Ledger
+from kneepoint.cli.main import main
 from kneepoint.config import ConfigError, load_study
 from kneepoint.load.objective import rules
 from kneepoint.records.ledger import Promoted
 from kneepoint.records.objective import SloCapacity
 from kneepoint.records.sweep import SweepResult
+from kneepoint.run.ledger import Ledger
 
 from .conftest import CONFIGS
 

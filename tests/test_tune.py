@@ -16,9 +16,7 @@ import numpy as np
 import pytest
 import yaml
 
-from kneepoint.agent.cli import main
-from kneepoint.agent.ledger import Ledger
-from kneepoint.agent.state import RunState
+from kneepoint.cli.main import main
 from kneepoint.records.ledger import (
     Baseline,
     BurstChecked,
@@ -28,6 +26,8 @@ from kneepoint.records.ledger import (
     Screened,
 )
 from kneepoint.records.measure import RequestRecord
+from kneepoint.run.ledger import Ledger
+from kneepoint.run.state import RunState
 
 from .conftest import CONFIGS, KNEEPOINT, QUICKSTART, SMALL, TuneRun
 

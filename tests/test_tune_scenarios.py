@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from kneepoint.agent.cli import main
-from kneepoint.agent.ledger import Ledger
-from kneepoint.agent.state import RunState
+from kneepoint.cli.main import main
 from kneepoint.config import knob_catalogue
 from kneepoint.policies.space import contains
+from kneepoint.run.ledger import Ledger
+from kneepoint.run.state import RunState
 
 from .conftest import CONFIGS
 

@@ -18,15 +18,15 @@ import pytest
 from optuna.storages import RDBStorage
 from optuna.trial import FrozenTrial, TrialState
 
-from kneepoint.agent.cli import main
-from kneepoint.agent.ledger import Ledger
-from kneepoint.agent.run_folder import RunFolder
-from kneepoint.agent.shared_state import shared_state
-from kneepoint.agent.shared_study import RESULT, TASK, WORKER, SharedStudy
-from kneepoint.agent.state import RunState
+from kneepoint.cli.main import main
 from kneepoint.config import load_study
 from kneepoint.records.ledger import BurstChecked, Event, Finished
 from kneepoint.records.task import Task
+from kneepoint.run.folder import RunFolder
+from kneepoint.run.ledger import Ledger
+from kneepoint.run.state import RunState
+from kneepoint.workers.shared_study import RESULT, TASK, WORKER, SharedStudy
+from kneepoint.workers.state import shared_state
 
 from .conftest import QUICKSTART, SMALL, TuneRun
 
@@ -66,7 +66,7 @@ def test_an_unknown_study_name_is_one_line(
 
 
 def _worker(url: str, gpu: int, tmp_path: Path) -> subprocess.Popen[str]:
-    argv = [sys.executable, "-m", "kneepoint.agent.cli", "worker", "--storage", url, "--study",
+    argv = [sys.executable, "-m", "kneepoint.cli.main", "worker", "--storage", url, "--study",
             str(QUICKSTART), "--gpu", str(gpu), "--runs-dir", str(tmp_path / "runs"),
             *WORKER_OPTIONS]  # fmt: skip
     log = (tmp_path / f"worker{gpu}.err").open("w")

@@ -37,7 +37,7 @@ from kneepoint.records.workload import TraceArrivals, Workload
 
 StudyCheck = Callable[[StudySpec], Sequence[tuple[Loc, str]]]
 """A check of a validated study that needs more than the records know (the physics, the
-installed vLLM, the clock: kneepoint.agent.feasibility), as (field path, problem) pairs; the
+installed vLLM, the clock: kneepoint.tune.feasibility), as (field path, problem) pairs; the
 loader locates each in the file or the --set that gave it."""
 
 

@@ -2,7 +2,7 @@
 
 The study lives in the storage the caller passes, a port the caller owns (None: in memory; the
 agent opens the run folder's ``optuna.db``, which optuna-dashboard opens too, in
-``kneepoint.agent.optuna_storage``): this module never opens a file or a database itself. One
+``kneepoint.run.optuna_storage``): this module never opens a file or a database itself. One
 study per search space,
 named after the proposer and a hash of the space unless the caller names it. How outcomes
 become trial results is in ``kneepoint.policies.optuna_space``. SLO feasibility is a trial

@@ -93,7 +93,7 @@ def sim_argv(
         return [
             sys.executable,
             "-m",
-            "kneepoint.agent.cli",
+            "kneepoint.cli.main",
             "sim",
             "serve",
             "--gpu",

@@ -38,7 +38,7 @@ class RunStarted(Record):
     kneepoint_version: str
     started_at: datetime
     study_sha256: str | None = None
-    """The resolved study's digest (``kneepoint.agent.run_folder.study_digest``): a resumed
+    """The resolved study's digest (``kneepoint.run.folder.study_digest``): a resumed
     run whose study.yaml was edited since would judge challengers against a baseline
     measured under another study. None in ledgers written before it was recorded."""
 

@@ -1,0 +1,83 @@
+"""``kneepoint calibrate``: fit the simulator's constants to recorded real sweeps.
+
+    kneepoint calibrate tests/fixtures/real/h100-llama8b-chat --out h100-llama8b.yaml
+
+Each recording is a sweep.json (or a folder holding one) beside, or one folder below, the
+study.yaml it was measured under (what `kneepoint diagnose` writes on a real server). Prints
+each recorded step against its fitted price, the fit's error, and TTFT at the lowest rates;
+writes the calibration a study names with ``calibration: FILE``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import structlog
+
+if TYPE_CHECKING:
+    from kneepoint.calibration.calibrate import Fitted
+
+log = structlog.get_logger(__name__)
+
+
+def add_calibrate_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    cmd = commands.add_parser(
+        "calibrate", help="fit the simulator's constants to recorded real sweeps"
+    )
+    cmd.add_argument(
+        "recordings",
+        type=Path,
+        nargs="+",
+        help="sweep.json files, folders holding one, or folders of such",
+    )
+    cmd.add_argument("--out", type=Path, required=True, help="the calibration file to write")
+    cmd.set_defaults(handler=run_calibrate)
+
+
+def _table(fitted: Fitted) -> list[str]:
+    eff = fitted.calibration.efficiency
+    lines = [f"  {'recorded step':<28} {'measured ms':>11} {'fitted ms':>10} {'error':>7}"]
+    for s in fitted.samples:
+        measured, priced = s.observed_s * 1e3, s.predicted_s(eff) * 1e3
+        lines.append(
+            f"  {s.label:<28} {measured:11.2f} {priced:10.2f} {priced / measured - 1:+7.1%}"
+        )
+    lines.append(f"  {'TTFT p50 (lowest rate)':<28} {'measured ms':>11} {'fitted ms':>10}")
+    frontend_ms = eff.frontend_latency_s * 1e3
+    for c in fitted.ttft:
+        lines.append(f"  {c.label:<28} {c.real_ms:11.1f} {c.engine_ms + frontend_ms:10.1f}")
+    return lines
+
+
+def run_calibrate(args: argparse.Namespace) -> int:
+    import yaml
+
+    from kneepoint.calibration.calibrate import calibrate
+    from kneepoint.calibration.recorded import find_recorded
+    from kneepoint.run.files import check_output, write_atomically
+
+    check_output("--out", args.out)
+    recordings = find_recorded(args.recordings)
+    fitted = calibrate(recordings)
+    found = fitted.calibration
+    text = yaml.safe_dump(found.model_dump(mode="json"), sort_keys=False)
+    write_atomically(args.out, f"# kneepoint calibrate: {found.gpu} / {found.model}\n{text}")
+    log.info("calibration.written", path=str(args.out), step_error_rel=found.step_error_rel)
+    eff = found.efficiency
+    summary = [
+        f"{len(recordings)} recordings, {len(fitted.samples)} steps: {found.gpu} / "
+        f"{found.model}, vLLM {found.vllm_version or 'unknown'}",
+        *_table(fitted),
+        f"fit: steps within {found.step_error_rel:.1%} (rms); API server "
+        f"{eff.frontend_latency_s * 1e3:.1f} ms per request (TTFT error {found.ttft_error_ms} "
+        f"ms); engine core {eff.cpu_request_s * 1e6:.0f} us of CPU per running sequence; mfu "
+        f"{eff.mfu:.2f}, "
+        f"weights {eff.weight_bandwidth:.2f} and KV {eff.kv_bandwidth:.2f} of peak bandwidth, fp8 "
+        f"GEMMs up to {eff.fp8_gemm_speedup:.2f}x",
+        f"written: {args.out} (name it in a study: calibration: {args.out})",
+    ]
+    sys.stdout.write("\n".join(summary) + "\n")
+    return 0

@@ -1,0 +1,244 @@
+"""The ``kneepoint`` command line.
+
+Exit status: 0 success; 2 bad input (a configuration problem, a usage error, a file that
+cannot be read or an output path that cannot be written), told before any server starts; 1
+the run failed (a measured server that would not start or died, a baseline that could not be
+measured, the simulated engine refusing to start as vLLM does, the OS refusing a file
+operation); 130 interrupted (Ctrl-C, SIGTERM or SIGHUP: any server it held is stopped first).
+Each failure is one line on stderr (one per problem in a file) and never a traceback.
+
+A command's own machinery (the tuner, the simulated server, Optuna's storage, the report's
+plots) is imported when that command runs, not to parse a command line: every command, and
+each ``kneepoint sim serve`` a tune launches, starts in about half the time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import json
+import os
+import signal
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, nullcontext
+from datetime import datetime
+from pathlib import Path
+from types import FrameType
+from typing import NoReturn
+
+import structlog
+import yaml
+
+from kneepoint import __version__
+from kneepoint.cli.calibrate import add_calibrate_command
+from kneepoint.cli.diagnose import add_diagnose_command
+from kneepoint.cli.plan import add_plan_command
+from kneepoint.cli.report import add_report_command
+from kneepoint.cli.sweep import add_sweep_command
+from kneepoint.cli.tune import EXIT_INTERRUPTED, add_tune_command
+from kneepoint.cli.worker import add_worker_command
+from kneepoint.config import ConfigError, load_study, study_file_schema
+from kneepoint.config.overrides import add_overrides_argument
+from kneepoint.run.files import check_output, write_atomically
+from kneepoint.run.logs import configure_logging
+from kneepoint.sim.serve_args import add_serve_arguments, bind_problem, resolve_serve_args
+
+EXIT_OK = 0
+EXIT_RUN_FAILED = 1
+EXIT_BAD_INPUT = 2
+
+log = structlog.get_logger(__name__)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a usage error as one line like every other bad input (argparse prints
+    the whole usage first); subcommands' parsers are of the same class."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_BAD_INPUT, f"kneepoint: {message} (see {self.prog} --help)\n")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = _Parser(  # its subcommands are _Parsers too
+        prog="kneepoint",
+        description="Autonomous tuning agent for LLM serving engines (vLLM first).",
+    )
+    parser.add_argument("--version", action="version", version=f"kneepoint {__version__}")
+    _add_global_options(parser, defaults=True)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    config = commands.add_parser("config", help="validate study files and print their schema")
+    config_commands = config.add_subparsers(dest="config_command", required=True, metavar="ACTION")
+    check = config_commands.add_parser(
+        "check", help="validate a study file and print it resolved, with every default"
+    )
+    check.add_argument("file", type=Path, help="the study YAML file")
+    add_overrides_argument(
+        check, "override a field, e.g. --set engine.max_num_seqs=128 (repeatable)"
+    )
+    check.add_argument("--json", action="store_true", help="print JSON instead of YAML")
+    check.set_defaults(handler=_config_check)
+
+    schema = config_commands.add_parser("schema", help="print the JSON Schema of study files")
+    schema.add_argument("--output", type=Path, help="write it to this file instead of stdout")
+    schema.set_defaults(handler=_config_schema)
+
+    sim = commands.add_parser("sim", help="the built-in simulated serving engine")
+    sim_commands = sim.add_subparsers(dest="sim_command", required=True, metavar="ACTION")
+    serve = sim_commands.add_parser(
+        "serve",
+        help="serve a simulated vLLM over HTTP (OpenAI API, /metrics, /telemetry)",
+        description="Serve a simulated vLLM engine. Takes `vllm serve` flags for what the "
+        "simulator models (e.g. --max-num-seqs 128 --no-enable-prefix-caching).",
+    )
+    add_serve_arguments(serve)
+    serve.set_defaults(handler=_sim_serve, takes_unknown=True)
+    add_sweep_command(commands)
+    add_tune_command(commands)
+    add_worker_command(commands)
+    add_diagnose_command(commands)
+    add_plan_command(commands)
+    add_report_command(commands)
+    add_calibrate_command(commands)
+    _global_options_everywhere(parser)
+    return parser
+
+
+def _add_global_options(parser: argparse.ArgumentParser, *, defaults: bool) -> None:
+    # A subcommand's copy of an option has no default of its own (SUPPRESS), so it only
+    # overrides the top-level value when it is actually given after the subcommand.
+    level = "warning" if defaults else argparse.SUPPRESS
+    log_file = None if defaults else argparse.SUPPRESS
+    parser.add_argument(
+        "--log-level",
+        default=level,
+        choices=["debug", "info", "warning"],
+        help="console log level (default: warning)",
+    )
+    parser.add_argument(
+        "--log-file", type=Path, default=log_file, help="also write JSON-lines events here"
+    )
+
+
+def _global_options_everywhere(parser: argparse.ArgumentParser) -> None:
+    """Accept --log-level and --log-file after any subcommand too (``kneepoint tune X
+    --log-level info``), not only before it."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                _add_global_options(sub, defaults=False)
+                _global_options_everywhere(sub)
+
+
+def _sim_serve(args: argparse.Namespace) -> int:
+    from kneepoint.physics.defaults import UnmodeledSettingError
+    from kneepoint.sim.engine import EngineRefusedError
+    from kneepoint.sim.server import build_server, serve
+
+    configure_logging(level="info", log_file=args.log_file)  # vLLM-style startup lines
+    serve_args = resolve_serve_args(args, args.unknown)
+    if (problem := bind_problem(serve_args.host, serve_args.port)) is not None:
+        print(f"kneepoint: --port {problem}", file=sys.stderr)  # "address already in use"
+        return EXIT_BAD_INPUT
+    try:
+        server = build_server(serve_args, serve_args.efficiency)
+    except (EngineRefusedError, UnmodeledSettingError) as exc:
+        print(f"kneepoint: {exc}", file=sys.stderr)
+        return EXIT_RUN_FAILED  # vLLM exits 1 when it refuses to start
+    serve(server, args.api_key or os.environ.get("VLLM_API_KEY") or None)  # as vLLM reads it
+    return EXIT_OK
+
+
+def _config_check(args: argparse.Namespace) -> int:
+    from kneepoint.tune.feasibility import study_checks
+
+    now = datetime.now().astimezone()
+    study = load_study(args.file, args.overrides, study_checks(now))
+    resolved = study.model_dump(mode="json")
+    log.info("config.checked", file=str(args.file), study=study.name, overrides=args.overrides)
+    if args.json:
+        sys.stdout.write(json.dumps(resolved, indent=2) + "\n")
+    else:
+        sys.stdout.write(f"# {args.file}: valid; resolved study with every default\n")
+        sys.stdout.write(yaml.safe_dump(resolved, sort_keys=False, allow_unicode=True))
+        deadline = study.budget.deadline_after(now)
+        if deadline is not None:
+            sys.stdout.write(
+                f"# budget.deadline: a run started now stops starting new work "
+                f"at {deadline.isoformat(timespec='minutes')}\n"
+            )
+    return EXIT_OK
+
+
+def _config_schema(args: argparse.Namespace) -> int:
+    text = json.dumps(study_file_schema(), indent=2) + "\n"
+    if args.output is None:
+        sys.stdout.write(text)
+    else:
+        check_output("--output", args.output)
+        write_atomically(args.output, text)
+    return EXIT_OK
+
+
+@contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM and SIGHUP (a scheduler's stop, a closed terminal) unwind like Ctrl-C, so the
+    server being measured is stopped with its whole process group rather than orphaned."""
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown and not getattr(args, "takes_unknown", False):
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    args.unknown = unknown
+    try:
+        if args.log_file is not None:
+            check_output("--log-file", args.log_file)
+        configure_logging(level=args.log_level, log_file=args.log_file)
+    except ConfigError as exc:
+        for line in exc.lines():
+            print(f"kneepoint: {line}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except OSError as exc:  # what the check could not foresee (root passes every access test)
+        print(f"kneepoint: --log-file {args.log_file}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    # The simulated server handles its own signals; every other command may hold a server.
+    guard = nullcontext() if args.command == "sim" else _terminate_as_interrupt()
+    try:
+        with guard:
+            code: int = args.handler(args)
+    except ConfigError as exc:
+        for line in exc.lines():
+            print(f"kneepoint: {line}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("kneepoint: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except OSError as exc:
+        # The OS refused an operation on a named file mid-run (disk full, permissions changed,
+        # a path removed under the run): the run failed, said in one line. A full disk says so
+        # whatever the call (a write names no file); any other OSError without a file is not
+        # this, and keeps its traceback.
+        full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
+        if exc.filename is None and not full:
+            raise
+        where = f"{exc.filename}: " if exc.filename is not None else ""
+        print(f"kneepoint: {where}{exc.strerror or exc}", file=sys.stderr)
+        return EXIT_RUN_FAILED
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

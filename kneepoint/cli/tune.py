@@ -1,0 +1,198 @@
+"""``kneepoint tune``: the overnight job. Starts a run from a study file, or resumes one.
+
+    kneepoint tune configs/studies/quickstart.yaml      a new run under runs/
+    kneepoint tune runs/quickstart-20261122-231500      resume that run
+    kneepoint tune --resume runs/quickstart-...         the same
+
+The run folder is locked while the agent works on it (a second agent is refused in one line);
+the lock dies with the agent, however it dies, so a killed run resumes at once.
+
+At the end it writes the report (Markdown and HTML), best.yaml and the winner's exact
+`vllm serve` command into the run folder, and prints where they are. Its machinery is imported
+when it runs (see ``kneepoint.cli.main``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kneepoint.config import ConfigError
+from kneepoint.config.errors import Problem
+from kneepoint.config.overrides import add_overrides_argument
+
+if TYPE_CHECKING:
+    from kneepoint.records.objective import Objective
+    from kneepoint.records.study import StudySpec
+    from kneepoint.run.folder import RunFolder
+    from kneepoint.run.state import RunState
+
+EXIT_RUN_FAILED = 1
+EXIT_INTERRUPTED = 130
+
+
+def add_tune_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    tune = commands.add_parser(
+        "tune", help="tune a study overnight (or resume a run folder) and write its report"
+    )
+    tune.add_argument("target", type=Path, nargs="?", help="a study YAML file, or a run folder")
+    tune.add_argument("--resume", type=Path, metavar="RUN", help="resume this run folder")
+    tune.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where runs go")
+    tune.add_argument(
+        "--repair-ledger",
+        action="store_true",
+        help="resuming: keep the ledger's valid events before a damaged line and "
+        "move the rest aside (to ledger.jsonl.rejected-lineN)",
+    )
+    add_overrides_argument(tune, "override a study field (new runs only)")
+    tune.set_defaults(handler=run_tune)
+
+
+def _open(args: argparse.Namespace) -> RunFolder:
+    from kneepoint.config import load_study
+    from kneepoint.run.files import check_output
+    from kneepoint.run.folder import RunFolder, RunFolderError, run_folder_error
+    from kneepoint.run.lock import RunLockedError
+    from kneepoint.tune.feasibility import study_checks
+
+    target: Path | None = args.resume or args.target
+    if target is None:
+        raise ConfigError([Problem("kneepoint tune", None, (), "give a study file or a run")])
+    if target.is_dir():
+        if args.overrides:
+            raise ConfigError([Problem("--set", None, (), "a resumed run keeps its study")])
+        try:
+            folder = RunFolder.existing(target)
+            folder.take_lock(datetime.now().astimezone())  # before the repair writes
+        except (RunFolderError, RunLockedError) as exc:
+            raise run_folder_error(target, exc) from exc
+        try:
+            if args.repair_ledger:
+                _repair(folder)
+            folder.check_resumable()  # after a repair too: it may have kept nothing
+            folder.check_study_unchanged(folder.study())
+        except BaseException as exc:
+            folder.release()
+            if isinstance(exc, RunFolderError):
+                raise run_folder_error(target, exc) from exc
+            raise
+        return folder
+    if args.repair_ledger:
+        raise ConfigError(
+            [
+                Problem(
+                    "--repair-ledger",
+                    None,
+                    (),
+                    "repairs a run folder's ledger; give the run, not a study file",
+                )
+            ]
+        )
+    check_output("--runs-dir", args.runs_dir, directory=True)
+    now = datetime.now().astimezone()
+    # Refused before anything starts (kneepoint.tune.feasibility): a baseline cut off by the
+    # deadline, or an engine vLLM or the simulator refuses, is device time for nothing.
+    study = load_study(target, args.overrides, study_checks(now))
+    return RunFolder.create(args.runs_dir, study, now)
+
+
+def _repair(folder: RunFolder) -> None:
+    kept, aside = folder.ledger.repair()
+    if aside is None:
+        print(
+            f"kneepoint: {folder.ledger.path}: every line is a valid event; nothing to repair",
+            file=sys.stderr,
+        )
+        return
+    folder.set_optuna_aside(aside.name.rsplit(".", 1)[-1])
+    print(
+        f"kneepoint: {folder.ledger.path}: kept {kept} events; the rest moved to {aside}",
+        file=sys.stderr,
+    )
+
+
+def run_tune(args: argparse.Namespace) -> int:
+    folder = _open(args)
+    try:
+        return _tune(folder, args)
+    finally:
+        folder.release()
+
+
+def _tune(folder: RunFolder, args: argparse.Namespace) -> int:
+    from kneepoint.cli.console import ConsoleProgress, progress_for
+    from kneepoint.config import knob_catalogue
+    from kneepoint.load.objective import rules
+    from kneepoint.report import write_report
+    from kneepoint.run.folder import RunFolderError, run_folder_error
+    from kneepoint.run.ledger import LedgerError
+    from kneepoint.run.logs import configure_logging
+    from kneepoint.tune.feasibility import launched_vllm
+    from kneepoint.tune.loop import Tuner
+
+    # The run's own structured log lives with it, unless the user sent it elsewhere.
+    configure_logging(level=args.log_level, log_file=args.log_file or folder.path / "events.jsonl")
+    try:
+        study = folder.study()
+        tuner = Tuner(
+            folder,
+            study,
+            progress_for(sys.stderr),
+            knob_catalogue(),
+            vllm_version=launched_vllm(study),
+        )
+    except (RunFolderError, LedgerError) as exc:
+        raise run_folder_error(folder.path, exc) from exc
+    tuner.progress.phase("run", f"{study.name} in {folder.path}")
+    try:
+        state = tuner.run()
+    except KeyboardInterrupt:
+        print(f"\ninterrupted; resume with: kneepoint tune {folder.path}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    if isinstance(tuner.progress, ConsoleProgress):
+        tuner.progress.finish_bar()  # the summary below starts on a line of its own
+    markdown, html = write_report(folder)
+    finished = state.finished
+    reason = f"{finished.reason}: {finished.detail}" if finished else "not finished"
+    objective = study.objective
+    start = rules(objective).value(state.baseline.repeats) if state.baseline else None
+    best = state.incumbent_objective
+    lines = [
+        f"run: {folder.path}  ({reason})",
+        f"{rules(objective).name()}: {_measured(start, objective)} -> "
+        f"{_measured(best, objective)} after {state.trials_run} trials, "
+        f"{state.device_s / 3600:.2f} device-hours",
+        f"report: {markdown}  {html}",
+    ]
+    failed = finished is not None and finished.reason == "baseline_failed"
+    if state.incumbent is not None and not failed:
+        lines += _winner_lines(folder, study, state)
+    sys.stdout.write("\n".join(lines) + "\n")
+    if failed:
+        assert finished is not None
+        # Nothing was tuned: the run failed, though its report says what the server did.
+        print(f"kneepoint: {folder.path}: the baseline failed: {finished.detail}", file=sys.stderr)
+        return EXIT_RUN_FAILED
+    return 0
+
+
+def _winner_lines(folder: RunFolder, study: StudySpec, state: RunState) -> list[str]:
+    from kneepoint.run.folder import serve_command
+
+    assert state.incumbent is not None
+    unchecked = [str(t.trial) for t in state.trials.values() if t.promoted and t.unchecked_quality]
+    caveat = f" (not quality-checked: trial {', '.join(unchecked)})" if unchecked else ""
+    return [
+        f"serve the winner with{caveat}:",
+        f"  {serve_command(study, state.incumbent)}",
+        f"(also in {folder.path / 'best-command.txt'}; engine config in best.yaml)",
+    ]
+
+
+def _measured(value: float | None, objective: Objective) -> str:
+    from kneepoint.load.objective import rules
+
+    return "nothing measured" if value is None else f"{value:.2f} {rules(objective).unit()}"

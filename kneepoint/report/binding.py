@@ -1,0 +1,81 @@
+"""The report's diagnosis sections: what binds and why (each reading the verdict weighed) and
+the knobs pruned, for the starting configuration and after every promotion. ``kneepoint
+diagnose`` prints the same tables."""
+
+from __future__ import annotations
+
+from kneepoint.records.diagnosis import Diagnosis
+from kneepoint.records.proposal import Pruning
+from kneepoint.report.data import ReportData
+from kneepoint.report.document import Document, Heading, Paragraph, Table
+
+
+def evidence_table(diagnosis: Diagnosis) -> Table:
+    """Every reading the diagnosis weighed: its value, threshold, what it points to, weight."""
+    rows = [
+        [
+            e.signal,
+            "-" if e.value is None else f"{e.value:g}",
+            e.threshold,
+            e.reading,
+            e.supports or "context",
+            f"{e.weight:.2f}",
+        ]
+        for e in diagnosis.evidence
+    ]
+    return Table(["signal", "value", "threshold", "reading", "points to", "weight"], rows)
+
+
+def _stages(data: ReportData) -> list[tuple[str, Diagnosis, Pruning]]:
+    """Each incumbent's diagnosis and pruning: the start's, then one per promotion."""
+    state = data.state
+    stages = []
+    if state.baseline is not None:
+        stages.append(("At the start", state.baseline.diagnosis, state.baseline.pruning))
+    stages += [
+        (f"After trial {p.trial} was promoted", p.diagnosis, p.pruning) for p in state.promotions
+    ]
+    return stages
+
+
+def bottleneck(data: ReportData, doc: Document) -> None:
+    """What binds and why, for the start and after each promotion."""
+    doc.add(Heading("What binds and why"))
+    for title, diagnosis, _ in _stages(data):
+        scores = ", ".join(f"{c} {v:.0%}" for c, v in diagnosis.scores.items())
+        sources = ", ".join(diagnosis.sources) or "none"
+        doc.add(
+            Heading(title, 3),
+            Paragraph(
+                f"{diagnosis.headline()}. Shares of wall time: {scores}. Sources: {sources}."
+            ),
+            evidence_table(diagnosis),
+        )
+
+
+def pruning_tables(pruning: Pruning) -> list[Table]:
+    """The knobs worth trying, with move and prediction, and the knobs ruled out, with why."""
+    tried = [
+        [
+            c.knob.name,
+            c.direction + (f" {c.target}" if c.target is not None else ""),
+            f"{c.predicted_ratio:.2f}x",
+            c.relieves,
+            c.reason,
+            "yes" if c.needs_quality_check else "",
+        ]
+        for c in pruning.candidates
+    ]
+    ruled = [[r.knob, r.reason] for r in pruning.ruled_out]
+    header = ["worth trying", "move", "predicted", "relieves", "why", "quality check"]
+    return [
+        Table(header, tried or [["(none)", "", "", "", "", ""]]),
+        Table(["ruled out", "why"], ruled or [["(none)", ""]]),
+    ]
+
+
+def pruned(data: ReportData, doc: Document) -> None:
+    """The knobs pruned and why, for the start and after each promotion."""
+    doc.add(Heading("Knobs pruned and why"))
+    for title, _, pruning in _stages(data):
+        doc.add(Heading(title, 3), *pruning_tables(pruning))

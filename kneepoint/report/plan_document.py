@@ -1,0 +1,187 @@
+"""``kneepoint plan``'s answer as a document: the request lengths it sized for, the layouts
+ranked by price per million output tokens (and capacity per GPU), each layout's memory per
+GPU, the weight formats that start, and what vLLM would refuse, in its words."""
+
+from __future__ import annotations
+
+from kneepoint.config.catalog import gpu_catalogue
+from kneepoint.records.plan import Layout, Plan
+from kneepoint.report.document import Bullets, Document, Heading, Paragraph, Table
+
+
+def _name(gpu: str) -> str:
+    spec = gpu_catalogue().get(gpu)
+    return spec.display_name if spec is not None else gpu
+
+
+def _label(lay: Layout) -> str:
+    return f"{_name(lay.gpu)}, TP {lay.tensor_parallel_size}"
+
+
+def _money(value: float | None, digits: int = 2) -> str:
+    return "no price" if value is None else f"${value:,.{digits}f}"
+
+
+def plan_document(plan: Plan) -> Document:
+    doc = Document(f"Plan: {plan.model} for {plan.workload} ({plan.study})")
+    _lengths(plan, doc)
+    _ranking(plan, doc)
+    _memory(plan, doc)
+    _weights(plan, doc)
+    _refused(plan, doc)
+    return doc
+
+
+def _lengths(plan: Plan, doc: Document) -> None:
+    n = plan.lengths
+    doc.add(
+        Heading("Request lengths and max_model_len"),
+        Paragraph(
+            f"Requests (shared prefix + prompt + output) are {n.p50_tokens:,} tokens at the median "
+            f"and {n.p99_tokens:,} at the p99; the longest the workload sends is "
+            f"{n.longest_tokens:,}. max_model_len is right-sized to **{n.max_model_len:,}**, which "
+            f"serves every request; one at the p99 ({n.p99_max_model_len:,}) would reject "
+            f"{n.over_p99_share:.1%} of them. vLLM's KV pool does not grow with max_model_len; "
+            "what a smaller one buys is start-up: vLLM refuses a configuration whose pool cannot "
+            "hold one request of max_model_len (below, where that decided a layout)."
+        ),
+    )
+
+
+def _ranking(plan: Plan, doc: Document) -> None:
+    ranked = plan.ranked()
+    doc.add(Heading("Layouts, cheapest per million output tokens first"))
+    if not ranked:
+        doc.add(Paragraph("No layout starts: see what vLLM would refuse below."))
+        return
+    by_gpu = sorted(ranked, key=lambda lay: -_per_gpu(lay))
+    rows = []
+    for i, lay in enumerate(ranked, 1):
+        p, tp = lay.prediction, lay.tensor_parallel_size
+        assert p is not None
+        rows.append(
+            [
+                str(i),
+                _label(lay),
+                str(lay.replicas),
+                f"{lay.kv_tokens:,}",
+                f"{lay.concurrency_p50:,.0f} / {lay.concurrency_p99:,.0f}",
+                "-" if p.knee_rps is None else f"{p.knee_rps:.2f}",
+                f"{p.capacity_rps or 0:.2f}",
+                f"{_per_gpu(lay):.2f}",
+                str(by_gpu.index(lay) + 1),
+                _money(p.usd_per_hour),
+                _money(p.usd_per_million_output(tp), 3),
+            ]
+        )
+    header = [
+        "rank",
+        "layout",
+        f"replicas on {plan.gpus_per_node} GPUs",
+        "KV tokens",
+        "requests in KV (p50 / p99 length)",
+        "knee req/s",
+        "SLO capacity req/s",
+        "req/s per GPU",
+        "rank per GPU",
+        "$/hour (one replica)",
+        "$ per 1M output",
+    ]
+    best = ranked[0]
+    constants = (
+        f"the study's calibration on the {_name(plan.calibrated_on)}, the built-in "
+        "constants on other GPUs"
+        if plan.calibrated_on
+        else "the simulator's built-in constants"
+    )
+    doc.add(
+        Table(header, rows),
+        Paragraph(
+            f"Recommended: **{_label(best)}** at max_model_len {best.max_model_len:,}. Knee and "
+            "SLO capacity are the simulator's (virtual clock, the study's traffic and SLO, "
+            f"{constants}), predictions to check "
+            "with `kneepoint tune` before a fleet is bought. The price per million output tokens "
+            "is at SLO capacity with every GPU busy: the floor a fleet pays; a fleet sized for a "
+            "peak runs below it."
+        ),
+    )
+
+
+def _per_gpu(lay: Layout) -> float:
+    assert lay.prediction is not None
+    return lay.prediction.per_gpu_rps(lay.tensor_parallel_size) or 0.0
+
+
+def _memory(plan: Plan, doc: Document) -> None:
+    rows = [
+        [
+            _label(lay),
+            f"{lay.weight_gib:.1f}",
+            f"{lay.activation_gib:.2f}",
+            f"{lay.overhead_gib:.2f}",
+            f"{lay.kv_gib:.1f}",
+            f"{lay.kv_tokens:,}",
+            "yes" if lay.fits else "no: vLLM refuses",
+        ]
+        for lay in plan.layouts
+        if lay.excluded is None
+    ]
+    if rows:
+        doc.add(
+            Heading("Memory per GPU (GiB)"),
+            Table(
+                [
+                    "layout",
+                    "weights",
+                    "activation peak",
+                    "CUDA graphs, NCCL",
+                    "KV pool",
+                    "KV tokens",
+                    "starts",
+                ],
+                rows,
+            ),
+        )
+
+
+def _weights(plan: Plan, doc: Document) -> None:
+    laid = [lay for lay in plan.layouts if lay.weights]
+    if not laid:
+        return
+    names = [w.quantization for w in laid[0].weights]
+    rows = [
+        [_label(lay)]
+        + ["refused" if w.kv_tokens is None else f"{w.kv_tokens:,}" for w in lay.weights]
+        for lay in laid
+    ]
+    needs = sorted(
+        {f"`{w.quantization}` needs {w.needs}." for lay in laid for w in lay.weights if w.needs}
+    )
+    doc.add(Heading("Weight formats that start (KV tokens)"), Table(["layout", *names], rows))
+    text = (
+        "Quantised weights change outputs: `kneepoint tune` checks their quality before "
+        "it accepts them. w4a16 formats (AWQ, GPTQ) slow small-batch decode (their weights "
+        "are dequantised on the critical path)."
+    )
+    doc.add(Paragraph(" ".join([text, *needs])))
+
+
+def _refused(plan: Plan, doc: Document) -> None:
+    items = []
+    for lay in plan.layouts:
+        if lay.excluded is not None:
+            items.append(f"{_label(lay)}: not laid out: {lay.excluded}")
+        elif lay.refusal is not None:
+            items.append(f'{_label(lay)}: vLLM would refuse to start: "{lay.refusal}"')
+        elif lay.prediction is not None and not lay.prediction.capacity_rps:
+            items.append(
+                f"{_label(lay)}: starts, but the simulator misses the SLO at every rate tried"
+            )
+        if lay.refusal_as_configured is not None:
+            items.append(
+                f"{_label(lay)}: starts only at the right-sized max_model_len "
+                f"({lay.max_model_len:,}); at the study's own, vLLM would refuse: "
+                f'"{lay.refusal_as_configured}"'
+            )
+    if items:
+        doc.add(Heading("Refused, not laid out, or never within the SLO"), Bullets(items))

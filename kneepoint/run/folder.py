@@ -1,0 +1,231 @@
+"""The run folder ``runs/<study>-<timestamp>/``: what a tuning run leaves on disk.
+
+    study.yaml          the resolved study, every default filled in
+    ledger.jsonl        every decision and measurement, append-only (kneepoint.run.ledger)
+    trials/NNN-<fp>/    per trial: sweeps (JSON), server logs, per-point request records
+                        (JSON lines, gzip) and /metrics snapshots
+    optuna.db           the Optuna storage (SQLite; optuna-dashboard opens it)
+    report.md, report.html, plots/
+    best.yaml           the winning engine configuration
+    best-command.txt    the exact `vllm serve` command of the winner
+    .lock               locked by the agent working on the run (kneepoint.run.lock)
+
+Files other than the ledger are written whole or not at all: a temporary file beside, renamed
+into place. What a killed agent leaves half-written is only ever such a temporary file, and the
+next agent to lock the folder deletes them.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import shlex
+import shutil
+from datetime import datetime
+from pathlib import Path
+
+import yaml
+from pydantic import ValidationError
+
+from kneepoint.config.errors import ConfigError, Problem, render_loc
+from kneepoint.probes.targets import PointArtifacts
+from kneepoint.records.engine import EngineConfig
+from kneepoint.records.ledger import RunStarted
+from kneepoint.records.study import StudySpec
+from kneepoint.records.sweep import SweepResult
+from kneepoint.run.files import write_atomically
+from kneepoint.run.ledger import Ledger, LedgerError
+from kneepoint.run.lock import RunLock, RunLockedError, try_lock
+
+
+class RunFolderError(ValueError):
+    """A folder that is not a kneepoint run (or not this study's)."""
+
+
+class RunFolder:
+    def __init__(self, path: Path, lock: RunLock | None = None) -> None:
+        self.path, self.lock = path, lock
+        self.ledger = Ledger(path / "ledger.jsonl")
+
+    @classmethod
+    def create(
+        cls, runs_dir: Path, study: StudySpec, now: datetime, *, role: str | None = None
+    ) -> RunFolder:
+        """A new run folder, locked by this agent from the moment it exists; ``role`` goes
+        into its name (a worker's folder: ``<study>-worker-<host>-gpu<N>-<time>``)."""
+        _discard_abandoned_builds(runs_dir, now)
+        named = study.name if role is None else f"{study.name}-{role}"
+        stem = f"{named}-{now.strftime('%Y%m%d-%H%M%S')}"
+        path, n = runs_dir / stem, 1
+        # Built beside and renamed into place: a run folder exists whole or not at all.
+        partial = runs_dir / f".{path.name}.partial"
+        while path.exists() or partial.exists():  # runs of a study started the same second
+            n += 1
+            path = runs_dir / f"{stem}-{n}"
+            partial = runs_dir / f".{path.name}.partial"
+        partial.mkdir(parents=True)
+        lock = RunLock.take(partial, now)
+        try:
+            write_atomically(partial / "study.yaml", _yaml(study.model_dump(mode="json")))
+            (partial / "ledger.jsonl").touch()
+            partial.rename(path)
+        except BaseException:
+            lock.release()
+            raise
+        lock.moved_to(path)
+        return cls(path, lock)
+
+    @classmethod
+    def existing(cls, path: Path) -> RunFolder:
+        if not (path / "study.yaml").is_file() or not (path / "ledger.jsonl").is_file():
+            raise RunFolderError("not a kneepoint run folder (no study.yaml and ledger.jsonl)")
+        return cls(path)
+
+    def take_lock(self, now: datetime) -> None:
+        """Lock the folder for this agent (``RunLockedError`` if another one holds it), then
+        delete what a killed agent left half-written: nobody else writes here now."""
+        self.lock = RunLock.take(self.path, now)
+        for tmp in self.path.rglob("*.tmp"):
+            tmp.unlink(missing_ok=True)
+
+    def release(self) -> None:
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None
+
+    def check_resumable(self) -> None:
+        """Refuse a folder whose ledger cannot be what its trials came from: an empty ledger
+        beside trial folders would silently start the run over them."""
+        trials = self.path / "trials"
+        found = sorted(p.name for p in trials.iterdir()) if trials.is_dir() else []
+        if found and self.ledger.is_empty():
+            raise RunFolderError(
+                f"ledger.jsonl is empty but trials/ holds {len(found)} trial folder(s) "
+                f"({', '.join(found[:3])}{', ...' if len(found) > 3 else ''}): the run's record "
+                "is lost; restore ledger.jsonl from a backup, or start a new run from the study"
+            )
+
+    def check_study_unchanged(self, study: StudySpec) -> None:
+        """Refuse a run whose study.yaml was edited since it started: its baseline and trials
+        were measured under the study as it was (issue "Step 13")."""
+        try:
+            events = self.ledger.recover()
+        except LedgerError:
+            return  # a damaged ledger is named, with the way forward, when the run reads it
+        started = next((e for e in events if isinstance(e, RunStarted)), None)
+        if started is None or started.study_sha256 in (None, study_digest(study)):
+            return
+        raise RunFolderError(
+            "study.yaml was changed since the run started: its baseline and trials were "
+            "measured under the study as it was; put the file back, or start a new run from "
+            "the edited study (kneepoint tune STUDY.yaml)"
+        )
+
+    def study(self) -> StudySpec:
+        """The run's own resolved study (a resumed run keeps it, whatever the file says now)."""
+        try:
+            text = (self.path / "study.yaml").read_text(encoding="utf-8")
+            return StudySpec.model_validate(yaml.safe_load(text))
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise RunFolderError(f"study.yaml cannot be read: {reason}") from exc
+        except yaml.YAMLError as exc:
+            raise RunFolderError(f"study.yaml is damaged: {str(exc).splitlines()[0]}") from exc
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = render_loc(first["loc"]) or "its top level"
+            raise RunFolderError(
+                f"study.yaml is damaged: {where}: {first['msg']} ({exc.error_count()} problem(s))"
+            ) from exc
+
+    def set_optuna_aside(self, tag: str) -> None:
+        """Move the Optuna storage aside (``optuna.db.<tag>``): after a ledger repair it holds
+        trials the ledger no longer has, and the search is rebuilt from the ledger instead."""
+        storage = self.path / "optuna.db"
+        if storage.exists():
+            storage.rename(self.path / f"optuna.db.{tag}")
+
+    @property
+    def optuna_url(self) -> str:
+        return f"sqlite:///{(self.path / 'optuna.db').resolve()}"
+
+    def trial_dir(self, trial: int, config: EngineConfig) -> Path:
+        name = "000-baseline" if trial == 0 else f"{trial:03d}-{config.fingerprint()[:8]}"
+        path = self.path / "trials" / name
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def keep_sweep(self, trial_dir: Path, label: str, result: SweepResult) -> None:
+        write_atomically(trial_dir / f"{label}.json", result.model_dump_json(indent=1) + "\n")
+
+    def keep_point(self, trial_dir: Path, label: str, artifacts: PointArtifacts) -> None:
+        """A point's request records (gzip JSON lines) and metric snapshots."""
+        write_point(trial_dir, label, artifacts)
+
+    def write_best(self, study: StudySpec, config: EngineConfig) -> None:
+        body = {"engine": config.model_dump(mode="json", exclude_defaults=True)}
+        write_atomically(self.path / "best.yaml", _yaml(body))
+        write_atomically(self.path / "best-command.txt", serve_command(study, config) + "\n")
+
+
+def write_point(folder: Path, label: str, artifacts: PointArtifacts) -> None:
+    """One measured point's files in ``folder``/points: its request records (gzip JSON
+    lines), the point, and the ``/metrics`` snapshots before and after it (a retake's stem
+    says which attempt it was)."""
+    again = f"-retake{artifacts.attempt}" if artifacts.attempt else ""
+    stem = f"{label}-r{artifacts.repeat}-{artifacts.rate_rps:.4g}rps{again}"
+    points = folder / "points"
+    points.mkdir(parents=True, exist_ok=True)
+    lines = "".join(r.model_dump_json() + "\n" for r in artifacts.records)
+    tmp = points / f".{stem}.requests.jsonl.gz.tmp"
+    with gzip.open(tmp, "wt", encoding="utf-8") as handle:
+        handle.write(lines)
+    tmp.replace(points / f"{stem}.requests.jsonl.gz")
+    write_atomically(points / f"{stem}.point.json", artifacts.point.model_dump_json() + "\n")
+    for when, text in zip(("before", "after"), artifacts.metrics_text, strict=False):
+        write_atomically(points / f"{stem}.metrics-{when}.prom", text)
+
+
+def run_folder_error(path: Path, exc: RunFolderError | LedgerError | RunLockedError) -> ConfigError:
+    """A run folder's problem as the one line the CLI prints (a bad ledger line by number)."""
+    if isinstance(exc, LedgerError):
+        return ConfigError([Problem(str(exc.path), exc.line, (), exc.detail)])
+    if isinstance(exc, RunLockedError):
+        return ConfigError(
+            [
+                Problem(
+                    str(path),
+                    None,
+                    (),
+                    f"another agent is working on this "
+                    f"run ({exc.holder}); wait for it to end, or stop it "
+                    "and resume",
+                )
+            ]
+        )
+    return ConfigError([Problem(str(path), None, (), str(exc))])
+
+
+def _discard_abandoned_builds(runs_dir: Path, now: datetime) -> None:
+    """Delete the half-built folders of agents killed while creating a run (one that is still
+    being built is locked by its agent, and left alone)."""
+    for partial in runs_dir.glob(".*.partial") if runs_dir.is_dir() else ():
+        lock = try_lock(partial, now) if partial.is_dir() else None
+        if lock is not None:
+            shutil.rmtree(partial, ignore_errors=True)
+            lock.release()
+
+
+def serve_command(study: StudySpec, config: EngineConfig) -> str:
+    """The exact command that serves ``config``, quoted for a POSIX shell."""
+    return shlex.join(study.backend.serve_argv(config))
+
+
+def _yaml(body: object) -> str:
+    return yaml.safe_dump(body, sort_keys=False, allow_unicode=True)
+
+
+def study_digest(study: StudySpec) -> str:
+    """The resolved study's SHA-256 (the ledger's ``RunStarted.study_sha256``): the same for
+    the same resolved study, whatever the file's spacing or comments."""
+    return hashlib.sha256(study.model_dump_json().encode()).hexdigest()

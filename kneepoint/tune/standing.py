@@ -1,0 +1,88 @@
+"""The console's one line after the baseline (what binds, the knee search's capacity as
+`sweep` and `diagnose` read it, the repeats') and after each trial (its result against its
+prediction, the incumbent, and the budget and time left)."""
+
+from __future__ import annotations
+
+import statistics
+from datetime import datetime
+
+from kneepoint.load.objective import rules
+from kneepoint.records.ledger import Baseline
+from kneepoint.records.study import StudySpec
+from kneepoint.run.progress import duration
+from kneepoint.run.state import RunState, TrialState
+
+
+def baseline_words(baseline: Baseline, study: StudySpec) -> str:
+    """What binds, the knee search's SLO capacity (the one number `kneepoint sweep` and
+    `kneepoint diagnose` read from the same points) and the repeats' objective with its
+    interval, each marked where it is only a floor."""
+    rule = rules(study.objective)
+    parts = [f"baseline: {baseline.diagnosis.headline()}"]
+    knee = baseline.knee
+    if rule.is_capacity:
+        floor = f" (a floor: {knee.floor_reason})" if knee.floor_reason else ""
+        parts.append(
+            "knee search: no rate met the SLO"
+            if knee.capacity_rps is None
+            else f"knee search {knee.capacity_rps:.2f} req/s{floor}"
+        )
+    value = rule.value(baseline.repeats)
+    if value is None:
+        parts.append(f"{rule.name()}: nothing measured")
+        return "; ".join(parts)
+    repeats = baseline.repeats
+    spread = ""
+    if repeats.capacity_low_rps is not None and repeats.capacity_high_rps is not None:
+        spread = f" ({repeats.capacity_low_rps:.2f}-{repeats.capacity_high_rps:.2f})"
+    parts.append(
+        f"repeated: {rule.name()} {value:.2f} {rule.unit()}" + (spread if rule.is_capacity else "")
+    )
+    return "; ".join(parts)
+
+
+def standing(
+    state: RunState,
+    study: StudySpec,
+    trial: TrialState,
+    trial_wall_s: list[float],
+    now: datetime,
+) -> str:
+    """``trial_wall_s``: this session's trials' wall times, for the time left."""
+    measured, ratio = trial.measured_objective(), trial.measured_ratio()
+    verdict = "promoted" if trial.promoted else "kept the incumbent"
+    against = f"predicted {trial.proposal.prediction.capacity_ratio:.2f}x, measured " + (
+        f"{ratio:.2f}x" if ratio is not None else "nothing"
+    )
+    budget = study.budget
+    per = rules(study.objective).unit()
+    parts = [
+        f"trial {trial.trial}: {measured or 0:.2f} {per} ({against}), {verdict}",
+        f"incumbent {state.incumbent_objective or 0:.2f} {per}",
+    ]
+    hours = state.device_s / 3600.0
+    if budget.max_trials is not None:
+        parts.append(f"{budget.max_trials - state.trials_run} trials left")
+    used = f"{hours:.2f} device-h used"
+    if budget.max_device_hours is not None:
+        used += f" of {budget.max_device_hours:g}"
+    if budget.price_per_gpu_hour_usd is not None:
+        used += f" (${hours * budget.price_per_gpu_hour_usd:.2f})"
+    return " | ".join([*parts, used, *_time_left(state, study, trial_wall_s, now)])
+
+
+def _time_left(
+    state: RunState, study: StudySpec, trial_wall_s: list[float], now: datetime
+) -> list[str]:
+    """Wall time to the first limit, at this session's pace per trial (an estimate: a trial
+    that goes on to validation takes several times one that stops at its screen)."""
+    budget = study.budget
+    pace = statistics.fmean(trial_wall_s) if trial_wall_s else None
+    left: list[float] = []
+    if pace is not None and budget.max_trials is not None:
+        left.append(pace * max(0, budget.max_trials - state.trials_run))
+    deadline = budget.deadline_after(state.started.started_at) if state.started else None
+    if deadline is not None:
+        left.append(max(0.0, (deadline - now).total_seconds()))
+    return [f"~{duration(min(left))} left"] if left else []

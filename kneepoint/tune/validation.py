@@ -1,0 +1,95 @@
+"""Validation: the incumbent and a challenger measured in turn, each over the full range around
+its own knee, for each repeat, interleaved A B / B A by repeat so that drift in the machine
+and start-up variance hit both arms alike; each leg on a server of its own, so one GPU is
+enough."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from kneepoint.probes import sweep
+from kneepoint.records.engine import EngineConfig
+from kneepoint.records.sweep import SweepPoint, SweepResult
+from kneepoint.tune.bench import Bench
+from kneepoint.tune.trial_failure import TrialFailedError
+
+
+def validate_pair(
+    bench: Bench,
+    incumbent: EngineConfig,
+    challenger: EngineConfig,
+    trial_dir: Path,
+    *,
+    rates: dict[str, list[float]],
+    repeats: range,
+    known: Mapping[str, Sequence[SweepPoint]] | None = None,
+) -> tuple[SweepResult, SweepResult, float]:
+    """Both arms, each over the full range around its own knee (``rates`` by arm), for
+    each repeat, interleaved A B / B A by repeat (``known``: each arm's points measured
+    before, which its legs must not contradict without a retake)."""
+    arms = {"incumbent": incumbent, "challenger": challenger}
+    legs: dict[str, list[SweepResult]] = {"incumbent": [], "challenger": []}
+    spent = 0.0
+    total = len(repeats) * sum(len(r) for r in rates.values())
+    bench.progress.sweep("validate", total)
+    for repeat in repeats:
+        order = list(arms) if repeat % 2 == 0 else list(arms)[::-1]
+        for arm in order:
+            label = f"validate-{arm}"
+            before = [p.model_copy(update={"arm": arm}) for p in (known or {}).get(arm, ())]
+            earlier = [*before, *(p for leg in legs[arm] for p in leg.points)]
+            attempt = functools.partial(
+                _leg,
+                bench,
+                arms[arm],
+                trial_dir,
+                rates[arm],
+                repeat=repeat,
+                arm=arm,
+                earlier=earlier,
+            )
+            try:
+                leg, seconds, retried = bench.retrying(label, attempt)
+            except TrialFailedError as exc:
+                exc.device_s += spent
+                raise
+            legs[arm].append(leg.model_copy(update={"retried": retried}))
+            spent += seconds
+    results = {arm: sweep.merge(legs[arm]) for arm in arms}
+    for arm, result in results.items():
+        bench.folder.keep_sweep(trial_dir, f"validate-{arm}-r{repeats.start}", result)
+    return results["incumbent"], results["challenger"], spent
+
+
+def _leg(
+    bench: Bench,
+    config: EngineConfig,
+    trial_dir: Path,
+    rates: list[float],
+    *,
+    repeat: int,
+    arm: str,
+    earlier: Sequence[SweepPoint] = (),
+) -> tuple[SweepResult, float]:
+    """One arm of one validation repeat, on its own server (``earlier``: the arm's points
+    from the repeats before, which its points must not contradict without a retake)."""
+    label = f"validate-{arm}"
+    bench.progress.sweep(label, len(rates))
+    with bench.session(config, trial_dir, label, bench.study.tuning.validate_seconds) as (
+        probe,
+        target,
+    ):
+        leg = sweep.measure_rates(
+            probe,
+            config,
+            bench.study.slo,
+            rates,
+            repeat=repeat,
+            arm=arm,
+            climb=bench.climb,
+            retakes=bench.retakes,
+            reference=earlier,
+        )
+    return leg, target.clock.seconds()
