@@ -174,6 +174,8 @@ def _run(argv: list[str]) -> tuple[int | None, str]:
             code: int | None = main(argv)
         except _LaunchError:
             code = None
+        except SystemExit as exc:  # argparse's usage errors (`--set -:` has no value): the
+            code = int(exc.code or 0)  # console script exits with them, its line said
     return code, err.getvalue()
 
 
