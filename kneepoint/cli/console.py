@@ -18,7 +18,7 @@ from kneepoint.records.loadpoint import LoadPoint
 from kneepoint.run.progress import LogProgress, duration
 
 _BAR = 20
-_PROGRESS_LOGGER = "kneepoint.run.progress"
+_PROGRESS_LOGGER = LogProgress.__module__  # the progress port's own logger
 
 
 def point_words(rate_rps: float, repeat: int, point: LoadPoint) -> str:

@@ -30,17 +30,24 @@ def operating_rps(study: StudySpec, repeats: SweepResult) -> float | None:
     return rules(study.objective).operating_rps(repeats, study.fleet.headroom)
 
 
-def check_burst(
-    study: StudySpec, bench: Bench, config: EngineConfig, repeats: SweepResult, finished: Finished
-) -> BurstChecked:
+def unmeasured(study: StudySpec, config: EngineConfig, skipped: str = "") -> BurstChecked:
+    """The check of ``config`` before anything is measured (``skipped``: why nothing will be)."""
     spec = study.tuning.burst
-    base = BurstChecked(
+    return BurstChecked(
         config=config,
         operating_rps=0.0,
         burst_rps=0.0,
         burst_s=spec.seconds,
         recover_within_s=spec.recover_within_s,
+        skipped=skipped,
     )
+
+
+def check_burst(
+    study: StudySpec, bench: Bench, config: EngineConfig, repeats: SweepResult, finished: Finished
+) -> BurstChecked:
+    spec = study.tuning.burst
+    base = unmeasured(study, config)
     limits = ttft_limits(study.slo, study.workload.class_names())
     rate = operating_rps(study, repeats)
     skipped = (

@@ -17,7 +17,6 @@ from kneepoint import __version__
 from kneepoint.load.objective import rules
 from kneepoint.records.ledger import (
     Baseline,
-    BurstChecked,
     Event,
     Finished,
     Promoted,
@@ -31,6 +30,7 @@ from kneepoint.records.study import StudySpec
 from kneepoint.records.task import Task
 from kneepoint.run.folder import study_digest
 from kneepoint.run.state import RunState, TrialState
+from kneepoint.tune.burst_step import unmeasured
 from kneepoint.workers.shared_study import Attempts
 
 
@@ -129,14 +129,8 @@ def _burst(state: RunState, attempts: Attempts | None, study: StudySpec) -> Fini
         state.burst = result.burst
     else:
         reason = _lost(attempts) if result is None else (result.failure or "not measured")
-        state.burst = BurstChecked(
-            config=state.incumbent,
-            operating_rps=0.0,
-            burst_rps=0.0,
-            burst_s=study.tuning.burst.seconds,
-            recover_within_s=study.tuning.burst.recover_within_s,
-            skipped=f"the burst check's server {reason}",
-        )
+        skipped = f"the burst check's server {reason}"
+        state.burst = unmeasured(study, state.incumbent, skipped)
     return stopped
 
 
