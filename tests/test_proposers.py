@@ -1,7 +1,9 @@
-"""The contract every proposer keeps (one suite over coordinate descent, Optuna TPE and, where
-torch is installed, Optuna GP): asks stay in the space, the same seed asks the same, a fresh
-proposer replayed with the history asks what the live one asks, failures are outcomes that
-are never re-proposed, no configuration is proposed twice, and the search ends or stays valid.
+"""The contract every proposer keeps (one suite over coordinate descent, Optuna TPE, ``auto``
+(the default: coordinate descent, then TPE) and, where torch is installed, Optuna GP): asks
+stay in the space, the same seed asks the same, a fresh proposer replayed with the history asks
+what the live one asks, failures are outcomes that are never re-proposed, no configuration is
+proposed twice, the search ends or stays valid, and a batch starts with what ``ask`` gives and
+holds distinct configurations, the same for the same history.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import pytest
 
 from kneepoint.policies.coordinate import CoordinateDescent
 from kneepoint.policies.optuna_search import OptunaProposer
+from kneepoint.policies.phased import Phased
 from kneepoint.policies.proposer import Proposer, replay
 from kneepoint.policies.space import contains, effective
 from kneepoint.records.engine import EngineConfig
@@ -35,11 +38,16 @@ def _gp(space: SearchSpace, seed: int) -> Proposer:
     return OptunaProposer(space, seed, sampler="gp", n_startup_trials=4)
 
 
+def _auto(space: SearchSpace, seed: int) -> Proposer:
+    return Phased(CoordinateDescent(space, seed), lambda: _tpe(space, seed))
+
+
 # Rounds per proposer: enough to leave the random start of the Optuna samplers, few for GP
 # (each of its asks fits a Gaussian process).
 FACTORIES = [
     pytest.param(_coordinate, 40, id="coordinate"),
     pytest.param(_tpe, 24, id="optuna-tpe"),
+    pytest.param(_auto, 40, id="auto"),
     pytest.param(_gp, 6, id="optuna-gp", marks=pytest.mark.gp),
 ]
 FAILURES = ("startup_failed", "crashed", "timed_out", "invalid_measurement")
@@ -63,7 +71,7 @@ def test_every_ask_stays_in_the_space(factory: Factory, rounds: int) -> None:
     space = make_space()
     proposer = factory(space, 0)
     history = drive(proposer, rounds)
-    assert history
+    assert history and history[-1][0].proposer == proposer.name
     for proposal, _ in history:
         config = proposal.config
         assert EngineConfig.model_validate(config.model_dump()) == config
@@ -73,7 +81,7 @@ def test_every_ask_stays_in_the_space(factory: Factory, rounds: int) -> None:
         for candidate in space.candidates:
             value = effective(config, candidate.knob.name, space)
             assert contains(candidate.knob.domain, value), (candidate.knob.name, value)
-        assert proposal.proposer == proposer.name
+        assert proposal.proposer in ("coordinate", "optuna-tpe", "optuna-gp")
         assert isinstance(proposal.prediction, Prediction) and proposal.prediction.reason
 
 
@@ -162,6 +170,25 @@ def test_the_search_ends_or_stays_valid(factory: Factory, rounds: int) -> None:
     assert best > (make_space().incumbent_objective or 0.0)
     if len(history) < rounds * 2:
         assert proposer.ask() is None
+
+
+@pytest.mark.parametrize(("factory", "rounds"), FACTORIES)
+@pytest.mark.parametrize("told", [0, 3], ids=["fresh", "after-3"])
+def test_a_batch_starts_with_the_ask_and_holds_distinct_configurations(
+    factory: Factory, rounds: int, told: int
+) -> None:
+    space = make_space()
+    history = drive(factory(space, 5), told)
+    asked = replay(factory(space, 5), history).ask()
+    assert asked is not None
+    assert [p.key() for p in replay(factory(space, 5), history).batch(1)] == [asked.key()]
+    batch = replay(factory(space, 5), history).batch(4)
+    keys = [p.key() for p in batch]
+    assert len(batch) >= 2 and keys[0] == asked.key()
+    assert len(set(keys)) == len(keys)
+    assert not set(keys) & ({p.key() for p, _ in history} | {space.incumbent.fingerprint()})
+    again = replay(factory(space, 5), history).batch(4)
+    assert [p.key() for p in again] == keys, "a function of the space, the seed and the history"
 
 
 def _foreign(config: EngineConfig) -> Proposal:

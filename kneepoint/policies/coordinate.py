@@ -132,6 +132,34 @@ class CoordinateDescent:
             params={"knob": name, "from": step.old, "to": step.value, "step": walk.tries + 1},
         )
 
+    def batch(self, n: int) -> list[Proposal]:
+        """The walk's next step, then the next step of each later knob, in the pruning's
+        order, that has one: each later knob walked alone from the same history (it steps,
+        halves and stops as the sequential walk would on it), so a round of ``n`` workers
+        moves ``n`` knobs at once and a round of one walks the sequential path. The round is
+        empty once the walk is over, as ``ask`` is."""
+        first = self.ask()
+        if first is None or self._walk is None:
+            return []
+        chosen, current = [first], self._walk.index
+        for index, candidate in enumerate(self.space.candidates):
+            if len(chosen) >= n:
+                break
+            proposal = None if index == current else self._alone(candidate).ask()
+            if proposal is not None and all(proposal.key() != p.key() for p in chosen):
+                chosen.append(proposal)
+        return chosen
+
+    def _alone(self, candidate: KnobCandidate) -> CoordinateDescent:
+        """A walk of one candidate knob, told what this one was told."""
+        alone = self.space.model_copy(update={"candidates": (candidate,)})
+        walk = CoordinateDescent(
+            alone, self.seed, min_gain=self.min_gain, max_halvings=self.max_halvings
+        )
+        walk._known = dict(self._known)
+        walk._advance()
+        return walk
+
     def tell(self, proposal: Proposal, outcome: Outcome) -> None:
         # The first outcome of a configuration is the one the walk acted on (live or replayed).
         self._known.setdefault(proposal.key(), outcome)

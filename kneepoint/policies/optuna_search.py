@@ -39,6 +39,7 @@ from kneepoint.policies.optuna_space import (
     trial_result,
     values_of,
 )
+from kneepoint.policies.proposer import liar_batch
 from kneepoint.policies.space import build_config, changes_from_incumbent, effective, show
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.proposal import Outcome, Proposal, SearchSpace
@@ -121,6 +122,9 @@ class OptunaProposer:
             return proposal
         return None
 
+    def batch(self, n: int) -> list[Proposal]:
+        return liar_batch(self, self.space, n)
+
     def tell(self, proposal: Proposal, outcome: Outcome) -> None:
         key, index = proposal.key(), self._n_told
         self._n_told += 1
@@ -136,7 +140,24 @@ class OptunaProposer:
             pending.trial.set_user_attr(DISCARDED, "superseded: another outcome was told first")
             self.study.tell(pending.trial, state=TrialState.FAIL)
         if not stored:
-            self._add(proposal.config, proposal.proposer, outcome, index)
+            self._add(proposal.config, proposal.proposer, outcome, index, self._sampled(proposal))
+
+    def _sampled(self, proposal: Proposal) -> dict[str, Any] | None:
+        """The values a sampler drew for a proposal (its ``params``) where they still give its
+        configuration in this space: replayed, the study then holds the very values the live
+        one was told, not the configuration's rounded ones (0.94 for 0.9400000000000001),
+        which would move a model-based sampler's next draw and part a resumed run from the
+        live one."""
+        params, dists = proposal.params, self._distributions
+        if set(params) != set(dists):
+            return None
+        try:
+            if not all(d._contains(d.to_internal_repr(params[n])) for n, d in dists.items()):
+                return None
+            config = build_config(self.space.incumbent, values_of(params, self.space), self.space)
+        except (ValueError, TypeError):
+            return None
+        return params if config is not None and config.fingerprint() == proposal.key() else None
 
     def _sampler(self, seed: int) -> BaseSampler:
         if self.sampler_kind == "gp":
@@ -164,10 +185,17 @@ class OptunaProposer:
         outcome = Outcome(status="ok", objective=objective, feasible=True, detail="incumbent")
         self._add(self.space.incumbent, "incumbent", outcome, INCUMBENT_INDEX)
 
-    def _add(self, config: EngineConfig, proposer: str, outcome: Outcome, index: int) -> None:
+    def _add(
+        self,
+        config: EngineConfig,
+        proposer: str,
+        outcome: Outcome,
+        index: int,
+        sampled: dict[str, Any] | None = None,
+    ) -> None:
         """A finished trial for an outcome the study did not ask for (warm start, replay).
         A configuration outside this space is not added: it stays told, never proposed."""
-        params = params_of(config, self.space)
+        params = sampled or params_of(config, self.space)
         if params is None:
             return
         result = trial_result(outcome)

@@ -24,16 +24,29 @@ class Phased:
         self.name = first.name
 
     def ask(self) -> Proposal | None:
+        batch = self.batch(1)
+        return batch[0] if batch else None
+
+    def batch(self, n: int) -> list[Proposal]:
         if self.then is None:
-            proposal = self.first.ask()
-            if proposal is not None or self._make_then is None:
-                return proposal
-            self.then = replay(self._make_then(), self._history)
-            self.name = self.then.name
-        return self.then.ask()
+            proposals = self.first.batch(n)
+            if proposals or self._make_then is None:
+                return proposals
+            self._switch()
+        assert self.then is not None
+        return self.then.batch(n)
 
     def tell(self, proposal: Proposal, outcome: Outcome) -> None:
+        # The switch happens where the history first leaves ``first`` with nothing to ask,
+        # whether or not it was asked there: a fresh instance told this history then switches
+        # where the live one did (told on, the walk could find a later sampler's trial on its
+        # path and walk again, and a resumed run would ask what the live one never did).
+        if self.then is None and self._make_then is not None and self.first.ask() is None:
+            self._switch()
         self._history.append((proposal, outcome))
-        self.first.tell(proposal, outcome)
-        if self.then is not None:
-            self.then.tell(proposal, outcome)
+        (self.first if self.then is None else self.then).tell(proposal, outcome)
+
+    def _switch(self) -> None:
+        assert self._make_then is not None
+        self.then = replay(self._make_then(), self._history)
+        self.name = self.then.name

@@ -5,6 +5,12 @@ a resumed study builds a fresh proposer and replays the ledger's (proposal, outc
 ``tell`` accepts proposals that another proposer made (the Optuna proposer is warm-started from
 the coordinate-descent trials before it). ``ask`` returns None when there is nothing left worth
 trying. A failed trial is an outcome like any other.
+
+``batch(n)`` asks for up to ``n`` configurations to measure side by side (a round of workers on
+as many GPUs; ``kneepoint tune`` is a round of one): its first is what ``ask`` returns, so one
+worker walks exactly the path ``tune`` walks. A proposer may tell itself stand-in outcomes to
+make a batch (the "constant liar" of batch Bayesian optimisation); the caller then rebuilds it
+from the true history before it asks again, as the workers' planner does each round.
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Protocol
 
-from kneepoint.records.proposal import Outcome, Proposal
+from kneepoint.records.proposal import Outcome, Proposal, SearchSpace
 
 
 class Proposer(Protocol):
@@ -22,9 +28,35 @@ class Proposer(Protocol):
         """The next configuration to try; None: converged, or nothing worth trying."""
         ...
 
+    def batch(self, n: int) -> list[Proposal]:
+        """Up to ``n`` distinct configurations to measure at once, ``ask``'s first; empty:
+        converged."""
+        ...
+
     def tell(self, proposal: Proposal, outcome: Outcome) -> None:
         """Record what a proposal (this proposer's or another's) gave."""
         ...
+
+
+def stand_in(space: SearchSpace) -> Outcome:
+    """What a proposal asked for a batch is told while it is measured: the incumbent's
+    objective, so the next ask looks elsewhere."""
+    return Outcome(
+        status="ok",
+        objective=space.incumbent_objective or 0.0,
+        feasible=True,
+        detail="stand-in while it is measured with its round",
+    )
+
+
+def liar_batch(proposer: Proposer, space: SearchSpace, n: int) -> list[Proposal]:
+    """``n`` asks of one proposer, each but the last told ``stand_in`` before the next."""
+    chosen: list[Proposal] = []
+    while len(chosen) < n and (proposal := proposer.ask()) is not None:
+        chosen.append(proposal)
+        if len(chosen) < n:
+            proposer.tell(proposal, stand_in(space))
+    return chosen
 
 
 def replay(proposer: Proposer, history: Iterable[tuple[Proposal, Outcome]]) -> Proposer:

@@ -19,9 +19,7 @@ import structlog
 
 from kneepoint import __version__
 from kneepoint.load.objective import rules
-from kneepoint.policies.learning import learned_factors
-from kneepoint.policies.proposer import Proposer, replay
-from kneepoint.policies.search_space import search_space
+from kneepoint.policies.proposer import Proposer
 from kneepoint.probes.process import reap_orphans
 from kneepoint.records.knobs import KnobCatalogue
 from kneepoint.records.ledger import Event, Finished, Proposed, RunStarted
@@ -46,7 +44,7 @@ from kneepoint.tune.decide import (
     Validate,
     next_action,
 )
-from kneepoint.tune.proposers import PROPOSERS
+from kneepoint.tune.proposers import run_proposer
 from kneepoint.tune.standing import baseline_words, standing
 from kneepoint.tune.steps import Steps
 from kneepoint.tune.trial_failure import TrialFailedError
@@ -202,21 +200,6 @@ class Tuner:
     def _current_proposer(self) -> Proposer:
         space_index = len(self.state.promotions)
         if self._proposer is None or self._built_for != space_index:
-            state, study = self.state, self.study
-            assert state.incumbent is not None and state.pruning is not None
-            assert state.incumbent_repeats is not None
-            observation = self.steps.observe(state.incumbent, state.incumbent_repeats)
-            space = search_space(
-                state.pruning,
-                observation,
-                state.incumbent_objective,
-                learned=learned_factors(state.measured_moves()),
-            )
-            build = PROPOSERS[study.tuning.proposer]
-            proposer = build(
-                study, space, self.folder.optuna_url, f"{study.name}-space{space_index}"
-            )
-            history = state.history()
-            self._proposer = replay(proposer, history)
-            self._built_for, self._told = space_index, len(history)
+            self._proposer = run_proposer(self.study, self.state, self.folder.optuna_url)
+            self._built_for, self._told = space_index, len(self.state.history())
         return self._proposer

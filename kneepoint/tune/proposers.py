@@ -1,37 +1,67 @@
 """Every proposer the loop can use, by the name a study gives (``tuning.proposer``), built over
 one search space: coordinate descent, Optuna over the pruned space, or ``auto`` (coordinate
-descent first, then Optuna once its walk is done)."""
+descent first, then Optuna once its walk is done). ``kneepoint tune`` asks it for one
+configuration at a time, the workers' planner for a round (``Proposer.batch``); both build it
+here, from the run's state."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from kneepoint.policies.coordinate import CoordinateDescent
+from kneepoint.policies.learning import learned_factors
+from kneepoint.policies.observe import observe
 from kneepoint.policies.optuna_search import OptunaProposer
 from kneepoint.policies.phased import Phased
-from kneepoint.policies.proposer import Proposer
+from kneepoint.policies.proposer import Proposer, replay
+from kneepoint.policies.search_space import search_space
 from kneepoint.records.proposal import SearchSpace
 from kneepoint.records.study import StudySpec
 from kneepoint.run.optuna_storage import open_storage
+from kneepoint.run.state import RunState
 
-Factory = Callable[[StudySpec, SearchSpace, str, str], Proposer]
+Factory = Callable[[StudySpec, SearchSpace, str | None, str], Proposer]
 """(study, space, Optuna storage URL, Optuna study name) -> a proposer. The storage is opened
-here, by the agent (``kneepoint.run.optuna_storage``), never by the policy."""
+here, by the agent (``kneepoint.run.optuna_storage``), never by the policy; None keeps the
+study in memory (a workers' round, rebuilt from the shared study's history each time)."""
 
 
-def _coordinate(study: StudySpec, space: SearchSpace, _url: str, _name: str) -> Proposer:
+def _coordinate(study: StudySpec, space: SearchSpace, _url: str | None, _name: str) -> Proposer:
     return CoordinateDescent(space, study.seed, min_gain=study.tuning.min_effect_rel)
 
 
-def _optuna(study: StudySpec, space: SearchSpace, url: str, name: str) -> Proposer:
-    storage = open_storage(url)
+def _optuna(study: StudySpec, space: SearchSpace, url: str | None, name: str) -> Proposer:
+    storage = None if url is None else open_storage(url)
     return OptunaProposer(
         space, study.seed, sampler=study.tuning.sampler, storage=storage, study_name=name
     )
 
 
-def _auto(study: StudySpec, space: SearchSpace, url: str, name: str) -> Proposer:
+def _auto(study: StudySpec, space: SearchSpace, url: str | None, name: str) -> Proposer:
     return Phased(_coordinate(study, space, url, name), lambda: _optuna(study, space, url, name))
 
 
 PROPOSERS: dict[str, Factory] = {"coordinate": _coordinate, "optuna": _optuna, "auto": _auto}
+
+
+def run_proposer(study: StudySpec, state: RunState, url: str | None) -> Proposer:
+    """The study's proposer over the incumbent's pruned space, told the run's history (each
+    knob's prediction re-priced by what its moves measured so far)."""
+    assert state.incumbent is not None and state.pruning is not None
+    assert state.incumbent_repeats is not None
+    observation = observe(
+        state.incumbent_repeats,
+        gpu=study.gpu,
+        model=study.model,
+        engine=state.incumbent,
+        workload=study.workload,
+        efficiency=study.efficiency,
+    )
+    space = search_space(
+        state.pruning,
+        observation,
+        state.incumbent_objective,
+        learned=learned_factors(state.measured_moves()),
+    )
+    name = f"{study.name}-space{len(state.promotions)}"
+    return replay(PROPOSERS[study.tuning.proposer](study, space, url, name), state.history())

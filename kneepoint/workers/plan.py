@@ -16,19 +16,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from kneepoint.policies.learning import learned_factors
-from kneepoint.policies.observe import observe
-from kneepoint.policies.optuna_search import OptunaProposer
-from kneepoint.policies.proposer import Proposer
-from kneepoint.policies.rounds import coordinate_round, liar_round
-from kneepoint.policies.search_space import search_space
 from kneepoint.records.knobs import KnobCatalogue
 from kneepoint.records.ledger import Finished
-from kneepoint.records.proposal import Proposal, SearchSpace
+from kneepoint.records.proposal import Proposal
 from kneepoint.records.study import StudySpec
 from kneepoint.records.task import Task
 from kneepoint.run.state import RunState
 from kneepoint.tune.decide import budget_stop, no_knee, nothing_left
+from kneepoint.tune.proposers import run_proposer
 from kneepoint.workers.state import Shared
 
 
@@ -128,38 +123,6 @@ def _changes_outputs(proposal: Proposal, catalogue: KnobCatalogue) -> bool:
     return any(knob is not None and knob.changes_outputs for knob in knobs)
 
 
-def _space(study: StudySpec, state: RunState) -> SearchSpace:
-    assert state.incumbent is not None and state.incumbent_repeats is not None
-    assert state.pruning is not None
-    observation = observe(
-        state.incumbent_repeats,
-        gpu=study.gpu,
-        model=study.model,
-        engine=state.incumbent,
-        workload=study.workload,
-        efficiency=study.efficiency,
-    )
-    return search_space(
-        state.pruning,
-        observation,
-        state.incumbent_objective,
-        learned=learned_factors(state.measured_moves()),
-    )
-
-
 def _round(study: StudySpec, state: RunState, size: int) -> list[Proposal]:
-    space, history = _space(study, state), state.history()
-    kind, tuning = study.tuning.proposer, study.tuning
-    proposals: list[Proposal] = []
-    if kind in ("coordinate", "auto"):
-        proposals = coordinate_round(
-            space, history, size, seed=study.seed, min_gain=tuning.min_effect_rel
-        )
-    if not proposals and kind in ("optuna", "auto"):
-        name = f"{study.name}-space{len(state.promotions)}"
-
-        def build() -> Proposer:
-            return OptunaProposer(space, study.seed, sampler=tuning.sampler, study_name=name)
-
-        proposals = liar_round(build, space, history, size)
-    return proposals
+    """The next round's proposals: ``kneepoint tune``'s proposer, asked for a batch."""
+    return run_proposer(study, state, None).batch(size)
