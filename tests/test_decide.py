@@ -1,20 +1,36 @@
-"""The loop's decisions: a pure function of the run's state, the study and the time."""
+"""The loop's decisions: a pure function of the run's state, the study and the time. Every
+action is reached from a real run's ledger (small-tune), cut where the action comes next."""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
 
 from kneepoint.config import load_study
-from kneepoint.records.ledger import Finished, RunStarted
+from kneepoint.records.ledger import (
+    Event,
+    Finished,
+    Proposed,
+    QualityChecked,
+    RunStarted,
+    Screened,
+    Validated,
+)
 from kneepoint.records.proposal import Pruning
+from kneepoint.records.study import StudySpec
 from kneepoint.run.ledger import Ledger
 from kneepoint.run.state import RunState
 from kneepoint.tune.decide import (
+    Action,
+    CheckBurst,
+    CheckQuality,
     Done,
     MeasureBaseline,
+    Promote,
     Propose,
+    Screen,
     Start,
     Stop,
+    Validate,
     budget_stop,
     next_action,
 )
@@ -58,3 +74,69 @@ def test_it_stops_when_no_candidate_left_is_worth_a_trial(small_run: TuneRun) ->
         "nothing left worth trying: the best move left, async_scheduling to True, is predicted "
         "at 1.01x"
     )
+
+
+def _events(run: TuneRun) -> list[Event]:
+    return Ledger(run.folder / "ledger.jsonl").read()
+
+
+def _action(events: list[Event], study: StudySpec) -> Action:
+    return next_action(RunState.replay(events, study.objective), study, NOW)
+
+
+def test_a_proposed_trial_is_screened_and_a_finalist_validated_then_promoted(
+    small_run: TuneRun,
+) -> None:
+    events, study = _events(small_run), load_study(small_run.folder / "study.yaml")
+    kinds = [e.event for e in events]
+    assert kinds[2:6] == ["proposed", "screened", "validated", "promoted"]
+    taken = [_action(events[:cut], study) for cut in range(2, 7)]
+    assert [type(a) for a in taken] == [Propose, Screen, Validate, Promote, Propose]
+    screen, validate, promote = taken[1:4]
+    assert isinstance(screen, Screen) and screen.trial.trial == 1
+    assert isinstance(validate, Validate) and validate.trial.screened == events[3]
+    assert isinstance(promote, Promote) and promote.trial.validated == events[4]
+
+
+def test_a_trial_that_changes_outputs_is_quality_checked_first_and_a_failed_check_ends_it(
+    small_run: TuneRun,
+) -> None:
+    events, study = _events(small_run), load_study(small_run.folder / "study.yaml")
+    proposed = events[2]
+    assert isinstance(proposed, Proposed)
+    checked = [*events[:2], proposed.model_copy(update={"quality_check": True}), events[3]]
+    action = _action(checked, study)
+    assert isinstance(action, CheckQuality) and action.trial.trial == 1
+    verdicts = {"passed": Validate, "skipped": Validate, "failed": Propose}
+    for verdict, then in verdicts.items():
+        quality = QualityChecked(trial=1, verdict=verdict, threshold=0.95, reason="synthetic")
+        assert isinstance(_action([*checked, quality], study), then), verdict
+
+
+def test_a_trial_not_a_finalist_or_not_promoted_is_over(small_run: TuneRun) -> None:
+    events, study = _events(small_run), load_study(small_run.folder / "study.yaml")
+    not_finalist = next(e for e in events if isinstance(e, Screened) and not e.finalist)
+    cut = events.index(not_finalist) + 1
+    assert isinstance(_action(events[:cut], study), Stop), "max_trials: the fourth was the last"
+    validated = events[4]
+    assert isinstance(validated, Validated) and validated.judgement is not None
+    kept = validated.model_copy(
+        update={"judgement": validated.judgement.model_copy(update={"promote": False})}
+    )
+    assert isinstance(_action([*events[:4], kept], study), Propose)
+
+
+def test_a_trial_in_flight_finishes_before_a_budget_stops_the_run(small_run: TuneRun) -> None:
+    events = _events(small_run)
+    study = load_study(small_run.folder / "study.yaml", ["budget.max_trials=1"])
+    assert isinstance(_action(events[:4], study), Validate)  # the one trial, screened
+    assert isinstance(_action(events[:6], study), Stop)
+
+
+def test_the_winner_is_burst_after_the_search_stops_and_the_run_is_then_done(
+    small_run: TuneRun,
+) -> None:
+    events, study = _events(small_run), load_study(small_run.folder / "study.yaml")
+    assert [e.event for e in events[-2:]] == ["finished", "burst_checked"]
+    assert isinstance(_action(events[:-1], study), CheckBurst)
+    assert isinstance(_action(events, study), Done)
