@@ -17,7 +17,7 @@ from kneepoint.records.ledger import Screened
 from kneepoint.records.proposal import Outcome, Prediction, Proposal
 from kneepoint.records.task import Task, TaskResult
 from kneepoint.workers.shared_study import Claimed, SharedStudy, SharedStudyError
-from kneepoint.workers.state import shared_state
+from kneepoint.workers.state import recorded
 
 from .conftest import CONFIGS
 
@@ -103,11 +103,9 @@ def test_a_task_whose_every_attempt_died_is_a_crashed_trial(postgres_db: str) ->
     assert shared.claim("next") is None, "no retry left"
     [attempts] = shared.attempts(_now())
     assert not attempts.pending and attempts.failed == 1 and attempts.result is None
-    study = load_study(QUICKSTART)
-    state = shared_state(study, _now(), [attempts], None).state
-    screened = state.trials[1].screened
-    assert screened is not None and screened.outcome.status == "crashed"
-    assert "lost" in screened.reason
+    [screened] = recorded(load_study(QUICKSTART), attempts, [])
+    assert isinstance(screened, Screened) and screened.trial == 1
+    assert screened.outcome.status == "crashed" and "lost" in screened.reason
 
 
 def test_a_worker_stopping_gives_its_task_back_at_once(postgres_db: str) -> None:

@@ -18,6 +18,7 @@ from kneepoint.records.base import Record
 from kneepoint.records.ledger import (
     Baseline,
     BurstChecked,
+    Event,
     Finished,
     Promoted,
     QualityChecked,
@@ -26,6 +27,15 @@ from kneepoint.records.ledger import (
 )
 from kneepoint.records.proposal import Proposal
 
+Recorded = Baseline | Screened | QualityChecked | Validated | Promoted | BurstChecked
+_FIELD: dict[type, str] = {
+    Baseline: "baseline",
+    Screened: "screened",
+    QualityChecked: "quality",
+    Validated: "validated",
+    Promoted: "promoted",
+    BurstChecked: "burst",
+}
 TaskKind = Literal["baseline", "screen", "validate", "burst"]
 
 
@@ -67,6 +77,30 @@ class TaskResult(Record):
     """Why the baseline could not be measured (its server would not start, or died)."""
     worker: str
     """The worker that ran it (``host/gpuN``)."""
+
+    @classmethod
+    def from_events(cls, events: list[Event], *, worker: str) -> TaskResult:
+        """A task's result from the events its steps recorded (a Finished: the baseline
+        could not be measured, and why)."""
+        fields: dict[str, object] = {"worker": worker}
+        for event in events:
+            if isinstance(event, Finished):
+                fields["failure"] = event.detail
+            else:
+                fields[_FIELD[type(event)]] = event
+        return cls.model_validate(fields)
+
+    def events(self) -> tuple[Recorded, ...]:
+        """What it recorded, in the order the run took the steps."""
+        recorded = (
+            self.baseline,
+            self.screened,
+            self.quality,
+            self.validated,
+            self.promoted,
+            self.burst,
+        )
+        return tuple(e for e in recorded if e is not None)
 
     @property
     def device_s(self) -> float:

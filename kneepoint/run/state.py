@@ -2,7 +2,10 @@
 the device time spent, and where the loop stands.
 
 The state is a pure function of the ledger's events, which is what makes resuming exact: the
-loop asks it for the next step (``next_step``) and the answer depends on nothing else.
+loop's decisions (``kneepoint.tune.decide``) read it and nothing else. Several trials may be open
+at once (a round of workers screens one per GPU); a promotion closes the finalists of its round
+that were waiting for validation, superseded. ``apply`` refuses an event that cannot follow the
+ones before it, so a damaged or hand-edited ledger is named, never half-read.
 """
 
 from __future__ import annotations
@@ -30,21 +33,15 @@ from kneepoint.records.objective import Objective, SloCapacity
 from kneepoint.records.proposal import Outcome, Proposal, Pruning
 from kneepoint.records.sweep import SweepResult
 
-Step = Literal[
-    "start", "baseline", "propose", "screen", "quality", "validate", "promote", "burst", "done"
-]
-_RECORDS: dict[Step, tuple[type, ...]] = {
-    "start": (RunStarted,),
-    "baseline": (Baseline, Finished),
-    "propose": (Proposed, Finished),
-    "screen": (Screened,),
-    "quality": (QualityChecked,),
-    "validate": (Validated,),
-    "promote": (Promoted,),
-    "burst": (BurstChecked,),
-    "done": (),
+Step = Literal["screen", "quality", "validate", "promote"]
+"""A trial's steps, in order; the run's own order (start, baseline, trials, stop, burst) is
+``kneepoint.tune.decide``'s."""
+_STEP_OF: dict[type, Step] = {
+    Screened: "screen",
+    QualityChecked: "quality",
+    Validated: "validate",
+    Promoted: "promote",
 }
-"""The events each step records: a ledger is the loop's steps, in the loop's order."""
 
 
 class StateError(ValueError):
@@ -166,16 +163,47 @@ class RunState:
         self.device_s += getattr(event, "device_s", 0.0)
 
     def _check_follows(self, event: Event) -> None:
-        step, trial = self.next_step()
-        if not isinstance(event, _RECORDS[step]):
-            where = f" of trial {trial.trial}" if trial is not None else ""
-            raise StateError(f"a {event.event} event where the run was at its {step} step{where}")
+        problem = self._why_not(event)
+        if problem is not None:
+            raise StateError(f"a {event.event} event where {problem}")
+
+    def _why_not(self, event: Event) -> str | None:
+        """Why the event cannot come next; None: it can."""
+        if isinstance(event, RunStarted):
+            return None if self.started is None else "the run had started already"
+        if self.started is None:
+            return "the run had not started"
+        if isinstance(event, BurstChecked):
+            wants = self.finished is not None and self.finished.reason != "baseline_failed"
+            return None if wants and self.burst is None else "no burst check was due"
+        if self.finished is not None:
+            return "the run had finished"
+        return self._why_not_search(event)
+
+    def _why_not_search(self, event: Event) -> str | None:
+        if isinstance(event, Baseline):
+            return None if self.baseline is None else "the baseline was measured already"
+        if isinstance(event, Finished):
+            still = self.open_trials()
+            return None if not still else f"trial {still[0].trial} was still open"
+        if self.baseline is None:
+            return "the baseline was not measured yet"
+        if isinstance(event, Proposed):
+            expected = self.next_trial_number()
+            return None if event.trial == expected else f"trial {expected} was next"
+        return self._why_not_trial(event)
+
+    def _why_not_trial(self, event: Event) -> str | None:
         number = getattr(event, "trial", None)
-        expected = trial.trial if trial is not None else self.next_trial_number()
-        if number is not None and number != expected:
-            raise StateError(
-                f"a {event.event} event for trial {number} where trial {expected} was next"
-            )
+        trial = self.trials.get(number) if isinstance(number, int) else None
+        if trial is None:
+            return f"no trial {number} was proposed"
+        step = trial.next_step()
+        if step is None:
+            return f"trial {number} had ended"
+        if _STEP_OF.get(type(event)) != step:
+            return f"trial {number} was at its {step} step"
+        return None
 
     def _apply_trial_event(self, event: Screened | QualityChecked | Validated | Promoted) -> None:
         trial = self.trials[event.trial]
@@ -189,6 +217,21 @@ class RunState:
             trial.promoted = event
             self.promotions.append(event)
             self._set_incumbent(event.config, event.repeats, event.diagnosis, event.pruning)
+            self._supersede(event.trial)
+
+    def _supersede(self, promoted: int) -> None:
+        """Close the finalists still waiting for validation when a sibling of their round
+        was promoted: they were screened against an incumbent that is gone, and the walk from
+        the new one decides whether they are tried again."""
+        for trial in self.open_trials():
+            screened = trial.screened
+            if trial.trial == promoted or screened is None:
+                continue
+            reason = (
+                f"superseded: {screened.reason}; a sibling of its round was promoted "
+                "first, and it was screened against the incumbent before"
+            )
+            trial.screened = screened.model_copy(update={"finalist": False, "reason": reason})
 
     def _set_incumbent(
         self, config: EngineConfig, repeats: SweepResult, diagnosis: Diagnosis, pruning: Pruning
@@ -215,29 +258,9 @@ class RunState:
             return 0.0
         return knee.capacity_rps or min(p.rate_rps for p in knee.points)
 
-    @property
-    def current_trial(self) -> TrialState | None:
-        """The newest trial, if it still has a step to take."""
-        if not self.trials:
-            return None
-        newest = self.trials[max(self.trials)]
-        return newest if newest.next_step() is not None else None
-
-    def next_step(self) -> tuple[Step, TrialState | None]:
-        if self.finished is not None:
-            # the winner's burst check follows the search (none without a baseline)
-            wants_burst = self.finished.reason != "baseline_failed" and self.burst is None
-            return ("burst" if wants_burst else "done"), None
-        if self.started is None:
-            return "start", None
-        if self.baseline is None:
-            return "baseline", None
-        trial = self.current_trial
-        if trial is not None:
-            step = trial.next_step()
-            assert step is not None
-            return step, trial
-        return "propose", None
+    def open_trials(self) -> list[TrialState]:
+        """The trials with a step left, by number."""
+        return [self.trials[n] for n in sorted(self.trials) if self.trials[n].next_step()]
 
     def history(self) -> list[tuple[Proposal, Outcome]]:
         """Every finished trial's proposal and outcome, in order (what proposers replay)."""

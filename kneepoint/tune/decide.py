@@ -1,6 +1,16 @@
-"""What the loop does next: a pure function of the run's state (rebuilt from the ledger), the
-study and the time, over a closed set of actions. The executor (``kneepoint.tune.loop``)
-carries each out and records its event; nothing here measures or writes.
+"""What a run does next: a pure function of the run's state (rebuilt from the ledger), the
+study, the time and the GPUs free, over a closed set of actions. ``kneepoint tune`` is a pool of
+one GPU (``next_action``); the workers of a shared study are a pool of several
+(``next_actions``, whose planner queues each measuring action as a task). The executors
+(``kneepoint.tune.loop``, ``kneepoint.workers``) carry the actions out and record their events;
+nothing here measures or writes.
+
+The order, one place for both: the run starts and measures its baseline; a round proposes up to
+one configuration per free GPU (one for ``tune``) and screens them all against the incumbent;
+when its screens are in, its finalists take their steps (quality check, validation, promotion)
+one at a time, best screened first, and a promotion closes the rest of its round; when no trial
+is open, a budget, the lack of a knee or of anything worth trying stops the search, and the
+winner's burst check follows the stop.
 """
 
 from __future__ import annotations
@@ -13,7 +23,7 @@ from kneepoint.policies.learning import best_left, learned_factors, nothing_wort
 from kneepoint.records.ledger import Finished
 from kneepoint.records.study import StudySpec
 from kneepoint.records.sweep import nothing_met
-from kneepoint.run.state import RunState, Step, TrialState
+from kneepoint.run.state import RunState, TrialState
 
 
 @dataclass(frozen=True)
@@ -35,7 +45,9 @@ class Stop:
 
 @dataclass(frozen=True)
 class Propose:
-    """Ask the proposer for the next configuration."""
+    """Ask the proposer for the next round's configurations (``n``, one per free GPU)."""
+
+    n: int = 1
 
 
 @dataclass(frozen=True)
@@ -78,18 +90,40 @@ Action = Start | MeasureBaseline | Stop | Propose | TrialAction | CheckBurst | D
 
 
 def next_action(state: RunState, study: StudySpec, now: datetime) -> Action:
-    """The one thing the run does next."""
-    step, trial = state.next_step()
-    if trial is not None:
-        return _trial_action(step, trial)
-    if step == "done":
-        return Done()
-    if step == "burst":
-        return CheckBurst()
-    if step in ("start", "baseline"):
-        return Start() if step == "start" else MeasureBaseline()
+    """The one thing a run on one GPU does next."""
+    return next_actions(state, study, now)[0]
+
+
+def next_actions(state: RunState, study: StudySpec, now: datetime, slots: int = 1) -> list[Action]:
+    """What the run can do now with ``slots`` GPUs free: a round's screens, or one step."""
+    run = _run_step(state)
+    if run is not None:
+        return [run]
+    trials = state.open_trials()
+    screens: list[Action] = [Screen(t) for t in trials if t.next_step() == "screen"]
+    if screens:
+        return screens
+    if trials:
+        best = min(trials, key=lambda t: (-(t.measured_objective() or 0.0), t.trial))
+        return [trial_action(best)]
     stop = no_knee(state, study) or budget_stop(state, study, now) or nothing_left(state, study)
-    return Stop(stop) if stop is not None else Propose()
+    if stop is not None:
+        return [Stop(stop)]
+    n = max(1, slots)
+    if study.budget.max_trials is not None:
+        n = min(n, study.budget.max_trials - state.trials_run)
+    return [Propose(n)]
+
+
+def _run_step(state: RunState) -> Action | None:
+    """The run's own steps around its trials: start, baseline, burst check, done."""
+    if state.finished is not None:
+        # the winner's burst check follows the search (none without a baseline)
+        wants_burst = state.finished.reason != "baseline_failed" and state.burst is None
+        return CheckBurst() if wants_burst else Done()
+    if state.started is None:
+        return Start()
+    return MeasureBaseline() if state.baseline is None else None
 
 
 def no_knee(state: RunState, study: StudySpec) -> Finished | None:
@@ -112,7 +146,9 @@ def no_knee(state: RunState, study: StudySpec) -> Finished | None:
     return None
 
 
-def _trial_action(step: Step, trial: TrialState) -> TrialAction:
+def trial_action(trial: TrialState) -> TrialAction:
+    """The action of a trial's next step."""
+    step = trial.next_step()
     match step:
         case "screen":
             return Screen(trial)

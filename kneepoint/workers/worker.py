@@ -1,7 +1,7 @@
-"""One worker of a shared study: it owns one GPU, claims tasks, measures them with the same
-steps as ``kneepoint tune`` and writes their results to the study; when no task waits, it
-plans the next ones (one planner at a time, ``kneepoint.workers.plan``). Every worker
-leaves when the study has finished.
+"""One worker of a shared study: it owns one GPU, claims tasks, carries them out with
+``kneepoint tune``'s executor (``kneepoint.tune.execute``) and writes their events to the study;
+when no task waits, it plans the next ones (one planner at a time, ``kneepoint.workers.plan``).
+Every worker leaves when the study has finished, writing the run's ledger and report.
 
 A worker killed at any moment loses nothing: its claimed task stops heartbeating, and the
 next worker to look fails it and Optuna queues it again. One stopped by a signal gives its
@@ -16,20 +16,21 @@ import structlog
 
 from kneepoint.load.objective import rules
 from kneepoint.records.knobs import KnobCatalogue
+from kneepoint.records.ledger import Event
 from kneepoint.records.study import StudySpec
 from kneepoint.records.task import Task, TaskResult
 from kneepoint.report import write_report
 from kneepoint.run.folder import RunFolder
 from kneepoint.run.progress import Progress
-from kneepoint.run.state import RunState, StateError
+from kneepoint.run.state import RunState
 from kneepoint.tune.bench import Bench
-from kneepoint.tune.burst_step import check_burst
+from kneepoint.tune.decide import CheckBurst, MeasureBaseline, Screen, trial_action
+from kneepoint.tune.execute import Executor, Measure
 from kneepoint.tune.loop import Now, local_now
 from kneepoint.tune.steps import Steps
-from kneepoint.tune.trial_failure import TrialFailedError
 from kneepoint.workers.plan import plan
 from kneepoint.workers.shared_study import Claimed, SharedStudy
-from kneepoint.workers.state import Shared, ledger_events, shared_state
+from kneepoint.workers.state import Shared, shared_state
 
 log = structlog.get_logger(__name__)
 
@@ -50,7 +51,8 @@ class Worker:
     ) -> None:
         self.shared, self.study, self.folder, self.name = shared, study, folder, name
         self.progress, self.catalogue, self.poll_s, self.now = progress, catalogue, poll_s, now
-        self.steps = Steps(study, Bench(study, folder, progress), catalogue, vllm_version)
+        steps = Steps(study, Bench(study, folder, progress), catalogue, vllm_version)
+        self.executor = Executor(study, steps, progress)
         self.tasks_done = 0
 
     def run(self) -> Shared:
@@ -68,19 +70,12 @@ class Worker:
         final = self.state()
         if final.state.incumbent is not None:
             self.folder.write_best(self.study, final.state.incumbent)
-        self._write_report(final.state)
+        self._write_report(final)
         return final
 
-    def _write_report(self, state: RunState) -> None:
+    def _write_report(self, final: Shared) -> None:
         """The whole run (every worker's trials) as this folder's ledger and report."""
-        events = ledger_events(state)
-        try:
-            RunState.replay(events, self.study.objective)
-        except StateError as exc:  # never expected; the results stay in the study
-            log.warning("worker.no_report", reason=str(exc))
-            return
-        for event in events:
-            self.folder.ledger.append(event)
+        self.folder.ledger.extend(final.events)
         write_report(self.folder)
 
     def state(self, *, requeue: bool = False) -> Shared:
@@ -139,70 +134,50 @@ class Worker:
             )
 
     def _measure(self, task: Task, state: RunState) -> tuple[TaskResult, float]:
-        if task.kind == "baseline":
-            return self._baseline()
-        if task.generation != len(state.promotions):
+        """The task's events, measured by ``kneepoint tune``'s executor, and its value to Optuna
+        (the objective it measured)."""
+        if task.kind != "baseline" and task.generation != len(state.promotions):
             raise RuntimeError(
                 f"{task.key} was planned against incumbent {task.generation}, "
                 f"the study is at {len(state.promotions)}"
             )
-        if task.kind == "screen":
-            return self._screen(task, state)
+        if task.kind == "validate":
+            events = self._trial_steps(state, task.trial)
+        else:
+            events = [self.executor.event(self._action(task, state), state)]
+        result = TaskResult.from_events(events, worker=self.name)
+        if result.screened is not None:
+            self.progress.status(f"trial {task.trial}: {result.screened.reason}")
+        return result, _value(result, self.study)
+
+    @staticmethod
+    def _action(task: Task, state: RunState) -> Measure:
+        if task.kind == "baseline":
+            return MeasureBaseline()
         if task.kind == "burst":
-            return self._burst(task, state)
-        return self._validate(task, state)
+            return CheckBurst()
+        return Screen(state.trials[task.trial])
 
-    def _burst(self, task: Task, state: RunState) -> tuple[TaskResult, float]:
-        assert state.incumbent is not None and state.incumbent_repeats is not None
-        assert task.stopped is not None
-        self.progress.phase("burst", "the winner: a burst past its operating rate, then back")
-        checked = check_burst(
-            self.study, self.steps.bench, state.incumbent, state.incumbent_repeats, task.stopped
-        )
-        self.progress.status(checked.summary())
-        return TaskResult(burst=checked, worker=self.name), checked.recovery_s or 0.0
+    def _trial_steps(self, state: RunState, number: int) -> list[Event]:
+        """A finalist's every step on this GPU: quality check, validation, promotion."""
+        events: list[Event] = []
+        trial = state.trials[number]
+        while trial.next_step() is not None:
+            event = self.executor.event(trial_action(trial), state)
+            state.apply(event)
+            events.append(event)
+        return events
 
-    def _baseline(self) -> tuple[TaskResult, float]:
-        try:
-            baseline = self.steps.baseline()
-        except TrialFailedError as exc:
-            return TaskResult(failure=str(exc), worker=self.name), 0.0
-        value = rules(self.study.objective).value(baseline.repeats) or 0.0
-        self.progress.status(f"baseline: {baseline.diagnosis.headline()}; {value:.2f}")
-        return TaskResult(baseline=baseline, worker=self.name), value
 
-    def _screen(self, task: Task, state: RunState) -> tuple[TaskResult, float]:
-        assert task.proposal is not None and state.incumbent_repeats is not None
-        self.progress.phase("screen", f"trial {task.trial}: {task.proposal.reason}")
-        steps, n = self.steps, task.trial
-        screened = steps.preflight(n, task.proposal) or steps.screen(
-            n, task.proposal, state.incumbent_knee_rps, state.incumbent_repeats
-        )
-        self.progress.status(f"trial {n}: {screened.reason}")
-        return TaskResult(screened=screened, worker=self.name), screened.outcome.objective or 0.0
-
-    def _validate(self, task: Task, state: RunState) -> tuple[TaskResult, float]:
-        trial, steps = state.trials[task.trial], self.steps
-        assert state.incumbent is not None and trial.screened is not None
-        config, n = trial.proposal.config, task.trial
-        quality = None
-        if task.quality_check:
-            self.progress.phase("quality", f"trial {n}: greedy outputs vs the incumbent")
-            quality = steps.quality(n, state.incumbent, config)
-            if quality.rejects:
-                return TaskResult(quality=quality, worker=self.name), 0.0
-        self.progress.phase("validate", f"trial {n}: interleaved with the incumbent")
-        against = (state.incumbent, state.incumbent_knee_rps)
-        known = state.incumbent_repeats.points if state.incumbent_repeats is not None else ()
-        validated = steps.validate(n, against, trial.screened, config, known)
-        promoted = steps.promote(n, config, validated) if validated.promote else None
-        if promoted is not None:
-            self.progress.status(
-                f"promoted trial {n}: {promoted.objective:.2f}; now {promoted.diagnosis.headline()}"
-            )
-        challenger = validated.challenger
-        value = (rules(self.study.objective).value(challenger) if challenger else None) or 0.0
-        result = TaskResult(
-            quality=quality, validated=validated, promoted=promoted, worker=self.name
-        )
-        return result, value
+def _value(result: TaskResult, study: StudySpec) -> float:
+    """What a task measured, for Optuna's view of the shared study."""
+    rule = rules(study.objective)
+    if result.baseline is not None:
+        return rule.value(result.baseline.repeats) or 0.0
+    if result.screened is not None:
+        return result.screened.outcome.objective or 0.0
+    if result.validated is not None and result.validated.challenger is not None:
+        return rule.value(result.validated.challenger) or 0.0
+    if result.burst is not None:
+        return result.burst.recovery_s or 0.0
+    return 0.0

@@ -1,0 +1,121 @@
+"""Carrying out a run's actions (``kneepoint.tune.decide``): what each one records. The
+measuring ones (the baseline, a trial's screen, quality check, validation and promotion, the
+winner's burst check) run the study's steps on a GPU; a round's proposals become its trials.
+``kneepoint tune`` records each event as it comes; a worker of a shared study returns its
+task's events to the study. One executor for both: a step exists once.
+"""
+
+from __future__ import annotations
+
+from typing import assert_never
+
+from kneepoint.load.objective import rules
+from kneepoint.records.knobs import KnobCatalogue
+from kneepoint.records.ledger import Event, Finished, Proposed
+from kneepoint.records.proposal import Proposal
+from kneepoint.records.study import StudySpec
+from kneepoint.run.progress import Progress
+from kneepoint.run.state import RunState
+from kneepoint.tune.burst_step import check_burst
+from kneepoint.tune.decide import (
+    CheckBurst,
+    CheckQuality,
+    MeasureBaseline,
+    Promote,
+    Screen,
+    TrialAction,
+    Validate,
+)
+from kneepoint.tune.standing import baseline_words
+from kneepoint.tune.steps import Steps
+from kneepoint.tune.trial_failure import TrialFailedError
+
+Measure = MeasureBaseline | TrialAction | CheckBurst
+"""The actions that run on a GPU."""
+
+
+def proposed(
+    proposals: list[Proposal], state: RunState, catalogue: KnobCatalogue
+) -> list[Proposed] | Finished:
+    """A round's proposals as its trials, numbered on from the run's; none: the search is
+    exhausted. A trial that changes a knob which alters model outputs is quality-checked."""
+    if not proposals:
+        return Finished(reason="exhausted", detail="every candidate has been tried")
+    first = state.next_trial_number()
+    return [
+        Proposed(trial=first + i, proposal=p, quality_check=_changes_outputs(p, catalogue))
+        for i, p in enumerate(proposals)
+    ]
+
+
+def _changes_outputs(proposal: Proposal, catalogue: KnobCatalogue) -> bool:
+    knobs = [catalogue.get(name) for name in proposal.changes]
+    return any(knob is not None and knob.changes_outputs for knob in knobs)
+
+
+class Executor:
+    """Measures one action against the run's state; returns its event."""
+
+    def __init__(self, study: StudySpec, steps: Steps, progress: Progress) -> None:
+        self.study, self.steps, self.progress = study, steps, progress
+
+    def event(self, action: Measure, state: RunState) -> Event:
+        match action:
+            case MeasureBaseline():
+                return self._baseline()
+            case CheckBurst():
+                return self._burst(state)
+            case Screen() | CheckQuality() | Validate() | Promote():
+                return self._trial_step(action, state)
+            case _:
+                assert_never(action)
+
+    def _baseline(self) -> Event:
+        try:
+            baseline = self.steps.baseline()
+        except TrialFailedError as exc:
+            return Finished(reason="baseline_failed", detail=str(exc))
+        self.progress.status(baseline_words(baseline, self.study))
+        return baseline
+
+    def _burst(self, state: RunState) -> Event:
+        assert state.incumbent is not None and state.incumbent_repeats is not None
+        assert state.finished is not None
+        self.progress.phase("burst", "the winner: a burst past its operating rate, then back")
+        checked = check_burst(
+            self.study, self.steps.bench, state.incumbent, state.incumbent_repeats, state.finished
+        )
+        self.progress.status(checked.summary())
+        return checked
+
+    def _trial_step(self, action: TrialAction, state: RunState) -> Event:
+        """The event of one step of a trial: screen, quality check, validation, promotion."""
+        steps, trial, progress = self.steps, action.trial, self.progress
+        n, proposal = trial.trial, trial.proposal
+        assert state.incumbent is not None and state.incumbent_repeats is not None
+        incumbent, repeats = state.incumbent, state.incumbent_repeats
+        knee = state.incumbent_knee_rps
+        match action:
+            case Screen():
+                progress.phase("screen", f"trial {n}: {proposal.reason}")
+                return steps.preflight(n, proposal) or steps.screen(n, proposal, knee, repeats)
+            case CheckQuality():
+                progress.phase("quality", f"trial {n}: greedy outputs vs the incumbent")
+                return steps.quality(n, incumbent, proposal.config)
+            case Validate():
+                assert trial.screened is not None
+                progress.phase("validate", f"trial {n}: interleaved with the incumbent")
+                return steps.validate(
+                    n, (incumbent, knee), trial.screened, proposal.config, repeats.points
+                )
+            case Promote():
+                assert trial.validated is not None
+                promoted = steps.promote(n, proposal.config, trial.validated)
+                progress.status(
+                    f"promoted trial {n}: {promoted.objective:.2f} "
+                    f"{rules(self.study.objective).unit()}; "
+                    f"now {promoted.diagnosis.headline()}"
+                )
+                return promoted
+            case _:
+                assert_never(action)

@@ -1,0 +1,93 @@
+"""A pool of several GPUs (the workers of a shared study) takes the same decisions as
+``kneepoint tune``'s pool of one (``next_actions``): a round proposes one configuration per free
+GPU and screens them side by side; its finalists go one at a time, best screened first; a
+promotion closes the rest of its round. The state (``RunState.apply``) holds several open
+trials and still refuses an event that cannot follow. Built from a real small-tune ledger."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+
+from kneepoint.config import load_study
+from kneepoint.records.ledger import Event, Finished, Proposed, Screened
+from kneepoint.records.study import StudySpec
+from kneepoint.run.ledger import Ledger
+from kneepoint.run.state import RunState, StateError
+from kneepoint.tune.decide import Propose, Screen, Stop, Validate, next_action, next_actions
+
+from .conftest import TuneRun
+
+NOW = datetime(2026, 11, 23, 8, 0).astimezone()
+
+
+def _run(small_run: TuneRun) -> tuple[list[Event], StudySpec]:
+    events = Ledger(small_run.folder / "ledger.jsonl").read()
+    return events, load_study(small_run.folder / "study.yaml")
+
+
+def _round(events: list[Event]) -> list[Event]:
+    """Started, baseline, and trials 1 and 2 proposed together (both against the baseline)."""
+    first, second = events[2], events[6]
+    assert isinstance(first, Proposed) and isinstance(second, Proposed)
+    return [*events[:2], first, second]
+
+
+def test_a_round_proposes_one_configuration_per_free_gpu_within_the_budget(
+    small_run: TuneRun,
+) -> None:
+    events, study = _run(small_run)
+    state = RunState.replay(events[:2], study.objective)
+    assert next_actions(state, study, NOW, slots=3) == [Propose(3)]
+    assert next_action(state, study, NOW) == Propose(1), "tune is a pool of one"
+    capped = study.model_copy(update={"budget": study.budget.model_copy(update={"max_trials": 2})})
+    assert next_actions(state, capped, NOW, slots=3) == [Propose(2)]
+
+
+def test_a_round_screens_side_by_side_then_its_best_finalist_goes_first(
+    small_run: TuneRun,
+) -> None:
+    events, study = _run(small_run)
+    state = RunState.replay(_round(events), study.objective)
+    screens = next_actions(state, study, NOW, slots=2)
+    assert [type(a) for a in screens] == [Screen, Screen]
+    assert [a.trial.trial for a in screens if isinstance(a, Screen)] == [1, 2]
+    second, first = events[7], events[3]
+    assert isinstance(first, Screened) and isinstance(second, Screened)
+    assert first.finalist and second.finalist
+    state.apply(second)  # screens finish in any order
+    assert [type(a) for a in next_actions(state, study, NOW, 2)] == [Screen]
+    state.apply(first)
+    best = max((1, 2), key=lambda n: state.trials[n].measured_objective() or 0.0)
+    [validate] = next_actions(state, study, NOW, slots=2)
+    assert isinstance(validate, Validate) and validate.trial.trial == best
+
+
+def test_a_promotion_closes_the_finalists_left_in_its_round(small_run: TuneRun) -> None:
+    events, study = _run(small_run)
+    state = RunState.replay([*_round(events), events[3], events[7]], study.objective)
+    validated, promoted = events[8], events[9]  # trial 2's, promoted over the baseline here
+    state.apply(validated)
+    state.apply(promoted)
+    other = state.trials[1].screened
+    assert other is not None and not other.finalist
+    assert other.reason.startswith("superseded: screened +")
+    assert state.open_trials() == [] and state.incumbent == state.trials[2].proposal.config
+    assert isinstance(next_action(state, study, NOW), Propose | Stop)
+
+
+def test_an_event_that_cannot_follow_is_refused_with_several_trials_open(
+    small_run: TuneRun,
+) -> None:
+    events, study = _run(small_run)
+    state = RunState.replay(_round(events), study.objective)
+    stop = Finished(reason="max_trials", detail="2 trials run")
+    with pytest.raises(StateError, match="a finished event where trial 1 was still open"):
+        state.apply(stop)
+    with pytest.raises(StateError, match="a proposed event where trial 3 was next"):
+        state.apply(events[2])
+    with pytest.raises(StateError, match="a validated event where trial 1 was at its screen"):
+        state.apply(events[4])
+    with pytest.raises(StateError, match="no trial 3 was proposed"):
+        state.apply(events[11])
