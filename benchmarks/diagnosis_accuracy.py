@@ -34,8 +34,8 @@ from scenario_grid import Scenario, scenarios
 
 from kneepoint.calibration.recorded import RecordedSweep, find_recorded
 from kneepoint.load.plan import point_seed
-from kneepoint.policies.diagnosis import diagnose
-from kneepoint.policies.observe import knee_points, observe
+from kneepoint.policies.diagnosis.diagnose import diagnose
+from kneepoint.policies.diagnosis.observe import knee_points, observe
 from kneepoint.probes.sweep import knee_search
 from kneepoint.records.diagnosis import Observation
 from kneepoint.records.knobs import CONSTRAINTS

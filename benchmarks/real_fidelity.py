@@ -25,9 +25,9 @@ from kneepoint.calibration.calibrate import calibrate
 from kneepoint.calibration.recorded import RecordedSweep, find_recorded
 from kneepoint.calibration.replay import replay
 from kneepoint.config import knob_catalogue
-from kneepoint.policies.diagnosis import diagnose
-from kneepoint.policies.observe import knee_points, observe
-from kneepoint.policies.pruning import prune
+from kneepoint.policies.diagnosis.diagnose import diagnose
+from kneepoint.policies.diagnosis.observe import knee_points, observe
+from kneepoint.policies.pruning.prune import prune
 from kneepoint.records.backend_spec import VllmBackend
 from kneepoint.records.sweep import SweepPoint, SweepResult
 from kneepoint.run.logs import configure_logging

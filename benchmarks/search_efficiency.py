@@ -40,14 +40,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kneepoint.config import knob_catalogue, load_study
-from kneepoint.policies.coordinate import CoordinateDescent
-from kneepoint.policies.diagnosis import diagnose
-from kneepoint.policies.observe import knee_points, observe
-from kneepoint.policies.optuna_search import OptunaProposer
-from kneepoint.policies.phased import Phased
-from kneepoint.policies.proposer import Proposer, replay
-from kneepoint.policies.pruning import prune
-from kneepoint.policies.search_space import search_space
+from kneepoint.policies.diagnosis.diagnose import diagnose
+from kneepoint.policies.diagnosis.observe import knee_points, observe
+from kneepoint.policies.pruning.prune import prune
+from kneepoint.policies.search.coordinate import CoordinateDescent
+from kneepoint.policies.search.optuna_search import OptunaProposer
+from kneepoint.policies.search.phased import Phased
+from kneepoint.policies.search.proposer import Proposer, replay
+from kneepoint.policies.search.search_space import search_space
 from kneepoint.probes.sweep import knee_search
 from kneepoint.probes.targets import PointSize, open_target
 from kneepoint.records.backend_spec import SimBackend

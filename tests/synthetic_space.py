@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import JsonValue
 
 from kneepoint.config.catalog import knob_catalogue
-from kneepoint.policies.proposer import Proposer
+from kneepoint.policies.search.proposer import Proposer
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.proposal import KnobCandidate, Outcome, Proposal, SearchSpace
 

@@ -55,6 +55,14 @@ ALLOWED = {
         "workers",
     },
 }
+# The policies' four concepts: what binds is read first, then the knobs it leaves and where
+# to look among them; the judge stands alone.
+POLICIES = {
+    "diagnosis": set(),
+    "pruning": {"diagnosis"},
+    "search": {"diagnosis"},
+    "judge": set(),
+}
 SIDE_EFFECT_MODULES = {
     "subprocess", "socket", "httpx", "pynvml", "psutil", "asyncio", "sqlite3", "sqlalchemy",
     "optuna.storages",  # Optuna keeps its studies through a storage the agent opens
@@ -85,6 +93,21 @@ def test_imports_follow_the_layering(path: Path) -> None:
     if part in {"policies", "records", "physics", "load"}:
         found = {prefix for n in _imports(path) for prefix in (n.split(".")[0], n[:15])}
         assert not found & SIDE_EFFECT_MODULES, found & SIDE_EFFECT_MODULES
+
+
+@pytest.mark.parametrize(
+    "path", sorted((PACKAGE / "policies").rglob("*.py")), ids=lambda p: p.parent.name + "/" + p.name
+)
+def test_the_policies_concepts_import_only_what_they_read(path: Path) -> None:
+    parts = path.relative_to(PACKAGE / "policies").parts
+    if len(parts) == 1:
+        assert parts == ("__init__.py",), f"{path.name}: every policy belongs to one concept"
+        return
+    for name in _imports(path):
+        if name.startswith("kneepoint.policies."):
+            target = name.split(".")[2]
+            allowed = POLICIES[parts[0]] | {parts[0]}
+            assert target in allowed, f"policies/{parts[0]} imports {name}"
 
 
 @pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PACKAGE)))

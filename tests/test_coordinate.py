@@ -7,9 +7,9 @@ import math
 
 import pytest
 
-from kneepoint.policies.coordinate import CoordinateDescent
-from kneepoint.policies.learning import learned_factors
-from kneepoint.policies.space import effective
+from kneepoint.policies.search.coordinate import CoordinateDescent
+from kneepoint.policies.search.learning import learned_factors
+from kneepoint.policies.search.space import effective
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.proposal import Outcome, SearchSpace
 
@@ -180,7 +180,7 @@ def test_with_no_incumbent_objective_the_first_measurement_sets_the_bar() -> Non
 
 def test_its_repriced_moves_teach_the_stop_rule_what_they_teach_the_walk() -> None:
     # 512 seqs gave 1.8x of the 2.0x predicted, 1024 then 1.02x of the centre: the stop rule
-    # (kneepoint.policies.learning) reads the same factor off the proposals as the walk uses.
+    # (kneepoint.policies.search.learning) reads the same factor off the proposals as the walk uses.
     def diminishing(config: EngineConfig) -> Outcome:
         objective = {256: 10.0, 512: 18.0, 1024: 18.36}.get(config.max_num_seqs or 256, 10.0)
         return Outcome(status="ok", objective=objective, feasible=True)

@@ -10,7 +10,7 @@ from pathlib import Path
 from kneepoint.config import knob_catalogue, load_study
 from kneepoint.config.catalog import gpu_catalogue, model_catalogue
 from kneepoint.physics.defaults import resolve_engine
-from kneepoint.policies.context import context_of
+from kneepoint.policies.diagnosis.context import context_of
 from kneepoint.records.diagnosis import Observation
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.loadpoint import LoadPoint, Signals

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from kneepoint.config.catalog import gpu_catalogue, model_catalogue
-from kneepoint.policies.diagnosis import diagnose
-from kneepoint.policies.gpu_time import roofline_reading
-from kneepoint.policies.step_estimate import StepEstimate
+from kneepoint.policies.diagnosis.diagnose import diagnose
+from kneepoint.policies.diagnosis.gpu_time import roofline_reading
+from kneepoint.policies.diagnosis.step_estimate import StepEstimate
 from kneepoint.records.diagnosis import Observation
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.loadpoint import LoadPoint, Signals

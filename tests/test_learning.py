@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import JsonValue
 
-from kneepoint.policies.learning import (
+from kneepoint.policies.search.learning import (
     best_left,
     learned_factors,
     move_words,

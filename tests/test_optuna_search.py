@@ -12,9 +12,9 @@ import pytest
 from optuna.storages import get_storage
 from optuna.trial import TrialState
 
-from kneepoint.policies import optuna_search
-from kneepoint.policies.coordinate import CoordinateDescent
-from kneepoint.policies.optuna_search import (
+from kneepoint.policies.search import optuna_search
+from kneepoint.policies.search.coordinate import CoordinateDescent
+from kneepoint.policies.search.optuna_search import (
     DISCARDED,
     INDEX,
     KEY,
@@ -23,8 +23,8 @@ from kneepoint.policies.optuna_search import (
     GpDependenciesError,
     OptunaProposer,
 )
-from kneepoint.policies.optuna_space import distributions, params_of, predict, values_of
-from kneepoint.policies.proposer import replay
+from kneepoint.policies.search.optuna_space import distributions, params_of, predict, values_of
+from kneepoint.policies.search.proposer import replay
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.proposal import Outcome, Prediction, Proposal, TrialStatus
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kneepoint.policies.prefix_reuse import prefix_reuse
+from kneepoint.policies.pruning.prefix_reuse import prefix_reuse
 from tests.test_pruning import CHAT, RAG
 
 

@@ -13,11 +13,11 @@ from itertools import cycle
 
 import pytest
 
-from kneepoint.policies.coordinate import CoordinateDescent
-from kneepoint.policies.optuna_search import OptunaProposer
-from kneepoint.policies.phased import Phased
-from kneepoint.policies.proposer import Proposer, replay
-from kneepoint.policies.space import contains, effective
+from kneepoint.policies.search.coordinate import CoordinateDescent
+from kneepoint.policies.search.optuna_search import OptunaProposer
+from kneepoint.policies.search.phased import Phased
+from kneepoint.policies.search.proposer import Proposer, replay
+from kneepoint.policies.search.space import contains, effective
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.proposal import Outcome, Prediction, Proposal, SearchSpace
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from kneepoint.config.catalog import knob_catalogue
-from kneepoint.policies.pruning import prune
-from kneepoint.policies.search_space import search_space
+from kneepoint.policies.pruning.prune import prune
+from kneepoint.policies.search.search_space import search_space
 from kneepoint.records.backend_spec import AttachBackend, SimBackend
 from kneepoint.records.diagnosis import Diagnosis, Observation
 from kneepoint.records.engine import EngineConfig

@@ -4,9 +4,9 @@ sequential walk itself; a sampler is asked several times with a stand-in outcome
 
 from __future__ import annotations
 
-from kneepoint.policies.coordinate import CoordinateDescent
-from kneepoint.policies.optuna_search import OptunaProposer
-from kneepoint.policies.proposer import Proposer, replay
+from kneepoint.policies.search.coordinate import CoordinateDescent
+from kneepoint.policies.search.optuna_search import OptunaProposer
+from kneepoint.policies.search.proposer import Proposer, replay
 from kneepoint.records.proposal import Outcome, Proposal, SearchSpace
 
 from .synthetic_space import CANDIDATES, capacity, make_space

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kneepoint.policies.space import (
+from kneepoint.policies.search.space import (
     build_config,
     changes_from_incumbent,
     contains,

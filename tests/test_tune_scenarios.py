@@ -11,7 +11,7 @@ import pytest
 
 from kneepoint.cli.main import main
 from kneepoint.config import knob_catalogue
-from kneepoint.policies.space import contains
+from kneepoint.policies.search.space import contains
 from kneepoint.run.ledger import Ledger
 from kneepoint.run.state import RunState
 

@@ -23,7 +23,7 @@ from kneepoint.calibration.replay import replay_steps
 from kneepoint.physics.defaults import ResolvedEngine, resolve_engine
 from kneepoint.physics.kv_layout import kv_layout
 from kneepoint.physics.roofline import BatchShape, Roofline
-from kneepoint.policies.step_estimate import observed_shape
+from kneepoint.policies.diagnosis.step_estimate import observed_shape
 from kneepoint.records.efficiency import Efficiency
 from kneepoint.records.hardware import GpuSpec, ModelSpec
 from kneepoint.records.sweep import SweepPoint

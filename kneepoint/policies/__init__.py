@@ -1,5 +1,8 @@
-"""Pure decisions of the loop: what a sweep says (the knee and the server's measured
-response), diagnosis, knob pruning and effects, proposers, learning from misses and the judge.
+"""Pure decisions of the loop, one subpackage per concept: ``diagnosis`` (what a sweep says at
+its knee and which resource binds), ``pruning`` (the knobs that can help it, and by how much),
+``search`` (the pruned space, the proposers and learning from misses) and ``judge`` (a gain
+beyond the measured noise). Pruning and search read the diagnosis; the judge stands alone
+(tests/test_architecture.py).
 
 Nothing here touches processes, sockets, GPUs or files; it imports records, physics and load,
 and nothing from ``kneepoint.probes`` or from the packages that run them (``kneepoint.tune``,

@@ -60,7 +60,7 @@ class Prediction(Record):
     reason: str
     repriced_by: float = Field(default=1.0, gt=0.0)
     """The factor already in ``capacity_ratio`` from the knob's earlier measured moves
-    (``kneepoint.policies.learning``): what the move was predicted before it is
+    (``kneepoint.policies.search.learning``): what the move was predicted before it is
     ``capacity_ratio / repriced_by``."""
 
     @property
@@ -122,7 +122,7 @@ class SearchSpace(Record):
     candidates: tuple[KnobCandidate, ...] = ()
     learned_factors: dict[str, float] = Field(default_factory=dict)
     """Per knob, what its latest single-knob move in the run measured over what was predicted
-    (``kneepoint.policies.learning``), moves against earlier incumbents included: a move
+    (``kneepoint.policies.search.learning``), moves against earlier incumbents included: a move
     measured as a loss is not tried again at its old price after a promotion."""
 
     def knob_names(self) -> tuple[str, ...]:

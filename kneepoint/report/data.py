@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from kneepoint.load.objective import rules
-from kneepoint.policies.judge import judge
-from kneepoint.policies.observe import knee_points
+from kneepoint.policies.diagnosis.observe import knee_points
+from kneepoint.policies.judge.promotion import judge
 from kneepoint.records.judgement import Judgement
 from kneepoint.records.loadpoint import LoadPoint
 from kneepoint.records.study import StudySpec

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from kneepoint.load.objective import rules
-from kneepoint.policies.learning import best_left, learned_factors, nothing_worth_trying
+from kneepoint.policies.search.learning import best_left, learned_factors, nothing_worth_trying
 from kneepoint.records.ledger import Finished
 from kneepoint.records.study import StudySpec
 from kneepoint.records.sweep import nothing_met

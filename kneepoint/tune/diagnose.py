@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kneepoint.load.objective import rules
-from kneepoint.policies.context import context_of
-from kneepoint.policies.diagnosis import diagnose
-from kneepoint.policies.observe import observe
-from kneepoint.policies.pruning import prune
+from kneepoint.policies.diagnosis.context import context_of
+from kneepoint.policies.diagnosis.diagnose import diagnose
+from kneepoint.policies.diagnosis.observe import observe
+from kneepoint.policies.pruning.prune import prune
 from kneepoint.probes import sweep
 from kneepoint.probes.study_knee import study_knee_search
 from kneepoint.probes.sweep_run import Prober

@@ -18,7 +18,7 @@ from typing import assert_never
 import structlog
 
 from kneepoint import __version__
-from kneepoint.policies.proposer import Proposer
+from kneepoint.policies.search.proposer import Proposer
 from kneepoint.probes.process import reap_orphans
 from kneepoint.records.knobs import KnobCatalogue
 from kneepoint.records.ledger import Event, Promoted, RunStarted

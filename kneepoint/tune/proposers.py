@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from kneepoint.policies.coordinate import CoordinateDescent
-from kneepoint.policies.learning import learned_factors
-from kneepoint.policies.observe import observe
-from kneepoint.policies.optuna_search import OptunaProposer
-from kneepoint.policies.phased import Phased
-from kneepoint.policies.proposer import Proposer, replay
-from kneepoint.policies.search_space import search_space
+from kneepoint.policies.diagnosis.observe import observe
+from kneepoint.policies.search.coordinate import CoordinateDescent
+from kneepoint.policies.search.learning import learned_factors
+from kneepoint.policies.search.optuna_search import OptunaProposer
+from kneepoint.policies.search.phased import Phased
+from kneepoint.policies.search.proposer import Proposer, replay
+from kneepoint.policies.search.search_space import search_space
 from kneepoint.records.proposal import SearchSpace
 from kneepoint.records.study import StudySpec
 from kneepoint.run.optuna_storage import open_storage

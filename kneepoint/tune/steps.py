@@ -12,11 +12,11 @@ import structlog
 from kneepoint.load.objective import rules
 from kneepoint.physics.defaults import UnmodeledSettingError, resolve_engine
 from kneepoint.physics.memory import plan_memory
-from kneepoint.policies.context import context_of
-from kneepoint.policies.diagnosis import diagnose
-from kneepoint.policies.judge import is_finalist, judge
-from kneepoint.policies.observe import observe
-from kneepoint.policies.pruning import prune
+from kneepoint.policies.diagnosis.context import context_of
+from kneepoint.policies.diagnosis.diagnose import diagnose
+from kneepoint.policies.diagnosis.observe import observe
+from kneepoint.policies.judge.promotion import is_finalist, judge
+from kneepoint.policies.pruning.prune import prune
 from kneepoint.probes.sweep import merge
 from kneepoint.records.diagnosis import Diagnosis, Observation
 from kneepoint.records.engine import EngineConfig

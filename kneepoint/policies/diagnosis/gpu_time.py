@@ -3,13 +3,13 @@ kernel-launch gaps (scheduling), math (compute) and memory traffic (bandwidth).
 
 NVML's coarse utilisation says how much of the time the GPU was busy at all, not on what; GPM's
 tensor and DRAM activity split the busy time where the GPU has GPM, else the roofline of the
-step the engine's metrics describe does (``kneepoint.policies.step_estimate``).
+step the engine's metrics describe does (``kneepoint.policies.diagnosis.step_estimate``).
 """
 
 from __future__ import annotations
 
-from kneepoint.policies.evidence import Tally, queued
-from kneepoint.policies.step_estimate import StepEstimate
+from kneepoint.policies.diagnosis.evidence import Tally, queued
+from kneepoint.policies.diagnosis.step_estimate import StepEstimate
 from kneepoint.records.loadpoint import LoadPoint, Signals
 
 # What real kernels reach of the peaks (public vLLM-on-H100 models): tensor activity near half

@@ -5,12 +5,12 @@ points say a bigger step outruns its step time (``ServerResponse``)."""
 
 from __future__ import annotations
 
-from kneepoint.policies.evidence import (
+from kneepoint.policies.diagnosis.evidence import (
     PREEMPTIONS_PER_REQUEST,
     cap_pinned,
     preemptions_per_request,
 )
-from kneepoint.policies.knob_effects import NOTHING_GAINED, Effect, Rule, Situation, damped
+from kneepoint.policies.pruning.knob_effects import NOTHING_GAINED, Effect, Rule, Situation, damped
 
 
 def seqs(sit: Situation) -> Effect | str:

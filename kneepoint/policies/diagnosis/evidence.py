@@ -8,7 +8,7 @@ the way the simulator's ground truth divides it, from what a real deployment can
 2. The rest of the time divides by what the GPU did: idle gaps between steps and kernel-launch
    overhead are scheduling; busy time splits into math (compute) and memory traffic
    (bandwidth), from GPM's tensor and DRAM activity where the GPU has GPM, else from the
-   roofline of the step the engine's metrics describe (``kneepoint.policies.gpu_time``).
+   roofline of the step the engine's metrics describe (``kneepoint.policies.diagnosis.gpu_time``).
 3. Shapes of latency: when ITL is what fails and its p99 is far above its p50 under mixed
    traffic, long prefills stall decodes: that is scheduling (prefill interference), whatever
    the average step is bound by. Steps filled to the token budget are noted.

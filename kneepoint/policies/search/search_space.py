@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pydantic import JsonValue
 
 from kneepoint.physics.defaults import resolve_engine
-from kneepoint.policies.context import ConfigContext, context_of
+from kneepoint.policies.diagnosis.context import ConfigContext, context_of
 from kneepoint.records.diagnosis import Observation
 from kneepoint.records.proposal import Pruning, SearchSpace
 

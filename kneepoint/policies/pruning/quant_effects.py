@@ -12,7 +12,7 @@ ITL p50 182 -> 557 ms). On a checkpoint that is already quantized nothing is lef
 from __future__ import annotations
 
 from kneepoint.physics.quantization import checkpoint_of
-from kneepoint.policies.knob_effects import (
+from kneepoint.policies.pruning.knob_effects import (
     Effect,
     Situation,
     damped,

@@ -20,13 +20,13 @@ from typing import get_args
 
 from pydantic import JsonValue
 
-from kneepoint.policies.batch_effects import BATCH_RULES
-from kneepoint.policies.context import ConfigContext, context_of
-from kneepoint.policies.knob_effects import RULES, Effect, Rule, Situation
-from kneepoint.policies.kv_effects import memory_bytes, memory_fraction
-from kneepoint.policies.quant_effects import held_conditions, quantization, w4a16_advice
-from kneepoint.policies.step_estimate import estimate_step
-from kneepoint.policies.tp_effect import tensor_parallel
+from kneepoint.policies.diagnosis.context import ConfigContext, context_of
+from kneepoint.policies.diagnosis.step_estimate import estimate_step
+from kneepoint.policies.pruning.batch_effects import BATCH_RULES
+from kneepoint.policies.pruning.knob_effects import RULES, Effect, Rule, Situation
+from kneepoint.policies.pruning.kv_effects import memory_bytes, memory_fraction
+from kneepoint.policies.pruning.quant_effects import held_conditions, quantization, w4a16_advice
+from kneepoint.policies.pruning.tp_effect import tensor_parallel
 from kneepoint.records.backend_spec import BackendSpec, SimBackend
 from kneepoint.records.diagnosis import Diagnosis, Observation
 from kneepoint.records.knobs import (

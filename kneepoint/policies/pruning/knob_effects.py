@@ -20,8 +20,8 @@ from pydantic import JsonValue
 from kneepoint.physics.defaults import ResolvedEngine, resolve_engine
 from kneepoint.physics.memory import MemoryPlan, plan_memory
 from kneepoint.physics.roofline import BatchShape, Roofline
-from kneepoint.policies.prefix_reuse import prefix_reuse
-from kneepoint.policies.step_estimate import StepEstimate
+from kneepoint.policies.diagnosis.step_estimate import StepEstimate
+from kneepoint.policies.pruning.prefix_reuse import prefix_reuse
 from kneepoint.records.diagnosis import Diagnosis, Observation
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.knobs import Constraint

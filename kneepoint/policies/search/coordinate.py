@@ -27,7 +27,7 @@ from typing import Literal
 
 from pydantic import JsonValue
 
-from kneepoint.policies.space import (
+from kneepoint.policies.search.space import (
     build_config,
     changes_from_incumbent,
     contains,
@@ -97,7 +97,7 @@ class CoordinateDescent:
         self._known: dict[str, Outcome] = {}
         self._factors: dict[str, float] = dict(space.learned_factors)
         """Per knob, measured over predicted ratio of its last measured step (see
-        ``kneepoint.policies.learning``), starting from what the run measured before."""
+        ``kneepoint.policies.search.learning``), starting from what the run measured before."""
         self._walk = self._start(0)
         self._pending: _Step | None = None
         self._advance()

@@ -5,7 +5,7 @@ agent opens the run folder's ``optuna.db``, which optuna-dashboard opens too, in
 ``kneepoint.run.optuna_storage``): this module never opens a file or a database itself. One
 study per search space,
 named after the proposer and a hash of the space unless the caller names it. How outcomes
-become trial results is in ``kneepoint.policies.optuna_space``. SLO feasibility is a trial
+become trial results is in ``kneepoint.policies.search.optuna_space``. SLO feasibility is a trial
 constraint (<= 0 feasible) set on each trial, which both samplers read; the samplers'
 ``constraints_func`` would do the same but is deprecated since Optuna 5.0.
 
@@ -32,15 +32,15 @@ import optuna
 from optuna.samplers import BaseSampler, GPSampler, RandomSampler, TPESampler
 from optuna.trial import Trial, TrialState, create_trial
 
-from kneepoint.policies.optuna_space import (
+from kneepoint.policies.search.optuna_space import (
     distributions,
     params_of,
     predict,
     trial_result,
     values_of,
 )
-from kneepoint.policies.proposer import liar_batch
-from kneepoint.policies.space import build_config, changes_from_incumbent, effective, show
+from kneepoint.policies.search.proposer import liar_batch
+from kneepoint.policies.search.space import build_config, changes_from_incumbent, effective, show
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.proposal import Outcome, Proposal, SearchSpace
 

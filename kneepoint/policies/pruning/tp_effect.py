@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from kneepoint.physics.defaults import resolve_engine
 from kneepoint.physics.roofline import BatchShape, Roofline
-from kneepoint.policies.knob_effects import (
+from kneepoint.policies.pruning.knob_effects import (
     MAX_RATIO,
     NOTHING_GAINED,
     Effect,

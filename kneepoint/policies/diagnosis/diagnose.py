@@ -1,13 +1,13 @@
 """Bottleneck diagnosis: which of compute, scheduling, bandwidth and cache binds at the knee.
 
-``diagnose`` reads a saturated load point (and, where there is one, a point below the knee)
-and names the constraint that holds most of the wall time, with a confidence, the runner-up
-and every reading that moved it (see ``kneepoint.policies.evidence`` for the rules). It works
-with what a deployment exposes: GPM on Hopper and newer, only NVML's coarse utilisation, or no
-GPU telemetry at all, where vLLM's own metrics and a roofline estimate of the observed steps
-stand in. Before naming a constraint it checks that the point says anything about the server:
-a client that fell behind (``client_bound``) or a server that met its SLO with nothing queued
-(``underloaded``) get no constraint; nor do signals too thin or too split to decide
+``diagnose`` reads a saturated load point (and, where there is one, a point below the knee) and
+names the constraint that holds most of the wall time, with a confidence, the runner-up and
+every reading that moved it (see ``kneepoint.policies.diagnosis.evidence`` for the rules). It
+works with what a deployment exposes: GPM on Hopper and newer, only NVML's coarse utilisation,
+or no GPU telemetry at all, where vLLM's own metrics and a roofline estimate of the observed
+steps stand in. Before naming a constraint it checks that the point says anything about the
+server: a client that fell behind (``client_bound``) or a server that met its SLO with nothing
+queued (``underloaded``) get no constraint; nor do signals too thin or too split to decide
 (``inconclusive``).
 """
 
@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import math
 
-from kneepoint.policies import evidence
-from kneepoint.policies.context import ConfigContext, context_of
-from kneepoint.policies.evidence import Tally
-from kneepoint.policies.gpu_time import gpu_time
-from kneepoint.policies.step_estimate import estimate_step
+from kneepoint.policies.diagnosis import evidence
+from kneepoint.policies.diagnosis.context import ConfigContext, context_of
+from kneepoint.policies.diagnosis.evidence import Tally
+from kneepoint.policies.diagnosis.gpu_time import gpu_time
+from kneepoint.policies.diagnosis.step_estimate import estimate_step
 from kneepoint.records.diagnosis import Diagnosis, Evidence, Observation, SignalSource
 from kneepoint.records.knobs import CONSTRAINTS, Constraint
 from kneepoint.records.loadpoint import LoadPoint

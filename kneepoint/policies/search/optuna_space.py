@@ -33,7 +33,7 @@ from optuna.distributions import (
 from optuna.trial import TrialState
 from pydantic import JsonValue
 
-from kneepoint.policies.space import (
+from kneepoint.policies.search.space import (
     along,
     canonical,
     contains,

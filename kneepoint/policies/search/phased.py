@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from kneepoint.policies.proposer import Proposer, replay
+from kneepoint.policies.search.proposer import Proposer, replay
 from kneepoint.records.proposal import Outcome, Proposal
 
 

@@ -21,7 +21,7 @@ from typing import Literal, NamedTuple
 
 import numpy as np
 
-from kneepoint.policies.stats import t_quantile
+from kneepoint.policies.judge.stats import t_quantile
 from kneepoint.records.judgement import FinalistCheck, Judgement, JudgeMethod
 
 _POWER = 0.8
