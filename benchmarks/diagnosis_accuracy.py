@@ -34,6 +34,7 @@ from scenario_grid import Scenario, scenarios
 
 from kneepoint.calibration.recorded import RecordedSweep, find_recorded
 from kneepoint.load.plan import point_seed
+from kneepoint.policies.diagnosis.context import context_of
 from kneepoint.policies.diagnosis.diagnose import diagnose
 from kneepoint.policies.diagnosis.observe import knee_points, observe
 from kneepoint.probes.sweep import knee_search
@@ -121,7 +122,7 @@ def main() -> None:
         study = scenario.study
         found = {}
         for tier, fields in TIERS.items():
-            found[tier] = diagnose(tiered(observation, fields))
+            found[tier] = diagnose(context_of(tiered(observation, fields)))
         rows.append({"label": label, "found": {t: d.binding for t, d in found.items()}})
         cells = " ".join(
             f"{d.binding + ('' if d.binding == label else ' X'):<14} {d.confidence:>5.0%}  "
@@ -157,7 +158,7 @@ def real_tier(paths: list[Path]) -> None:
         scored += expected is not None
         cells = []
         for tier, fields in TIERS.items():
-            found = diagnose(tiered(observation, fields))
+            found = diagnose(context_of(tiered(observation, fields)))
             right[tier] += found.binding == expected
             mark = "" if expected is None or found.binding == expected else " X"
             cells.append(f"{found.binding + mark:<14} {found.confidence:>5.0%}  ")

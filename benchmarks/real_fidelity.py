@@ -25,6 +25,7 @@ from kneepoint.calibration.calibrate import calibrate
 from kneepoint.calibration.recorded import RecordedSweep, find_recorded
 from kneepoint.calibration.replay import replay
 from kneepoint.config import knob_catalogue
+from kneepoint.policies.diagnosis.context import context_of
 from kneepoint.policies.diagnosis.diagnose import diagnose
 from kneepoint.policies.diagnosis.observe import knee_points, observe
 from kneepoint.policies.pruning.prune import prune
@@ -72,7 +73,12 @@ def predicted_ratio(base: RecordedSweep, other: RecordedSweep) -> tuple[str, flo
     study = base.study
     observation = observe(base.result, gpu=study.gpu, model=study.model,
                           engine=base.result.config, workload=study.workload)  # fmt: skip
-    pruning = prune(diagnose(observation), observation, knob_catalogue(), backend=VllmBackend())
+    pruning = prune(
+        diagnose(context_of(observation)),
+        context_of(observation),
+        knob_catalogue(),
+        backend=VllmBackend(),
+    )
     for candidate in pruning.candidates:
         if candidate.knob.name in changes:
             return ", ".join(changes), candidate.predicted_ratio

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kneepoint.config import knob_catalogue, load_study
+from kneepoint.policies.diagnosis.context import context_of
 from kneepoint.policies.diagnosis.diagnose import diagnose
 from kneepoint.policies.diagnosis.observe import knee_points, observe
 from kneepoint.policies.pruning.prune import prune
@@ -202,9 +203,10 @@ def kneepoint_picks(bench: Bench, seed: int, limit: int = 60) -> Iterator[Engine
             return
         observation = observe(found.result, gpu=study.gpu, model=study.model, engine=incumbent,
                               workload=study.workload)  # fmt: skip
-        pruning = prune(diagnose(observation), observation, knob_catalogue(),
+        context = context_of(observation)
+        pruning = prune(diagnose(context), context, knob_catalogue(),
                         allowed=tuple(bench.knobs), backend=SimBackend())  # fmt: skip
-        space = search_space(pruning, observation, found.capacity_rps)
+        space = search_space(pruning, context, found.capacity_rps)
         proposer = replay(Phased(CoordinateDescent(space, seed),
                                  lambda s=space: OptunaProposer(s, seed)), history)  # fmt: skip
         moved = False

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from kneepoint.config.catalog import gpu_catalogue, model_catalogue
+from kneepoint.policies.diagnosis.context import context_of
 from kneepoint.policies.diagnosis.diagnose import diagnose
 from kneepoint.policies.diagnosis.gpu_time import roofline_reading
 from kneepoint.policies.diagnosis.step_estimate import StepEstimate
@@ -56,8 +57,8 @@ def without(signals: dict[str, Any], *names: str) -> dict[str, Any]:
 
 def observe(signals: dict[str, Any], gpu: Any = H100, model: Any = LLAMA_8B, **kw: Any) -> Any:
     engine = EngineConfig(model=model.name, **kw.pop("engine", {}))
-    return diagnose(Observation(saturated=point(signals, **kw), gpu=gpu, model=model,
-                                engine=engine))  # fmt: skip
+    return diagnose(context_of(Observation(saturated=point(signals, **kw), gpu=gpu, model=model,
+                                engine=engine)))  # fmt: skip
 
 
 # Prefill-heavy summarisation on an H100: full-budget chunks, few running, tensor cores busy.
@@ -195,7 +196,9 @@ def test_below_the_knee_point_adds_what_changed() -> None:
     saturated, below = point(CACHE), point({**CACHE, "kv_usage_mean": 0.4, "waiting_mean": 0.0})
     engine = EngineConfig(model="m", kv_cache_memory_bytes=2**30)
     found = diagnose(
-        Observation(saturated=saturated, below=below, gpu=A100, model=LLAMA_1B, engine=engine)
+        context_of(
+            Observation(saturated=saturated, below=below, gpu=A100, model=LLAMA_1B, engine=engine)
+        )
     )
     change = next(e for e in found.evidence if e.signal == "kv_usage_mean_change")
     assert change.value == pytest.approx(0.59) and "0.40" in change.reading

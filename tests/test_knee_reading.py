@@ -64,7 +64,7 @@ def test_the_real_h100_steps_grow_as_fast_as_their_batch_at_the_knee(
 def test_the_real_h100_recordings_are_compute_bound(
     recordings: dict[str, RecordedSweep], name: str
 ) -> None:
-    diagnosis = diagnose(real_observation(recordings[name]))
+    diagnosis = diagnose(context_of(real_observation(recordings[name])))
     assert diagnosis.binding == "compute"
     assert diagnosis.scheduling_kind != "admission_cap" or diagnosis.runner_up != "scheduling"
 
@@ -73,16 +73,16 @@ def test_raising_max_num_seqs_on_the_real_base_is_predicted_at_no_gain(
     recordings: dict[str, RecordedSweep],
 ) -> None:
     observation = real_observation(recordings["base"])
-    diagnosis = diagnose(observation)
+    diagnosis = diagnose(context_of(observation))
     # Were scheduling to bind, the cap rule prices the move from the server's response.
     as_scheduling = diagnosis.model_copy(update={"binding": "scheduling", "runner_up": None})
-    pruning = prune(as_scheduling, observation, knob_catalogue(), backend=VllmBackend())
+    pruning = prune(as_scheduling, context_of(observation), knob_catalogue(), backend=VllmBackend())
     seqs = [c for c in pruning.candidates if c.knob.name == "max_num_seqs"]
     assert all(c.predicted_ratio <= 1.05 for c in seqs)  # real: +1.3% for 4x the cap
     if not seqs:
         reason = next(r.reason for r in pruning.ruled_out if r.knob == "max_num_seqs")
         assert "predicted at 1.00x" in reason
-    ruled = prune(diagnosis, observation, knob_catalogue(), backend=VllmBackend())
+    ruled = prune(diagnosis, context_of(observation), knob_catalogue(), backend=VllmBackend())
     reason = next(r.reason for r in ruled.ruled_out if r.knob == "max_num_seqs")
     assert "compute binds" in reason and "predicted at 1.00x" in reason
 
@@ -102,9 +102,9 @@ def test_a_cap_binds_where_a_bigger_batch_costs_little_more() -> None:
     engine = EngineConfig(model=LLAMA_1B.name, max_num_seqs=32)
     observation = Observation(saturated=high.point, below=low.point, response=response,
                               gpu=H100, model=LLAMA_1B, engine=engine)  # fmt: skip
-    diagnosis = diagnose(observation)
+    diagnosis = diagnose(context_of(observation))
     assert (diagnosis.binding, diagnosis.scheduling_kind) == ("scheduling", "admission_cap")
-    pruning = prune(diagnosis, observation, knob_catalogue(), backend=SimBackend())
+    pruning = prune(diagnosis, context_of(observation), knob_catalogue(), backend=SimBackend())
     seqs = next(c for c in pruning.candidates if c.knob.name == "max_num_seqs")
     assert seqs.direction == "up" and seqs.predicted_ratio > 1.5
 
@@ -138,7 +138,12 @@ def test_fp8_weights_on_the_real_base_are_priced_near_what_they_measured(
     recordings: dict[str, RecordedSweep],
 ) -> None:
     observation = real_observation(recordings["base"])
-    pruning = prune(diagnose(observation), observation, knob_catalogue(), backend=VllmBackend())
+    pruning = prune(
+        diagnose(context_of(observation)),
+        context_of(observation),
+        knob_catalogue(),
+        backend=VllmBackend(),
+    )
     fp8 = next(c for c in pruning.candidates if c.knob.name == "quantization")
     # Real: 40.31 -> 44.43 req/s, 1.102x. The server is throughput-bound there (elasticity
     # 1.23), so the knee moves with the roofline's step speed-up; that counts the engine
@@ -159,7 +164,7 @@ def test_a_full_token_budget_binds_only_where_bigger_steps_buy_throughput() -> N
         observation = Observation(saturated=full.point, response=response, gpu=H100,
                                   model=LLAMA_1B, engine=engine)  # fmt: skip
         diagnosis = Diagnosis(binding="scheduling", confidence=0.9, scheduling_kind="cpu_overhead")
-        pruning = prune(diagnosis, observation, knob_catalogue(), backend=SimBackend())
+        pruning = prune(diagnosis, context_of(observation), knob_catalogue(), backend=SimBackend())
         found = [c for c in pruning.candidates if c.knob.name == "max_num_batched_tokens"]
         if found:
             return f"{found[0].direction} {found[0].predicted_ratio:.2f}"
@@ -172,10 +177,14 @@ def test_a_full_token_budget_binds_only_where_bigger_steps_buy_throughput() -> N
 def test_one_context_serves_the_diagnosis_and_the_pruning_alike(
     recordings: dict[str, RecordedSweep],
 ) -> None:
+    """The configuration is resolved once (its defaults, its memory plan) and both read it:
+    what they conclude depends on the observation alone."""
     observation = real_observation(recordings["base"])
     context = context_of(observation)
     assert context.engine is not None and context.memory is not None
-    diagnosis = diagnose(observation, context)
-    assert diagnosis == diagnose(observation)
-    shared = prune(diagnosis, observation, knob_catalogue(), backend=VllmBackend(), context=context)
-    assert shared == prune(diagnosis, observation, knob_catalogue(), backend=VllmBackend())
+    assert context.observation is observation
+    diagnosis = diagnose(context)
+    again = context_of(observation)
+    assert diagnosis == diagnose(again)
+    shared = prune(diagnosis, context, knob_catalogue(), backend=VllmBackend())
+    assert shared == prune(diagnosis, again, knob_catalogue(), backend=VllmBackend())

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from kneepoint.config.catalog import knob_catalogue
+from kneepoint.policies.diagnosis.context import context_of
 from kneepoint.policies.pruning.prune import prune
 from kneepoint.policies.search.search_space import search_space
 from kneepoint.records.backend_spec import AttachBackend, SimBackend
@@ -46,7 +47,7 @@ def run(
         engine=EngineConfig(model=model.name, **(engine or {})), workload=workload,
     )  # fmt: skip
     diagnosis = Diagnosis(binding=binding, confidence=0.9, scheduling_kind=kind)  # type: ignore[arg-type]
-    return prune(diagnosis, observation, CATALOGUE, **options), observation
+    return prune(diagnosis, context_of(observation), CATALOGUE, **options), observation
 
 
 def names(pruning: Pruning) -> list[str]:
@@ -80,7 +81,7 @@ def test_cache_bound_with_a_pinned_pool_grows_the_pool_not_the_fraction() -> Non
     assert set(names(found)[:2]) == {"kv_cache_memory_bytes", "kv_cache_dtype"}
     assert "overrides it" in why(found, "gpu_memory_utilization")
     assert "pinned" in why(found, "quantization")
-    space = search_space(found, obs, incumbent_objective=11.0)
+    space = search_space(found, context_of(obs), incumbent_objective=11.0)
     assert space.current_values["kv_cache_memory_bytes"] == 2**30
     assert space.incumbent_objective == 11.0
 
@@ -92,7 +93,9 @@ def test_cache_bound_by_fraction_raises_it_with_a_priced_kv_gain() -> None:
     assert memory.direction == "up" and 1.0 < memory.predicted_ratio < 1.5
     assert "0.92 -> 0.96" in memory.reason
     assert by_name["quantization"].needs_quality_check  # fp8 weights free KV room
-    assert search_space(found, obs, None).current_values["gpu_memory_utilization"] == 0.92
+    assert (
+        search_space(found, context_of(obs), None).current_values["gpu_memory_utilization"] == 0.92
+    )
 
 
 def test_an_admission_cap_raises_max_num_seqs_first() -> None:
@@ -217,7 +220,7 @@ def test_a_reason_two_targets_share_is_said_once() -> None:
                               engine=EngineConfig(model=LLAMA_8B.name), workload=CHAT)  # fmt: skip
     diagnosis = Diagnosis(binding="inconclusive", confidence=0.5,
                           scores={"compute": 0.5, "scheduling": 0.45})  # fmt: skip
-    found = prune(diagnosis, observation, CATALOGUE)
+    found = prune(diagnosis, context_of(observation), CATALOGUE)
     for ruled in found.ruled_out:
         parts = ruled.reason.split("; ")
         assert len(parts) == len(set(parts)), ruled

@@ -14,6 +14,7 @@ from kneepoint.calibration.replay import replay
 from kneepoint.config.catalog import gpu_catalogue, model_catalogue
 from kneepoint.physics.defaults import resolve_engine
 from kneepoint.physics.memory import plan_memory
+from kneepoint.policies.diagnosis.context import context_of
 from kneepoint.policies.diagnosis.diagnose import diagnose
 from kneepoint.policies.diagnosis.observe import observe
 from kneepoint.probes.server_failure import kv_capacity_tokens
@@ -105,4 +106,4 @@ def test_the_kv_starved_server_replays_within_a_tenth_and_reads_as_cache_bound()
     study = starved.study
     observation = observe(starved.result, gpu=study.gpu, model=study.model,
                           engine=starved.result.config, workload=study.workload)  # fmt: skip
-    assert diagnose(observation).binding == "cache"
+    assert diagnose(context_of(observation)).binding == "cache"

@@ -25,6 +25,7 @@ from kneepoint.config.catalog import knob_catalogue
 from kneepoint.config.study import load_study
 from kneepoint.physics.defaults import resolve_engine
 from kneepoint.physics.roofline import BatchShape, step_cost
+from kneepoint.policies.diagnosis.context import context_of
 from kneepoint.policies.diagnosis.diagnose import diagnose
 from kneepoint.policies.pruning.prune import prune
 from kneepoint.records.backend_spec import VllmBackend
@@ -55,9 +56,9 @@ def test_the_qwen_mix_is_cache_bound_and_prefix_caching_is_predicted_first() -> 
     observation = Observation(saturated=at_rate().point, below=below.point, gpu=spec.gpu,
                               model=spec.model, engine=spec.engine,
                               workload=spec.workload)  # fmt: skip
-    diagnosis = diagnose(observation)
+    diagnosis = diagnose(context_of(observation))
     assert diagnosis.binding == "cache"
-    pruning = prune(diagnosis, observation, knob_catalogue(), backend=VllmBackend())
+    pruning = prune(diagnosis, context_of(observation), knob_catalogue(), backend=VllmBackend())
     first = pruning.candidates[0]
     assert first.knob.name == "enable_prefix_caching"
     # Real: 4.6x on output tokens; the prediction is capped at 2.5x, and must beat the next

@@ -109,7 +109,7 @@ def findings_of(
         efficiency=study.efficiency,
     )
     context = context_of(observation)
-    diagnosis = diagnose(observation, context)
+    diagnosis = diagnose(context)
     # Advice for whoever runs the server, even when kneepoint itself cannot change it.
     backend = study.backend
     if version is None:
@@ -118,13 +118,12 @@ def findings_of(
         backend = VllmBackend(vllm_version=version)
     pruning = prune(
         diagnosis,
-        observation,
+        context,
         catalogue,
         allowed=study.search.knobs,
         vllm_version=version,
         backend=backend,
         gpus=study.gpus,
-        context=context,
     )
     return Findings(result, diagnosis, pruning)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from kneepoint.policies.diagnosis.context import context_of
 from kneepoint.policies.diagnosis.observe import observe
 from kneepoint.policies.search.coordinate import CoordinateDescent
 from kneepoint.policies.search.learning import learned_factors
@@ -59,7 +60,7 @@ def run_proposer(study: StudySpec, state: RunState, url: str | None) -> Proposer
     )
     space = search_space(
         state.pruning,
-        observation,
+        context_of(observation),
         state.incumbent_objective,
         learned=learned_factors(state.measured_moves()),
     )

@@ -52,22 +52,21 @@ class Steps:
         )
 
     def diagnose(self, config: EngineConfig, result: SweepResult) -> Diagnosis:
-        return diagnose(self.observe(config, result))
+        return diagnose(context_of(self.observe(config, result)))
 
     def findings(self, config: EngineConfig, result: SweepResult) -> tuple[Diagnosis, Pruning]:
         """What binds on ``config`` and the knobs worth trying, from one observation and
         one resolution of the configuration."""
         context = context_of(self.observe(config, result))
-        diagnosis = diagnose(context.observation, context)
+        diagnosis = diagnose(context)
         pruning = prune(
             diagnosis,
-            context.observation,
+            context,
             self.catalogue,
             allowed=self.study.search.knobs,
             vllm_version=self.vllm_version,
             backend=self.study.backend,
             gpus=self.study.gpus,
-            context=context,
         )
         return diagnosis, pruning
 

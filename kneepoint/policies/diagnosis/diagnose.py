@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 
 from kneepoint.policies.diagnosis import evidence
-from kneepoint.policies.diagnosis.context import ConfigContext, context_of
+from kneepoint.policies.diagnosis.context import ConfigContext
 from kneepoint.policies.diagnosis.evidence import Tally
 from kneepoint.policies.diagnosis.gpu_time import gpu_time
 from kneepoint.policies.diagnosis.step_estimate import estimate_step
@@ -33,14 +33,14 @@ MIN_COVERAGE = 0.5
 _RELIABILITY: dict[SignalSource, float] = {"gpm": 1.0, "nvml": 0.9, "vllm": 0.9, "roofline": 0.8}
 
 
-def diagnose(observation: Observation, context: ConfigContext | None = None) -> Diagnosis:
-    """The binding constraint at ``observation.saturated``, with its evidence (``context``:
-    the observation's, where the caller has worked it out already)."""
+def diagnose(context: ConfigContext) -> Diagnosis:
+    """The binding constraint at the context's saturated point, with its evidence."""
+    observation = context.observation
     point = observation.saturated
     gate = _gate(point)
     if gate is not None:
         return gate
-    engine = (context or context_of(observation)).engine
+    engine = context.engine
     estimate = (
         estimate_step(
             point.signals,

@@ -20,7 +20,7 @@ from typing import get_args
 
 from pydantic import JsonValue
 
-from kneepoint.policies.diagnosis.context import ConfigContext, context_of
+from kneepoint.policies.diagnosis.context import ConfigContext
 from kneepoint.policies.diagnosis.step_estimate import estimate_step
 from kneepoint.policies.pruning.batch_effects import BATCH_RULES
 from kneepoint.policies.pruning.knob_effects import RULES, Effect, Rule, Situation
@@ -28,7 +28,7 @@ from kneepoint.policies.pruning.kv_effects import memory_bytes, memory_fraction
 from kneepoint.policies.pruning.quant_effects import held_conditions, quantization, w4a16_advice
 from kneepoint.policies.pruning.tp_effect import tensor_parallel
 from kneepoint.records.backend_spec import BackendSpec, SimBackend
-from kneepoint.records.diagnosis import Diagnosis, Observation
+from kneepoint.records.diagnosis import Diagnosis
 from kneepoint.records.knobs import (
     ChoiceDomain,
     Condition,
@@ -57,19 +57,19 @@ _RULES: dict[str, Rule] = {
 
 def prune(
     diagnosis: Diagnosis,
-    observation: Observation,
+    context: ConfigContext,
     catalogue: KnobCatalogue,
     *,
     allowed: Sequence[str] = (),
     vllm_version: str | None = None,
     backend: BackendSpec = SIM,
     gpus: int = 1,
-    context: ConfigContext | None = None,
 ) -> Pruning:
-    """Candidates and ruled-out knobs for the constraint ``diagnosis`` names (``context``: the
-    observation's, where the caller has worked it out already)."""
+    """Candidates and ruled-out knobs for the constraint ``diagnosis`` names in the
+    configuration ``context`` describes."""
+    observation = context.observation
     targets = _targets(diagnosis)
-    situation = _situation(diagnosis, context or context_of(observation))
+    situation = _situation(diagnosis, context)
     workload = observation.workload
     shared = workload is None or has_shared_prefixes(workload)
     limits = _Limits(allowed, vllm_version, backend, gpus, shared)

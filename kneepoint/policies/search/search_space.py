@@ -9,21 +9,19 @@ from collections.abc import Mapping
 from pydantic import JsonValue
 
 from kneepoint.physics.defaults import resolve_engine
-from kneepoint.policies.diagnosis.context import ConfigContext, context_of
-from kneepoint.records.diagnosis import Observation
+from kneepoint.policies.diagnosis.context import ConfigContext
 from kneepoint.records.proposal import Pruning, SearchSpace
 
 
 def search_space(
     pruning: Pruning,
-    observation: Observation,
+    context: ConfigContext,
     incumbent_objective: float | None,
-    context: ConfigContext | None = None,
     learned: Mapping[str, float] | None = None,
 ) -> SearchSpace:
     """The proposers' space: the candidates around the incumbent, with the incumbent's
     effective value of each (engine defaults filled in)."""
-    context = context or context_of(observation)
+    observation = context.observation
     engine, memory = context.engine, context.memory
     if engine is None or memory is None:
         resolve_engine(observation.engine, observation.gpu, observation.model)  # names why
