@@ -133,8 +133,8 @@ class CoordinateDescent:
         )
 
     def batch(self, n: int) -> list[Proposal]:
-        """The walk's next step, then the next step of each later knob, in the pruning's
-        order, that has one: each later knob walked alone from the same history (it steps,
+        """The walk's next step, then the next step of each other knob, in the pruning's
+        order, that has one: each walked alone from the same history (it steps,
         halves and stops as the sequential walk would on it), so a round of ``n`` workers
         moves ``n`` knobs at once and a round of one walks the sequential path. The round is
         empty once the walk is over, as ``ask`` is."""
