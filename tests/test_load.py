@@ -103,10 +103,13 @@ def test_trace_replay_scales_to_the_offered_rate(tmp_path: Path) -> None:
     workload = Workload.model_validate(
         {**WORKLOAD.model_dump(), "arrival": {"kind": "trace", "path": path}}
     )
-    plan = plan_requests(workload, 1.0, num_requests=10, trace=read_trace(path))
-    assert [r.at_s for r in plan] == pytest.approx([0, 1, 2, 3, 4])
+    plan = plan_requests(workload, 1.0, num_requests=12, trace=read_trace(path))
+    # five entries two trace-seconds apart at 1 req/s: one a second, and a point that needs
+    # more requests replays the trace again, one mean gap after its end
+    assert [r.at_s for r in plan] == pytest.approx(list(range(12)))
     assert all(len(r.prompt) == 100 and r.max_tokens == 7 for r in plan)
     assert len({r.prompt[:32] for r in plan}) == 1
+    assert len({r.prompt for r in plan}) == 12, "each request's own part is its own"
 
 
 def test_trace_errors_name_the_line_and_field(tmp_path: Path) -> None:

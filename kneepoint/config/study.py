@@ -27,6 +27,7 @@ from kneepoint.config.catalog import (
 )
 from kneepoint.config.errors import ConfigError, Loc, Problem
 from kneepoint.config.overrides import Override, apply_override, parse_override
+from kneepoint.config.trace import read_trace
 from kneepoint.config.validation import validate
 from kneepoint.config.yamlio import YamlDoc, read_mapping
 from kneepoint.records.base import Record
@@ -219,5 +220,9 @@ def resolve_study(
 
 def _check_trace(study: StudySpec, resolver: _Resolver) -> None:
     arrival = study.workload.arrival
-    if isinstance(arrival, TraceArrivals) and not is_file(arrival.path):
+    if not isinstance(arrival, TraceArrivals):
+        return
+    if not is_file(arrival.path):
         raise resolver.fail(("workload", "arrival", "path"), f"no such file: {arrival.path}")
+    # Read now: a bad row is named before anything runs, not when the first point starts.
+    read_trace(arrival.path, study.workload.class_names(), arrival.format)

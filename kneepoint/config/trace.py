@@ -1,4 +1,5 @@
-"""Read an arrival trace (JSONL, one request per line) into records, with line-numbered errors."""
+"""Read an arrival trace into records, with line-numbered errors: kneepoint's own JSONL (one
+``TraceEntry`` per line) or a public layout (``kneepoint.config.trace_formats``)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,19 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from kneepoint.config.errors import ConfigError, Problem
-from kneepoint.records.workload import TraceArrivals, TraceEntry, Workload
+from kneepoint.config.trace_formats import read_public
+from kneepoint.records.workload import TraceArrivals, TraceEntry, TraceFormat, Workload
 
 
-def read_trace(path: Path, class_names: Sequence[str] = ()) -> list[TraceEntry]:
+def read_trace(
+    path: Path, class_names: Sequence[str] = (), layout: TraceFormat = "kneepoint"
+) -> list[TraceEntry]:
     """Every entry of the trace; a ConfigError naming the line and field of the first problem."""
+    if layout != "kneepoint":
+        public = read_public(path, layout)
+        if not public:
+            raise ConfigError([Problem(str(path), None, None, "the trace has no entries")])
+        return public
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as exc:
@@ -53,4 +62,4 @@ def workload_trace(workload: Workload) -> tuple[TraceEntry, ...]:
     arrival = workload.arrival
     if not isinstance(arrival, TraceArrivals):
         return ()
-    return tuple(read_trace(arrival.path, workload.class_names()))
+    return tuple(read_trace(arrival.path, workload.class_names(), arrival.format))

@@ -21,7 +21,7 @@ from kneepoint.load.score import metric_values, percentile
 from kneepoint.records.ledger import BurstWindow
 from kneepoint.records.measure import RequestRecord
 from kneepoint.records.slo import Slo
-from kneepoint.records.workload import Workload
+from kneepoint.records.workload import TraceEntry, Workload
 
 WINDOW_MIN_S = 5.0
 WINDOW_REQUESTS = 100
@@ -45,9 +45,11 @@ def burst_plan(
     after_s: float,
     vocab_size: int,
     seed: int,
+    trace: Sequence[TraceEntry] = (),
 ) -> BurstPlan:
     """``settle_s`` at the operating rate, ``burst_s`` at ``factor`` times it, ``after_s``
-    back at the operating rate."""
+    back at the operating rate (``trace``: a trace workload's entries, each stretch replaying
+    it from its start, time-scaled to its rate)."""
     stretches = (
         (operating_rps, settle_s),
         (operating_rps * factor, burst_s),
@@ -64,6 +66,7 @@ def burst_plan(
             seed=seed + i,
             vocab_size=vocab_size,
             salt=f"burst{i}/",
+            trace=trace,
         )
         for planned in drawn:
             requests.append(

@@ -244,18 +244,41 @@ def _replay(
     if not trace:
         raise ValueError("a trace workload needs the trace's entries")
     entries = sorted(trace, key=lambda e: e.timestamp_s)
-    start, span = entries[0].timestamp_s, entries[-1].timestamp_s - entries[0].timestamp_s
-    # Scale time so the whole trace runs at the offered mean rate.
-    scale = (span / (len(entries) - 1)) * rate_rps if len(entries) > 1 and span > 0 else 0.0
+    n, start = len(entries), entries[0].timestamp_s
+    span = entries[-1].timestamp_s - start
+    # Scale time so the trace runs at the offered mean rate; a point that needs more
+    # requests than the trace holds replays it again from the start one mean gap after its
+    # end, instead of ending the load early (a short trace read as an idle server).
+    gap = span / (n - 1) if n > 1 else 0.0
+    scale, period = gap * rate_rps, span + gap
     default_class = workload.classes[0].name
     planned = []
-    for index, entry in enumerate(entries[:num_requests]):
-        prefix: tuple[int, ...] = ()
-        if entry.prefix_id is not None and entry.prefix_tokens > 0:
-            prefix = docs.tokens(f"trace/{entry.prefix_id}", entry.prefix_tokens)
-        own = max(entry.input_tokens - len(prefix), 1)
+    for index in range(num_requests):
+        cycle, entry = index // n, entries[index % n]
+        prefix = _shared_part(entry, docs, cycle)
+        own = entry.input_tokens - len(prefix)
+        own = own if entry.blocks else max(own, 1)
         prompt = prefix + docs.unique(f"trace:{salt}{index}", own)
-        at = (entry.timestamp_s - start) / scale if scale else index / rate_rps
+        offset = entry.timestamp_s - start + cycle * period
+        at = offset / scale if scale else index / rate_rps
         cls = entry.traffic_class or default_class
         planned.append(PlannedRequest(index, at, cls, prompt, entry.output_tokens, entry.prefix_id))
     return planned
+
+
+def _shared_part(entry: TraceEntry, docs: _Documents, cycle: int) -> tuple[int, ...]:
+    """The prompt's tokens shared with other requests: its named prefix (a document, the same
+    in every replay of the trace), or its blocks, the same ids wherever the same block id
+    appears within one replay (a later replay's conversations are other users': their blocks
+    are their own), cut where the prompt ends inside one."""
+    if entry.blocks:
+        size, parts = entry.block_tokens, []
+        for i, block in enumerate(entry.blocks):
+            take = min(size, entry.input_tokens - i * size)
+            if take <= 0:
+                break
+            parts.append(docs.tokens(f"trace-block/{cycle}/{block}", size)[:take])
+        return tuple(t for part in parts for t in part)
+    if entry.prefix_id is not None and entry.prefix_tokens > 0:
+        return docs.tokens(f"trace/{entry.prefix_id}", entry.prefix_tokens)
+    return ()

@@ -145,12 +145,19 @@ class ConstantArrivals(InputRecord):
     kind: Literal["constant"] = "constant"
 
 
+TraceFormat = Literal["kneepoint", "mooncake", "azure", "burstgpt"]
+
+
 class TraceArrivals(InputRecord):
-    """Replay of a JSONL trace (timestamp_s, input_tokens, output_tokens, prefix_id per line),
-    time-scaled to the offered rate."""
+    """Replay of a recorded trace, time-scaled to the offered rate. ``format``: kneepoint's
+    JSONL (``TraceEntry`` per line); the Mooncake trace JSONL (``timestamp`` in ms,
+    ``input_length``, ``output_length``, ``hash_ids`` of 512-token prompt blocks); the Azure
+    LLM inference trace CSV (``TIMESTAMP``, ``ContextTokens``, ``GeneratedTokens``); or
+    BurstGPT's CSV (``Timestamp`` in s, ``Request tokens``, ``Response tokens``)."""
 
     kind: Literal["trace"] = "trace"
     path: Path
+    format: TraceFormat = "kneepoint"
 
 
 ArrivalProcess = Annotated[
@@ -231,5 +238,9 @@ class TraceEntry(InputRecord):
     prefix_id: str | None = None
     """Requests with the same prefix_id share their first ``prefix_tokens`` tokens."""
     prefix_tokens: int = Field(default=0, ge=0)
+    blocks: tuple[int, ...] = ()
+    """The prompt as blocks of ``block_tokens``, by id (Mooncake's ``hash_ids``): requests
+    whose prompts start with the same block ids share those tokens, block by block."""
+    block_tokens: int = Field(default=512, ge=1)
     traffic_class: str | None = None
     """The workload class the request counts under (default: the first class)."""

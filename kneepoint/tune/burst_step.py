@@ -5,6 +5,7 @@ times that rate, then back; the event says how long TTFT took to come back withi
 
 from __future__ import annotations
 
+from kneepoint.config.trace import workload_trace
 from kneepoint.load.burst import (
     BurstPlan,
     burst_plan,
@@ -100,4 +101,5 @@ def _plan(study: StudySpec, rate: float) -> BurstPlan:
         after_s=after,
         vocab_size=study.model.vocab_size,
         seed=study.workload.seed + 1000,
+        trace=workload_trace(study.workload),
     )
