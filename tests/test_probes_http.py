@@ -180,7 +180,10 @@ def test_failures_are_recorded_not_raised(server: tuple[str, int]) -> None:
     records = asyncio.run(run_load(url, [too_long, fine], LoadOptions(model=MODEL)))
     assert records[0].error is not None and records[0].error.startswith("HTTP 400")
     assert "maximum context length" in records[0].error
-    assert records[1].ok and records[1].output_tokens == 4 and len(records[1].chunk_times_s) == 4
+    assert records[1].ok and records[1].output_tokens == 4
+    # a chunk may carry several tokens (a vLLM stream does under load; CI once saw these 4
+    # tokens in 3 chunks), never more chunks than tokens
+    assert 1 <= len(records[1].chunk_times_s) <= 4
     refused = asyncio.run(run_load(nowhere, [fine], LoadOptions(model=MODEL)))
     assert refused[0].error is not None and "Connect" in refused[0].error
 
