@@ -14,7 +14,7 @@ from pathlib import Path
 from kneepoint.load.objective import rules
 from kneepoint.policies.diagnosis.context import context_of
 from kneepoint.policies.diagnosis.diagnose import diagnose
-from kneepoint.policies.diagnosis.observe import observe
+from kneepoint.policies.diagnosis.observe import observe_study
 from kneepoint.policies.pruning.prune import prune
 from kneepoint.probes import sweep
 from kneepoint.probes.study_knee import study_knee_search
@@ -99,16 +99,7 @@ def findings_of(
 ) -> Findings:
     """The diagnosis and the knob advice a sweep of ``study.engine`` supports: what a live
     diagnosis concludes, and what ``--from`` concludes again from a recording."""
-    config = result.config
-    observation = observe(
-        result,
-        gpu=study.gpu,
-        model=study.model,
-        engine=config,
-        workload=study.workload,
-        efficiency=study.efficiency,
-    )
-    context = context_of(observation)
+    context = context_of(observe_study(study, result.config, result))
     diagnosis = diagnose(context)
     # Advice for whoever runs the server, even when kneepoint itself cannot change it.
     backend = study.backend

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from kneepoint.policies.diagnosis.context import context_of
-from kneepoint.policies.diagnosis.observe import observe
+from kneepoint.policies.diagnosis.observe import observe_study
 from kneepoint.policies.search.coordinate import CoordinateDescent
 from kneepoint.policies.search.learning import learned_factors
 from kneepoint.policies.search.optuna_search import OptunaProposer
@@ -50,14 +50,7 @@ def run_proposer(study: StudySpec, state: RunState, url: str | None) -> Proposer
     knob's prediction re-priced by what its moves measured so far)."""
     assert state.incumbent is not None and state.pruning is not None
     assert state.incumbent_repeats is not None
-    observation = observe(
-        state.incumbent_repeats,
-        gpu=study.gpu,
-        model=study.model,
-        engine=state.incumbent,
-        workload=study.workload,
-        efficiency=study.efficiency,
-    )
+    observation = observe_study(study, state.incumbent, state.incumbent_repeats)
     space = search_space(
         state.pruning,
         context_of(observation),

@@ -14,11 +14,11 @@ from kneepoint.physics.defaults import UnmodeledSettingError, resolve_engine
 from kneepoint.physics.memory import plan_memory
 from kneepoint.policies.diagnosis.context import context_of
 from kneepoint.policies.diagnosis.diagnose import diagnose
-from kneepoint.policies.diagnosis.observe import observe
+from kneepoint.policies.diagnosis.observe import observe_study
 from kneepoint.policies.judge.promotion import is_finalist, judge
 from kneepoint.policies.pruning.prune import prune
 from kneepoint.probes.sweep import merge
-from kneepoint.records.diagnosis import Diagnosis, Observation
+from kneepoint.records.diagnosis import Diagnosis
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.knobs import KnobCatalogue
 from kneepoint.records.ledger import Baseline, Promoted, QualityChecked, Screened, Validated
@@ -40,24 +40,13 @@ class Steps:
     catalogue: KnobCatalogue
     vllm_version: str | None = None
 
-    def observe(self, config: EngineConfig, result: SweepResult) -> Observation:
-        study = self.study
-        return observe(
-            result,
-            gpu=study.gpu,
-            model=study.model,
-            engine=config,
-            workload=study.workload,
-            efficiency=study.efficiency,
-        )
-
     def diagnose(self, config: EngineConfig, result: SweepResult) -> Diagnosis:
-        return diagnose(context_of(self.observe(config, result)))
+        return diagnose(context_of(observe_study(self.study, config, result)))
 
     def findings(self, config: EngineConfig, result: SweepResult) -> tuple[Diagnosis, Pruning]:
         """What binds on ``config`` and the knobs worth trying, from one observation and
         one resolution of the configuration."""
-        context = context_of(self.observe(config, result))
+        context = context_of(observe_study(self.study, config, result))
         diagnosis = diagnose(context)
         pruning = prune(
             diagnosis,

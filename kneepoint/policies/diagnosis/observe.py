@@ -21,6 +21,7 @@ from kneepoint.records.efficiency import Efficiency
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.hardware import GpuSpec, ModelSpec
 from kneepoint.records.loadpoint import LoadPoint
+from kneepoint.records.study import StudySpec
 from kneepoint.records.sweep import SweepPoint, SweepResult
 from kneepoint.records.workload import Workload
 
@@ -105,4 +106,17 @@ def observe(
         engine=engine,
         workload=workload,
         efficiency=efficiency,
+    )
+
+
+def observe_study(study: StudySpec, config: EngineConfig, result: SweepResult) -> Observation:
+    """``observe`` for a sweep of ``config`` under the study's GPU, model, workload and
+    efficiency: what the loop, the workers' proposer and ``kneepoint diagnose`` all read."""
+    return observe(
+        result,
+        gpu=study.gpu,
+        model=study.model,
+        engine=config,
+        workload=study.workload,
+        efficiency=study.efficiency,
     )
