@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from kneepoint.config import ConfigError, load_study
+from kneepoint.config import load_study
 from kneepoint.load.plan import plan_requests
 from kneepoint.probes.openai_wire import request_body
 from kneepoint.sim.loadpoint import simulate_load_point
@@ -13,14 +13,20 @@ from kneepoint.sim.loadpoint import simulate_load_point
 from .conftest import QUICKSTART, SMALL
 
 
-def test_a_capped_client_needs_a_server_not_the_virtual_clock() -> None:
-    with pytest.raises(ConfigError) as refused:
-        load_study(SMALL, ["workload.client.max_concurrency=8"])
-    assert "workload.client.max_concurrency: the simulator's virtual clock sends open loop" in (
-        str(refused.value)
-    )
-    served = load_study(SMALL, ["workload.client.max_concurrency=8", "backend.clock=http"])
-    assert served.workload.client.max_concurrency == 8
+def test_a_capped_client_runs_on_the_virtual_clock() -> None:
+    """The cap holds requests back: never more than it in flight as the client sees them,
+    a request that waited for a slot is sent when one frees, and its latency counts from
+    its scheduled time (the wait is the server's slowness, not the client's lag)."""
+    study = load_study(SMALL, ["workload.client.max_concurrency=2"])
+    records = simulate_load_point(study, 6.0, 120).load.records
+    spans = sorted((r.sent_s, r.end_s) for r in records if r.end_s is not None)
+    for sent, _ in spans:
+        assert sum(s <= sent < e for s, e in spans) <= 2
+    waited = [r for r in records if r.slot_wait_s > 0]
+    assert waited
+    assert all(r.client_lag_s == pytest.approx(0.0, abs=1e-9) for r in records)
+    open_loop = simulate_load_point(load_study(SMALL), 6.0, 120).load.records
+    assert all(r.slot_wait_s == 0.0 for r in open_loop)
 
 
 def test_answers_may_end_at_eos_on_real_models() -> None:

@@ -68,9 +68,13 @@ def burst_plan(
             salt=f"burst{i}/",
             trace=trace,
         )
+        offset = len(requests)
         for planned in drawn:
+            after = None if planned.after is None else planned.after + offset
             requests.append(
-                dataclasses.replace(planned, index=len(requests), at_s=start + planned.at_s)
+                dataclasses.replace(
+                    planned, index=len(requests), at_s=start + planned.at_s, after=after
+                )
             )
         start += seconds
     return BurstPlan(requests, settle_s, settle_s + burst_s)

@@ -8,8 +8,6 @@ a trace is replayed with its timestamps scaled to the same rate.
 
 from __future__ import annotations
 
-import hashlib
-import math
 import random
 import threading
 from collections import OrderedDict
@@ -17,102 +15,25 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 
-import numpy as np
-
-from kneepoint.records.workload import (
-    ConstantArrivals,
-    EmpiricalLength,
-    FixedLength,
-    GammaArrivals,
-    LengthDist,
-    LognormalLength,
-    PoissonArrivals,
-    PrefixGroup,
-    TraceEntry,
-    UniformLength,
-    Workload,
+from kneepoint.load.request import (
+    DEFAULT_VOCAB_SIZE,
+    Documents,
+    PlannedRequest,
+    sample_length,
+    unit_gap,
 )
+from kneepoint.load.sessions import plan_sessions
+from kneepoint.records.workload import TraceEntry, Workload
 
-# Ids below this are left alone: tokenizers put special tokens there.
-_FIRST_ID = 1000
-DEFAULT_VOCAB_SIZE = 32_000
-
-
-@dataclass(frozen=True, slots=True)
-class PlannedRequest:
-    """One request to send: when (seconds after the start), its class, prompt and output size."""
-
-    index: int
-    at_s: float
-    traffic_class: str
-    prompt: tuple[int, ...]
-    max_tokens: int
-    prefix_id: str | None = None
-
-
-def sample_length(dist: LengthDist, rng: random.Random) -> int:
-    """One draw from a length distribution."""
-    if isinstance(dist, FixedLength):
-        return dist.tokens
-    if isinstance(dist, UniformLength):
-        return rng.randint(dist.min_tokens, dist.max_tokens)
-    if isinstance(dist, LognormalLength):
-        value = round(dist.median_tokens * math.exp(rng.gauss(0.0, dist.sigma)))
-        return min(max(value, dist.min_tokens), dist.max_tokens)
-    assert isinstance(dist, EmpiricalLength)
-    weights = dist.weights or [1.0] * len(dist.values_tokens)
-    return rng.choices(dist.values_tokens, weights=weights)[0]
-
-
-def _ids(seed: str, count: int, vocab_size: int) -> tuple[int, ...]:
-    # One vectorised draw per prompt: a per-token Python draw cost more than simulating it.
-    key = int.from_bytes(hashlib.blake2b(seed.encode(), digest_size=8).digest(), "little")
-    draws = np.random.default_rng(key).integers(_FIRST_ID, vocab_size, size=count)
-    return tuple(draws.tolist())
-
-
-class _Documents:
-    """The token ids of each prefix group's documents, and how popular each is."""
-
-    def __init__(self, groups: Sequence[PrefixGroup], seed: int, vocab_size: int) -> None:
-        self._groups = {g.name: g for g in groups}
-        self._seed, self._vocab = seed, vocab_size
-        self._cache: dict[tuple[str, int], tuple[int, ...]] = {}
-        self._cum_weights: dict[str, list[float]] = {}
-        for g in groups:
-            if g.popularity == "zipf":
-                weights = [1.0 / (rank**g.zipf_exponent) for rank in range(1, g.documents + 1)]
-            else:
-                weights = [1.0] * g.documents
-            self._cum_weights[g.name] = list(accumulate(weights))
-
-    def draw(self, name: str, rng: random.Random) -> tuple[str, tuple[int, ...]]:
-        group = self._groups[name]
-        doc = rng.choices(range(group.documents), cum_weights=self._cum_weights[name])[0]
-        return f"{name}/{doc}", self.tokens(f"{name}/{doc}", group.prefix_tokens)
-
-    def unique(self, key: str, count: int) -> tuple[int, ...]:
-        """Ids for one request's own part of the prompt."""
-        return _ids(f"{self._seed}:req:{key}", count, self._vocab)
-
-    def tokens(self, key: str, count: int) -> tuple[int, ...]:
-        cached = self._cache.get((key, count))
-        if cached is None:
-            cached = _ids(f"{self._seed}:doc:{key}", count, self._vocab)
-            self._cache[(key, count)] = cached
-        return cached
-
-
-def _unit_gap(workload: Workload, rng: random.Random) -> float:
-    """One inter-arrival gap at a rate of one request per second."""
-    arrival = workload.arrival
-    if isinstance(arrival, ConstantArrivals):
-        return 1.0
-    if isinstance(arrival, GammaArrivals):
-        shape = arrival.burstiness
-        return rng.gammavariate(shape, 1.0 / shape)
-    assert isinstance(arrival, PoissonArrivals)
-    return rng.expovariate(1.0)
+__all__ = [
+    "DEFAULT_VOCAB_SIZE",
+    "RETAKE_SEED_STRIDE",
+    "PlannedRequest",
+    "plan_requests",
+    "point_seed",
+    "rate_salt",
+    "sample_length",
+]
 
 
 def rate_salt(rate_rps: float, attempt: int = 0) -> str:
@@ -154,8 +75,17 @@ def plan_requests(
     if rate_rps <= 0 or num_requests < 0:
         raise ValueError("rate_rps must be > 0 and num_requests >= 0")
     seed = workload.seed if seed is None else seed
+    if workload.conversational:
+        return plan_sessions(
+            workload,
+            rate_rps,
+            num_requests=num_requests,
+            seed=seed,
+            vocab_size=vocab_size,
+            salt=salt,
+        )
     if workload.arrival.kind == "trace":
-        docs = _Documents(workload.prefix_groups, seed, vocab_size)
+        docs = Documents(workload.prefix_groups, seed, vocab_size)
         return _replay(workload, rate_rps, num_requests, trace, docs, salt=salt)
     planned: list[PlannedRequest] = []
     at = 0.0
@@ -190,7 +120,7 @@ class _Draws:
 
     def __init__(self, workload: Workload, seed: int, vocab_size: int, salt: str) -> None:
         self._workload, self._salt = workload, salt
-        self._docs = _Documents(workload.prefix_groups, seed, vocab_size)
+        self._docs = Documents(workload.prefix_groups, seed, vocab_size)
         self._rng = random.Random(f"{seed}:plan")
         self._cum = list(accumulate(c.weight for c in workload.classes))
         self._drawn: list[_Draw] = []
@@ -212,7 +142,7 @@ class _Draws:
         own = sample_length(cls.input_tokens, rng)
         out = sample_length(cls.output_tokens, rng)
         prompt = prefix + self._docs.unique(f"{self._salt}{index}", own)
-        return _Draw(cls.name, prompt, out, prefix_id, _unit_gap(workload, rng))
+        return _Draw(cls.name, prompt, out, prefix_id, unit_gap(workload, rng))
 
 
 _DRAWS: OrderedDict[tuple[str, int, int, str], _Draws] = OrderedDict()
@@ -237,7 +167,7 @@ def _replay(
     rate_rps: float,
     num_requests: int,
     trace: Sequence[TraceEntry],
-    docs: _Documents,
+    docs: Documents,
     *,
     salt: str,
 ) -> list[PlannedRequest]:
@@ -266,7 +196,7 @@ def _replay(
     return planned
 
 
-def _shared_part(entry: TraceEntry, docs: _Documents, cycle: int) -> tuple[int, ...]:
+def _shared_part(entry: TraceEntry, docs: Documents, cycle: int) -> tuple[int, ...]:
     """The prompt's tokens shared with other requests: its named prefix (a document, the same
     in every replay of the trace), or its blocks, the same ids wherever the same block id
     appears within one replay (a later replay's conversations are other users': their blocks

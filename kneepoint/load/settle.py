@@ -10,6 +10,7 @@ where decode sits near the knee), or a typical decode step where the SLO sets no
 
 from __future__ import annotations
 
+from kneepoint.records.session import mean_think_s
 from kneepoint.records.slo import Slo
 from kneepoint.records.workload import Workload, mean_length_tokens
 
@@ -17,6 +18,10 @@ TYPICAL_TOKEN_S = 0.03
 PACE_SHARE_OF_LIMIT = 0.75
 SETTLE_LIFETIMES = 3.0
 """Arrivals span at least this many request lifetimes."""
+RAMP_SESSIONS = 2.0
+"""Conversations: a point's turn rate ramps up while its first sessions are still on their
+first turns; after this many mean session spans (think times) most of a geometric's later
+turns have come in (at 2.0 mean turns, 1 - 0.5^3 = 87% of sessions are done by then)."""
 
 
 def request_seconds(workload: Workload, slo: Slo | None) -> float:
@@ -37,4 +42,22 @@ def request_seconds(workload: Workload, slo: Slo | None) -> float:
 
 def settle_seconds(workload: Workload, slo: Slo | None) -> float:
     """The least span of arrivals a load point needs to reach and hold steady state."""
-    return SETTLE_LIFETIMES * request_seconds(workload, slo)
+    return SETTLE_LIFETIMES * request_seconds(workload, slo) + (
+        RAMP_SESSIONS * session_think_seconds(workload)
+    )
+
+
+def session_think_seconds(workload: Workload) -> float:
+    """A session's mean span of think times (0 where no class is conversational)."""
+    total = sum(c.weight for c in workload.classes)
+    return sum(
+        c.weight / total * (c.mean_turns() - 1.0) * mean_think_s(c.session.think_time)
+        for c in workload.classes
+        if c.session is not None
+    )
+
+
+def ramp_seconds(workload: Workload, slo: Slo | None) -> float:
+    """What a point's stable window skips: a request's lifetime, and for conversations the
+    time their later turns take to come in."""
+    return request_seconds(workload, slo) + RAMP_SESSIONS * session_think_seconds(workload)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kneepoint.load.settle import request_seconds, settle_seconds
+from kneepoint.load.settle import ramp_seconds, settle_seconds
 from kneepoint.records.study import StudySpec
 
 
@@ -28,5 +28,5 @@ class PointSize:
     @classmethod
     def for_study(cls, study: StudySpec, seconds: float) -> PointSize:
         """``seconds`` of arrivals, stretched to what the study's requests need to settle."""
-        lifetime = request_seconds(study.workload, study.slo)
-        return cls(seconds, settle_s=settle_seconds(study.workload, study.slo), warmup_s=lifetime)
+        ramp = ramp_seconds(study.workload, study.slo)
+        return cls(seconds, settle_s=settle_seconds(study.workload, study.slo), warmup_s=ramp)

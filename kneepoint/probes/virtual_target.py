@@ -85,6 +85,7 @@ def virtual_target(o: Opening) -> Iterator[Target]:
             plan,
             timeout_s=SEND_TIMEOUT_S,
             request_timeout_s=study.workload.client.request_timeout_s,
+            max_concurrency=study.workload.client.max_concurrency,
         )
         clock.virtual_s = (clock.virtual_s or 0.0) + sim.now_s
         return load.records

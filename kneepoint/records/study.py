@@ -189,17 +189,6 @@ class StudySpec(InputRecord):
         return self.calibration.efficiency if self.calibration is not None else None
 
     @model_validator(mode="after")
-    def _client_the_backend_can_run(self) -> StudySpec:
-        virtual = self.backend.virtual_clock
-        if virtual and self.workload.client.max_concurrency is not None:
-            raise ValueError(
-                "workload.client.max_concurrency: the simulator's virtual clock "
-                "sends open loop; a capped client needs a server "
-                "(backend: {kind: sim, clock: http})"
-            )
-        return self
-
-    @model_validator(mode="after")
     def _slo_matches_workload(self) -> StudySpec:
         classes = self.workload.class_names()
         if self.slo is None:

@@ -14,6 +14,7 @@ from pydantic import Field, model_validator
 
 from kneepoint.records.base import InputRecord
 from kneepoint.records.limits import MAX_WAIT_SECONDS
+from kneepoint.records.session import Session, max_turns, mean_turns
 
 
 class FixedLength(InputRecord):
@@ -124,6 +125,13 @@ class TrafficClass(InputRecord):
     """Tokens generated (sent as max_tokens with ignore_eos)."""
     prefix_group: str | None = None
     """Name of a prefix group whose documents prefix this class's prompts."""
+    session: Session | None = None
+    """Conversations: each arrival is a session of turns, ``input_tokens`` each new message
+    and ``output_tokens`` each answer (None: each arrival is one request)."""
+
+    def mean_turns(self) -> float:
+        """Requests per arrival: a session's mean turns, else 1."""
+        return mean_turns(self.session.turns) if self.session is not None else 1.0
 
 
 class PoissonArrivals(InputRecord):
@@ -205,20 +213,37 @@ class Workload(InputRecord):
                     f"classes[{i}].prefix_group: no prefix group named {cls.prefix_group!r} "
                     f"(groups: {known})"
                 )
+        if self.conversational and self.arrival.kind == "trace":
+            raise ValueError(
+                "arrival: a trace replays requests as recorded; sessions of turns need an "
+                "arrival process (poisson, gamma or constant)"
+            )
         return self
 
     def class_names(self) -> tuple[str, ...]:
         return tuple(c.name for c in self.classes)
 
     def max_request_tokens(self) -> int:
-        """Longest prompt + output any request of this workload can have."""
+        """Longest prompt + output any request of this workload can have: a session's last
+        turn carries every earlier message and answer."""
         prefix = {g.name: g.prefix_tokens for g in self.prefix_groups}
         return max(
             prefix.get(c.prefix_group or "", 0)
-            + max_length_tokens(c.input_tokens)
-            + max_length_tokens(c.output_tokens)
+            + (max_turns(c.session.turns) if c.session is not None else 1)
+            * (max_length_tokens(c.input_tokens) + max_length_tokens(c.output_tokens))
             for c in self.classes
         )
+
+    @property
+    def conversational(self) -> bool:
+        """Whether any class comes as sessions of turns."""
+        return any(c.session is not None for c in self.classes)
+
+    def mean_turns_per_arrival(self) -> float:
+        """Requests an arrival brings on average: what turns a session rate into a request
+        rate (sweeps offer requests per second; sessions arrive at that over this)."""
+        total = sum(c.weight for c in self.classes)
+        return sum(c.weight * c.mean_turns() for c in self.classes) / total
 
 
 def _require_unique(field: str, names: list[str]) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from kneepoint.load.bootstrap import mean_percentile_interval
 from kneepoint.load.score import metric_values, stable_window
-from kneepoint.load.settle import request_seconds
+from kneepoint.load.settle import ramp_seconds
 from kneepoint.records.loadpoint import LoadPoint
 from kneepoint.records.measure import RequestRecord
 from kneepoint.records.study import StudySpec
@@ -28,7 +28,7 @@ KeptPoints = dict[str, list[Path]]
 def with_intervals(kept: KeptPoints, study: StudySpec, curve: Curve, confidence: float) -> Curve:
     """``curve`` with an interval on every SLO percentile whose requests the run kept
     (``kept``: ``kept_points`` of the run's folder)."""
-    warmup_s = request_seconds(study.workload, study.slo)
+    warmup_s = ramp_seconds(study.workload, study.slo)
     points = []
     for point in curve.points:
         entries = [

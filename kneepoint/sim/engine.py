@@ -18,11 +18,22 @@ from kneepoint.physics.roofline import BatchShape, Efficiency, Roofline, StepCos
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.hardware import GpuSpec, ModelSpec
 from kneepoint.sim.attribution import Attribution, attribute
+from kneepoint.sim.client import Arrival, Client, Scheduled
 from kneepoint.sim.frontend import FrontEnd
 from kneepoint.sim.kv_cache import KvCache
 from kneepoint.sim.request import SimRequest
 from kneepoint.sim.scheduler import Scheduler
 from kneepoint.sim.step_plan import AdmissionStop
+
+__all__ = [
+    "Arrival",
+    "EngineRefusedError",
+    "RequestRejectedError",
+    "SimEngine",
+    "SimRun",
+    "StepOutcome",
+    "StepRecord",
+]
 
 
 class EngineRefusedError(RuntimeError):
@@ -35,16 +46,6 @@ class EngineRefusedError(RuntimeError):
 
 class RequestRejectedError(ValueError):
     """A request the engine refuses at the door (as vLLM answers HTTP 400)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Arrival:
-    """A request to submit at a virtual time."""
-
-    at_s: float
-    prompt: tuple[int, ...]
-    max_tokens: int
-    traffic_class: str = ""
 
 
 class StepRecord(NamedTuple):
@@ -146,7 +147,12 @@ class SimEngine:
                 f"({len(arrival.prompt)} in the messages, {arrival.max_tokens} in the completion)."
             )
         req = SimRequest(
-            self._next_rid, arrival.prompt, arrival.max_tokens, self.now_s, arrival.traffic_class
+            self._next_rid,
+            arrival.prompt,
+            arrival.max_tokens,
+            self.now_s,
+            arrival.traffic_class,
+            key=arrival.key,
         )
         self._next_rid += 1
         self.scheduler.add(req)
@@ -186,49 +192,49 @@ class SimEngine:
         )
         return StepOutcome(record, sampled, finished, plan.admitted)
 
-    def run(self, arrivals: Iterable[Arrival], until_s: float = float("inf")) -> SimRun:
+    def run(self, arrivals: Iterable[Arrival] | Client, until_s: float = float("inf")) -> SimRun:
         """Feed arrivals through the API server at their times and step until all are done
-        (or ``until_s``); ``frontend`` then says when the client saw each token."""
-        pending = sorted(arrivals, key=lambda a: a.at_s)
+        (or ``until_s``, or a client that has nothing left to wait for); ``frontend`` then
+        says when the client saw each token. A ``Client`` learns when each request ends, so
+        it can send what waits on it (a session's next turn, a capped client's next)."""
+        client = arrivals if isinstance(arrivals, Client) else Scheduled(arrivals)
         run = SimRun()
         handed: deque[tuple[float, Arrival]] = deque()  # through the API server, in order
-        index = 0
-        while self.now_s < until_s:
-            index = self._take_in(pending, index, handed)
+        while self.now_s < until_s and not client.done:
+            self._take_in(client, handed)
             while handed and handed[0][0] <= self.now_s:
-                self._submit_or_reject(handed.popleft()[1], run)
+                self._submit_or_reject(handed.popleft()[1], run, client)
             stepped = self.step() if self.busy else None
             if stepped is not None:
                 # Requests that arrived during the step are taken in before its output.
-                index = self._take_in(pending, index, handed)
+                self._take_in(client, handed)
                 self.frontend.stream(
                     self.now_s, stepped.record.num_samples / self.resolved.stream_interval
                 )
                 run.steps.append(stepped.record)
                 run.finished += stepped.finished
+                for req in stepped.finished:
+                    client.finished(req, self.frontend.seen_at(self.now_s))
             elif handed:  # idle until the next request reaches the engine
                 self.now_s = max(self.now_s, handed[0][0])
-            elif index < len(pending):
-                self.now_s = max(self.now_s, pending[index].at_s)
+            elif (due := client.next_at()) is not None:
+                self.now_s = max(self.now_s, due)
             else:
                 break
         self.scheduler.sync()
         return run
 
-    def _take_in(
-        self, pending: list[Arrival], index: int, handed: deque[tuple[float, Arrival]]
-    ) -> int:
-        """Queue on the API server every arrival up to now; the index of the first left."""
-        while index < len(pending) and pending[index].at_s <= self.now_s:
-            handed.append((self.frontend.intake(pending[index].at_s), pending[index]))
-            index += 1
-        return index
+    def _take_in(self, client: Client, handed: deque[tuple[float, Arrival]]) -> None:
+        """Queue on the API server every arrival up to now."""
+        for arrival in client.take(self.now_s):
+            handed.append((self.frontend.intake(arrival.at_s), arrival))
 
-    def _submit_or_reject(self, arrival: Arrival, run: SimRun) -> None:
+    def _submit_or_reject(self, arrival: Arrival, run: SimRun, client: Client) -> None:
         try:
             req = self.submit(arrival)
         except RequestRejectedError as exc:
             run.rejected.append((arrival, str(exc)))
+            client.rejected(arrival, self.now_s)
         else:
             req.arrival_s = arrival.at_s  # it arrived mid-step; the engine sees it after
             run.submitted.append((arrival, req))

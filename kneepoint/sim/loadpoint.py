@@ -81,8 +81,13 @@ def simulate_load_point(
         salt=salt,
     )
     began = sim.now_s  # records count from the plan's start; steps from the engine's
+    client = study.workload.client
     load = run_plan(
-        sim, plan, timeout_s=_TIMEOUT_S, request_timeout_s=study.workload.client.request_timeout_s
+        sim,
+        plan,
+        timeout_s=_TIMEOUT_S,
+        request_timeout_s=client.request_timeout_s,
+        max_concurrency=client.max_concurrency,
     )
     result = score(load.records, study.slo, warmup_s=warmup_s)
     start, end = window_bounds(load.records, trim=0.1, warmup_s=warmup_s)

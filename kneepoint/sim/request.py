@@ -22,6 +22,8 @@ class SimRequest:
     max_tokens: int
     arrival_s: float
     traffic_class: str = ""
+    key: int = -1
+    """The client's name for it (``Arrival.key``)."""
     num_output: int = 0
     """Tokens generated so far (their ids are ``output``)."""
     num_computed: int = 0

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from kneepoint.load.plan import PlannedRequest
 from kneepoint.records.measure import RequestRecord
 from kneepoint.sim.attribution import Attribution
+from kneepoint.sim.closed_loop import ClosedLoop
 from kneepoint.sim.engine import Arrival, SimEngine, SimRun
 from kneepoint.sim.frontend import FrontEnd
 from kneepoint.sim.request import SimRequest
@@ -34,10 +35,14 @@ def run_plan(
     plan: Sequence[PlannedRequest],
     timeout_s: float | None = None,
     request_timeout_s: float | None = None,
+    max_concurrency: int | None = None,
 ) -> VirtualLoad:
     """Send the plan to the engine; requests not done ``timeout_s`` after the last scheduled
     send are cut off, and any not done ``request_timeout_s`` after its own scheduled time is
-    recorded as timed out (as the HTTP client gives up on it)."""
+    recorded as timed out (as the HTTP client gives up on it). A plan with sessions, or a
+    client capped at ``max_concurrency`` in flight, waits on answers (``closed_loop``)."""
+    if max_concurrency is not None or any(p.after is not None for p in plan):
+        return _run_closed(engine, plan, timeout_s, request_timeout_s, max_concurrency)
     arrivals = [Arrival(p.at_s, p.prompt, p.max_tokens, p.traffic_class) for p in plan]
     until = (max(p.at_s for p in plan) + timeout_s) if plan and timeout_s else float("inf")
     start = engine.now_s
@@ -59,6 +64,52 @@ def run_plan(
         )
         for i, p in enumerate(plan)
     ]
+    return VirtualLoad(tuple(records), run)
+
+
+def _run_closed(
+    engine: SimEngine,
+    plan: Sequence[PlannedRequest],
+    timeout_s: float | None,
+    request_timeout_s: float | None,
+    max_concurrency: int | None,
+) -> VirtualLoad:
+    # Each request's own time limit bounds the run: a session's last turn goes out long
+    # after the plan's last first turn, so no cut after the last send can be set beforehand.
+    limit = min(timeout_s or float("inf"), request_timeout_s or float("inf"))
+    if limit == float("inf"):
+        raise ValueError("a client that waits on answers needs a time limit per request")
+    start = engine.now_s
+    client = ClosedLoop(plan, start, max_concurrency=max_concurrency, timeout_s=limit)
+    run = engine.run(client)
+    rejected = {a.key: msg for a, msg in run.rejected}
+    interval, frontend = engine.resolved.stream_interval, engine.frontend
+    records = []
+    for p in plan:
+        outcome = client.outcomes[p.index]
+        due = (outcome.due_s if outcome.due_s is not None else start + p.at_s) - start
+        sent = outcome.sent_s - start if outcome.sent_s is not None else due
+        base = {
+            "index": p.index,
+            "traffic_class": p.traffic_class,
+            "scheduled_s": due,
+            "sent_s": sent,
+            "prompt_tokens": len(p.prompt),
+            "slot_wait_s": sent - due,
+        }
+        req = outcome.req
+        if p.index in rejected:
+            records.append(RequestRecord(**base, error=f"HTTP 400: {rejected[p.index]}"))
+        elif outcome.error is not None or req is None or req.finish_s is None:
+            records.append(RequestRecord(**base, error=outcome.error or "timed out"))
+        else:
+            chunks = frontend.seen_all(chunk_times(req.token_times_s, interval), start)
+            end = frontend.seen_at(req.finish_s) - start
+            records.append(
+                RequestRecord(
+                    **base, chunk_times_s=tuple(chunks), end_s=end, output_tokens=req.num_output
+                )
+            )
     return VirtualLoad(tuple(records), run)
 
 
