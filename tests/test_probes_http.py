@@ -231,3 +231,26 @@ def test_a_concurrency_cap_delays_sends_without_blaming_the_client(
     assert max(r.client_lag_s for r in records) < 0.01
     # Latency still counts from the schedule: the wait for a slot is the server's doing.
     assert max(r.ttft_ms for r in records) >= waits[-1] * 1000
+
+
+def test_a_session_waits_for_each_answer_and_ends_at_a_failure(server: tuple[str, int]) -> None:
+    url, _ = server
+    ids = tuple(range(1000, 1100))
+    plan = [
+        PlannedRequest(0, 0.0, "chat", ids, 8, None),
+        PlannedRequest(1, 0.2, "chat", ids * 2, 8, None, after=0, think_s=0.2),
+        PlannedRequest(2, 0.4, "chat", ids * 3, 8, None, after=1, think_s=0.2),
+        PlannedRequest(3, 0.0, "chat", ids, 8, None),  # a second session: its turn 2 is refused
+        PlannedRequest(4, 0.0, "chat", ids * 100, 8, None, after=3, think_s=0.1),
+        PlannedRequest(5, 0.1, "chat", ids, 8, None, after=4, think_s=0.1),
+    ]
+    records = asyncio.run(run_load(url, plan, LoadOptions(model=MODEL)))
+    assert all(r.ok for r in records[:4])
+    for before, turn in ((records[0], records[1]), (records[1], records[2])):
+        assert before.end_s is not None
+        # due the think time after the answer, and latency counts from then
+        assert turn.scheduled_s == pytest.approx(before.end_s + 0.2, abs=1e-6)
+        assert turn.sent_s >= turn.scheduled_s
+    assert records[4].error is not None and records[4].error.startswith("HTTP 400")
+    assert records[5].error == "not sent: request 4 of its session failed"
+    assert not records[5].chunk_times_s

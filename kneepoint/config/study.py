@@ -180,9 +180,10 @@ def resolve_study(
     parsed = [o if isinstance(o, Override) else parse_override(o) for o in overrides]
     resolver = _Resolver(doc, parsed)
     raw: dict[str, Any] = copy.deepcopy(doc.data)
-    if any(o.loc[:1] == ("workload",) and len(o.loc) > 1 for o in parsed):
-        resolver.workload(raw)  # so overrides can reach inside a preset's classes
     for override in parsed:
+        if override.loc[:1] == ("workload",) and len(override.loc) > 1:
+            # so overrides reach inside a preset's classes, one named before them included
+            resolver.workload(raw)
         apply_override(raw, override)
     problems: list[Problem] = []
     for field, resolve in (

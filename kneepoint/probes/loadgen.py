@@ -1,7 +1,9 @@
-"""The open-loop load generator: planned requests sent on schedule, streamed, recorded.
+"""The load generator: planned requests sent on schedule, streamed, recorded.
 
 Each planned request is sent at its scheduled time whatever happened to the ones before it
-(open loop), optionally under a cap on requests in flight. Every response is streamed and
+(open loop), optionally under a cap on requests in flight; a session's later turn waits for
+the answer before it and the think time (``PlannedRequest.after``), and latency counts from
+that moment. Every response is streamed and
 recorded as a ``RequestRecord``: scheduled, actual send, each token-carrying chunk and end
 times, token counts from the server's ``usage``, and any error. Errors and timeouts are
 recorded, never raised. Latency counts from the scheduled time; the client's own lag is kept
@@ -175,26 +177,73 @@ def _record(outcome: _Outcome) -> RequestRecord:
     )
 
 
+async def _session(
+    client: _Client,
+    first: PlannedRequest,
+    due_s: float,
+    followers: dict[int, PlannedRequest],
+    options: LoadOptions,
+    *,
+    clock: Clock,
+    slots: asyncio.Semaphore | None,
+    heard: Callable[[], None] | None,
+) -> tuple[_Outcome, ...]:
+    """A session's turns one after another: each next one ``think_s`` after the client saw
+    the last token of the one before; none after one that failed (recorded as not sent)."""
+
+    async def send(planned: PlannedRequest, due_s: float) -> _Outcome:
+        return await _one(client, planned, due_s, options, clock=clock, slots=slots, heard=heard)
+
+    outcomes = [await send(first, due_s)]
+    planned: PlannedRequest | None = first
+    while planned is not None and (follower := followers.get(planned.index)) is not None:
+        _, _, _, _, _, end, _, _, error, _ = outcomes[-1]
+        if error is not None or end is None:
+            return (*outcomes, *_abandoned(follower, followers, planned.index, clock.now()))
+        due_s = end + follower.think_s
+        delay = due_s - clock.now()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        outcomes.append(await send(follower, due_s))
+        planned = follower
+    return tuple(outcomes)
+
+
+def _abandoned(
+    planned: PlannedRequest, followers: dict[int, PlannedRequest], failed: int, at_s: float
+) -> list[_Outcome]:
+    """The rest of a session whose request ``failed`` ended it."""
+    error = f"not sent: request {failed} of its session failed"
+    left: list[_Outcome] = []
+    next_one: PlannedRequest | None = planned
+    while next_one is not None:
+        at_s += next_one.think_s
+        index, cls = next_one.index, next_one.traffic_class
+        left.append((index, cls, at_s, at_s, (), None, 0, 0, error, 0.0))
+        next_one = followers.get(next_one.index)
+    return left
+
+
 class _InFlight:
     """The requests under way, and what those that finished left (their tasks let go)."""
 
     def __init__(self) -> None:
-        self.tasks: set[asyncio.Task[_Outcome]] = set()
+        self.tasks: set[asyncio.Task[tuple[_Outcome, ...]]] = set()
         self.outcomes: list[_Outcome] = []
         self.failure: BaseException | None = None
 
-    def add(self, task: asyncio.Task[_Outcome]) -> None:
+    def add(self, task: asyncio.Task[tuple[_Outcome, ...]]) -> None:
         self.tasks.add(task)
         task.add_done_callback(self._finished)
 
-    def _finished(self, task: asyncio.Task[_Outcome]) -> None:
+    def _finished(self, task: asyncio.Task[tuple[_Outcome, ...]]) -> None:
         self.tasks.discard(task)
         if task.cancelled():
             self.failure = self.failure or asyncio.CancelledError()
         elif (exc := task.exception()) is not None:
             self.failure = self.failure or exc
         else:
-            self.outcomes.append(task.result())
+            self.outcomes.extend(task.result())
 
     async def records(self) -> list[RequestRecord]:
         """Every request's record once all have finished, in plan order; what escaped a
@@ -278,13 +327,17 @@ async def run_load(
             await stack.enter_async_context(client)
         shards = len(clients)
         in_flight = _InFlight()
+        followers = {p.after: p for p in plan if p.after is not None}
+        firsts = sorted((p for p in plan if p.after is None), key=lambda p: p.at_s)
         begin = clock.now()  # the schedule starts once the clients are ready
-        for n, planned in enumerate(sorted(plan, key=lambda p: p.at_s)):
+        for n, planned in enumerate(firsts):
             due = begin + planned.at_s
             delay = due - clock.now()
             if delay > 0:
                 await asyncio.sleep(delay)
             client = clients[n % shards]
-            one = _one(client, planned, due, options, clock=clock, slots=slots, heard=heard)
-            in_flight.add(asyncio.create_task(one))
+            task = _session(
+                client, planned, due, followers, options, clock=clock, slots=slots, heard=heard
+            )
+            in_flight.add(asyncio.create_task(task))
         return await in_flight.records()

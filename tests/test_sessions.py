@@ -1,0 +1,118 @@
+"""Conversational workloads: sessions planned turn by turn with growing prompts, run on the
+virtual clock by a client that waits on each answer, and read by the study."""
+
+from __future__ import annotations
+
+import pytest
+
+from kneepoint.config import ConfigError, load_study
+from kneepoint.load.plan import PlannedRequest, plan_requests
+from kneepoint.load.settle import ramp_seconds
+from kneepoint.records.session import GeometricTurns, mean_turns
+from kneepoint.sim.loadpoint import simulate_load_point
+
+from .conftest import QUICKSTART, SMALL
+
+CHAT = ["workload=multiturn-chat"]
+
+
+def test_each_turn_resends_the_history_and_follows_the_one_before() -> None:
+    study = load_study(QUICKSTART, CHAT)
+    plan = plan_requests(study.workload, 10.0, num_requests=400, seed=0)
+    system = plan[0].prompt[:256]
+    sessions: dict[int, list[int]] = {}
+    for p in plan:
+        assert p.session is not None and p.prompt[:256] == system  # one system prompt
+        sessions.setdefault(p.session, []).append(p.index)
+    long = [turns for turns in sessions.values() if len(turns) >= 3]
+    assert long, "a geometric of mean 2 gives some sessions of three turns or more"
+    for turns in long:
+        first, *later = (plan[i] for i in turns)
+        assert first.after is None
+        previous = first
+        for turn in later:
+            assert turn.after == previous.index and turn.think_s > 0
+            # the history: the previous prompt, its answer (as planned), the new message
+            assert turn.prompt[: len(previous.prompt)] == previous.prompt
+            assert len(turn.prompt) > len(previous.prompt) + previous.max_tokens
+            previous = turn
+
+
+def test_sessions_are_the_same_at_every_rate_but_for_their_arrivals() -> None:
+    workload = load_study(QUICKSTART, CHAT).workload
+    slow = plan_requests(workload, 5.0, num_requests=300, seed=1)
+    fast = plan_requests(workload, 10.0, num_requests=600, seed=1)
+
+    def by_session(plan: list[PlannedRequest]) -> dict[int | None, list[PlannedRequest]]:
+        found: dict[int | None, list[PlannedRequest]] = {}
+        for p in plan:
+            found.setdefault(p.session, []).append(p)
+        return found
+
+    # the same sessions, each cut where the point's span ends (later at the faster rate)
+    fast_sessions = by_session(fast)
+    for number, turns in by_session(slow).items():
+        assert [t.prompt for t in turns] == [t.prompt for t in fast_sessions[number][: len(turns)]]
+    starts = {n: turns[0].at_s for n, turns in fast_sessions.items()}
+    for number, turns in by_session(slow).items():
+        assert turns[0].at_s == pytest.approx(2 * starts[number])
+        thinks = [t.think_s for t in fast_sessions[number][1 : len(turns)]]
+        assert [t.think_s for t in turns[1:]] == thinks  # a person's think does not scale
+
+
+def test_sessions_offer_the_rate_in_requests() -> None:
+    workload = load_study(QUICKSTART, CHAT).workload
+    plan = plan_requests(workload, 20.0, num_requests=4000, seed=0)
+    # Sessions arrive at 20 / 1.99 per second over 200 s, each cut at the span's end.
+    assert workload.mean_turns_per_arrival() == pytest.approx(mean_turns(GeometricTurns(
+        mean_turns=2.0, max_turns=8)))  # fmt: skip
+    assert 0.85 * 4000 < len(plan) <= 4000
+    assert max(p.at_s for p in plan) <= 200.0
+
+
+def test_a_geometric_mean_is_cut_at_its_maximum() -> None:
+    assert mean_turns(GeometricTurns(mean_turns=2.0, max_turns=50)) == pytest.approx(2.0)
+    assert mean_turns(GeometricTurns(mean_turns=2.0, max_turns=2)) == pytest.approx(1.5)
+
+
+def test_the_window_skips_the_sessions_ramp() -> None:
+    chat = load_study(QUICKSTART, CHAT)
+    plain = load_study(QUICKSTART)
+    # the lifetime plus two mean spans of think time (~0.99 later turns x ~27.5 s)
+    assert ramp_seconds(chat.workload, chat.slo) > ramp_seconds(plain.workload, plain.slo) + 50
+
+
+def test_a_turn_waits_for_the_answer_before_it_on_the_virtual_clock() -> None:
+    study = load_study(QUICKSTART, CHAT)
+    simulated = simulate_load_point(study, 8.0, 300)
+    records = {r.index: r for r in simulated.load.records}
+    plan = plan_requests(study.workload, 8.0, num_requests=300, seed=study.workload.seed)
+    followed = [p for p in plan if p.after is not None]
+    assert followed
+    for p in followed:
+        before, turn = records[p.after], records[p.index]
+        assert before.end_s is not None and turn.ok
+        assert turn.scheduled_s == pytest.approx(before.end_s + p.think_s)
+    # later turns find their history cached: far more prompt served from the cache than
+    # the shared system prompt alone would give
+    assert (simulated.point.signals.prefix_hit_rate or 0.0) > 0.5
+
+
+def test_a_failed_turn_ends_its_session() -> None:
+    study = load_study(QUICKSTART, [*CHAT, "workload.client.request_timeout_s=0.05"])
+    records = simulate_load_point(study, 8.0, 200).load.records
+    ended = [r for r in records if r.error is not None and r.error.startswith("not sent")]
+    assert ended and all(not r.chunk_times_s for r in ended)
+
+
+def test_conversations_must_fit_the_context() -> None:
+    with pytest.raises(ConfigError) as refused:
+        load_study(QUICKSTART, [*CHAT, "engine.max_model_len=4096"])
+    assert "max_model_len" in str(refused.value)
+
+
+def test_a_trace_cannot_hold_sessions() -> None:
+    with pytest.raises(ConfigError) as refused:
+        load_study(SMALL, [*CHAT, "workload.arrival={kind: trace, path: x.jsonl}"])
+    assert "workload.arrival" in str(refused.value)
+    assert "sessions of turns need an arrival process" in str(refused.value)
