@@ -26,14 +26,16 @@ from __future__ import annotations
 import argparse
 import time
 from collections import Counter
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
 import yaml
-from scenario_grid import Scenario, scenarios
+from scenario_grid import SESSION_ARCHETYPES, Scenario, scenarios
 
 from kneepoint.calibration.recorded import RecordedSweep, find_recorded
 from kneepoint.load.plan import point_seed
+from kneepoint.load.size import PointSize
 from kneepoint.policies.diagnosis.context import context_of
 from kneepoint.policies.diagnosis.diagnose import diagnose
 from kneepoint.policies.diagnosis.observe import knee_points, observe
@@ -55,6 +57,10 @@ TIERS: dict[str, tuple[str, ...]] = {
 }  # fmt: skip
 
 
+SESSION_REQUESTS = 6000
+"""A conversational point's most requests (its ramp and its window, at a fast rate)."""
+
+
 def _requests(rate: float) -> int:
     return int(min(600, max(200, rate * 20)))
 
@@ -65,9 +71,14 @@ def measure(scenario: Scenario) -> tuple[Observation, Attribution] | None:
     knee)."""
     study, truths = scenario.study, {}
 
+    # A conversation's point runs past its sessions' ramp, which its window skips.
+    size = PointSize.for_study(study, 20.0) if study.workload.conversational else None
+
     def probe(rate: float, repeat: int, attempt: int = 0) -> LoadPoint:
         seed = point_seed(study.seed, repeat, attempt)
-        simulated = simulate_load_point(study, rate, _requests(rate), seed=seed)
+        count = _requests(rate) if size is None else min(SESSION_REQUESTS, size.requests(rate))
+        warmup = 0.0 if size is None else size.warmup_s
+        simulated = simulate_load_point(study, rate, count, seed=seed, warmup_s=warmup)
         truths[id(simulated.point)] = simulated.truth
         return simulated.point
 
@@ -94,6 +105,7 @@ def strip(point: LoadPoint, fields: tuple[str, ...]) -> LoadPoint:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scenarios", type=int, default=60, help="scenarios to generate")
+    parser.add_argument("--sessions", type=int, default=16, help="conversational scenarios")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "real",
@@ -109,7 +121,11 @@ def main() -> None:
     skipped = Counter[str]()
     tiers = " ".join(f"{t:<22}" for t in TIERS)
     print(f"{'scenario':<12} {'model / gpu':<30} {'truth':<17} {tiers}")
-    for scenario in scenarios(args.scenarios, args.seed):
+    drawn = chain(
+        scenarios(args.scenarios, args.seed),
+        scenarios(args.sessions, args.seed, SESSION_ARCHETYPES),
+    )
+    for scenario in drawn:
         measured = measure(scenario)
         if measured is None:
             skipped["no knee found"] += 1

@@ -2,7 +2,9 @@
 
 Each scenario is a study built in code from one of five traffic archetypes (prefill-heavy
 summarisation, long streamed answers, short chat under a sequence cap, short chat with the CPU
-in the way, long-running agents in a small KV pool) on a model and GPU drawn so that it fits,
+in the way, long-running agents in a small KV pool), or, apart, from one of two conversational
+ones (multi-turn chat whose histories grow in a small KV pool, agent loops of many short turns
+on a long shared context) on a model and GPU drawn so that it fits,
 with the knobs perturbed per draw. The archetype only makes a scenario likely to bind somewhere;
 its label comes from the simulator's ground truth at the knee, and the diagnosis never sees
 either. Deterministic for a seed.
@@ -11,7 +13,7 @@ either. Deterministic for a seed.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +22,7 @@ from kneepoint.physics.defaults import resolve_engine
 from kneepoint.physics.memory import plan_memory
 from kneepoint.records.study import StudySpec
 
+Recipe = Callable[[random.Random], dict[str, Any]]
 GPUS = gpu_catalogue()
 MODELS = model_catalogue()
 
@@ -100,6 +103,46 @@ def _agents(rng: random.Random) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def _chat_sessions(rng: random.Random) -> dict[str, Any]:
+    """Conversations whose histories grow in a small KV pool (multiturn-chat's shape)."""
+    return {
+        "models": ["llama-3.1-8b", "mistral-7b", "qwen2.5-14b"],
+        "gpus": ["h100-sxm", "a100-80gb-sxm", "l40s", "h200-sxm"],
+        "input": _lognormal(rng.choice([48, 96, 192]), 0.9, 4, 512),
+        "output": _lognormal(rng.choice([160, 256, 384]), 0.7, 8, 768),
+        "slo": {"ttft_p99_ms": 3000, "itl_p95_ms": rng.choice([60, 80, 100])},
+        "engine": {"max_num_seqs": 256, "max_num_batched_tokens": 4096, "max_model_len": 16384,
+                   "kv_cache_memory_bytes": rng.choice([1, 2, 4]) * 2**30},
+        "system": (1, rng.choice([256, 512, 1024])),
+        "session": {"turns": {"kind": "geometric", "mean_turns": rng.choice([3.0, 5.0]),
+                              "max_turns": 10},
+                    "think_time": {"kind": "lognormal", "median_s": rng.choice([2.0, 4.0]),
+                                   "sigma": 0.8, "max_s": 30.0}},
+        "start": 2.0,
+    }  # fmt: skip
+
+
+def _agent_sessions(rng: random.Random) -> dict[str, Any]:
+    """Agent loops: many short turns on a long shared context (agentic's shape)."""
+    return {
+        "models": ["llama-3.2-1b", "llama-3.1-8b", "mistral-7b"],
+        "gpus": ["h100-sxm", "a100-80gb-sxm", "l40s", "h200-sxm", "rtx-6000-ada"],
+        "input": {"kind": "uniform", "min_tokens": 120, "max_tokens": rng.choice([160, 400])},
+        "output": {"kind": "uniform", "min_tokens": 40, "max_tokens": rng.choice([120, 200])},
+        "slo": {"ttft_p99_ms": rng.choice([1000, 2000]), "itl_p95_ms": rng.choice([40, 60])},
+        "engine": {"max_num_seqs": rng.choice([64, 256]), "max_num_batched_tokens": 8192,
+                   "max_model_len": 16384, "enable_prefix_caching": rng.random() < 0.7},
+        "system": (rng.choice([1, 4, 16]), rng.choice([1536, 4096])),
+        "session": {"turns": {"kind": "uniform", "min_turns": 8, "max_turns": 16},
+                    "think_time": {"kind": "fixed", "seconds": rng.choice([0.5, 1.0])}},
+        "start": 2.0,
+    }  # fmt: skip
+
+
+SESSION_ARCHETYPES = {"chat-sessions": _chat_sessions, "agent-sessions": _agent_sessions}
+"""Conversational traffic, drawn apart from the others (``session_scenarios``) so that the
+earlier archetypes' draws stay as they were."""
+
 ARCHETYPES = {
     "prefill": _prefill, "decode": _decode, "capped": _capped, "cpu": _cpu, "agents": _agents,
 }  # fmt: skip
@@ -107,26 +150,36 @@ ARCHETYPES = {
 
 def _study(name: str, rng: random.Random, recipe: dict[str, Any]) -> StudySpec | None:
     gpu, model = GPUS[rng.choice(recipe["gpus"])], MODELS[rng.choice(recipe["models"])]
+    traffic: dict[str, Any] = {"name": "c", "input_tokens": recipe["input"],
+                               "output_tokens": recipe["output"]}  # fmt: skip
+    groups = []
+    if "session" in recipe:
+        documents, tokens = recipe["system"]
+        groups = [{"name": "system", "documents": documents, "prefix_tokens": tokens}]
+        traffic |= {"session": recipe["session"], "prefix_group": "system"}
     spec = StudySpec.model_validate({
         "name": name, "seed": rng.randrange(1000), "gpu": gpu, "model": model,
         "engine": {"model": model.name, **recipe["engine"]},
-        "workload": {"name": name, "seed": rng.randrange(1000), "classes": [
-            {"name": "c", "input_tokens": recipe["input"], "output_tokens": recipe["output"]}]},
+        "workload": {"name": name, "seed": rng.randrange(1000), "classes": [traffic],
+                     "prefix_groups": groups},
         "slo": {"default": recipe["slo"]},
     })  # fmt: skip
     plan = plan_memory(gpu, model, resolve_engine(spec.engine, gpu, model))
     return spec if plan.refusal is None else None
 
 
-def scenarios(count: int, seed: int = 0) -> Iterator[Scenario]:
-    """``count`` scenarios that start, archetypes in turn."""
+def scenarios(
+    count: int, seed: int = 0, archetypes: dict[str, Recipe] | None = None
+) -> Iterator[Scenario]:
+    """``count`` scenarios that start, archetypes in turn (``ARCHETYPES`` by default)."""
+    archetypes = ARCHETYPES if archetypes is None else archetypes
     rng = random.Random(seed)
-    names = sorted(ARCHETYPES)
+    names = sorted(archetypes)
     made = tries = 0
     while made < count and tries < count * 20:
         archetype = names[tries % len(names)]
         tries += 1
-        recipe = ARCHETYPES[archetype](rng)
+        recipe = archetypes[archetype](rng)
         study = _study(f"{archetype}-{made:02d}", rng, recipe)
         if study is not None:
             yield Scenario(study.name, archetype, study, recipe["start"])

@@ -10,7 +10,6 @@ where decode sits near the knee), or a typical decode step where the SLO sets no
 
 from __future__ import annotations
 
-from kneepoint.records.session import mean_think_s
 from kneepoint.records.slo import Slo
 from kneepoint.records.workload import Workload, mean_length_tokens
 
@@ -43,21 +42,11 @@ def request_seconds(workload: Workload, slo: Slo | None) -> float:
 def settle_seconds(workload: Workload, slo: Slo | None) -> float:
     """The least span of arrivals a load point needs to reach and hold steady state."""
     return SETTLE_LIFETIMES * request_seconds(workload, slo) + (
-        RAMP_SESSIONS * session_think_seconds(workload)
-    )
-
-
-def session_think_seconds(workload: Workload) -> float:
-    """A session's mean span of think times (0 where no class is conversational)."""
-    total = sum(c.weight for c in workload.classes)
-    return sum(
-        c.weight / total * (c.mean_turns() - 1.0) * mean_think_s(c.session.think_time)
-        for c in workload.classes
-        if c.session is not None
+        RAMP_SESSIONS * workload.session_think_s()
     )
 
 
 def ramp_seconds(workload: Workload, slo: Slo | None) -> float:
     """What a point's stable window skips: a request's lifetime, and for conversations the
     time their later turns take to come in."""
-    return request_seconds(workload, slo) + RAMP_SESSIONS * session_think_seconds(workload)
+    return request_seconds(workload, slo) + RAMP_SESSIONS * workload.session_think_s()

@@ -60,15 +60,21 @@ def max_turns(dist: TurnsDist) -> int:
     return dist.turns if isinstance(dist, FixedTurns) else dist.max_turns
 
 
+def turn_survival(dist: TurnsDist) -> list[float]:
+    """The chance a session has a turn ``t`` (0-based), for t up to its most turns."""
+    if isinstance(dist, FixedTurns):
+        return [1.0] * dist.turns
+    if isinstance(dist, UniformTurns):
+        span = dist.max_turns - dist.min_turns + 1
+        return [min(1.0, (dist.max_turns - t) / span) for t in range(dist.max_turns)]
+    # P(turns > t) = q^t with q = 1 - 1/mean; the cut keeps the first max_turns terms.
+    q = 1.0 - 1.0 / dist.mean_turns
+    return [q**t for t in range(dist.max_turns)]
+
+
 def mean_turns(dist: TurnsDist) -> float:
     """The mean number of turns (a geometric's, cut at its maximum)."""
-    if isinstance(dist, FixedTurns):
-        return float(dist.turns)
-    if isinstance(dist, UniformTurns):
-        return (dist.min_turns + dist.max_turns) / 2.0
-    # P(turns >= k) = q^(k-1) with q = 1 - 1/mean; the cut keeps the first max_turns terms.
-    q = 1.0 - 1.0 / dist.mean_turns
-    return sum(q**k for k in range(dist.max_turns))
+    return sum(turn_survival(dist))
 
 
 class FixedThink(InputRecord):

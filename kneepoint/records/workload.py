@@ -14,7 +14,7 @@ from pydantic import Field, model_validator
 
 from kneepoint.records.base import InputRecord
 from kneepoint.records.limits import MAX_WAIT_SECONDS
-from kneepoint.records.session import Session, max_turns, mean_turns
+from kneepoint.records.session import Session, max_turns, mean_think_s, mean_turns
 
 
 class FixedLength(InputRecord):
@@ -238,6 +238,15 @@ class Workload(InputRecord):
     def conversational(self) -> bool:
         """Whether any class comes as sessions of turns."""
         return any(c.session is not None for c in self.classes)
+
+    def session_think_s(self) -> float:
+        """A session's mean span of think times, over arrivals (0: no conversations)."""
+        total = sum(c.weight for c in self.classes)
+        return sum(
+            c.weight / total * (c.mean_turns() - 1.0) * mean_think_s(c.session.think_time)
+            for c in self.classes
+            if c.session is not None
+        )
 
     def mean_turns_per_arrival(self) -> float:
         """Requests an arrival brings on average: what turns a session rate into a request

@@ -21,7 +21,7 @@ from kneepoint.physics.defaults import ResolvedEngine, resolve_engine
 from kneepoint.physics.memory import MemoryPlan, plan_memory
 from kneepoint.physics.roofline import BatchShape, Roofline
 from kneepoint.policies.diagnosis.step_estimate import StepEstimate
-from kneepoint.policies.pruning.prefix_reuse import prefix_reuse
+from kneepoint.policies.pruning.prefix_reuse import open_sessions, prefix_reuse
 from kneepoint.records.diagnosis import Diagnosis, Observation
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.knobs import Constraint
@@ -164,7 +164,16 @@ def prefix(sit: Situation) -> Effect | str:
     if not sit.shared_prefixes:
         return "the workload's prompts share no prefixes: nothing to reuse"
     workload = sit.observation.workload
-    reuse = prefix_reuse(workload, sit.memory.kv_tokens) if workload is not None else None
+    reuse = (
+        prefix_reuse(
+            workload,
+            sit.memory.kv_tokens,
+            block_tokens=sit.engine.block_size,
+            open_sessions=open_sessions(workload, sit.observation.saturated),
+        )
+        if workload is not None
+        else None
+    )
     if reuse is None or reuse.prompt_share <= 0.0:
         # A trace may share prefixes it does not describe: a modest guess, checked by the trial.
         return Effect(
