@@ -4,7 +4,7 @@ pool would serve of the prompts, from the workload, beside the server's own hit 
 
 from __future__ import annotations
 
-from kneepoint.policies.pruning.prefix_reuse import open_sessions, prefix_reuse
+from kneepoint.policies.pruning.prefix_reuse import prefix_reuse
 from kneepoint.records.loadpoint import LoadPoint
 from kneepoint.records.workload import Workload
 from kneepoint.report.data import ReportData
@@ -50,10 +50,7 @@ def _at_knee(label: str, workload: Workload, point: LoadPoint) -> list[str]:
     if signals.num_gpu_blocks is None or signals.block_size is None:
         return items
     kv_tokens = signals.num_gpu_blocks * signals.block_size
-    sessions = open_sessions(workload, point)
-    reuse = prefix_reuse(
-        workload, kv_tokens, block_tokens=signals.block_size, open_sessions=sessions
-    )
+    reuse = prefix_reuse(workload, kv_tokens, block_tokens=signals.block_size)
     measured = signals.prefix_hit_rate
     items.append(
         f"{label}: a warm prefix cache of its {kv_tokens:,}-token KV pool would serve "
@@ -62,10 +59,11 @@ def _at_knee(label: str, workload: Workload, point: LoadPoint) -> list[str]:
         + (f"{measured:.0%}" if measured is not None else "not reported")
         + (" (0% where prefix caching is off)" if measured == 0.0 else "")
     )
-    if sessions is not None:
+    if workload.conversational:
         items.append(
-            f"{label}: ~{sessions:.0f} conversations open at the knee; a running sequence "
-            f"holds {reuse.context_before_tokens:,.0f} tokens of context on average, "
-            "the history growing turn by turn"
+            f"{label}: a running sequence holds {reuse.context_before_tokens:,.0f} tokens of "
+            "context on average, the history growing turn by turn; between turns the "
+            "histories wait in the pool's free blocks, evicted least recently used first "
+            "(a pool too small to keep them serves less than predicted)"
         )
     return items

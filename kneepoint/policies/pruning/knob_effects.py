@@ -21,7 +21,7 @@ from kneepoint.physics.defaults import ResolvedEngine, resolve_engine
 from kneepoint.physics.memory import MemoryPlan, plan_memory
 from kneepoint.physics.roofline import BatchShape, Roofline
 from kneepoint.policies.diagnosis.step_estimate import StepEstimate
-from kneepoint.policies.pruning.prefix_reuse import open_sessions, prefix_reuse
+from kneepoint.policies.pruning.prefix_reuse import prefix_reuse
 from kneepoint.records.diagnosis import Diagnosis, Observation
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.knobs import Constraint
@@ -169,7 +169,6 @@ def prefix(sit: Situation) -> Effect | str:
             workload,
             sit.memory.kv_tokens,
             block_tokens=sit.engine.block_size,
-            open_sessions=open_sessions(workload, sit.observation.saturated),
         )
         if workload is not None
         else None
