@@ -105,7 +105,7 @@ def strip(point: LoadPoint, fields: tuple[str, ...]) -> LoadPoint:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scenarios", type=int, default=60, help="scenarios to generate")
-    parser.add_argument("--sessions", type=int, default=16, help="conversational scenarios")
+    parser.add_argument("--sessions", type=int, default=24, help="conversational scenarios")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "real",

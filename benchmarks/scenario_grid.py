@@ -104,7 +104,8 @@ def _agents(rng: random.Random) -> dict[str, Any]:
 
 
 def _chat_sessions(rng: random.Random) -> dict[str, Any]:
-    """Conversations whose histories grow in a small KV pool (multiturn-chat's shape)."""
+    """Conversations whose histories grow in a KV pool of a few GiB (multiturn-chat's shape;
+    pools of 1-2 GiB left the truth split between the cache and bandwidth)."""
     return {
         "models": ["llama-3.1-8b", "mistral-7b", "qwen2.5-14b"],
         "gpus": ["h100-sxm", "a100-80gb-sxm", "l40s", "h200-sxm"],
@@ -112,7 +113,7 @@ def _chat_sessions(rng: random.Random) -> dict[str, Any]:
         "output": _lognormal(rng.choice([160, 256, 384]), 0.7, 8, 768),
         "slo": {"ttft_p99_ms": 3000, "itl_p95_ms": rng.choice([60, 80, 100])},
         "engine": {"max_num_seqs": 256, "max_num_batched_tokens": 4096, "max_model_len": 16384,
-                   "kv_cache_memory_bytes": rng.choice([1, 2, 4]) * 2**30},
+                   "kv_cache_memory_bytes": rng.choice([4, 8, 16]) * 2**30},
         "system": (1, rng.choice([256, 512, 1024])),
         "session": {"turns": {"kind": "geometric", "mean_turns": rng.choice([3.0, 5.0]),
                               "max_turns": 10},

@@ -71,9 +71,14 @@ def burst_plan(
         offset = len(requests)
         for planned in drawn:
             after = None if planned.after is None else planned.after + offset
+            last = None if planned.last_s is None else start + planned.last_s
             requests.append(
                 dataclasses.replace(
-                    planned, index=len(requests), at_s=start + planned.at_s, after=after
+                    planned,
+                    index=len(requests),
+                    at_s=start + planned.at_s,
+                    after=after,
+                    last_s=last,
                 )
             )
         start += seconds

@@ -48,6 +48,9 @@ class PlannedRequest:
     after: int | None = None
     think_s: float = 0.0
     session: int | None = None
+    last_s: float | None = None
+    """A later turn that falls due after this (the point's span) is not sent: sessions keep
+    arriving to the end, and none trails on after it."""
 
 
 def sample_length(dist: LengthDist, rng: random.Random) -> int:

@@ -59,9 +59,9 @@ def plan_sessions(
     salt: str,
 ) -> list[PlannedRequest]:
     """The turns of the sessions that arrive within the span ``num_requests`` requests take
-    at ``rate_rps``, each turn that could be sent within that span: the sessions near its end
-    are cut short there, so the offered rate holds to the end instead of trailing off over a
-    session's length. (It ramps up over the first session lengths: ``ramp_seconds``.)"""
+    at ``rate_rps``; a turn that falls due after that span is not sent (``last_s``), so the
+    offered rate holds to the end instead of trailing off over a session's length. (It
+    ramps up over the first sessions' length: ``ramp_seconds``.)"""
     session_rate = rate_rps / workload.mean_turns_per_arrival()
     horizon = num_requests / rate_rps
     planned: list[PlannedRequest] = []
@@ -73,7 +73,7 @@ def plan_sessions(
         for t, turn in enumerate(session.turns):
             earliest += turn.think_s
             if t and earliest > horizon:
-                break
+                break  # it could not be due in time
             planned.append(
                 PlannedRequest(
                     index=len(planned),
@@ -85,6 +85,7 @@ def plan_sessions(
                     after=len(planned) - 1 if t else None,
                     think_s=turn.think_s,
                     session=number,
+                    last_s=horizon,
                 )
             )
         at += session.unit_gap / session_rate

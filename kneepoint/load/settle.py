@@ -19,8 +19,8 @@ SETTLE_LIFETIMES = 3.0
 """Arrivals span at least this many request lifetimes."""
 RAMP_SESSIONS = 2.0
 """Conversations: a point's turn rate ramps up while its first sessions are still on their
-first turns; after this many mean session spans (think times) most of a geometric's later
-turns have come in (at 2.0 mean turns, 1 - 0.5^3 = 87% of sessions are done by then)."""
+first turns; after this many mean session lengths most of a geometric's later turns have
+come in (at 2.0 mean turns, 1 - 0.5^3 = 87% of sessions are done by then)."""
 
 
 def request_seconds(workload: Workload, slo: Slo | None) -> float:
@@ -42,11 +42,19 @@ def request_seconds(workload: Workload, slo: Slo | None) -> float:
 def settle_seconds(workload: Workload, slo: Slo | None) -> float:
     """The least span of arrivals a load point needs to reach and hold steady state."""
     return SETTLE_LIFETIMES * request_seconds(workload, slo) + (
-        RAMP_SESSIONS * workload.session_think_s()
+        RAMP_SESSIONS * session_seconds(workload, slo)
     )
+
+
+def session_seconds(workload: Workload, slo: Slo | None) -> float:
+    """A session's mean length past its first turn: its think times and its later turns'
+    lifetimes (0 where no class is conversational). A simulated agentic point at 80 req/s
+    whose ramp counted the think times alone delivered 25 req/s in its window."""
+    later = workload.mean_turns_per_arrival() - 1.0
+    return workload.session_think_s() + later * request_seconds(workload, slo)
 
 
 def ramp_seconds(workload: Workload, slo: Slo | None) -> float:
     """What a point's stable window skips: a request's lifetime, and for conversations the
     time their later turns take to come in."""
-    return request_seconds(workload, slo) + RAMP_SESSIONS * workload.session_think_s()
+    return request_seconds(workload, slo) + RAMP_SESSIONS * session_seconds(workload, slo)

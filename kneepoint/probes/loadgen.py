@@ -184,6 +184,7 @@ async def _session(
     followers: dict[int, PlannedRequest],
     options: LoadOptions,
     *,
+    begin_s: float,
     clock: Clock,
     slots: asyncio.Semaphore | None,
     heard: Callable[[], None] | None,
@@ -199,8 +200,11 @@ async def _session(
     while planned is not None and (follower := followers.get(planned.index)) is not None:
         _, _, _, _, _, end, _, _, error, _ = outcomes[-1]
         if error is not None or end is None:
-            return (*outcomes, *_abandoned(follower, followers, planned.index, clock.now()))
+            failed = planned.index, begin_s
+            return (*outcomes, *_abandoned(follower, followers, failed, clock.now()))
         due_s = end + follower.think_s
+        if follower.last_s is not None and due_s > begin_s + follower.last_s:
+            break  # due after the point's span: not sent, not recorded
         delay = due_s - clock.now()
         if delay > 0:
             await asyncio.sleep(delay)
@@ -210,14 +214,21 @@ async def _session(
 
 
 def _abandoned(
-    planned: PlannedRequest, followers: dict[int, PlannedRequest], failed: int, at_s: float
+    planned: PlannedRequest,
+    followers: dict[int, PlannedRequest],
+    failed: tuple[int, float],
+    at_s: float,
 ) -> list[_Outcome]:
-    """The rest of a session whose request ``failed`` ended it."""
-    error = f"not sent: request {failed} of its session failed"
+    """The rest of a session whose request ``failed`` (its index; the load's start) ended
+    it, up to the point's span."""
+    index, begin_s = failed
+    error = f"not sent: request {index} of its session failed"
     left: list[_Outcome] = []
     next_one: PlannedRequest | None = planned
     while next_one is not None:
         at_s += next_one.think_s
+        if next_one.last_s is not None and at_s > begin_s + next_one.last_s:
+            break
         index, cls = next_one.index, next_one.traffic_class
         left.append((index, cls, at_s, at_s, (), None, 0, 0, error, 0.0))
         next_one = followers.get(next_one.index)
@@ -337,7 +348,15 @@ async def run_load(
                 await asyncio.sleep(delay)
             client = clients[n % shards]
             task = _session(
-                client, planned, due, followers, options, clock=clock, slots=slots, heard=heard
+                client,
+                planned,
+                due,
+                followers,
+                options,
+                begin_s=begin,
+                clock=clock,
+                slots=slots,
+                heard=heard,
             )
             in_flight.add(asyncio.create_task(task))
         return await in_flight.records()

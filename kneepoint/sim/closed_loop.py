@@ -32,6 +32,8 @@ class Outcome:
     req: SimRequest | None = None
     error: str | None = None
     ended: bool = False
+    dropped: bool = False
+    """A later turn that fell due after the point's span: not sent, not recorded."""
 
 
 class ClosedLoop(Client):
@@ -48,7 +50,7 @@ class ClosedLoop(Client):
         self._plan = {p.index: p for p in plan}
         self._next = {p.after: p.index for p in plan if p.after is not None}
         self._free = max_concurrency if max_concurrency is not None else len(plan) + 1
-        self._timeout_s = timeout_s
+        self._timeout_s, self._start_s = timeout_s, start_s
         self.outcomes = {p.index: Outcome() for p in plan}
         self._events: list[tuple[float, int, int, int]] = []
         self._seq = 0
@@ -91,6 +93,10 @@ class ClosedLoop(Client):
         self._seq += 1
 
     def _due(self, index: int, at_s: float) -> None:
+        last = self._plan[index].last_s
+        if self._plan[index].after is not None and at_s > self._start_s + (last or float("inf")):
+            self._drop(index)
+            return
         self.outcomes[index].due_s = at_s
         self._push(at_s + self._timeout_s, _DEADLINE, index)
         if self._free > 0:
@@ -126,9 +132,21 @@ class ClosedLoop(Client):
         else:
             self._abandon(follower, at_s + think_s, index)
 
+    def _drop(self, index: int | None) -> None:
+        """The rest of a session past the point's span."""
+        while index is not None:
+            outcome = self.outcomes[index]
+            outcome.ended = outcome.dropped = True
+            self._open -= 1
+            index = self._next.get(index)
+
     def _abandon(self, index: int, at_s: float, failed: int) -> None:
         """A session whose request ``failed`` did not end well sends nothing more."""
         while True:
+            last = self._plan[index].last_s
+            if last is not None and at_s > self._start_s + last:
+                self._drop(index)
+                return
             outcome = self.outcomes[index]
             outcome.due_s, outcome.ended = at_s, True
             outcome.error = f"not sent: request {failed} of its session failed"

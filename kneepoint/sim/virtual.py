@@ -87,6 +87,8 @@ def _run_closed(
     records = []
     for p in plan:
         outcome = client.outcomes[p.index]
+        if outcome.dropped:
+            continue
         due = (outcome.due_s if outcome.due_s is not None else start + p.at_s) - start
         sent = outcome.sent_s - start if outcome.sent_s is not None else due
         base = {

@@ -126,7 +126,11 @@ def cache_share(point: LoadPoint, tally: Tally) -> float:
         )
     per_request = preemptions_per_request(point)
     if s.preemptions_per_s is not None and per_request >= PREEMPTIONS_PER_REQUEST:
-        churn = _clip(max(0.5, per_request / 0.2))
+        # Half the time from twice the threshold, ramping up to it: at the threshold itself a
+        # simulated 14B conversation (0.024 per request, a pool of 4 GiB) read half its time
+        # as the cache's where the truth charged it 15%, and bandwidth 78%.
+        floor = 0.5 * min(1.0, per_request / (2 * PREEMPTIONS_PER_REQUEST))
+        churn = _clip(max(floor, per_request / 0.2))
         tally.add(
             "cache",
             max(0.0, churn - share),

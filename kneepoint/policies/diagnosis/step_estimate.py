@@ -21,6 +21,7 @@ from kneepoint.physics.roofline import BatchShape, Roofline
 from kneepoint.records.efficiency import Efficiency
 from kneepoint.records.hardware import GpuSpec, ModelSpec
 from kneepoint.records.loadpoint import Signals
+from kneepoint.records.session import turn_survival
 from kneepoint.records.workload import Workload, mean_length_tokens
 
 
@@ -110,29 +111,39 @@ def estimate_step(
 def _context_tokens(
     signals: Signals, running: float, workload: Workload | None, layout: KvLayout | None
 ) -> float:
-    """KV tokens in use per running sequence, else the workload's typical context."""
+    """KV tokens in use per running sequence, else the workload's typical context. Where
+    the workload's prompts share prefixes and the cache serves them, the pool holds each
+    shared block once though every sequence attends over it: the context each sequence
+    reads is then at least the workload's (a simulated agent loop, 2,297 tokens per
+    sequence read off the pool where the workload's turns average ~4,000, priced its step
+    at 40% of what it took and named the scheduler)."""
     usage, blocks, block = signals.kv_usage_mean, signals.num_gpu_blocks, signals.block_size
+    shared = (
+        workload is not None
+        and (workload.prefix_groups or workload.conversational)
+        and (signals.prefix_hit_rate or 0.0) > 0.0
+    )
+    floor = typical_context_tokens(workload) if shared and workload is not None else 1.0
     if usage is not None and blocks and block:
         if layout is not None and layout.groups > 1:
-            return max(1.0, layout.tokens_holding(usage * blocks / running))
-        return max(1.0, usage * blocks * block / running)
+            return max(floor, layout.tokens_holding(usage * blocks / running))
+        return max(floor, usage * blocks * block / running)
     if workload is None:
         return 1024.0  # nothing better known: a typical chat context
     return typical_context_tokens(workload)
 
 
 def typical_context_tokens(workload: Workload) -> float:
-    """A running sequence's mean context half-way through its answer (prefix + prompt + half
-    the output), weighted over the traffic classes."""
+    """A running sequence's mean context half-way through its answer (prefix, the history
+    of a conversation's earlier turns, prompt and half the output), over the requests of
+    every traffic class."""
     prefixes = {g.name: g.prefix_tokens for g in workload.prefix_groups}
-    total = sum(c.weight for c in workload.classes)
-    return sum(
-        c.weight
-        / total
-        * (
-            prefixes.get(c.prefix_group or "", 0)
-            + mean_length_tokens(c.input_tokens)
-            + mean_length_tokens(c.output_tokens) / 2.0
-        )
-        for c in workload.classes
-    )
+    total = context = 0.0
+    for c in workload.classes:
+        own, answer = mean_length_tokens(c.input_tokens), mean_length_tokens(c.output_tokens)
+        start = prefixes.get(c.prefix_group or "", 0) + own + answer / 2.0
+        survival = turn_survival(c.session.turns) if c.session is not None else [1.0]
+        for t, alive in enumerate(survival):
+            total += c.weight * alive
+            context += c.weight * alive * (start + t * (own + answer))
+    return context / total

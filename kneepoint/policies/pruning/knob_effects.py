@@ -163,6 +163,8 @@ def prefix(sit: Situation) -> Effect | str:
         return "prefix caching is already on"
     if not sit.shared_prefixes:
         return "the workload's prompts share no prefixes: nothing to reuse"
+    if sit.binding == "scheduling" and sit.diagnosis.scheduling_kind != "prefill_interference":
+        return "it saves prefill work, and what binds is not prefills stalling decodes"
     workload = sit.observation.workload
     reuse = (
         prefix_reuse(
