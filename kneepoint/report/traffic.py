@@ -19,12 +19,15 @@ def section(data: ReportData, doc: Document) -> None:
     doc.add(Heading("Traffic reuse and the prefix cache"))
     items = []
     for curve in (c for c in (data.start, data.final) if c is not None):
-        point = data.knee_point(curve)
+        # past the knee where there is one; else (a curve that met the SLO throughout, as at
+        # one rate) its fastest point
+        counted = [p.point for p in curve.result.points if p.counted]
+        point = data.knee_point(curve) or max(counted, key=lambda p: p.rate_rps, default=None)
         if point is not None:
-            items += _at_knee(curve.label, workload, point)
+            items += _at_point(curve.label, workload, point)
     if workload.conversational:
         doc.add(Paragraph(_sessions_text(workload)))
-    doc.add(Bullets(items) if items else Paragraph("No measured point past the knee."))
+    doc.add(Bullets(items) if items else Paragraph("No measured point."))
 
 
 def _sessions_text(workload: Workload) -> str:
@@ -38,7 +41,7 @@ def _sessions_text(workload: Workload) -> str:
     )
 
 
-def _at_knee(label: str, workload: Workload, point: LoadPoint) -> list[str]:
+def _at_point(label: str, workload: Workload, point: LoadPoint) -> list[str]:
     signals = point.signals
     items = []
     if workload.conversational:
@@ -55,7 +58,7 @@ def _at_knee(label: str, workload: Workload, point: LoadPoint) -> list[str]:
     items.append(
         f"{label}: a warm prefix cache of its {kv_tokens:,}-token KV pool would serve "
         f"{reuse.prompt_share:.0%} of prompt tokens (from the workload); the server's own "
-        "hit rate at the knee: "
+        f"hit rate at {point.rate_rps:.2f} req/s: "
         + (f"{measured:.0%}" if measured is not None else "not reported")
         + (" (0% where prefix caching is off)" if measured == 0.0 else "")
     )
