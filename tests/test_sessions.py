@@ -3,6 +3,7 @@ virtual clock by a client that waits on each answer, and read by the study."""
 
 from __future__ import annotations
 
+import math
 import subprocess
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from kneepoint.load.settle import ramp_seconds
 from kneepoint.load.size import PointSize
 from kneepoint.physics.defaults import resolve_engine
 from kneepoint.physics.memory import plan_memory
+from kneepoint.policies.diagnosis.step_estimate import typical_context_tokens
 from kneepoint.policies.pruning.prefix_reuse import prefix_reuse
 from kneepoint.records.session import GeometricTurns, mean_turns
 from kneepoint.sim.loadpoint import simulate_load_point
@@ -153,3 +155,17 @@ def test_a_multi_turn_tune_reports_sessions_and_reuse(tmp_path: Path) -> None:
     assert "## Traffic reuse and the prefix cache" in report
     assert "sessions/s offered x 1.99 turns" in report
     assert "would serve 70% of prompt tokens" in report
+
+
+def test_a_request_carries_its_session_history_on_average() -> None:
+    """What KV sizing and the step estimate read: turn t carries t earlier messages and
+    answers, so a conversation's mean request is longer than its one message and answer."""
+    chat = load_study(QUICKSTART, CHAT).workload.classes[0]
+    plain = load_study(QUICKSTART).workload.classes[0]
+    assert plain.mean_history_tokens() == 0.0
+    # geometric of mean 2 cut at 8: turn index 0.99 on average over requests, x ~292 tokens
+    each = 48 * math.exp(0.9**2 / 2) + 160 * math.exp(0.8**2 / 2)
+    assert chat.mean_history_tokens() == pytest.approx(each * 0.99, rel=0.03)
+    assert typical_context_tokens(load_study(QUICKSTART, CHAT).workload) == pytest.approx(
+        256 + chat.mean_history_tokens() + 48 * math.exp(0.405) + 80 * math.exp(0.32), rel=0.02
+    )

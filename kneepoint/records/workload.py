@@ -14,7 +14,13 @@ from pydantic import Field, model_validator
 
 from kneepoint.records.base import InputRecord
 from kneepoint.records.limits import MAX_WAIT_SECONDS
-from kneepoint.records.session import Session, max_turns, mean_think_s, mean_turns
+from kneepoint.records.session import (
+    Session,
+    max_turns,
+    mean_think_s,
+    mean_turns,
+    turn_survival,
+)
 
 
 class FixedLength(InputRecord):
@@ -132,6 +138,16 @@ class TrafficClass(InputRecord):
     def mean_turns(self) -> float:
         """Requests per arrival: a session's mean turns, else 1."""
         return mean_turns(self.session.turns) if self.session is not None else 1.0
+
+    def mean_history_tokens(self) -> float:
+        """The earlier messages and answers a request of this class carries, on average over
+        its requests (0 unless conversational): a session's turn t carries t of each."""
+        if self.session is None:
+            return 0.0
+        survival = turn_survival(self.session.turns)
+        turns = sum(t * alive for t, alive in enumerate(survival)) / sum(survival)
+        each = mean_length_tokens(self.input_tokens) + mean_length_tokens(self.output_tokens)
+        return turns * each
 
 
 class PoissonArrivals(InputRecord):

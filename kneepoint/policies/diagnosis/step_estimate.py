@@ -21,7 +21,6 @@ from kneepoint.physics.roofline import BatchShape, Roofline
 from kneepoint.records.efficiency import Efficiency
 from kneepoint.records.hardware import GpuSpec, ModelSpec
 from kneepoint.records.loadpoint import Signals
-from kneepoint.records.session import turn_survival
 from kneepoint.records.workload import Workload, mean_length_tokens
 
 
@@ -138,12 +137,18 @@ def typical_context_tokens(workload: Workload) -> float:
     of a conversation's earlier turns, prompt and half the output), over the requests of
     every traffic class."""
     prefixes = {g.name: g.prefix_tokens for g in workload.prefix_groups}
-    total = context = 0.0
-    for c in workload.classes:
-        own, answer = mean_length_tokens(c.input_tokens), mean_length_tokens(c.output_tokens)
-        start = prefixes.get(c.prefix_group or "", 0) + own + answer / 2.0
-        survival = turn_survival(c.session.turns) if c.session is not None else [1.0]
-        for t, alive in enumerate(survival):
-            total += c.weight * alive
-            context += c.weight * alive * (start + t * (own + answer))
-    return context / total
+    total = sum(c.weight * c.mean_turns() for c in workload.classes)
+    return (
+        sum(
+            c.weight
+            * c.mean_turns()
+            * (
+                prefixes.get(c.prefix_group or "", 0)
+                + c.mean_history_tokens()
+                + mean_length_tokens(c.input_tokens)
+                + mean_length_tokens(c.output_tokens) / 2.0
+            )
+            for c in workload.classes
+        )
+        / total
+    )

@@ -83,13 +83,19 @@ def sequence_room(sit: Situation, kv_ratio_: float) -> float:
 
 
 def _sequence_tokens(sit: Situation) -> float:
-    """A typical request's KV tokens: its prompt and answer, in whole blocks."""
+    """A typical request's KV tokens: its prompt and answer, in whole blocks; a
+    conversation's turn with the history it carries (its requests grow turn by turn)."""
     workload = sit.observation.workload
     if workload is None:
         return float(sit.engine.block_size)
-    total = sum(c.weight for c in workload.classes)
+    total = sum(c.weight * c.mean_turns() for c in workload.classes)
     lengths = [
-        (c.weight, mean_length_tokens(c.input_tokens) + mean_length_tokens(c.output_tokens))
+        (
+            c.weight * c.mean_turns(),
+            mean_length_tokens(c.input_tokens)
+            + mean_length_tokens(c.output_tokens)
+            + c.mean_history_tokens(),
+        )
         for c in workload.classes
     ]
     tokens = sum(w * n for w, n in lengths) / total
