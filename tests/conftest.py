@@ -63,6 +63,23 @@ class TuneRun:
     """On a terminal (a pseudo-terminal) or not, as the fixture ran it."""
 
 
+def real_tune(
+    study: Path, runs: Path, vllm_python: Path, tiny_model: Path, timeout_s: float = 2400
+) -> TuneRun:
+    """`kneepoint tune` of ``study`` on vLLM's CPU build serving the tiny model: the one run
+    folder it left in ``runs``, and what it printed (exit 0 asserted)."""
+    command = f"[{vllm_python}, -m, vllm.entrypoints.openai.api_server]"
+    done = subprocess.run(
+        [KNEEPOINT, "tune", str(study), "--runs-dir", str(runs),
+         "--set", f"model={tiny_model / 'config.json'}", "--set", f"engine.model={tiny_model}",
+         "--set", f"backend.command={command}"],
+        capture_output=True, text=True, timeout=timeout_s, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-4000:]
+    (folder,) = runs.iterdir()
+    return TuneRun(folder, done.stdout, done.stderr)
+
+
 def _only_run(runs: Path) -> Path:
     (found,) = runs.iterdir()
     return found

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import KNEEPOINT, REPO, TuneRun
+from tests.conftest import REPO, TuneRun
+from tests.conftest import real_tune as run_tune
 
 pytestmark = pytest.mark.real_vllm
 STUDY = REPO / "tests" / "fixtures" / "studies" / "cpu-tiny-multiturn.yaml"
@@ -25,16 +25,7 @@ def multiturn_tune(
     vllm_python: Path, tiny_model: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> TuneRun:
     runs = tmp_path_factory.mktemp("real-multiturn")
-    command = f"[{vllm_python}, -m, vllm.entrypoints.openai.api_server]"
-    done = subprocess.run(
-        [KNEEPOINT, "tune", str(STUDY), "--runs-dir", str(runs),
-         "--set", f"model={tiny_model / 'config.json'}", "--set", f"engine.model={tiny_model}",
-         "--set", f"backend.command={command}"],
-        capture_output=True, text=True, timeout=1800, check=False,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-4000:]
-    (folder,) = runs.iterdir()
-    return TuneRun(folder, done.stdout, done.stderr)
+    return run_tune(STUDY, runs, vllm_python, tiny_model, timeout_s=1800)
 
 
 def test_the_tune_turns_prefix_caching_on_and_it_pays(multiturn_tune: TuneRun) -> None:

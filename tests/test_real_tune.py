@@ -8,13 +8,13 @@ minutes; the real_vllm tier (installs vLLM's CPU build)."""
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import psutil
 import pytest
 
-from tests.conftest import KNEEPOINT, REPO, TuneRun
+from tests.conftest import REPO, TuneRun
+from tests.conftest import real_tune as run_tune
 
 pytestmark = pytest.mark.real_vllm
 STUDY = REPO / "tests" / "fixtures" / "studies" / "cpu-tiny-kv.yaml"
@@ -25,17 +25,7 @@ START_KV_BYTES = 16 * 2**20
 def real_tune(
     vllm_python: Path, tiny_model: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> TuneRun:
-    runs = tmp_path_factory.mktemp("real-tune")
-    command = f"[{vllm_python}, -m, vllm.entrypoints.openai.api_server]"
-    done = subprocess.run(
-        [KNEEPOINT, "tune", str(STUDY), "--runs-dir", str(runs),
-         "--set", f"model={tiny_model / 'config.json'}", "--set", f"engine.model={tiny_model}",
-         "--set", f"backend.command={command}"],
-        capture_output=True, text=True, timeout=2400, check=False,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-4000:]
-    (folder,) = runs.iterdir()
-    return TuneRun(folder, done.stdout, done.stderr)
+    return run_tune(STUDY, tmp_path_factory.mktemp("real-tune"), vllm_python, tiny_model)
 
 
 def _events(run: TuneRun) -> list[dict[str, object]]:

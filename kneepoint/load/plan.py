@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import random
 import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import accumulate
@@ -18,6 +17,7 @@ from itertools import accumulate
 from kneepoint.load.request import (
     DEFAULT_VOCAB_SIZE,
     Documents,
+    Kept,
     PlannedRequest,
     sample_length,
     unit_gap,
@@ -89,7 +89,7 @@ def plan_requests(
         return _replay(workload, rate_rps, num_requests, trace, docs, salt=salt)
     planned: list[PlannedRequest] = []
     at = 0.0
-    for index, draw in enumerate(_draws(workload, seed, vocab_size, salt).first(num_requests)):
+    for index, draw in enumerate(_DRAWS.get(workload, seed, vocab_size, salt).first(num_requests)):
         planned.append(
             PlannedRequest(
                 index, at, draw.traffic_class, draw.prompt, draw.max_tokens, draw.prefix_id
@@ -145,21 +145,7 @@ class _Draws:
         return _Draw(cls.name, prompt, out, prefix_id, unit_gap(workload, rng))
 
 
-_DRAWS: OrderedDict[tuple[str, int, int, str], _Draws] = OrderedDict()
-_DRAWS_KEPT = 4  # workloads whose draws stay in memory (a run uses one; tests a few)
-_DRAWS_LOCK = threading.Lock()
-
-
-def _draws(workload: Workload, seed: int, vocab_size: int, salt: str) -> _Draws:
-    key = (workload.model_dump_json(), seed, vocab_size, salt)
-    with _DRAWS_LOCK:
-        found = _DRAWS.get(key)
-        if found is None:
-            found = _DRAWS[key] = _Draws(workload, seed, vocab_size, salt)
-            while len(_DRAWS) > _DRAWS_KEPT:
-                _DRAWS.popitem(last=False)
-        _DRAWS.move_to_end(key)
-        return found
+_DRAWS = Kept(_Draws)
 
 
 def _replay(

@@ -7,9 +7,12 @@ from __future__ import annotations
 import hashlib
 import math
 import random
-from collections.abc import Sequence
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
+from typing import Generic, TypeVar
 
 import numpy as np
 
@@ -116,3 +119,28 @@ def unit_gap(workload: Workload, rng: random.Random) -> float:
         return rng.gammavariate(shape, 1.0 / shape)
     assert isinstance(arrival, PoissonArrivals)
     return rng.expovariate(1.0)
+
+
+T = TypeVar("T")
+
+
+class Kept(Generic[T]):
+    """What a plan draws for a workload, kept for the few workloads in use (a run uses one;
+    tests a few): every point of a run asks for the same draws, and drawing their prompt ids
+    cost as much as simulating them. Keyed by the workload, seed, vocabulary and salt."""
+
+    def __init__(self, make: Callable[[Workload, int, int, str], T], size: int = 4) -> None:
+        self._make, self._size = make, size
+        self._kept: OrderedDict[tuple[str, int, int, str], T] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, workload: Workload, seed: int, vocab_size: int, salt: str) -> T:
+        key = (workload.model_dump_json(), seed, vocab_size, salt)
+        with self._lock:
+            found = self._kept.get(key)
+            if found is None:
+                found = self._kept[key] = self._make(workload, seed, vocab_size, salt)
+                while len(self._kept) > self._size:
+                    self._kept.popitem(last=False)
+            self._kept.move_to_end(key)
+            return found

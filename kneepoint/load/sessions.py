@@ -16,11 +16,10 @@ from __future__ import annotations
 import math
 import random
 import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from itertools import accumulate
 
-from kneepoint.load.request import Documents, PlannedRequest, sample_length, unit_gap
+from kneepoint.load.request import Documents, Kept, PlannedRequest, sample_length, unit_gap
 from kneepoint.records.session import (
     ExponentialThink,
     FixedThink,
@@ -66,7 +65,7 @@ def plan_sessions(
     horizon = num_requests / rate_rps
     planned: list[PlannedRequest] = []
     at, number = 0.0, 0
-    draws = _drawn(workload, seed, vocab_size, salt)
+    draws = _SESSIONS.get(workload, seed, vocab_size, salt)
     while at < horizon or (not planned and num_requests):
         session = draws.session(number)
         earliest = at
@@ -149,18 +148,4 @@ def _think(dist: ThinkDist, rng: random.Random) -> float:
     return min(dist.median_s * math.exp(rng.gauss(0.0, dist.sigma)), dist.max_s)
 
 
-_SESSIONS: OrderedDict[tuple[str, int, int, str], _Sessions] = OrderedDict()
-_KEPT = 4  # workloads whose sessions stay in memory (a run uses one; tests a few)
-_LOCK = threading.Lock()
-
-
-def _drawn(workload: Workload, seed: int, vocab_size: int, salt: str) -> _Sessions:
-    key = (workload.model_dump_json(), seed, vocab_size, salt)
-    with _LOCK:
-        found = _SESSIONS.get(key)
-        if found is None:
-            found = _SESSIONS[key] = _Sessions(workload, seed, vocab_size, salt)
-            while len(_SESSIONS) > _KEPT:
-                _SESSIONS.popitem(last=False)
-        _SESSIONS.move_to_end(key)
-        return found
+_SESSIONS = Kept(_Sessions)
