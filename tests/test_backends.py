@@ -74,7 +74,7 @@ def test_each_start_failure_is_classified_and_nothing_is_left(
 def test_a_server_that_dies_mid_sweep_is_named_crashed(tmp_path: Path) -> None:
     spec = VllmBackend(command=(sys.executable, str(FAKE), "serve"))
     argv = vllm_argv(spec)
-    backend = LaunchBackend(lambda c, h, p, s: [*argv(c, h, p, s), "--die-after", "1.0"])
+    backend = LaunchBackend(lambda c, h, p, s: [*argv(c, h, p, s), "--die-after-requests", "1"])
     plan = [PlannedRequest(i, i * 0.1, "c", (7, 8, 9), 30, None) for i in range(20)]
     with backend.serve(CONFIG, tmp_path) as endpoint:
         assert endpoint.kv_capacity_tokens == 1_750_000

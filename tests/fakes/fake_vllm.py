@@ -5,7 +5,8 @@
 MODE: oom | bad-flag | hang | slow | crash | serve. Every mode first starts a child process
 (as vLLM starts its engine core) and logs its pid, so tests can check the group was stopped.
 `serve` answers /health, /v1/models, /metrics and streams /v1/completions; with
-`--die-after S` it exits abruptly S seconds after it came up.
+`--die-after-requests N` it exits abruptly once it has streamed N whole answers (an event, not
+a clock: on a slow host a timed death came before the first answer ended).
 """
 
 from __future__ import annotations
@@ -53,11 +54,14 @@ def main() -> None:
     if mode == "crash":
         say("RuntimeError: Engine core initialization failed. See root cause above.")
         os._exit(3)
-    serve(float(_arg("--die-after", "0")))
+    serve(int(_arg("--die-after-requests", "0")))
 
 
 class Handler(BaseHTTPRequestHandler):
     served = ""
+    die_after_requests = 0
+    answered = 0
+    lock = threading.Lock()
 
     def log_message(self, *args: object) -> None:
         pass
@@ -97,21 +101,20 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
             time.sleep(0.02)
         self.wfile.write(b"data: [DONE]\n\n")
+        self.wfile.flush()
+        with Handler.lock:
+            Handler.answered += 1
+            if Handler.die_after_requests and Handler.answered >= Handler.die_after_requests:
+                say("ERROR EngineCore encountered a fatal error.")
+                os._exit(1)
 
 
-def serve(die_after: float) -> None:
+def serve(die_after_requests: int) -> None:
     Handler.served = _arg("--served-model-name", sys.argv[2])
+    Handler.die_after_requests = die_after_requests
     server = ThreadingHTTPServer((_arg("--host", "127.0.0.1"), int(_arg("--port"))), Handler)
     say("INFO GPU KV cache size: 1,750,000 tokens")
     say("INFO Maximum concurrency for 2,048 tokens per request: 854.49x")
-    if die_after:
-
-        def die() -> None:
-            time.sleep(die_after)
-            say("ERROR EngineCore encountered a fatal error.")
-            os._exit(1)
-
-        threading.Thread(target=die, daemon=True).start()
     server.serve_forever()
 
 
