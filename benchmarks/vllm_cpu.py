@@ -74,10 +74,12 @@ class BenchRun:
 def bench_serve(
     venv: Path, endpoint: Endpoint, tokenizer: Path, rate_rps: float, prompts: int, *,
     input_tokens: int, output_tokens: int, seed: int = 0, burstiness: float = 1.0,
+    max_concurrency: int | None = None,
 ) -> BenchRun:  # fmt: skip
     """`vllm bench serve` at ``rate_rps`` for ``prompts`` random prompts of exact lengths,
     streamed to /v1/completions, every answer run to its length; arrivals gamma-spaced of
-    shape ``burstiness`` (1: Poisson; large: evenly spaced)."""
+    shape ``burstiness`` (1: Poisson; large: evenly spaced); at most ``max_concurrency`` in
+    flight where given (a closed loop at rate inf)."""
     with tempfile.TemporaryDirectory() as out:
         argv = [
             str(venv / "bin" / "vllm"), "bench", "serve", "--backend", "vllm",
@@ -90,6 +92,8 @@ def bench_serve(
             "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,95,99",
             "--disable-tqdm", "--save-result", "--result-dir", out, "--result-filename", "r.json",
         ]  # fmt: skip
+        if max_concurrency is not None:
+            argv += ["--max-concurrency", str(max_concurrency)]
         subprocess.run(argv, env={**os.environ, **ENV}, capture_output=True, text=True,
                        check=True)  # fmt: skip
         return BenchRun(rate_rps, json.loads((Path(out) / "r.json").read_text()))

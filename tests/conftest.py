@@ -7,6 +7,7 @@ import os
 import pty
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -18,6 +19,7 @@ from _pytest.terminal import TerminalReporter
 
 from kneepoint.probes.measure import Measured
 from tests.postgres_server import postgres_db, postgres_server, postgres_url  # noqa: F401
+from tests.real_vllm.host_speed import HostSpeed, measure_host
 
 REPO = Path(__file__).resolve().parent.parent
 CONFIGS = REPO / "configs"
@@ -53,6 +55,18 @@ def tiny_model(vllm_python: Path, tmp_path_factory: pytest.TempPathFactory) -> P
     return folder
 
 
+@pytest.fixture(scope="session")
+def host_speed(vllm_python: Path, tiny_model: Path) -> HostSpeed:
+    """The tiny model's speed on this host (tests/real_vllm/host_speed.py), which sizes the
+    real tier's studies; its summary goes to the terminal report."""
+    speed = measure_host(vllm_python.parent.parent, tiny_model)
+    _host_lines.append(f"vLLM's CPU build on this host: {speed.summary()}")
+    return speed
+
+
+_host_lines: list[str] = []
+
+
 @dataclass(frozen=True)
 class TuneRun:
     """A finished `kneepoint tune` through the entry point: its folder and what it printed."""
@@ -64,15 +78,18 @@ class TuneRun:
 
 
 def real_tune(
-    study: Path, runs: Path, vllm_python: Path, tiny_model: Path, timeout_s: float = 2400
-) -> TuneRun:
-    """`kneepoint tune` of ``study`` on vLLM's CPU build serving the tiny model: the one run
-    folder it left in ``runs``, and what it printed (exit 0 asserted)."""
+    study: Path, runs: Path, vllm_python: Path, tiny_model: Path, sized: Sequence[str] = (),
+    *, timeout_s: float = 2400,
+) -> TuneRun:  # fmt: skip
+    """`kneepoint tune` of ``study`` on vLLM's CPU build serving the tiny model, with the
+    ``sized`` overrides the host's speed set: the one run folder it left in ``runs``, and what
+    it printed (exit 0 asserted)."""
     command = f"[{vllm_python}, -m, vllm.entrypoints.openai.api_server]"
+    sets = [arg for override in sized for arg in ("--set", override)]
     done = subprocess.run(
         [KNEEPOINT, "tune", str(study), "--runs-dir", str(runs),
          "--set", f"model={tiny_model / 'config.json'}", "--set", f"engine.model={tiny_model}",
-         "--set", f"backend.command={command}"],
+         "--set", f"backend.command={command}", *sets],
         capture_output=True, text=True, timeout=timeout_s, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-4000:]
@@ -190,6 +207,10 @@ def pytest_testnodedown(node: Any, error: object) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: TerminalReporter) -> None:
+    if _host_lines:
+        terminalreporter.section("host")
+        for line in _host_lines:
+            terminalreporter.write_line(line)
     if not _deselected:
         return
     terminalreporter.section("tiers not run")

@@ -2,8 +2,12 @@
 build (tests/fixtures/studies/cpu-tiny-multiturn.yaml: prefix caching off, one rate), on the
 2-core machine that also runs the load generator. Each session's turns go over HTTP one after
 another; the tune must propose prefix caching from the workload's computable reuse, measure
-it, promote it, and report the server's own hit rate beside the prediction. The real_vllm
-tier (installs vLLM's CPU build)."""
+it, promote it, and report the server's own hit rate beside the prediction. Its one rate is
+sized from the host's measured prefill speed (tests/real_vllm/host_speed.py): 1.8 times what
+prefill alone serves of its prompts uncached, past its capacity without caching and within it
+with caching (on an AVX-512 host 120 req/s, where the capacities measured 77.8 and ~220), and
+its TTFT limit at least three times its longest prompt's prefill alone. The real_vllm tier
+(installs vLLM's CPU build)."""
 
 from __future__ import annotations
 
@@ -12,20 +16,45 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 
+from kneepoint.records.workload import Workload, max_length_tokens, mean_length_tokens
 from tests.conftest import REPO, TuneRun
 from tests.conftest import real_tune as run_tune
+from tests.real_vllm.host_speed import HostSpeed, goodput_rate_rps, prompt_ttft_limit_ms
 
 pytestmark = pytest.mark.real_vllm
 STUDY = REPO / "tests" / "fixtures" / "studies" / "cpu-tiny-multiturn.yaml"
 
 
+def _prompt_tokens() -> tuple[float, int]:
+    """A request's prompt, on average (776 tokens: the system prompt, its message and the
+    history it carries) and at the longest (1,952: the sixth turn's)."""
+    workload = Workload.model_validate(yaml.safe_load(STUDY.read_text())["workload"])
+    (chat,) = workload.classes
+    (system,) = workload.prefix_groups
+    assert chat.session is not None
+    mean = system.prefix_tokens + mean_length_tokens(chat.input_tokens) + chat.mean_history_tokens()
+    turns = getattr(chat.session.turns, "max_turns", None) or 1
+    longest = max_length_tokens(chat.input_tokens) + max_length_tokens(chat.output_tokens)
+    return mean, system.prefix_tokens + turns * longest
+
+
 @pytest.fixture(scope="module")
 def multiturn_tune(
-    vllm_python: Path, tiny_model: Path, tmp_path_factory: pytest.TempPathFactory
-) -> TuneRun:
+    vllm_python: Path, tiny_model: Path, host_speed: HostSpeed,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> TuneRun:  # fmt: skip
+    mean, longest = _prompt_tokens()
+    rate = goodput_rate_rps(host_speed, mean, factor=1.8)
+    sized = [
+        f"objective.rate_rps={rate}",
+        f"tuning.start_rps={rate / 4:.3g}",
+        f"slo.default.ttft_p99_ms={prompt_ttft_limit_ms(host_speed, longest)}",
+        "measurement.knee_tolerance=0.1",  # a knee within 10%: fewer points on a slow host
+    ]
     runs = tmp_path_factory.mktemp("real-multiturn")
-    return run_tune(STUDY, runs, vllm_python, tiny_model, timeout_s=1800)
+    return run_tune(STUDY, runs, vllm_python, tiny_model, sized, timeout_s=1800)
 
 
 def test_the_tune_turns_prefix_caching_on_and_it_pays(multiturn_tune: TuneRun) -> None:

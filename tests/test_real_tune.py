@@ -1,9 +1,11 @@
 """The whole loop on a real engine: `kneepoint tune` of a KV-starved tiny Llama on vLLM's CPU
 build (tests/fixtures/studies/cpu-tiny-kv.yaml), on the 2-core machine that also runs the load
-generator. It must name the cache as what binds, promote a larger KV budget that measures at
-least 1.3x the start (vLLM bench on the same server: 16 MiB -> 1 GiB gave 1.6-1.7x the output
-ceiling), write its report, exit 0 and leave no vLLM process behind. Bounded to about 15
-minutes; the real_vllm tier (installs vLLM's CPU build)."""
+generator, its pool, rates and SLO sized from the host's measured speed
+(tests/real_vllm/host_speed.py: a pool of half the sequences the host's knee runs). It must
+name the cache as what binds, promote a larger KV budget that measures at least 1.3x the start
+(vLLM bench on an AVX-512 host: 16 MiB -> 1 GiB gave 1.6-1.7x the output ceiling; on an
+AVX2-only host a 64 MiB pool served 1.46x a 16 MiB one at 48 sequences), write its report,
+exit 0 and leave no vLLM process behind. The real_vllm tier (installs vLLM's CPU build)."""
 
 from __future__ import annotations
 
@@ -15,17 +17,24 @@ import pytest
 
 from tests.conftest import REPO, TuneRun
 from tests.conftest import real_tune as run_tune
+from tests.real_vllm.host_speed import HostSpeed, kv_study_sizing
 
 pytestmark = pytest.mark.real_vllm
 STUDY = REPO / "tests" / "fixtures" / "studies" / "cpu-tiny-kv.yaml"
-START_KV_BYTES = 16 * 2**20
+
+
+@pytest.fixture(scope="module")
+def start_kv_bytes(host_speed: HostSpeed) -> int:
+    return host_speed.starved_pool_bytes()
 
 
 @pytest.fixture(scope="module")
 def real_tune(
-    vllm_python: Path, tiny_model: Path, tmp_path_factory: pytest.TempPathFactory
-) -> TuneRun:
-    return run_tune(STUDY, tmp_path_factory.mktemp("real-tune"), vllm_python, tiny_model)
+    vllm_python: Path, tiny_model: Path, host_speed: HostSpeed,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> TuneRun:  # fmt: skip
+    runs = tmp_path_factory.mktemp("real-tune")
+    return run_tune(STUDY, runs, vllm_python, tiny_model, kv_study_sizing(host_speed))
 
 
 def _events(run: TuneRun) -> list[dict[str, object]]:
@@ -33,23 +42,27 @@ def _events(run: TuneRun) -> list[dict[str, object]]:
     return [json.loads(line) for line in lines]
 
 
-def test_the_tune_names_the_cache_and_promotes_a_larger_kv_budget(real_tune: TuneRun) -> None:
+def test_the_tune_names_the_cache_and_promotes_a_larger_kv_budget(
+    real_tune: TuneRun, start_kv_bytes: int
+) -> None:
     events = _events(real_tune)
     baseline = next(e for e in events if e["event"] == "baseline")
     assert baseline["diagnosis"]["binding"] == "cache"  # type: ignore[index]
     promoted = [e for e in events if e["event"] == "promoted"]
     assert promoted, real_tune.stderr[-3000:]
     winner = promoted[-1]
-    assert winner["config"]["kv_cache_memory_bytes"] > START_KV_BYTES  # type: ignore[index]
+    assert winner["config"]["kv_cache_memory_bytes"] > start_kv_bytes  # type: ignore[index]
     start = baseline["repeats"]["capacity_rps"]  # type: ignore[index]
     assert start and winner["objective"] / start >= 1.3, (start, winner["objective"])
 
 
-def test_the_tune_writes_its_report_and_names_the_winner(real_tune: TuneRun) -> None:
+def test_the_tune_writes_its_report_and_names_the_winner(
+    real_tune: TuneRun, start_kv_bytes: int
+) -> None:
     assert (real_tune.folder / "report.md").is_file()
     assert (real_tune.folder / "report.html").is_file()
     best = (real_tune.folder / "best-command.txt").read_text()
-    assert "--kv-cache-memory-bytes" in best and str(START_KV_BYTES) not in best
+    assert "--kv-cache-memory-bytes" in best and str(start_kv_bytes) not in best
     assert "serve the winner with" in real_tune.stdout
 
 
