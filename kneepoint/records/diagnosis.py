@@ -19,6 +19,7 @@ from kneepoint.records.engine import EngineConfig
 from kneepoint.records.hardware import GpuSpec, ModelSpec
 from kneepoint.records.knobs import CONSTRAINTS, Constraint
 from kneepoint.records.loadpoint import LoadPoint
+from kneepoint.records.slo import Slo
 from kneepoint.records.workload import Workload
 
 Binding = Literal[
@@ -122,3 +123,6 @@ class Observation(Record):
     workload: Workload | None = None
     efficiency: Efficiency | None = None
     """The roofline's constants for pricing steps (a study's calibration; None: built in)."""
+    slo: Slo | None = None
+    """The limits the points were judged by: the per-token ones cap what a bigger batch can
+    gain (``policies.pruning.ceiling``). None: no cap is read."""
