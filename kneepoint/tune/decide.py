@@ -19,8 +19,10 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from kneepoint.load.objective import rules
+from kneepoint.policies.pruning.knob_effects import MAX_RATIO
 from kneepoint.policies.search.learning import best_left, learned_factors, nothing_worth_trying
 from kneepoint.records.ledger import Finished
+from kneepoint.records.objective import GoodputAtRate
 from kneepoint.records.study import StudySpec
 from kneepoint.records.sweep import nothing_met
 from kneepoint.run.state import RunState, TrialState
@@ -106,7 +108,12 @@ def next_actions(state: RunState, study: StudySpec, now: datetime, slots: int = 
     if trials:
         best = min(trials, key=lambda t: (-(t.measured_objective() or 0.0), t.trial))
         return [trial_action(best)]
-    stop = no_knee(state, study) or budget_stop(state, study, now) or nothing_left(state, study)
+    stop = (
+        no_knee(state, study)
+        or rate_out_of_reach(state, study)
+        or budget_stop(state, study, now)
+        or nothing_left(state, study)
+    )
     if stop is not None:
         return [Stop(stop)]
     n = max(1, slots)
@@ -144,6 +151,36 @@ def no_knee(state: RunState, study: StudySpec) -> Finished | None:
         )
         return Finished(reason="baseline_failed", detail=detail)
     return None
+
+
+UNSERVED_SHARE = 0.05
+"""Goodput under this share of the offered rate: the rate is past what the server holds."""
+
+
+def rate_out_of_reach(state: RunState, study: StudySpec) -> Finished | None:
+    """A stop (the run failed) when a goodput-at-rate study's rate is so far past the
+    baseline's SLO capacity that no move reaches it: goodput there is next to nothing, and
+    the rate is more than the largest ratio any one move is priced at above the capacity.
+    Every trial would then measure 0 (a held-out study made 12 trials at 0.00, issue "Step
+    16"); the detail says by how much and what to set instead."""
+    objective, baseline = study.objective, state.baseline
+    if not isinstance(objective, GoodputAtRate) or baseline is None or state.promotions:
+        return None
+    capacity = baseline.knee.capacity_rps or baseline.repeats.capacity_rps
+    goodput = state.incumbent_objective
+    if capacity is None or goodput is None or goodput >= UNSERVED_SHARE * objective.rate_rps:
+        return None
+    ratio = objective.rate_rps / capacity
+    if ratio <= MAX_RATIO:
+        return None
+    detail = (
+        f"the objective's rate, {objective.rate_rps:g} req/s, is {ratio:.1f}x the starting "
+        f"configuration's SLO capacity ({capacity:.3g} req/s) and its goodput there is "
+        f"{goodput:.2f} req/s; no single move is priced above {MAX_RATIO:g}x, so every trial "
+        f"would measure next to nothing. Set objective.rate_rps near what the server holds "
+        f"(about {capacity:.3g} req/s) or tune objective: {{kind: slo_capacity}}"
+    )
+    return Finished(reason="baseline_failed", detail=detail)
 
 
 def trial_action(trial: TrialState) -> TrialAction:
