@@ -48,7 +48,10 @@ def test_off_a_terminal_every_progress_line_is_plain_and_timestamped(small_run: 
     progress = [line for line in lines if not line.startswith("{")]  # JSON lines are log events
     assert all(re.match(r"\d\d:\d\d:\d\dZ ", line) for line in progress)
     assert any("> baseline: knee search" in line for line in progress)
-    assert any(re.search(r"knee point 1 r0 +2\.00 req/s: meets SLO", line) for line in progress)
+    assert any(
+        re.search(r"knee point 1 r0 +2\.00 req/s: meets SLO by its percentiles; goodput ", line)
+        for line in progress
+    )
     assert any(" trials left | " in line for line in progress)
 
 
