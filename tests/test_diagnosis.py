@@ -241,3 +241,13 @@ def test_the_roofline_reading_never_says_more_gpu_time_than_the_step(
                             compute_share=0.5, context_tokens=512.0)  # fmt: skip
     reading = roofline_reading(estimate)
     assert words in reading and "of its" not in reading
+
+
+@pytest.mark.parametrize(
+    ("binding", "words"),
+    [("inconclusive", "every knob family stays a candidate"),
+     ("underloaded", "measure at higher rates"), ("client_bound", "give it a core")],
+)  # fmt: skip
+def test_a_verdict_that_names_no_constraint_says_what_to_do(binding: str, words: str) -> None:
+    headline = Diagnosis(binding=binding, confidence=0.0).headline()  # type: ignore[arg-type]
+    assert headline.startswith(f"{binding} (no constraint named: ") and words in headline

@@ -32,6 +32,17 @@ small for the batch."""
 SignalSource = Literal["gpm", "nvml", "vllm", "roofline", "client"]
 
 
+NEXT_STEP = {
+    "underloaded": "every limit was met with nothing queued; measure at higher rates "
+    "(tuning.start_rps) to reach the wall",
+    "client_bound": "the load generator fell behind its schedule, so the point measured the "
+    "client; give it a core of its own or lower the rate",
+    "inconclusive": "the readings split or were too thin to decide; every knob family stays "
+    "a candidate, and longer points (tuning.screen_seconds) or GPU readings (NVML) can decide",
+}
+"""What to do where a verdict names no constraint, by verdict."""
+
+
 class Evidence(Record):
     """One reading and what it says."""
 
@@ -71,7 +82,8 @@ class Diagnosis(Record):
 
     def headline(self) -> str:
         if self.constraint is None:
-            return f"{self.binding} (no constraint named)"
+            # "inconclusive (no constraint named)" left the reader with nothing to do.
+            return f"{self.binding} (no constraint named: {NEXT_STEP[self.binding]})"
         kind = ""
         if self.binding == "scheduling" and self.scheduling_kind is not None:
             kind = f" ({self.scheduling_kind.replace('_', ' ')})"
