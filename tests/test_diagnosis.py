@@ -14,7 +14,7 @@ from kneepoint.policies.diagnosis.context import context_of
 from kneepoint.policies.diagnosis.diagnose import diagnose
 from kneepoint.policies.diagnosis.gpu_time import roofline_reading
 from kneepoint.policies.diagnosis.step_estimate import StepEstimate
-from kneepoint.records.diagnosis import Observation
+from kneepoint.records.diagnosis import Diagnosis, Observation
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.loadpoint import LoadPoint, Signals
 from kneepoint.records.measure import Dist
