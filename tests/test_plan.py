@@ -15,8 +15,8 @@ from kneepoint.config.catalog import gpu_catalogue, model_catalogue
 from kneepoint.load.fleet import gpu_price
 from kneepoint.planning.layouts import layout
 from kneepoint.planning.lengths import request_lengths
-from kneepoint.policies.pruning.quant_effects import W4A16_RISK
 from kneepoint.planning.plan import make_plan, plan_lengths
+from kneepoint.policies.pruning.quant_effects import W4A16_RISK
 from kneepoint.records.plan import Plan
 
 from .conftest import CONFIGS
