@@ -74,6 +74,18 @@ def test_a_warning_mid_sweep_ends_the_bar_before_it_is_written(
     assert lines[-2] == "  done"
 
 
+def test_a_warning_off_a_terminal_is_a_plain_line_like_the_progress(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A raw JSON warning sat inside the plain progress log (issue "Step 17").
+    stream = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", stream)
+    configure_logging(level="warning")
+    structlog.get_logger("kneepoint.test").warning("something.odd", detail="mid-sweep")
+    (line,) = stream.getvalue().splitlines()
+    assert re.fullmatch(r"\d\d:\d\d:\d\dZ warning: something\.odd detail=mid-sweep", line)
+
+
 def test_progress_events_at_info_level_do_not_finish_the_bar(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
