@@ -27,7 +27,7 @@ from kneepoint.calibration.replay import replay
 from kneepoint.config import knob_catalogue
 from kneepoint.policies.diagnosis.context import context_of
 from kneepoint.policies.diagnosis.diagnose import diagnose
-from kneepoint.policies.diagnosis.observe import knee_points, observe
+from kneepoint.policies.diagnosis.observe import knee_points, observe_study
 from kneepoint.policies.pruning.prune import prune
 from kneepoint.records.backend_spec import VllmBackend
 from kneepoint.records.sweep import SweepPoint, SweepResult
@@ -71,8 +71,7 @@ def predicted_ratio(base: RecordedSweep, other: RecordedSweep) -> tuple[str, flo
     if knee_points(base.result)[0] is None:
         return ", ".join(changes), None
     study = base.study
-    observation = observe(base.result, gpu=study.gpu, model=study.model,
-                          engine=base.result.config, workload=study.workload)  # fmt: skip
+    observation = observe_study(study, base.result.config, base.result)
     pruning = prune(
         diagnose(context_of(observation)),
         context_of(observation),

@@ -5,6 +5,7 @@ it sends ``Authorization: Bearer``; ``kneepoint sim serve`` guards /v1 as vLLM d
 from __future__ import annotations
 
 import asyncio
+import json
 from argparse import Namespace
 from datetime import datetime
 from pathlib import Path
@@ -195,13 +196,42 @@ def test_diagnose_of_a_running_server_takes_its_key_from_a_variable() -> None:
         _study(Namespace(**{**vars(args), "url": None}))
 
 
-@pytest.mark.parametrize("extra", [["--api-key", "sk-hunter22"], ["--api-key=sk-hunter22"]])
-def test_an_api_key_in_extra_args_is_refused_without_repeating_it(extra: list[str]) -> None:
+SECRET_ARGS = [
+    ["--api-key", "sk-hunter22"], ["--api-key=sk-hunter22"],
+    ["--hf-token", "hf_hunter22abcdefghijklm"], ["--hf-token=hunter22-own-token"],
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("extra", SECRET_ARGS)
+def test_a_secret_flag_in_extra_args_is_refused_without_repeating_it(extra: list[str]) -> None:
     """It was accepted, and the key landed in nine run-folder files and on stdout (issue "Step
-    13"): the redaction missed the JSON-array form."""
+    13"): the redaction missed the JSON-array form. An HF token was accepted and landed in
+    best-command.txt, best.yaml, study.yaml and every sweep; the refusal of a key repeated it
+    in the --set the line quoted (issue "Step 17")."""
     args = yaml.safe_dump(extra, default_flow_style=True).strip()
     with pytest.raises(ConfigError) as info:
         load_study(QUICKSTART, [f"engine.extra_args={args}"])
-    problem = str(info.value).rsplit(": engine.", 1)[-1]
-    assert "seen in `ps`" in problem and "backend.api_key_env" in problem
-    assert "hunter22" not in problem
+    line = str(info.value)
+    assert "seen in `ps`" in line and ("backend.api_key_env" in line or "${HF_TOKEN}" in line)
+    assert "hunter22" not in line
+
+
+@pytest.mark.parametrize("extra", SECRET_ARGS)
+def test_a_planted_secret_reaches_no_file_and_no_output(
+    extra: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Both ways a study can carry one (a --set, the study file) end in one line, exit 2,
+    and an empty runs folder."""
+    args = json.dumps(extra)
+    study = tmp_path / "study.yaml"
+    text = yaml.safe_load(QUICKSTART.read_text())
+    text["engine"]["extra_args"] = extra
+    study.write_text(yaml.safe_dump(text))
+    runs = tmp_path / "runs"
+    for argv in (["tune", str(QUICKSTART), "--set", f"engine.extra_args={args}"],
+                 ["tune", str(study)]):  # fmt: skip
+        assert main([*argv, "--runs-dir", str(runs)]) == 2
+        out, err = capsys.readouterr()
+        assert "hunter22" not in out + err and len(err.strip().splitlines()) == 1
+        assert "seen in `ps`" in err
+        assert not runs.exists() or not any(runs.iterdir())

@@ -6,17 +6,21 @@ folders refused."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
+import signal
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from kneepoint.cli.main import main
+from kneepoint.cli.tune import EXIT_INTERRUPTED
 from kneepoint.records.ledger import QualityChecked
 
-from .conftest import KNEEPOINT, TuneRun
+from .conftest import KNEEPOINT, QUICKSTART, TuneRun
 
 
 def kneepoint(*args: str | Path, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -168,3 +172,43 @@ def test_a_ledger_from_before_quality_verdicts_still_reads() -> None:
     assert checked.verdict == "skipped"
     assert QualityChecked.model_validate({**old, "reason": "99% match"}).verdict == "passed"
     assert QualityChecked.model_validate({**old, "passed": False}).verdict == "failed"
+
+
+def test_a_finished_run_resumed_says_it_had_finished(finished: Path, tmp_path: Path) -> None:
+    folder = tmp_path / finished.name
+    shutil.copytree(finished, folder)
+    done = kneepoint("tune", folder)
+    assert "> resume: " in done.stderr and "it had finished (max trials)" in done.stderr
+    events = (folder / "events.jsonl").read_text()
+    assert '"phase": "resume"' in events
+
+
+def _wait_for(found: Callable[[], bool], proc: subprocess.Popen[str]) -> None:
+    """Until ``found()`` (an event the run logged), or the run ends."""
+    while not found():
+        if proc.poll() is not None:
+            pytest.fail(f"the run ended first (exit {proc.returncode})")
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=0.05)
+
+
+def test_an_interruption_and_its_resume_are_events(tmp_path: Path) -> None:
+    """A piped console can lose the resume hint with the process group: events.jsonl keeps
+    the interruption, and the resume says where it goes on from."""
+    runs = tmp_path / "runs"
+    proc = subprocess.Popen([KNEEPOINT, "tune", str(QUICKSTART), "--runs-dir", str(runs)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    _wait_for(lambda: runs.exists() and any(runs.iterdir()), proc)
+    (folder,) = runs.iterdir()
+    events = folder / "events.jsonl"
+    _wait_for(lambda: events.exists() and '"event": "run.point"' in events.read_text(), proc)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == EXIT_INTERRUPTED, err
+    logged = events.read_text()
+    assert '"phase": "interrupted"' in logged and f"kneepoint tune {folder}" in logged
+    resumed = subprocess.Popen([KNEEPOINT, "tune", str(folder)], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)  # fmt: skip
+    _wait_for(lambda: "it goes on from its last event" in events.read_text(), resumed)
+    resumed.send_signal(signal.SIGINT)
+    resumed.communicate(timeout=120)

@@ -43,3 +43,16 @@ def test_the_client_timeout_fails_requests_on_the_virtual_clock_too() -> None:
     assert point.timed_out > 0 and point.goodput_rps < 6.0
     patient = simulate_load_point(load_study(SMALL), 6.0, 120).point
     assert patient.timed_out == 0
+
+
+def test_a_capped_client_waits_as_long_as_its_own_timeout_on_the_virtual_clock() -> None:
+    # One slot at 6 req/s: the queue for it grows past two minutes within 400 requests. The
+    # client's timeout (600 s by default) is what cuts a request, not the point's own cut.
+    study = load_study(SMALL, ["workload.client.max_concurrency=1"])
+    point = simulate_load_point(study, 6.0, 400)
+    waits = [r.end_s - r.scheduled_s for r in point.load.records if r.end_s is not None]
+    assert max(waits) > 150.0
+    assert point.point.timed_out == 0
+    short = load_study(SMALL, ["workload.client.max_concurrency=1",
+                               "workload.client.request_timeout_s=60"])  # fmt: skip
+    assert simulate_load_point(short, 6.0, 400).point.timed_out > 0

@@ -146,7 +146,7 @@ def test_a_worker_s_storage_error_names_the_flag(
 @pytest.mark.parametrize(
     ("old", "new", "field", "words"),
     [
-        ("gpu: h100-sxm", "gpu: h100", "gpu", "unknown GPU 'h100'"),
+        ("gpu: h100-sxm", "gpu: h999", "gpu", "unknown GPU 'h999'"),
         ("model: llama-3.1-8b", "model: llama-9", "model", "neither a catalogue model"),
         ("workload: chat ", "workload: chats ", "workload", "neither a preset"),
         ("    - async_scheduling", "    - async_sched", "search.knobs[6]", "no knob named"),

@@ -48,7 +48,10 @@ def test_off_a_terminal_every_progress_line_is_plain_and_timestamped(small_run: 
     progress = [line for line in lines if not line.startswith("{")]  # JSON lines are log events
     assert all(re.match(r"\d\d:\d\d:\d\dZ ", line) for line in progress)
     assert any("> baseline: knee search" in line for line in progress)
-    assert any(re.search(r"knee point 1 r0 +2\.00 req/s: meets SLO", line) for line in progress)
+    assert any(
+        re.search(r"knee point 1 r0 +2\.00 req/s: meets SLO by its percentiles; goodput ", line)
+        for line in progress
+    )
     assert any(" trials left | " in line for line in progress)
 
 
@@ -69,6 +72,18 @@ def test_a_warning_mid_sweep_ends_the_bar_before_it_is_written(
     [warning] = [line for line in lines if "something.odd" in line]
     assert warning.startswith("{")  # on a line of its own, not after a half-drawn bar
     assert lines[-2] == "  done"
+
+
+def test_a_warning_off_a_terminal_is_a_plain_line_like_the_progress(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A raw JSON warning sat inside the plain progress log (issue "Step 17").
+    stream = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", stream)
+    configure_logging(level="warning")
+    structlog.get_logger("kneepoint.test").warning("something.odd", detail="mid-sweep")
+    (line,) = stream.getvalue().splitlines()
+    assert re.fullmatch(r"\d\d:\d\d:\d\dZ warning: something\.odd detail=mid-sweep", line)
 
 
 def test_progress_events_at_info_level_do_not_finish_the_bar(

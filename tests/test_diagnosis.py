@@ -14,7 +14,7 @@ from kneepoint.policies.diagnosis.context import context_of
 from kneepoint.policies.diagnosis.diagnose import diagnose
 from kneepoint.policies.diagnosis.gpu_time import roofline_reading
 from kneepoint.policies.diagnosis.step_estimate import StepEstimate
-from kneepoint.records.diagnosis import Observation
+from kneepoint.records.diagnosis import Diagnosis, Observation
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.loadpoint import LoadPoint, Signals
 from kneepoint.records.measure import Dist
@@ -241,3 +241,13 @@ def test_the_roofline_reading_never_says_more_gpu_time_than_the_step(
                             compute_share=0.5, context_tokens=512.0)  # fmt: skip
     reading = roofline_reading(estimate)
     assert words in reading and "of its" not in reading
+
+
+@pytest.mark.parametrize(
+    ("binding", "words"),
+    [("inconclusive", "every knob family stays a candidate"),
+     ("underloaded", "measure at higher rates"), ("client_bound", "give it a core")],
+)  # fmt: skip
+def test_a_verdict_that_names_no_constraint_says_what_to_do(binding: str, words: str) -> None:
+    headline = Diagnosis(binding=binding, confidence=0.0).headline()  # type: ignore[arg-type]
+    assert headline.startswith(f"{binding} (no constraint named: ") and words in headline

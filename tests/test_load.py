@@ -15,7 +15,7 @@ from kneepoint.config.trace import read_trace
 from kneepoint.load.knee import Verdict, find_capacity
 from kneepoint.load.plan import plan_requests
 from kneepoint.load.point import load_point
-from kneepoint.load.score import percentile, score, stable_window
+from kneepoint.load.score import percentile, score, shown_over, stable_window
 from kneepoint.records.measure import RequestRecord
 from kneepoint.records.slo import ClassSlo, Slo
 from kneepoint.records.workload import TraceEntry, Workload
@@ -230,3 +230,11 @@ def test_vllms_goodput_rule_holds_the_mean_token_time_where_ours_holds_each_gap(
                                                    goodput_rule="vllm"), trim=0.0)  # fmt: skip
     assert point.goodput_rule == "vllm"
     assert "(100% by vLLM's rule)" in point_words(10.0, 0, point)
+
+
+def test_a_miss_is_shown_above_its_limit() -> None:
+    # A p95 of 50.4 ms against 50 ms read "50 ms > 50 ms" (issue "Step 17").
+    assert shown_over(50.4, 50.0) == "50.4"
+    assert shown_over(1523.2, 1000.0) == "1523"
+    assert shown_over(49.96, 49.9) == "50"
+    assert shown_over(float("inf"), 20.0) == "inf"

@@ -47,6 +47,20 @@ def test_goodput_at_a_fixed_rate_is_tuned_and_reported_per_class(tmp_path: Path)
     assert "| start | short |" in attainment and "| winner | short |" in attainment
 
 
+def test_a_rate_far_past_the_capacity_is_named_before_any_trial(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["tune", str(SMALL), "--runs-dir", str(tmp_path),
+            "--set", "objective={kind: goodput_at_rate, rate_rps: 400}"]  # fmt: skip
+    assert main([*args, *SETTINGS]) == 1
+    (folder,) = tmp_path.iterdir()
+    state = RunState.replay(Ledger(folder / "ledger.jsonl").read(), GoodputAtRate(rate_rps=400))
+    assert state.finished is not None and not state.trials
+    assert "the objective's rate, 400 req/s, is" in state.finished.detail
+    assert "Set objective.rate_rps near what the server holds" in state.finished.detail
+    assert "400 req/s, is" in capsys.readouterr().err
+
+
 def test_peak_throughput_is_tuned_on_tokens_past_the_knee(tmp_path: Path) -> None:
     state, report = tune(tmp_path, "{kind: peak_throughput}")
     assert state.baseline is not None

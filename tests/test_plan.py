@@ -16,6 +16,7 @@ from kneepoint.load.fleet import gpu_price
 from kneepoint.planning.layouts import layout
 from kneepoint.planning.lengths import request_lengths
 from kneepoint.planning.plan import make_plan, plan_lengths
+from kneepoint.policies.pruning.quant_effects import W4A16_RISK
 from kneepoint.records.plan import Plan
 
 from .conftest import CONFIGS
@@ -113,6 +114,9 @@ def test_the_command_writes_the_plan_and_refuses_bad_input_in_one_line(
     plan = Plan.model_validate(json.loads((out / "plan.json").read_text()))
     assert [lay.tensor_parallel_size for lay in plan.ranked()] == [2]
     assert (out / "plan.md").read_text().startswith("# Plan: llama-3.1-70b for chat")
+    # plan said w4a16 slowed small-batch decode, the reverse of tune's text (issue "Step 17")
+    said = " ".join((out / "plan.md").read_text().split())
+    assert W4A16_RISK in said.replace("W4a16", "w4a16") and "small-batch" not in said
     assert main(["plan", str(PLAN_70B), "--gpu-catalogue", "h100,nope"]) == 2
     err = capsys.readouterr().err.strip()
     assert "--gpu-catalogue" in err and "unknown GPU h100, nope" in err and "\n" not in err

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
+from kneepoint.cli.main import main
 from kneepoint.records.ledger import QualityChecked
 from kneepoint.records.measure import Dist
 from kneepoint.report.data import CurvePoint, curve
@@ -20,7 +21,7 @@ from kneepoint.run.folder import RunFolder
 from kneepoint.run.ledger import Ledger
 from kneepoint.run.state import RunState
 
-from .conftest import TuneRun
+from .conftest import SMALL, TuneRun
 from .test_tune import HEADLESS, _chromium
 
 
@@ -109,3 +110,13 @@ def test_a_percentile_from_too_few_samples_is_flagged() -> None:
                        {"chat ttft_p99": 60})  # fmt: skip
     assert _value(point, "chat ttft_p99") == "95.0 (only 60 samples: near the maximum)"
     assert _value(point, "chat itl_p95") == "20.0"
+
+
+def test_a_run_whose_every_rate_missed_the_slo_recommends_no_command(tmp_path: Path) -> None:
+    # A TTFT limit under the 59 ms its lowest rate measured: nothing met it.
+    args = ["tune", str(SMALL), "--runs-dir", str(tmp_path), "--set", "slo.default.ttft_p99_ms=20"]
+    assert main(args) == 1
+    (folder,) = tmp_path.iterdir()
+    report = (folder / "report.md").read_text()
+    assert "Recommended command" not in report
+    assert "Starting command (no rate met the SLO, so none is recommended):" in report

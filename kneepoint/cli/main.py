@@ -32,6 +32,7 @@ import yaml
 
 from kneepoint import __version__
 from kneepoint.cli.calibrate import add_calibrate_command
+from kneepoint.cli.catalogue import add_list_command
 from kneepoint.cli.diagnose import add_diagnose_command
 from kneepoint.cli.plan import add_plan_command
 from kneepoint.cli.report import add_report_command
@@ -62,13 +63,19 @@ class _Parser(argparse.ArgumentParser):
 def _parser() -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = _Parser(  # its subcommands are _Parsers too
         prog="kneepoint",
-        description="Autonomous tuning agent for LLM serving engines (vLLM first).",
+        description="Autonomous tuning agent for LLM serving engines (vLLM first). The GPUs, "
+        "models, workload presets and knobs a study may name: kneepoint config list "
+        "gpus|models|workloads|knobs.",
     )
     parser.add_argument("--version", action="version", version=f"kneepoint {__version__}")
     _add_global_options(parser, defaults=True)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    config = commands.add_parser("config", help="validate study files and print their schema")
+    config = commands.add_parser(
+        "config",
+        help="validate study files, print their schema, list the catalogues "
+        "(kneepoint config list gpus|models|workloads|knobs)",
+    )
     config_commands = config.add_subparsers(dest="config_command", required=True, metavar="ACTION")
     check = config_commands.add_parser(
         "check", help="validate a study file and print it resolved, with every default"
@@ -80,6 +87,7 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--json", action="store_true", help="print JSON instead of YAML")
     check.set_defaults(handler=_config_check)
 
+    add_list_command(config_commands)
     schema = config_commands.add_parser("schema", help="print the JSON Schema of study files")
     schema.add_argument("--output", type=Path, help="write it to this file instead of stdout")
     schema.set_defaults(handler=_config_schema)

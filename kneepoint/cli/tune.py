@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from kneepoint.records.study import StudySpec
     from kneepoint.run.folder import RunFolder
     from kneepoint.run.state import RunState
+    from kneepoint.tune.loop import Tuner
 
 EXIT_RUN_FAILED = 1
 EXIT_INTERRUPTED = 130
@@ -147,9 +148,12 @@ def _tune(folder: RunFolder, args: argparse.Namespace) -> int:
     except (RunFolderError, LedgerError) as exc:
         raise run_folder_error(folder.path, exc) from exc
     tuner.progress.phase("run", f"{study.name} in {folder.path}")
+    _say_resumed(folder, tuner)
     try:
         state = tuner.run()
     except KeyboardInterrupt:
+        # An event too: a piped console can lose its last line with the process group.
+        tuner.progress.phase("interrupted", f"resume with: kneepoint tune {folder.path}")
         print(f"\ninterrupted; resume with: kneepoint tune {folder.path}", file=sys.stderr)
         return EXIT_INTERRUPTED
     if isinstance(tuner.progress, ConsoleProgress):
@@ -177,6 +181,25 @@ def _tune(folder: RunFolder, args: argparse.Namespace) -> int:
         print(f"kneepoint: {folder.path}: the baseline failed: {finished.detail}", file=sys.stderr)
         return EXIT_RUN_FAILED
     return 0
+
+
+def _say_resumed(folder: RunFolder, tuner: Tuner) -> None:
+    """A resumed run says so, and whether it had already finished (its report is then only
+    written again): a finished run resumed rewrote its report without a word."""
+    from kneepoint.records.ledger import Finished
+
+    events = folder.ledger.read()
+    if not events:
+        return
+    finished = next((e for e in reversed(events) if isinstance(e, Finished)), None)
+    detail = f"{len(events)} events in its ledger; "
+    detail += (
+        f"it had finished ({finished.reason.replace('_', ' ')}): nothing is measured again, "
+        "its report is written again from its ledger"
+        if finished is not None
+        else "it goes on from its last event"
+    )
+    tuner.progress.phase("resume", detail)
 
 
 def _winner_lines(folder: RunFolder, study: StudySpec, state: RunState) -> list[str]:

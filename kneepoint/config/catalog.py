@@ -7,6 +7,7 @@ wheel carries the same files as ``kneepoint/_configs``.
 from __future__ import annotations
 
 import json
+import os
 from functools import cache
 from pathlib import Path
 from typing import Any, TypeGuard
@@ -101,6 +102,36 @@ class _CheckedKnobCatalogue(KnobCatalogue):
                         f"knobs[{i}].domain: {value!r} is not a valid {knob.name}"
                     ) from exc
         return self
+
+
+def exact_key(entries: dict[str, Any], ref: str) -> str | None:
+    """The catalogue key ``ref`` names as a person writes it: the key itself, or a model's
+    Hugging Face id (the one kneepoint prints in its own `vllm serve` line), in any case."""
+    wanted = ref.casefold()
+    for key, entry in entries.items():
+        if wanted in (key.casefold(), (getattr(entry, "hf_id", None) or "").casefold()):
+            return key
+    return None
+
+
+def prefix_keys(entries: dict[str, Any], ref: str) -> tuple[str, ...]:
+    """The catalogue keys ``ref`` begins (``h100`` for ``h100-sxm``): one where it is
+    unambiguous. `gpu: h100` was refused where `sim serve --gpu h100` took the prefix (issue
+    "Step 17")."""
+    wanted = ref.casefold()
+    return tuple(key for key in entries if key.casefold().startswith(wanted))
+
+
+def hf_cache_config(ref: str) -> Path | None:
+    """A Hugging Face id's config.json in the local hub cache (offline: nothing is fetched),
+    the most recent snapshot's; None where the cache does not hold it."""
+    if ref.count("/") != 1:
+        return None
+    home = Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface"))
+    hub = Path(os.environ.get("HF_HUB_CACHE", home / "hub"))
+    snapshots = hub / f"models--{ref.replace('/', '--')}" / "snapshots"
+    found = sorted(snapshots.glob("*/config.json"), key=lambda p: p.stat().st_mtime)
+    return found[-1] if found else None
 
 
 def read_knob_catalogue(path: Path) -> KnobCatalogue:

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from kneepoint.records.secret_env import mask_shapes
+
 Loc = tuple[str | int, ...]
 
 
@@ -44,7 +46,8 @@ class Problem:
         where = f"{self.source}:{self.line}" if self.line is not None else self.source
         field = render_loc(self.loc) if self.loc else ""
         text = f"{where}: {field}: {self.message}" if field else f"{where}: {self.message}"
-        return text.translate(_LINE_BREAKS)
+        # The source quotes what the user typed (a --set value), which may hold a secret.
+        return mask_shapes(text.translate(_LINE_BREAKS))
 
 
 class ConfigError(Exception):

@@ -17,12 +17,15 @@ from pathlib import Path
 from typing import Any
 
 from kneepoint.config.catalog import (
+    exact_key,
     find_preset,
     gpu_catalogue,
+    hf_cache_config,
     is_file,
     knob_catalogue,
     model_catalogue,
     model_from_hf_config,
+    prefix_keys,
     preset_names,
 )
 from kneepoint.config.errors import ConfigError, Loc, Problem
@@ -74,28 +77,41 @@ class _Resolver:
         ref = raw.get("gpu")
         if isinstance(ref, str):
             catalogue = gpu_catalogue()
-            if ref not in catalogue:
-                raise self.fail(
-                    ("gpu",), f"unknown GPU {ref!r} (catalogue: {', '.join(catalogue)})"
-                )
-            raw["gpu"] = catalogue[ref].model_dump(mode="json")
+            key = exact_key(catalogue, ref)
+            found = (key,) if key is not None else prefix_keys(catalogue, ref)
+            if len(found) != 1:
+                said = "ambiguous GPU" if found else "unknown GPU"
+                choices = ", ".join(found or catalogue)
+                raise self.fail(("gpu",), f"{said} {ref!r} (catalogue: {choices})")
+            raw["gpu"] = catalogue[found[0]].model_dump(mode="json")
 
     def model(self, raw: dict[str, Any]) -> None:
+        """A catalogue key or Hugging Face id, a path to a config.json (or its folder), a
+        Hugging Face id in the local hub cache, or an unambiguous prefix of a key; in that
+        order, so a folder of the study's is read before a key it happens to begin."""
         ref = raw.get("model")
         if not isinstance(ref, str):
             return
         catalogue = model_catalogue()
-        if ref in catalogue:
-            raw["model"] = catalogue[ref].model_dump(mode="json")
+        key = exact_key(catalogue, ref)
+        if key is not None:
+            raw["model"] = catalogue[key].model_dump(mode="json")
             return
         path = self.base_dir() / ref
         if not (is_file(path) or is_file(path / "config.json")):
-            raise self.fail(
-                ("model",),
-                f"{ref!r} is neither a catalogue model ({', '.join(catalogue)}) "
-                "nor a path to a Hugging Face config.json",
-            )
-        raw["model"] = model_from_hf_config(path).model_dump(mode="json")
+            path = hf_cache_config(ref) or path
+        if is_file(path) or is_file(path / "config.json"):
+            raw["model"] = model_from_hf_config(path).model_dump(mode="json")
+            return
+        found = prefix_keys(catalogue, ref)
+        if len(found) == 1:
+            raw["model"] = catalogue[found[0]].model_dump(mode="json")
+            return
+        raise self.fail(
+            ("model",),
+            f"{ref!r} is neither a catalogue model ({', '.join(found or catalogue)}), nor a "
+            "path to a Hugging Face config.json, nor a Hugging Face id in the local hub cache",
+        )
 
     def served_model(self, raw: dict[str, Any]) -> None:
         engine, model = raw.get("engine"), raw.get("model")

@@ -146,6 +146,16 @@ class Score:
         return self.good / self.total if self.total else 0.0
 
 
+def shown_over(value: float, limit: float) -> str:
+    """``value``, a miss of ``limit``, in as few decimals (up to 3) as show it above the limit:
+    50.4 against 50 reads "50.4", not "50" ("itl_p95 50 ms > 50 ms", issue "Step 17")."""
+    for decimals in range(4):
+        shown = f"{value:.{decimals}f}"
+        if float(shown) > limit:
+            return shown
+    return f"{value:.3f}"
+
+
 def score(
     records: Sequence[RequestRecord], slo: Slo | None, trim: float = 0.1, warmup_s: float = 0.0
 ) -> Score:
@@ -168,7 +178,8 @@ def score(
         for (metric, pct), limit in limits_ms.items():
             value = dists[name][metric].at(pct)
             if not value <= limit:  # nan (no values) fails too
-                violations.append(f"{name} {metric}_p{pct} {value:.0f} ms > {limit:g} ms")
+                shown = shown_over(value, limit)
+                violations.append(f"{name} {metric}_p{pct} {shown} ms > {limit:g} ms")
         pairs = zip(recs, itls, strict=True)
         rule = slo.goodput_rule if slo is not None else "every_limit"
         good_by_class[name] = sum(_is_good(rec, limits_ms, gaps, rule) for rec, gaps in pairs)

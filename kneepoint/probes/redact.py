@@ -10,26 +10,15 @@ an ``api_key`` in a logged argument dump, Hugging Face (``hf_...``) and OpenAI-s
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 from typing import Any
 
-from kneepoint.records.secret_env import looks_secret
+from kneepoint.records.secret_env import MASK, SECRET_FLAGS, looks_secret, mask_shapes
 
-REDACTED = "<redacted>"
+REDACTED = MASK
 MIN_SECRET_CHARS = 6
 """Shorter values of secret-looking variables are not searched for: they would blank
 ordinary words and numbers, and a secret that short protects nothing anyway."""
-# A token ends at whitespace, a quote, a comma, a bracket or a backslash (so a JSON line's
-# escapes survive).
-_TOKEN = r"[^\s'\",\]}\\]+"
-_SHAPES = (
-    (re.compile(rf"(\bBearer\s+){_TOKEN}", re.IGNORECASE), rf"\1{REDACTED}"),
-    (re.compile(rf"(--api-key(?:=|\s+)){_TOKEN}"), rf"\1{REDACTED}"),
-    (re.compile(rf"(\bapi_key\W{{0,3}}\s*[:=]\s*\[?\s*\W?)(?!None\b){_TOKEN}"), rf"\1{REDACTED}"),
-    (re.compile(r"\bhf_[A-Za-z0-9]{16,}"), REDACTED),
-    (re.compile(r"\bsk-[A-Za-z0-9_\-]{16,}"), REDACTED),
-)
 _remembered: set[str] = set()
 
 
@@ -50,9 +39,7 @@ def redact(text: str) -> str:
     for value in known_secrets():
         if value in text:
             text = text.replace(value, REDACTED)
-    for pattern, replacement in _SHAPES:
-        text = pattern.sub(replacement, text)
-    return text
+    return mask_shapes(text)
 
 
 def redact_all(value: Any) -> Any:
@@ -61,8 +48,8 @@ def redact_all(value: Any) -> Any:
         return redact(value)
     if isinstance(value, dict):
         return {k: redact_all(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):  # an argv: the word after --api-key is the key
-        after_flag = [i > 0 and value[i - 1] == "--api-key" for i in range(len(value))]
+    if isinstance(value, list | tuple):  # an argv: the word after a secret flag is the secret
+        after_flag = [i > 0 and value[i - 1] in SECRET_FLAGS for i in range(len(value))]
         return type(value)(
             REDACTED if flagged else redact_all(v)
             for v, flagged in zip(value, after_flag, strict=True)

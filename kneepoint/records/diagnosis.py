@@ -19,6 +19,7 @@ from kneepoint.records.engine import EngineConfig
 from kneepoint.records.hardware import GpuSpec, ModelSpec
 from kneepoint.records.knobs import CONSTRAINTS, Constraint
 from kneepoint.records.loadpoint import LoadPoint
+from kneepoint.records.slo import Slo
 from kneepoint.records.workload import Workload
 
 Binding = Literal[
@@ -29,6 +30,17 @@ SchedulingKind = Literal["cpu_overhead", "admission_cap", "prefill_interference"
 requests waiting while KV is free; long prefills stalling running decodes; a token budget too
 small for the batch."""
 SignalSource = Literal["gpm", "nvml", "vllm", "roofline", "client"]
+
+
+NEXT_STEP = {
+    "underloaded": "every limit was met with nothing queued; measure at higher rates "
+    "(tuning.start_rps) to reach the wall",
+    "client_bound": "the load generator fell behind its schedule, so the point measured the "
+    "client; give it a core of its own or lower the rate",
+    "inconclusive": "the readings split or were too thin to decide; every knob family stays "
+    "a candidate, and longer points (tuning.screen_seconds) or GPU readings (NVML) can decide",
+}
+"""What to do where a verdict names no constraint, by verdict."""
 
 
 class Evidence(Record):
@@ -70,7 +82,8 @@ class Diagnosis(Record):
 
     def headline(self) -> str:
         if self.constraint is None:
-            return f"{self.binding} (no constraint named)"
+            # "inconclusive (no constraint named)" left the reader with nothing to do.
+            return f"{self.binding} (no constraint named: {NEXT_STEP[self.binding]})"
         kind = ""
         if self.binding == "scheduling" and self.scheduling_kind is not None:
             kind = f" ({self.scheduling_kind.replace('_', ' ')})"
@@ -122,3 +135,6 @@ class Observation(Record):
     workload: Workload | None = None
     efficiency: Efficiency | None = None
     """The roofline's constants for pricing steps (a study's calibration; None: built in)."""
+    slo: Slo | None = None
+    """The limits the points were judged by: the per-token ones cap what a bigger batch can
+    gain (``policies.pruning.ceiling``). None: no cap is read."""

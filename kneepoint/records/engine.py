@@ -16,6 +16,7 @@ import yaml
 from pydantic import Field, JsonValue, field_validator, model_validator
 
 from kneepoint.records.base import InputRecord
+from kneepoint.records.secret_env import SECRET_FLAGS
 
 # The union over vLLM 0.3 - 0.33; which of them a given release accepts varies.
 KvCacheDtype = Literal[
@@ -94,10 +95,10 @@ class EngineConfig(InputRecord):
         modeled |= {"--no-" + flag[2:] for flag in modeled}
         for arg in args:
             flag = arg.split("=", 1)[0].replace("_", "-")
-            if flag == "--api-key":  # its value is not repeated here: it is the secret
+            if flag in SECRET_FLAGS:  # its value is not repeated here: it is the secret
                 raise ValueError(
-                    "--api-key here would be seen in `ps` and written to the run folder and "
-                    "best-command.txt: name its variable in backend.api_key_env"
+                    f"{flag}: its value here would be seen in `ps` and written to the run "
+                    f"folder and best-command.txt; {SECRET_FLAGS[flag]}"
                 )
             if flag in modeled:
                 raise ValueError(f"{arg!r} is a modeled knob; set the engine field instead")

@@ -5,6 +5,7 @@ GPU, the weight formats that start, and what vLLM would refuse, in its words."""
 from __future__ import annotations
 
 from kneepoint.config.catalog import gpu_catalogue
+from kneepoint.policies.pruning.quant_effects import W4A16_RISK
 from kneepoint.records.plan import Layout, Plan
 from kneepoint.report.document import Bullets, Document, Heading, Paragraph, Table
 
@@ -158,10 +159,11 @@ def _weights(plan: Plan, doc: Document) -> None:
         {f"`{w.quantization}` needs {w.needs}." for lay in laid for w in lay.weights if w.needs}
     )
     doc.add(Heading("Weight formats that start (KV tokens)"), Table(["layout", *names], rows))
+    # One sentence for plan and tune: plan said w4a16 slowed small-batch decode, the
+    # reverse of the risk tune states (large steps; issue "Step 17").
     text = (
         "Quantised weights change outputs: `kneepoint tune` checks their quality before "
-        "it accepts them. w4a16 formats (AWQ, GPTQ) slow small-batch decode (their weights "
-        "are dequantised on the critical path)."
+        f"it accepts them. {W4A16_RISK[0].upper()}{W4A16_RISK[1:]}."
     )
     doc.add(Paragraph(" ".join([text, *needs])))
 

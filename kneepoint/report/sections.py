@@ -98,8 +98,21 @@ def summary(data: ReportData, doc: Document) -> None:
         f"{len(state.promotions)} promoted), {hours:.2f} device-hours{cost}."
     )
     caveat = " (not quality-checked: see above)" if _unchecked(data) else ""
-    said = "Recommended command" if state.baseline else "Starting command (not measured yet)"
+    said = _command_said(data)
     doc.add(Heading("Summary"), Bullets(items), Paragraph(f"{said}{caveat}:"), Code(data.command))
+
+
+def _command_said(data: ReportData) -> str:
+    """How the command is offered: recommended only where a rate met the SLO (a run whose
+    every point missed it printed "Recommended command" all the same, issue "Step 17")."""
+    state, study = data.state, data.study
+    if state.baseline is None:
+        return "Starting command (not measured yet)"
+    sweeps = [state.baseline.knee, state.baseline.repeats, *(p.repeats for p in state.promotions)]
+    met = any(point.point.meets_slo for sweep in sweeps for point in sweep.points)
+    if study.slo is None or met:
+        return "Recommended command"
+    return "Starting command (no rate met the SLO, so none is recommended)"
 
 
 def _verdict(trial: TrialState) -> str:

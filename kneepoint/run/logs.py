@@ -1,8 +1,10 @@
 """Structured logging, configured once per process by the CLI.
 
 Library code only ever does ``structlog.get_logger(__name__).info("event", key=value)``.
-Events go to stderr, readable on a terminal and as JSON lines when stderr is not a terminal
-(an unattended run's output is then machine-readable), and optionally to a JSON-lines file.
+Events go to stderr, readable on a terminal and as plain timestamped lines when stderr is not a
+terminal (the same "HH:MM:SSZ text" lines as the run's progress: a raw JSON warning in the
+middle of a plain log read as a glitch), and to a JSON-lines file, the run's machine-readable
+record (``events.jsonl``).
 Every event has secrets taken out first (``kneepoint.probes.redact``), on the console and in
 the file alike.
 """
@@ -39,6 +41,15 @@ def _redacted(_: Any, __: str, event: dict[str, Any]) -> dict[str, Any]:
     return {key: redact_all(value) for key, value in event.items()}
 
 
+def _plain(_: Any, __: str, event: dict[str, Any]) -> str:
+    """One event as a plain line: its UTC time, level, name and fields."""
+    stamp = str(event.pop("timestamp", ""))[11:19]
+    level, name = event.pop("level", "info"), event.pop("event", "")
+    event.pop("logger", None)
+    fields = " ".join(f"{key}={value}" for key, value in event.items())
+    return f"{stamp}Z {level}: {name} {fields}".rstrip()
+
+
 def _handler(stream_or_path: Any, renderer: Any) -> logging.Handler:
     handler: logging.Handler
     if isinstance(stream_or_path, Path):
@@ -62,13 +73,11 @@ def configure_logging(
     console_json: bool | None = None,
 ) -> None:
     """Route structlog and stdlib logging to stderr (and ``log_file``); safe to call again."""
-    if console_json is None:
-        console_json = not sys.stderr.isatty()
-    console = (
-        structlog.processors.JSONRenderer()
-        if console_json
-        else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
-    )
+    console: Any = _plain
+    if console_json:
+        console = structlog.processors.JSONRenderer()
+    elif sys.stderr.isatty():
+        console = structlog.dev.ConsoleRenderer(colors=True)
     root = logging.getLogger()
     for old in [h for h in root.handlers if getattr(h, _MARK, False)]:
         root.removeHandler(old)

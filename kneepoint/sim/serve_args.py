@@ -17,7 +17,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from kneepoint.config import arguments
-from kneepoint.config.catalog import gpu_catalogue, model_catalogue
+from kneepoint.config.catalog import exact_key, gpu_catalogue, model_catalogue, prefix_keys
 from kneepoint.config.errors import ConfigError, Problem
 from kneepoint.config.validation import validate
 from kneepoint.config.yamlio import read_mapping
@@ -110,13 +110,14 @@ def _faults(args: argparse.Namespace) -> Faults:
 
 
 def _pick(catalogue: dict[str, typing.Any], name: str, what: str) -> typing.Any:
-    if name in catalogue:
-        return catalogue[name]
-    matches = [key for key in catalogue if key.startswith(name)]
+    """As a study's ``gpu`` and ``model`` read a catalogue name (``config.catalog``)."""
+    key = exact_key(catalogue, name)
+    matches = (key,) if key is not None else prefix_keys(catalogue, name)
     if len(matches) == 1:
         return catalogue[matches[0]]
-    known = ", ".join(sorted(catalogue))
-    raise _bad(f"--{what}", f"no {what} {name!r} (known: {known})")
+    known = ", ".join(sorted(matches or catalogue))
+    said = "ambiguous" if matches else "no"
+    raise _bad(f"--{what}", f"{said} {what} {name!r} (known: {known})")
 
 
 def _bad(flag: str, message: str) -> ConfigError:

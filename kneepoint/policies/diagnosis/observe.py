@@ -21,6 +21,7 @@ from kneepoint.records.efficiency import Efficiency
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.hardware import GpuSpec, ModelSpec
 from kneepoint.records.loadpoint import LoadPoint
+from kneepoint.records.slo import Slo
 from kneepoint.records.study import StudySpec
 from kneepoint.records.sweep import SweepPoint, SweepResult
 from kneepoint.records.workload import Workload
@@ -91,6 +92,7 @@ def observe(
     engine: EngineConfig,
     workload: Workload | None = None,
     efficiency: Efficiency | None = None,
+    slo: Slo | None = None,
 ) -> Observation:
     """The observation a diagnosis of ``result`` reads. Where no rate failed (the sweep never
     saw the wall) the highest rate measured stands in for the saturated point."""
@@ -106,6 +108,7 @@ def observe(
         engine=engine,
         workload=workload,
         efficiency=efficiency,
+        slo=slo,
     )
 
 
@@ -119,4 +122,5 @@ def observe_study(study: StudySpec, config: EngineConfig, result: SweepResult) -
         engine=config,
         workload=study.workload,
         efficiency=study.efficiency,
+        slo=study.slo,
     )

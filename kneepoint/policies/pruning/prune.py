@@ -23,6 +23,7 @@ from pydantic import JsonValue
 from kneepoint.policies.diagnosis.context import ConfigContext
 from kneepoint.policies.diagnosis.step_estimate import estimate_step
 from kneepoint.policies.pruning.batch_effects import BATCH_RULES
+from kneepoint.policies.pruning.ceiling import bound_growth
 from kneepoint.policies.pruning.knob_effects import RULES, Effect, Rule, Situation
 from kneepoint.policies.pruning.kv_effects import memory_bytes, memory_fraction
 from kneepoint.policies.pruning.quant_effects import held_conditions, quantization, w4a16_advice
@@ -237,6 +238,8 @@ def _best_effect(
         effect = rule(sit)
         if isinstance(effect, Effect) and (edge := _at_edge(knob, effect, sit)) is not None:
             effect = edge
+        if isinstance(effect, Effect):
+            effect = bound_growth(knob.name, effect, sit.observation)
         if isinstance(effect, Effect):
             return KnobCandidate(
                 knob=knob,

@@ -1,0 +1,112 @@
+"""The ceiling a move that grows the batch meets, read off the incumbent's own points.
+
+A bigger KV pool, a higher memory fraction, fp8 KV, a higher running cap or prefix caching's
+freed blocks all buy the same thing: more sequences in one step. Each step then takes longer,
+as the server's own points showed (``ServerResponse``: step time grows as tokens^elasticity),
+and a per-token latency limit (ITL or TPOT) caps how long a step may take. Where the
+saturated point's per-token latency already sits near its limit, the batch cannot grow past
+the step time that limit allows, and throughput grows only as that bigger step outruns its
+own time. A move priced from the resource it adds alone was predicted at 2.50x and measured
+0.88x on vLLM's CPU build (an AVX2-only host whose ~20-sequence steps took ~85 ms against an
+ITL p95 limit of 300 ms: issue "Step 16").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from kneepoint.policies.pruning.knob_effects import NOTHING_GAINED, Effect
+from kneepoint.records.diagnosis import Observation
+from kneepoint.records.loadpoint import LoadPoint
+
+PER_TOKEN = ("itl", "tpot")
+"""Limits a step's length sets: the gap between tokens, and the time per output token."""
+GROWING = frozenset(
+    {"kv_cache_memory_bytes", "gpu_memory_utilization", "kv_cache_dtype", "max_num_seqs"}
+)  # fmt: skip
+"""Knobs whose gain, moved up, is more sequences per step (KV room or a higher running cap).
+Prefix caching is not among them: most of what it buys is prefill not computed again, work
+cut per request, which shortens steps rather than growing them."""
+
+
+@dataclass(frozen=True, slots=True)
+class Ceiling:
+    """The most a batch-growing move can gain, and the reading that sets it."""
+
+    ratio: float
+    reading: str
+
+
+def latency_ceiling(observation: Observation) -> Ceiling | None:
+    """The capacity ratio at which the knee's steps (the highest rate that met the SLO, else
+    the first that failed), grown along the server's measured step response, reach the
+    tightest per-token limit of the classes served; None where the points show no step
+    response or no class has a per-token limit. Below 1 where the point read already breaks
+    it: a batch that grows there breaks it further."""
+    response = observation.response
+    if response is None or response.elasticity <= 0.0:
+        return None
+    point = observation.below or observation.saturated
+    tightest = _tightest(point, slo_limits(observation))
+    if tightest is None:
+        return None
+    label, seen_ms, limit_ms = tightest
+    # Steps grow by g**elasticity for g times the tokens; the tail a limit reads grows with
+    # them, so the batch may grow until the seen tail reaches the limit, and throughput
+    # grows by what that bigger step outruns of its own time.
+    growth = (limit_ms / seen_ms) ** (1.0 / response.elasticity)
+    ratio = response.batch_gain(growth) if growth >= 1.0 else growth
+    reading = (
+        f"{label} {seen_ms:.1f} ms at {point.rate_rps:.4g} req/s against its {limit_ms:g} ms "
+        f"limit: steps may grow {growth:.2f}x before it breaks ({response.reading()})"
+    )
+    return Ceiling(round(ratio, 3), reading)
+
+
+def bound_growth(knob: str, effect: Effect, observation: Observation) -> Effect | str:
+    """A move of ``knob`` that grows the batch, capped by the latency ceiling; the reason it
+    is ruled out where the cap leaves nothing to gain."""
+    if knob not in GROWING or effect.direction == "down":
+        return effect
+    ceiling = latency_ceiling(observation)
+    if ceiling is None or ceiling.ratio >= effect.ratio:
+        return effect
+    if ceiling.ratio < NOTHING_GAINED:
+        return (
+            f"{effect.reason}; but a bigger batch is priced at {ceiling.ratio:.2f}x: "
+            f"{ceiling.reading}"
+        )
+    reason = f"{effect.reason}; capped at {ceiling.ratio:.2f}x from {effect.ratio:.2f}x: "
+    return replace(effect, ratio=ceiling.ratio, reason=reason + ceiling.reading)
+
+
+def slo_limits(observation: Observation) -> dict[str, dict[tuple[str, int], float]]:
+    """Each class the saturated point served, with its per-token limits (ITL, TPOT)."""
+    slo = observation.slo
+    found: dict[str, dict[tuple[str, int], float]] = {}
+    if slo is None:
+        return found
+    for name in observation.saturated.dists:
+        limits = slo.for_class(name)
+        if limits is None:
+            continue
+        per_token = {k: v for k, v in limits.limits_ms().items() if k[0] in PER_TOKEN}
+        if per_token:
+            found[name] = per_token
+    return found
+
+
+def _tightest(
+    point: LoadPoint, limits: dict[str, dict[tuple[str, int], float]]
+) -> tuple[str, float, float] | None:
+    """The (label, seen ms, limit ms) whose seen value is closest to its limit."""
+    best: tuple[str, float, float] | None = None
+    for name, per_token in limits.items():
+        for (metric, pct), limit_ms in per_token.items():
+            dist = point.dists[name].get(metric)
+            if dist is None or not 0.0 < dist.at(pct) < float("inf"):
+                continue
+            seen = dist.at(pct)
+            if best is None or seen / limit_ms > best[1] / best[2]:
+                best = (f"{name} {metric} p{pct}", seen, limit_ms)
+    return best

@@ -1,0 +1,94 @@
+"""Prices bounded by what the server showed: a move that grows the batch (a bigger KV pool, a
+higher running cap) is capped where the incumbent's own steps, grown along their measured
+response, would break a per-token latency limit, and priced below 1 where they already do."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kneepoint.config.catalog import knob_catalogue
+from kneepoint.policies.diagnosis.context import context_of
+from kneepoint.policies.pruning.ceiling import latency_ceiling
+from kneepoint.policies.pruning.prune import prune
+from kneepoint.records.diagnosis import Diagnosis, Observation, ServerResponse
+from kneepoint.records.engine import EngineConfig
+from kneepoint.records.proposal import Pruning
+from kneepoint.records.slo import Slo
+from tests.test_diagnosis import A100, CACHE, LLAMA_1B, point
+from tests.test_pruning import CHAT
+
+POOL = {"kv_cache_memory_bytes": 2**30, "max_model_len": 32768}
+
+
+def _response(elasticity: float) -> ServerResponse:
+    return ServerResponse(low_rate_rps=8.0, high_rate_rps=10.0, low_tokens_per_step=40.0,
+                          high_tokens_per_step=73.0, low_step_ms=2.0, high_step_ms=3.8,
+                          elasticity=elasticity)  # fmt: skip
+
+
+def _observe(itl_p95_ms: float, slo: dict[str, Any] | None, elasticity: float = 0.9,
+             *, below: bool = True) -> Observation:  # fmt: skip
+    knee = point(CACHE, violations=(), itl=(itl_p95_ms / 1.5, itl_p95_ms)) if below else None
+    return Observation(
+        saturated=point(CACHE), below=knee, response=_response(elasticity), gpu=A100,
+        model=LLAMA_1B, engine=EngineConfig(model=LLAMA_1B.name, **POOL), workload=CHAT,
+        slo=None if slo is None else Slo.model_validate({"default": slo}),
+    )  # fmt: skip
+
+
+def _prune(observation: Observation) -> Pruning:
+    diagnosis = Diagnosis(binding="cache", confidence=0.9)
+    return prune(diagnosis, context_of(observation), knob_catalogue())
+
+
+def _kv(found: Pruning) -> str | float:
+    """The KV pool move's price, or why it was ruled out."""
+    for c in found.candidates:
+        if c.knob.name == "kv_cache_memory_bytes":
+            return c.predicted_ratio
+    return next(r.reason for r in found.ruled_out if r.knob == "kv_cache_memory_bytes")
+
+
+def test_without_a_per_token_limit_nothing_caps_the_pool() -> None:
+    free = _kv(_prune(_observe(45.0, {"ttft_p99_ms": 1000})))
+    assert isinstance(free, float) and free > 1.5
+    assert latency_ceiling(_observe(45.0, {"ttft_p99_ms": 1000})) is None
+    assert latency_ceiling(_observe(45.0, None)) is None
+
+
+def test_a_limit_with_headroom_caps_the_pool_at_what_its_steps_allow() -> None:
+    # ITL p95 at 60% of its limit, steps growing as tokens^0.5: the batch may grow
+    # (1 / 0.6)^2 = 2.78x, which serves 2.78^0.5 = 1.67x the tokens per second.
+    observation = _observe(30.0, {"ttft_p99_ms": 1000, "itl_p95_ms": 50}, elasticity=0.5)
+    ceiling = latency_ceiling(observation)
+    assert ceiling is not None and abs(ceiling.ratio - 1.667) < 0.01
+    assert "c itl p95 30.0 ms at 10 req/s against its 50 ms limit" in ceiling.reading
+    found = _prune(observation)
+    move = next(c for c in found.candidates if c.knob.name == "kv_cache_memory_bytes")
+    assert move.predicted_ratio == ceiling.ratio
+    assert "capped at 1.67x" in move.reason and "tokens^0.50" in move.reason
+
+
+def test_a_knee_at_its_itl_limit_rules_the_pool_out() -> None:
+    # The CPU build's case (issue "Step 16": 2.50x predicted, 0.88x measured): the knee's
+    # steps already take nearly what the ITL limit allows and grow almost as fast as the batch.
+    observation = _observe(285.0, {"ttft_p99_ms": 5000, "itl_p95_ms": 300})
+    ceiling = latency_ceiling(observation)
+    assert ceiling is not None and ceiling.ratio < 1.02
+    reason = _kv(_prune(observation))
+    assert isinstance(reason, str) and "a bigger batch is priced at 1.01x" in reason
+
+
+def test_steps_that_already_break_the_limit_price_a_bigger_batch_below_one() -> None:
+    # No rate met the SLO: the first failing point's ITL p95 (1.5 x its 3.8 ms step) is over
+    # the 5 ms limit.
+    observation = _observe(0.0, {"itl_p95_ms": 5}, below=False)
+    ceiling = latency_ceiling(observation)
+    assert ceiling is not None and ceiling.ratio < 1.0
+
+
+def test_a_move_that_shrinks_the_batch_is_not_capped() -> None:
+    observation = _observe(285.0, {"ttft_p99_ms": 5000, "itl_p95_ms": 300})
+    found = _prune(observation)
+    seqs = [c for c in found.candidates if c.knob.name == "max_num_seqs"]
+    assert all(c.direction == "down" and "capped" not in c.reason for c in seqs)

@@ -1,0 +1,55 @@
+"""Names people use: a study's ``model`` takes the Hugging Face id kneepoint prints in its own
+`vllm serve` line (or one in the local hub cache), ``gpu`` the prefixes `sim serve --gpu`
+takes where they are unambiguous, and `kneepoint config list` prints each catalogue."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kneepoint.cli.main import main
+from kneepoint.config import ConfigError, load_study
+
+from .conftest import QUICKSTART
+
+
+def test_a_hugging_face_id_and_a_gpu_prefix_name_catalogue_entries() -> None:
+    study = load_study(QUICKSTART, ["model=meta-llama/Llama-3.1-8B-Instruct", "gpu=h100"])
+    assert (study.model.name, study.gpu.name) == ("llama-3.1-8b", "h100-sxm")
+    assert load_study(QUICKSTART, ["gpu=H200-SXM"]).gpu.name == "h200-sxm"
+
+
+def test_an_ambiguous_or_unknown_name_is_refused_with_the_list_to_choose_from() -> None:
+    with pytest.raises(ConfigError, match=r"ambiguous GPU 'h' \(catalogue: h100-sxm, h200-sxm\)"):
+        load_study(QUICKSTART, ["gpu=h"])
+    with pytest.raises(ConfigError, match=r"catalogue model \(llama-3.1-8b, llama-3.1-70b, "):
+        load_study(QUICKSTART, ["model=llama"])
+
+
+def test_a_hugging_face_id_is_read_from_the_local_hub_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    snapshot = tmp_path / "hub" / "models--acme--tiny" / "snapshots" / "abc123"
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text(json.dumps({
+        "model_type": "llama", "hidden_size": 256, "intermediate_size": 512,
+        "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "vocab_size": 4096, "max_position_embeddings": 16384,
+    }))  # fmt: skip
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    study = load_study(QUICKSTART, ["model=acme/tiny", "engine.model=acme/tiny"])
+    assert (study.model.num_layers, study.model.hidden_size) == (4, 256)
+
+
+@pytest.mark.parametrize(
+    ("kind", "words"),
+    [("gpus", "h100-sxm"), ("models", "meta-llama/Llama-3.1-8B-Instruct"),
+     ("workloads", "multiturn-chat"), ("knobs", "--kv-cache-memory-bytes")],
+)  # fmt: skip
+def test_config_list_prints_each_catalogue(
+    kind: str, words: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["config", "list", kind]) == 0
+    assert words in capsys.readouterr().out
