@@ -92,3 +92,13 @@ def test_a_move_that_shrinks_the_batch_is_not_capped() -> None:
     found = _prune(observation)
     seqs = [c for c in found.candidates if c.knob.name == "max_num_seqs"]
     assert all(c.direction == "down" and "capped" not in c.reason for c in seqs)
+
+
+def test_fp8_kv_against_bandwidth_is_not_capped_as_a_bigger_batch() -> None:
+    # Against bandwidth fp8 KV's gain is half the KV bytes read per step, not more sequences
+    # (a held-out A100 case re-priced kv fp8 to 1.05x that a sweep measured at +7.3%).
+    observation = _observe(285.0, {"ttft_p99_ms": 5000, "itl_p95_ms": 300})
+    diagnosis = Diagnosis(binding="bandwidth", confidence=0.9)
+    found = prune(diagnosis, context_of(observation), knob_catalogue())
+    kv_fp8 = [c for c in found.candidates if c.knob.name == "kv_cache_dtype"]
+    assert kv_fp8 and "capped" not in kv_fp8[0].reason

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 
 from kneepoint.policies.pruning.knob_effects import NOTHING_GAINED, Effect
 from kneepoint.records.diagnosis import Observation
+from kneepoint.records.knobs import Constraint
 from kneepoint.records.loadpoint import LoadPoint
 
 PER_TOKEN = ("itl", "tpot")
@@ -27,6 +28,10 @@ GROWING = frozenset(
 """Knobs whose gain, moved up, is more sequences per step (KV room or a higher running cap).
 Prefix caching is not among them: most of what it buys is prefill not computed again, work
 cut per request, which shortens steps rather than growing them."""
+
+
+RELIEVED_BY_ROOM: frozenset[Constraint] = frozenset({"cache", "scheduling"})
+"""The walls a bigger batch relieves: room for sequences, and a cap on them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,10 +68,14 @@ def latency_ceiling(observation: Observation) -> Ceiling | None:
     return Ceiling(round(ratio, 3), reading)
 
 
-def bound_growth(knob: str, effect: Effect, observation: Observation) -> Effect | str:
+def bound_growth(
+    knob: str, effect: Effect, observation: Observation, relieves: Constraint
+) -> Effect | str:
     """A move of ``knob`` that grows the batch, capped by the latency ceiling; the reason it
-    is ruled out where the cap leaves nothing to gain."""
-    if knob not in GROWING or effect.direction == "down":
+    is ruled out where the cap leaves nothing to gain. Only where it relieves the cache or
+    the scheduler: against bandwidth, fp8 KV's gain is shorter steps (half the KV bytes
+    read), not more of them."""
+    if knob not in GROWING or effect.direction == "down" or relieves not in RELIEVED_BY_ROOM:
         return effect
     ceiling = latency_ceiling(observation)
     if ceiling is None or ceiling.ratio >= effect.ratio:
@@ -103,7 +112,7 @@ def _tightest(
     best: tuple[str, float, float] | None = None
     for name, per_token in limits.items():
         for (metric, pct), limit_ms in per_token.items():
-            dist = point.dists[name].get(metric)
+            dist = point.dists.get(name, {}).get(metric)
             if dist is None or not 0.0 < dist.at(pct) < float("inf"):
                 continue
             seen = dist.at(pct)

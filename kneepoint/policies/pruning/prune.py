@@ -239,7 +239,7 @@ def _best_effect(
         if isinstance(effect, Effect) and (edge := _at_edge(knob, effect, sit)) is not None:
             effect = edge
         if isinstance(effect, Effect):
-            effect = bound_growth(knob.name, effect, sit.observation)
+            effect = bound_growth(knob.name, effect, sit.observation, target)
         if isinstance(effect, Effect):
             return KnobCandidate(
                 knob=knob,
