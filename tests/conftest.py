@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import pty
 import subprocess
@@ -77,6 +78,15 @@ class TuneRun:
     """On a terminal (a pseudo-terminal) or not, as the fixture ran it."""
 
 
+def _on_tiny_model(vllm_python: Path, tiny_model: Path, sized: Sequence[str]) -> list[str]:
+    """The --set arguments that serve a real-engine study's tiny model with vLLM's CPU build,
+    and the ``sized`` overrides the host's speed set."""
+    command = f"[{vllm_python}, -m, vllm.entrypoints.openai.api_server]"
+    sets = [f"model={tiny_model / 'config.json'}", f"engine.model={tiny_model}",
+            f"backend.command={command}", *sized]  # fmt: skip
+    return [arg for override in sets for arg in ("--set", override)]
+
+
 def real_tune(
     study: Path, runs: Path, vllm_python: Path, tiny_model: Path, sized: Sequence[str] = (),
     *, timeout_s: float = 2400,
@@ -84,17 +94,30 @@ def real_tune(
     """`kneepoint tune` of ``study`` on vLLM's CPU build serving the tiny model, with the
     ``sized`` overrides the host's speed set: the one run folder it left in ``runs``, and what
     it printed (exit 0 asserted)."""
-    command = f"[{vllm_python}, -m, vllm.entrypoints.openai.api_server]"
-    sets = [arg for override in sized for arg in ("--set", override)]
     done = subprocess.run(
         [KNEEPOINT, "tune", str(study), "--runs-dir", str(runs),
-         "--set", f"model={tiny_model / 'config.json'}", "--set", f"engine.model={tiny_model}",
-         "--set", f"backend.command={command}", *sets],
+         *_on_tiny_model(vllm_python, tiny_model, sized)],
         capture_output=True, text=True, timeout=timeout_s, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-4000:]
     (folder,) = runs.iterdir()
     return TuneRun(folder, done.stdout, done.stderr)
+
+
+def real_capacity_rps(
+    study: Path, out: Path, vllm_python: Path, tiny_model: Path, sized: Sequence[str] = ()
+) -> float:
+    """The SLO capacity `kneepoint sweep` measures for ``study``'s starting configuration on
+    vLLM's CPU build serving the tiny model (its knee search, as tune's baseline runs it)."""
+    done = subprocess.run(
+        [KNEEPOINT, "sweep", str(study), "--out", str(out),
+         *_on_tiny_model(vllm_python, tiny_model, [*sized, "objective={kind: slo_capacity}"])],
+        capture_output=True, text=True, timeout=1200, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-4000:]
+    capacity = json.loads(out.read_text()).get("capacity_rps")
+    assert capacity, done.stderr[-4000:]
+    return float(capacity)
 
 
 def _only_run(runs: Path) -> Path:

@@ -117,9 +117,3 @@ def prompt_ttft_limit_ms(speed: HostSpeed, longest_prompt_tokens: int) -> int:
     met its SLO at 2.2x the rate its knee search had failed at (2026-11-27)."""
     alone_ms = 1000.0 * longest_prompt_tokens / speed.prefill_tokens_per_s
     return max(2000, math.ceil(3 * alone_ms / 500) * 500)
-
-
-def goodput_rate_rps(speed: HostSpeed, mean_prompt_tokens: float, factor: float) -> float:
-    """An offered rate ``factor`` times what the host's prefill alone serves of prompts this
-    long, uncached (the multi-turn study's rate: past its capacity without prefix caching)."""
-    return float(f"{factor * speed.prefill_tokens_per_s / mean_prompt_tokens:.3g}")
