@@ -110,6 +110,7 @@ def kv_study_sizing(speed: HostSpeed) -> list[str]:
         f"engine.kv_cache_memory_bytes={speed.starved_pool_bytes()}",
         f"tuning.start_rps={0.4 * speed.capacity_rps():.3g}",
         f"slo.default.ttft_p99_ms={ttft_ms}",
+        "tuning.validate_repeats=2",  # each repeat is two server starts, ~50 s each on AVX2
     ]
 
 
