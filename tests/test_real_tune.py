@@ -1,12 +1,12 @@
 """The whole loop on a real engine: `kneepoint tune` of a KV-starved tiny Llama on vLLM's CPU
 build (tests/fixtures/studies/cpu-tiny-kv.yaml), on the 2-core machine that also runs the load
 generator, its pool, rates and SLO sized from the host's measured speed
-(tests/real_vllm/host_speed.py: a pool of an eighth of the sequences the host's closed-loop
+(tests/real_vllm/host_speed.py: a pool of a quarter of the sequences the host's closed-loop
 knee runs). It must name the cache as what binds, promote a larger KV budget that measures at
 least 1.3x the start (vLLM bench on an AVX-512 host: 16 MiB -> 1 GiB gave 1.6-1.7x the output
-ceiling; on an AVX2-only host a 64 MiB pool served 1.46x a 16 MiB one at 48 sequences), write
-its report, exit 0 and leave no vLLM process behind. The real_vllm tier (installs vLLM's CPU
-build)."""
+ceiling; on an AVX2-only host a 4-request pool's capacity was 3.5 req/s where a 36 MiB one
+screened at 11), write its report, exit 0 and leave no vLLM process behind. The real_vllm
+tier (installs vLLM's CPU build)."""
 
 from __future__ import annotations
 
