@@ -6,6 +6,8 @@ through the `vllm` backend. Slow (each start compiles for about a minute): desel
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -98,9 +100,31 @@ def test_client_and_server_latency_agree_under_load(endpoint: Endpoint) -> None:
         assert count == 40, metric
         assert -2.0 <= gap <= REAL_FRONTEND_ALLOWANCE_MS + 0.1 * server, (metric, gap, server)
     signals = measured.point.signals
+    # The server, its API front and this client alone: the host is not what was measured.
+    assert not measured.point.host_busy, signals.host_cpu_pressure
     assert signals.block_size and signals.num_gpu_blocks
     assert signals.num_gpu_blocks * signals.block_size == 32_768
     assert signals.generation_tokens_per_s and signals.tokens_per_step_mean
+
+
+def test_a_cpu_hog_beside_the_server_reads_as_a_busy_host(endpoint: Endpoint) -> None:
+    """Two CPU-bound processes in a session of their own (as another login's would be) stall
+    the CPU build's threads: the point says the host was busy instead of a capacity."""
+    hogs = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
+        for _ in range(2)
+    ]
+    try:
+        plan = [PlannedRequest(i, i * 0.5, "c", tuple(range(10, 74)), 8, None) for i in range(16)]
+        options = LoadOptions(endpoint.served_model, request_timeout_s=30.0)
+        measured = measure(endpoint.url, plan, 2.0, options, None)
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    point = measured.point
+    assert point.host_busy and not point.valid, point.signals.host_cpu_pressure
+    assert (point.invalid_reason() or "").startswith("the host is busy: CPU pressure ")
 
 
 def test_the_quality_check_reads_greedy_tokens_from_the_real_server(endpoint: Endpoint) -> None:

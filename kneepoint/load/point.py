@@ -101,6 +101,7 @@ def load_point(
         concurrency_ratio=ratio,
         inconsistent=off_by(ratio, trust) and result.meets_slo,
         server_behind=late_step is not None and late_step > LATE_STEP_SHARE,
+        host_busy=trust.host_busy(signals),
     )
 
 

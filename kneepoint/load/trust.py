@@ -1,6 +1,6 @@
 """Whether a load point can tell what it measured, or only that it could not.
 
-Two things make a point unable to tell, and each is judged where the evidence is sound on a
+Three things make a point unable to tell, and each is judged where the evidence is sound on a
 busy host (a 2-core machine where the load generator, vLLM's API server and its engine share
 the cores, as they share a GPU host's CPUs):
 
@@ -21,6 +21,9 @@ the cores, as they share a GPU host's CPUs):
   same requests. Else from the running and waiting gauges, and only where enough of the
   scrapes due landed: a busy API server answers scrapes between bursts, so the few that land
   read it idler than it was. Judged on points that met their SLO, where the queue is steady.
+- **Something else held the host's CPUs.** Linux's pressure stall information says what share
+  of the point some runnable task waited for a CPU; past ``max_host_cpu_pressure`` the point
+  measured the host, whatever it met or missed.
 """
 
 from __future__ import annotations
@@ -50,11 +53,23 @@ class Trust:
     late_send_share: float = _DEFAULTS.late_send_share
     littles_law_tolerance: float = _DEFAULTS.littles_law_tolerance
     min_scrape_share: float = _DEFAULTS.min_scrape_share
+    max_host_cpu_pressure: float = _DEFAULTS.max_host_cpu_pressure
 
     @classmethod
     def of(cls, slo: Slo | None, spec: MeasurementSpec = _DEFAULTS) -> Trust:
         late = spec.late_send_ms if spec.late_send_ms is not None else default_late_ms(slo)
-        return cls(late, spec.late_send_share, spec.littles_law_tolerance, spec.min_scrape_share)
+        return cls(
+            late,
+            spec.late_send_share,
+            spec.littles_law_tolerance,
+            spec.min_scrape_share,
+            spec.max_host_cpu_pressure,
+        )
+
+    def host_busy(self, signals: Signals) -> bool:
+        """Whether the host's own CPU pressure over the point says it measured the host."""
+        pressure = signals.host_cpu_pressure
+        return pressure is not None and pressure > self.max_host_cpu_pressure
 
 
 def default_late_ms(slo: Slo | None) -> float:

@@ -20,7 +20,7 @@ from kneepoint.probes.clock import Clock
 from kneepoint.probes.loadgen import LoadOptions, run_load
 from kneepoint.probes.nvml import NvmlSampler
 from kneepoint.probes.prom import Scrape
-from kneepoint.probes.samplers import HttpSampler, ProcessCpu
+from kneepoint.probes.samplers import HostPressure, HttpSampler, ProcessCpu
 from kneepoint.probes.server_failure import Failure, ServerFailedError
 from kneepoint.probes.signals import summarize_signals
 from kneepoint.records.loadpoint import LoadPoint
@@ -86,7 +86,7 @@ async def measure_async(
     nvml = (
         NvmlSampler(clock, instruments.nvml_index) if instruments.nvml_index is not None else None
     )
-    cpu = ProcessCpu(instruments.engine_pid)
+    cpu, host = ProcessCpu(instruments.engine_pid), HostPressure()
     stop, ready = asyncio.Event(), asyncio.Event()
     sampling = asyncio.create_task(sampler.run(stop, ready))
     if nvml is not None:
@@ -116,6 +116,7 @@ async def measure_async(
         start,
         end,
         engine_cpu_pct=cpu.percent(),
+        host_cpu_pressure=host.share(),
         scrape_share=sampler.share_landed(start, end),
     )
     point = load_point(

@@ -164,6 +164,7 @@ def summarize_signals(
     end_s: float,
     *,
     engine_cpu_pct: float | None = None,
+    host_cpu_pressure: float | None = None,
     scrape_share: float | None = None,
 ) -> Signals:
     """``scrape_share``: the sampler's share of the scrapes due in the window that landed."""
@@ -189,6 +190,7 @@ def summarize_signals(
         num_gpu_blocks=_int_label(config, "num_gpu_blocks"),
         block_size=_int_label(config, "block_size"),
         engine_cpu_pct=engine_cpu_pct,
+        host_cpu_pressure=host_cpu_pressure,
         sim_clock_late_share=_late_share(pair),
         server_e2e_sum_s=e2e_sum,
         server_requests=e2e_count,

@@ -38,6 +38,9 @@ class Signals(Record):
     power_w: float | None = Field(default=None, ge=0.0)
     engine_cpu_pct: float | None = Field(default=None, ge=0.0)
     """CPU of the engine's processes (100 = one core busy)."""
+    host_cpu_pressure: float | None = Field(default=None, ge=0.0, le=1.0)
+    """Share of the point's wall time in which some runnable task of the host waited for a
+    CPU (Linux PSI, ``/proc/pressure/cpu`` "some"); None where the kernel does not say."""
     sim_clock_late_share: float | None = Field(default=None, ge=0.0, le=1.0)
     """``kneepoint sim serve`` only: share of the window's steps whose tokens left more than
     5 ms behind the simulator's own clock (the host, not the simulated engine, set them)."""
@@ -116,13 +119,20 @@ class LoadPoint(Record):
     """The simulator fell behind its own clock (more than 1% of its steps over 5 ms late,
     i.e. clock lag p99 over 5 ms): its latencies are the host's, not the simulated engine's,
     so it is not counted."""
+    host_busy: bool = False
+    """Something else held the host's CPUs over the point (``Signals.host_cpu_pressure``
+    past the study's ``measurement.max_host_cpu_pressure``): it measured the host, so it is
+    not counted."""
 
     @property
     def valid(self) -> bool:
-        return not (self.client_bound or self.inconsistent or self.server_behind)
+        return not (self.client_bound or self.inconsistent or self.server_behind or self.host_busy)
 
     def invalid_reason(self) -> str | None:
         """Why the point is not counted, in a few words (None when it is)."""
+        if self.host_busy:
+            pressure = self.signals.host_cpu_pressure or 0.0
+            return f"the host is busy: CPU pressure {pressure:.0%} over the point; not counted"
         if self.client_bound:
             late = self.late_send_share
             share = f"{late:.0%} of sends late, " if late is not None else ""

@@ -35,6 +35,14 @@ class MeasurementSpec(InputRecord):
     """Where the server exports no e2e histogram, Little's law is judged from its gauges only
     if at least this share of the scrapes due in the window landed: on a busy 2-core host
     19-27 of 82-93 landed, and those few read a server idler than it was (issue "Step 12")."""
+    max_host_cpu_pressure: float = Field(default=0.3, ge=0.0, le=1.0)
+    """A point over which some runnable task of the host waited for a CPU more than this
+    share of the time (Linux PSI, ``/proc/pressure/cpu`` "some") measured a busy host, not
+    the server: it is unknown and taken again. On a 2-core AMD EPYC host vLLM's CPU build,
+    its API server and kneepoint's load generator together read 6-13% over 5 s windows at
+    2-12 req/s of a real tune (2026-11-27); another process beside them stalls the build's
+    OpenMP threads (0.77 steps/s, TTFT p99 106 s at 4 req/s, issue "Step 17"). 1 turns the
+    check off."""
     retakes: int = Field(default=1, ge=0, le=3)
     """Times a point that cannot tell (or contradicts its configuration's curve) is measured
     again at the same rate before it is left unknown: as long (past the ceiling a longer
