@@ -20,7 +20,7 @@ import yaml
 from kneepoint.records.workload import Workload, max_length_tokens, mean_length_tokens
 from tests.conftest import REPO, TuneRun, real_capacity_rps
 from tests.conftest import real_tune as run_tune
-from tests.real_vllm.host_speed import HostSpeed, prompt_ttft_limit_ms
+from tests.real_vllm.host_speed import REAL_TUNE_CI, HostSpeed, prompt_ttft_limit_ms
 
 pytestmark = pytest.mark.real_vllm
 STUDY = REPO / "tests" / "fixtures" / "studies" / "cpu-tiny-multiturn.yaml"
@@ -54,6 +54,7 @@ def multiturn_tune(
         f"slo.default.ttft_p99_ms={prompt_ttft_limit_ms(host_speed, longest)}",
         "measurement.knee_tolerance=0.1",  # a knee within 10%: fewer points on a slow host
         f"tuning.start_rps={host_speed.prefill_tokens_per_s / mean / 2:.3g}",
+        *REAL_TUNE_CI,
     ]
     out = tmp_path_factory.mktemp("real-multiturn-sweep") / "sweep.json"
     capacity = real_capacity_rps(STUDY, out, vllm_python, tiny_model, sized)

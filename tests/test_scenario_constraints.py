@@ -12,7 +12,7 @@ import pytest
 
 from kneepoint.cli.main import main
 from kneepoint.config import knob_catalogue, load_study
-from kneepoint.records.ledger import Baseline
+from kneepoint.records.ledger import Baseline, Finished
 from kneepoint.run.ledger import Ledger
 from kneepoint.run.progress import LogProgress
 from kneepoint.tune.diagnose import measure_and_diagnose
@@ -34,6 +34,9 @@ EXPECTED = {
     # fp8 weights +22% on the real H100's knee, its pool 66% full there (its file says so)
     "gemma12b-h100-random": "compute",
 }
+OUT_OF_REACH = {"qwen14b-ada-mix"}
+"""Goodput at 32 req/s measures 0.00 from its start, 49x its SLO capacity (0.65 req/s): the
+tune says so after its baseline and makes no trial (issue "Step 16"), exit 1."""
 SHORT = ["budget.max_trials=1", "tuning.screen_seconds=8", "tuning.validate_seconds=8",
          "tuning.validate_repeats=2", "tuning.burst.enabled=false"]  # fmt: skip
 
@@ -57,8 +60,12 @@ def test_tune_from_the_study_s_own_start_names_its_constraint(name: str, tmp_pat
     overrides = [item for s in SHORT for item in ("--set", s)]
     code = main(["tune", str(SCENARIOS / f"{name}.yaml"), "--runs-dir", str(tmp_path),
                  *overrides])  # fmt: skip
-    assert code == 0
+    assert code == (1 if name in OUT_OF_REACH else 0)
     (folder,) = tmp_path.iterdir()
-    baseline = next(e for e in Ledger(folder / "ledger.jsonl").read() if isinstance(e, Baseline))
+    events = Ledger(folder / "ledger.jsonl").read()
+    baseline = next(e for e in events if isinstance(e, Baseline))
     assert baseline.diagnosis.binding == EXPECTED[name], baseline.diagnosis.headline()
     assert (folder / "report.md").is_file()
+    if name in OUT_OF_REACH:
+        finished = next(e for e in events if isinstance(e, Finished))
+        assert finished.detail.startswith("the objective's rate, 32 req/s, is 49.3x")
