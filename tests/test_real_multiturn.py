@@ -24,11 +24,13 @@ from tests.real_vllm.host_speed import REAL_TUNE_CI, HostSpeed, prompt_ttft_limi
 
 pytestmark = pytest.mark.real_vllm
 STUDY = REPO / "tests" / "fixtures" / "studies" / "cpu-tiny-multiturn.yaml"
-RATE_OVER_CAPACITY = 1.8
+RATE_OVER_CAPACITY = 2.2
 """The tune's one rate over the SLO capacity `kneepoint sweep` measured without caching: past
-it, and within the ~2.5x caching serves (on an AVX-512 host 120 req/s against 77.8 without
-caching and 192 with it; a rate from the host's prefill speed alone came out under the
-capacity on an AVX2 host once the TTFT limit was sized to its prompts)."""
+it, and within what caching serves (on an AVX-512 host 120 req/s against 77.8 without
+caching and 192 with it). At 1.8x on an AVX2 host (9.03 req/s over 5.02) the uncached server
+met the SLO in one of five points (goodput 0 in the others, a short point's queue of
+conversations either breaks the TTFT limit or not), caching met it in all seven, and the
+judge kept the incumbent ("+300% [-18%, +618%] could be noise"); at 2x it measured 0."""
 
 
 def _prompt_tokens() -> tuple[float, int]:
