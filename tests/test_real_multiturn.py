@@ -62,7 +62,10 @@ def multiturn_tune(
     capacity = real_capacity_rps(STUDY, out, vllm_python, tiny_model, sized)
     rate = float(f"{RATE_OVER_CAPACITY * capacity:.3g}")
     runs = tmp_path_factory.mktemp("real-multiturn")
-    sized += [f"objective.rate_rps={rate}", f"tuning.start_rps={capacity / 2:.3g}"]
+    # Validation points of 20 s (~220 requests at ~11 req/s, not the study's 10 s): a longer
+    # point's queue leaves an overloaded server no lucky pass.
+    sized += [f"objective.rate_rps={rate}", f"tuning.start_rps={capacity / 2:.3g}",
+              "tuning.validate_seconds=20"]  # fmt: skip
     return run_tune(STUDY, runs, vllm_python, tiny_model, sized, timeout_s=1800)
 
 
