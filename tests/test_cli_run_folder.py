@@ -183,6 +183,11 @@ def test_a_finished_run_resumed_says_it_had_finished(finished: Path, tmp_path: P
     assert '"phase": "resume"' in events
 
 
+def _run_folders(runs: Path) -> list[Path]:
+    """The run folders in ``runs`` under their final names."""
+    return [p for p in runs.glob("*") if not p.name.startswith(".")] if runs.exists() else []
+
+
 def _wait_for(found: Callable[[], bool], proc: subprocess.Popen[str]) -> None:
     """Until ``found()`` (an event the run logged), or the run ends."""
     while not found():
@@ -198,8 +203,9 @@ def test_an_interruption_and_its_resume_are_events(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     proc = subprocess.Popen([KNEEPOINT, "tune", str(QUICKSTART), "--runs-dir", str(runs)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
-    _wait_for(lambda: runs.exists() and any(runs.iterdir()), proc)
-    (folder,) = runs.iterdir()
+    # A run folder is built as ``.<name>.partial`` and renamed: wait for its own name.
+    _wait_for(lambda: bool(_run_folders(runs)), proc)
+    (folder,) = _run_folders(runs)
     events = folder / "events.jsonl"
     _wait_for(lambda: events.exists() and '"event": "run.point"' in events.read_text(), proc)
     proc.send_signal(signal.SIGINT)
