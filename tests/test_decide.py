@@ -63,8 +63,9 @@ def test_a_deadline_that_passed_stops_the_run() -> None:
 
 
 def test_it_stops_when_no_candidate_left_is_worth_a_trial(small_run: TuneRun) -> None:
+    """Under ``tuning.stop: predicted`` (the budget's stop: tests/test_budget_stop.py)."""
     events = Ledger(small_run.folder / "ledger.jsonl").read()
-    study = load_study(small_run.folder / "study.yaml")
+    study = load_study(small_run.folder / "study.yaml", ["tuning.stop=predicted"])
     state = RunState.replay(events[:2])  # started, baseline measured
     assert state.pruning is not None and isinstance(next_action(state, study, NOW), Propose)
     state.pruning = Pruning(candidates=(candidate("async_scheduling", "to", 1.01, True),))

@@ -26,6 +26,7 @@ StopReason = Literal[
     "deadline",
     "nothing_to_try",
     "nothing_worth_trying",
+    "diminishing_returns",
     "exhausted",
     "baseline_failed",
 ]

@@ -111,6 +111,18 @@ class Outcome(Record):
         return self.status not in ("ok", "infeasible")
 
 
+class TrialPrice(Record):
+    """What a trial costs and how far a prediction can be trusted, when a space was built
+    (``kneepoint.policies.search.worth`` prices moves with it)."""
+
+    floor_rel: float = Field(ge=0.0)
+    """The least gain that counts: the incumbent's noise or the least effect worth promoting."""
+    spread_log: float = Field(gt=0.0)
+    """The spread of prediction errors, in log ratio."""
+    cost_share: float = Field(ge=0.0, le=1.0)
+    """One trial's share of the budget left (0: no budget set)."""
+
+
 class SearchSpace(Record):
     """What a proposer searches: the candidates around an incumbent configuration."""
 
@@ -124,6 +136,10 @@ class SearchSpace(Record):
     """Per knob, what its latest single-knob move in the run measured over what was predicted
     (``kneepoint.policies.search.learning``), moves against earlier incumbents included: a move
     measured as a loss is not tried again at its old price after a promotion."""
+
+    price: TrialPrice | None = None
+    """What a trial costs, under ``tuning.stop: budget``: a move is tried while its expected
+    gain pays for it. None: a move is tried while it is predicted beyond the least gain."""
 
     def knob_names(self) -> tuple[str, ...]:
         return tuple(c.knob.name for c in self.candidates)

@@ -95,6 +95,17 @@ class TuningSpec(InputRecord):
     min_effect_rel: float = Field(default=0.03, ge=0.0, lt=1.0)
     """Smallest relative gain worth promoting, whatever the noise."""
     confidence: float = Field(default=0.95, gt=0.5, lt=1.0)
+    stop: Literal["budget", "predicted"] = "budget"
+    """budget: the search goes on while a move's expected gain pays for its share of the
+    budget left (``kneepoint.policies.search.worth``), Optuna over the pruned knobs once the
+    walk is done, and stops on the budget or after ``patience`` trials in a row without a
+    promotion. predicted: it stops as soon as no move left is predicted beyond the noise."""
+    patience: int = Field(default=8, ge=1, le=100)
+    """Trials in a row without a promotion after which the search stops on diminishing
+    returns (``stop: budget``). 8: on the quickstart the walk's seven flat trials after its
+    first promotion were followed by Optuna's first, which found 512 sequences with
+    1,024-token chunks and fp8 KV at 53.70 req/s (+20%; at 4 the run stopped at 44.75,
+    15.9% below its grid's optimum: benchmarks/regret.py, 2026-11-27)."""
     proposer: Literal["auto", "coordinate", "optuna"] = "auto"
     """auto: coordinate descent over the pruned knobs, then Optuna when it runs out."""
     sampler: Literal["tpe", "gp"] = "tpe"

@@ -127,6 +127,12 @@ class RunState:
     promotions: list[Promoted] = field(default_factory=list)
     trials: dict[int, TrialState] = field(default_factory=dict)
     device_s: float = 0.0
+    trial_device_s: float = 0.0
+    """Device seconds the trials' own steps spent (screens, quality checks, validations)."""
+    space_started: tuple[float, int, float] = (0.0, 0, 0.0)
+    """(device_s, trials_run, trial_device_s) when the current incumbent's space began (its
+    baseline or promotion): what a proposer built for that space is priced from, live or
+    resumed alike."""
     finished: Finished | None = None
     burst: BurstChecked | None = None
     objective: Objective = field(default_factory=SloCapacity)
@@ -160,7 +166,12 @@ class RunState:
             self.finished = event
         elif isinstance(event, BurstChecked):
             self.burst = event
-        self.device_s += getattr(event, "device_s", 0.0)
+        spent = getattr(event, "device_s", 0.0)
+        self.device_s += spent
+        if isinstance(event, Screened | QualityChecked | Validated):
+            self.trial_device_s += spent
+        if isinstance(event, Baseline | Promoted):
+            self.space_started = (self.device_s, self.trials_run, self.trial_device_s)
 
     def _check_follows(self, event: Event) -> None:
         problem = self._why_not(event)

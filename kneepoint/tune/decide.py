@@ -9,8 +9,8 @@ The order, one place for both: the run starts and measures its baseline; a round
 one configuration per free GPU (one for ``tune``) and screens them all against the incumbent;
 when its screens are in, its finalists take their steps (quality check, validation, promotion)
 one at a time, best screened first, and a promotion closes the rest of its round; when no trial
-is open, a budget, the lack of a knee or of anything worth trying stops the search, and the
-winner's burst check follows the stop.
+is open, a budget, the lack of a knee or of anything to try, or trials that stopped paying
+(``kneepoint.tune.budget``) stop the search, and the winner's burst check follows the stop.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from kneepoint.records.objective import GoodputAtRate
 from kneepoint.records.study import StudySpec
 from kneepoint.records.sweep import nothing_met
 from kneepoint.run.state import RunState, TrialState
+from kneepoint.tune.budget import diminishing_returns, floor_rel
 
 
 @dataclass(frozen=True)
@@ -218,8 +219,10 @@ def budget_stop(state: RunState, study: StudySpec, now: datetime) -> Finished | 
 
 
 def nothing_left(state: RunState, study: StudySpec) -> Finished | None:
-    """A stop when no candidate is left, or none is worth a trial: each re-priced by what its
-    knob's last move against this incumbent measured, none beats the incumbent's noise."""
+    """A stop when no candidate is left; then, under ``tuning.stop: budget``, when the last
+    trials stopped paying (``kneepoint.tune.budget``), or under ``predicted`` when none is
+    worth a trial: each re-priced by what its knob's last move measured, none beats the
+    incumbent's noise."""
     assert state.pruning is not None and state.diagnosis is not None
     assert state.incumbent_repeats is not None
     if not state.pruning.candidates:
@@ -228,9 +231,9 @@ def nothing_left(state: RunState, study: StudySpec) -> Finished | None:
             "is ruled out, so nothing kneepoint can change would help"
         )
         return Finished(reason="nothing_to_try", detail=detail)
-    floor = max(
-        study.tuning.min_effect_rel, rules(study.objective).noise_rel(state.incumbent_repeats)
-    )
+    if study.tuning.stop == "budget":
+        return diminishing_returns(state, study)
+    floor = floor_rel(state, study)
     factors = learned_factors(state.measured_moves())
     why = nothing_worth_trying(best_left(state.pruning.candidates, factors), floor)
     return None if why is None else Finished(reason="nothing_worth_trying", detail=why)

@@ -20,6 +20,7 @@ from kneepoint.records.proposal import SearchSpace
 from kneepoint.records.study import StudySpec
 from kneepoint.run.optuna_storage import open_storage
 from kneepoint.run.state import RunState
+from kneepoint.tune.budget import trial_price
 
 Factory = Callable[[StudySpec, SearchSpace, str | None, str], Proposer]
 """(study, space, Optuna storage URL, Optuna study name) -> a proposer. The storage is opened
@@ -56,6 +57,7 @@ def run_proposer(study: StudySpec, state: RunState, url: str | None) -> Proposer
         context_of(observation),
         state.incumbent_objective,
         learned=learned_factors(state.measured_moves()),
+        price=trial_price(state, study),
     )
     name = f"{study.name}-space{len(state.promotions)}"
     return replay(PROPOSERS[study.tuning.proposer](study, space, url, name), state.history())

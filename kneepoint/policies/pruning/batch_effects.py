@@ -10,6 +10,7 @@ from kneepoint.policies.diagnosis.evidence import (
     cap_pinned,
     preemptions_per_request,
 )
+from kneepoint.policies.pruning.ceiling import slo_limits, tightest_limit
 from kneepoint.policies.pruning.knob_effects import NOTHING_GAINED, Effect, Rule, Situation, damped
 
 
@@ -64,7 +65,7 @@ def token_budget(sit: Situation) -> Effect | str:
         return Effect("down", 1.1, reason + ": ITL tails shrink")
     tokens = sit.observation.saturated.signals.tokens_per_step_mean or 0.0
     if tokens < 0.9 * current:
-        return f"steps carry {tokens:.0f} of {current} budget tokens: the budget is not full"
+        return _chunk_tail(sit, current, tokens)
     reason = f"steps run full at {current} tokens: a larger budget amortises per-step overhead"
     response = sit.observation.response
     if response is None:
@@ -76,6 +77,48 @@ def token_budget(sit: Situation) -> Effect | str:
         return f"doubling it is predicted at {ratio:.2f}x: {priced}"
     # Damped: bigger chunks also lengthen the steps decodes wait on (ITL), a share of the gain.
     return Effect("up", damped(ratio), f"{reason}: {priced}")
+
+
+TAIL_AT_LIMIT = 0.95
+"""A per-token tail this close to its limit at the first failing rate binds as surely as one
+past it: the next rate breaks it. On the quickstart with fp8 weights chat's ITL p95 read
+49.2-49.7 ms of 50 at the failing 46 req/s (TTFT failed first), and 1,024-token chunks then
+measured 46.48 against 44.59 req/s (benchmarks/regret.py's grid, 2026-11-27)."""
+
+
+def _chunk_tail(sit: Situation, current: int, tokens: float) -> Effect | str:
+    """A smaller chunk budget, priced from the tail that failed: where the mean step leaves
+    the budget unfilled, the steps that carry a full prefill chunk are the longest ones, and
+    they set a per-token tail (ITL, TPOT). Halved, they shorten along the server's step
+    response; if the tail the knee failed on then fits its limit, the failing rate can pass.
+    On the quickstart, 2048 -> 512 measured +9% where the mean step had ruled it out (issue
+    "Step 16"): "steps carry 594 of 2048 budget tokens", while chat's ITL p95 failed."""
+    unfilled = f"steps carry {tokens:.0f} of {current} budget tokens: the budget is not full"
+    observation = sit.observation
+    failing, below = observation.saturated, observation.below
+    tight = tightest_limit(failing, slo_limits(observation))
+    if tight is None or tight[1] < TAIL_AT_LIMIT * tight[2] or below is None:
+        return f"{unfilled}, and no per-token tail reached its limit at the knee"
+    if current / 2 < 1.5 * tokens:
+        return f"{unfilled}, but half of it would cut into the mean step"
+    response = observation.response
+    elasticity = response.elasticity if response is not None else 1.0
+    label, seen_ms, limit_ms = tight
+    shortened_ms = seen_ms * 0.5**elasticity
+    if shortened_ms > limit_ms:
+        return (
+            f"{unfilled}; {label} {seen_ms:.1f} ms at {failing.rate_rps:.4g} req/s would "
+            f"still break its {limit_ms:g} ms limit with half-sized chunks ({shortened_ms:.1f} ms)"
+        )
+    ratio = damped(failing.rate_rps / below.rate_rps)
+    reason = (
+        f"{unfilled}, but the steps carrying a full {current}-token prefill chunk set "
+        f"{label}, {seen_ms:.1f} ms at {failing.rate_rps:.4g} req/s against its {limit_ms:g} "
+        f"ms limit ({seen_ms / limit_ms:.0%} of it): half-sized chunks would bring it to "
+        f"~{shortened_ms:.1f} ms (step time grows as tokens^{elasticity:.2f}), letting "
+        f"{failing.rate_rps:.4g} req/s pass"
+    )
+    return Effect("down", ratio, reason)
 
 
 def prefill_cap(sit: Situation) -> Effect | str:

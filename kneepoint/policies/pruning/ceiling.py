@@ -52,7 +52,7 @@ def latency_ceiling(observation: Observation) -> Ceiling | None:
     if response is None or response.elasticity <= 0.0:
         return None
     point = observation.below or observation.saturated
-    tightest = _tightest(point, slo_limits(observation))
+    tightest = tightest_limit(point, slo_limits(observation))
     if tightest is None:
         return None
     label, seen_ms, limit_ms = tightest
@@ -105,7 +105,7 @@ def slo_limits(observation: Observation) -> dict[str, dict[tuple[str, int], floa
     return found
 
 
-def _tightest(
+def tightest_limit(
     point: LoadPoint, limits: dict[str, dict[tuple[str, int], float]]
 ) -> tuple[str, float, float] | None:
     """The (label, seen ms, limit ms) whose seen value is closest to its limit."""

@@ -11,7 +11,9 @@ choices set ``to`` a target are one try; choices walked ``up``/``down`` step one
 time while they gain. Later knobs step from the moved centre. A step's prediction is re-priced
 by what the knob's last measured step gave over what it was predicted to give, and a step then
 predicted within ``min_gain`` is passed over untried, as if it gave nothing (it would not beat
-the noise: a flat first doubling is not followed by two halvings).
+the noise: a flat first doubling is not followed by two halvings); where the space carries a
+trial's price (``tuning.stop: budget``), a step is passed over when its expected gain does not
+pay for its share of the budget left (``kneepoint.policies.search.worth``) instead.
 
 The state is a pure function of the space and the history told: ``tell`` stores the outcome
 by configuration fingerprint and the walk then consumes every step whose configuration is
@@ -39,6 +41,7 @@ from kneepoint.policies.search.space import (
     show,
     to_coord,
 )
+from kneepoint.policies.search.worth import pays
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.knobs import BoolDomain, ChoiceDomain
 from kneepoint.records.proposal import KnobCandidate, Outcome, Prediction, Proposal, SearchSpace
@@ -175,6 +178,12 @@ class CoordinateDescent:
         """The step's ratio re-priced by what the knob's last measured move gave."""
         return self._raw(step, walk) * self._factors.get(step.candidate.knob.name, 1.0)
 
+    def _worth_a_trial(self, ratio: float) -> bool:
+        """Its expected gain pays for its share of the budget left (``space.price``), or
+        without a price, it is predicted beyond ``min_gain``."""
+        price = self.space.price
+        return ratio > 1.0 + self.min_gain if price is None else pays(price, ratio)
+
     def _start(self, index: int) -> _Walk | None:
         if index >= len(self.space.candidates):
             return None
@@ -195,7 +204,7 @@ class CoordinateDescent:
                 self._apply(step, self._result(outcome), outcome)
             elif key == self._incumbent_key:
                 self._apply(step, "flat", None)
-            elif self._priced(step, self._walk_now()) <= 1.0 + self.min_gain:
+            elif not self._worth_a_trial(self._priced(step, self._walk_now())):
                 self._apply(step, "flat", None)  # not worth a trial: as if it gave nothing
             else:
                 self._pending = step

@@ -1,6 +1,6 @@
 """The proposers' search space: the pruned candidates around the incumbent, with the
 incumbent's effective value of each knob (engine defaults filled in, as the physics resolves
-them), and the factors learned from earlier moves."""
+them), the factors learned from earlier moves, and what a trial costs out of the budget left."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pydantic import JsonValue
 
 from kneepoint.physics.defaults import resolve_engine
 from kneepoint.policies.diagnosis.context import ConfigContext
-from kneepoint.records.proposal import Pruning, SearchSpace
+from kneepoint.records.proposal import Pruning, SearchSpace, TrialPrice
 
 
 def search_space(
@@ -18,6 +18,7 @@ def search_space(
     context: ConfigContext,
     incumbent_objective: float | None,
     learned: Mapping[str, float] | None = None,
+    price: TrialPrice | None = None,
 ) -> SearchSpace:
     """The proposers' space: the candidates around the incumbent, with the incumbent's
     effective value of each (engine defaults filled in)."""
@@ -45,4 +46,5 @@ def search_space(
         current_values=current,
         candidates=pruning.candidates,
         learned_factors=dict(learned or {}),
+        price=price,
     )

@@ -1,0 +1,89 @@
+"""Whether a move is worth a trial out of the budget left: its prediction is a prior with a
+spread, not a promise.
+
+A move predicted at ratio ``r`` is taken to measure ``r * exp(s * Z)``, Z standard normal, ``s``
+the spread of the run's own prediction errors (log measured / predicted), shrunk toward the
+spread of the errors the project has recorded before it has any. The move's expected gain is
+what it gives beyond 1 when it beats the incumbent by the floor (the larger of the noise and
+the least effect worth promoting), nothing otherwise:
+
+    E[(X - 1) 1{X > 1 + floor}] = r exp(s^2 / 2) Phi(d + s) - Phi(d),  d = ln(r / (1 + floor)) / s
+
+It pays while that gain is at least the floor times the trial's share of the budget left:
+spending the rest of the budget on trials like it would then be expected to gain at least one
+least-worthwhile effect. With the budget nearly spent only sure moves pay; with most of a night
+left, a move predicted at 1.01x (a held-out bandwidth-bound case's kv fp8, which measured
++7.3%: issue "Step 16") is still worth its quarter hour.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from kneepoint.records.proposal import TrialPrice
+
+RECORDED_ERRORS: tuple[tuple[str, float, float, str], ...] = (
+    ("enable_prefix_caching", 2.50, 2.47, "vLLM CPU build, cpu-tiny-multiturn (benchmarks/README)"),
+    ("enable_prefix_caching", 1.97, 1.77, "simulator, quickstart multiturn (benchmarks/README)"),
+    ("kv_cache_memory_bytes", 2.50, 2.99, "vLLM CPU build, AMD host, 2.25 MiB pool (Step 17 note)"),
+    ("gpu_memory_utilization", 1.66, 1.36, "real H100, 0.3 -> 0.5 (issue Step 16)"),
+    ("max_num_batched_tokens", 1.04, 1.08, "simulator, quickstart trial 1"),
+    ("max_num_seqs", 1.07, 0.98, "simulator, quickstart trial 2"),
+    ("kv_cache_dtype", 1.05, 1.073, "simulator, held-out 7B on A100 (issue Step 16)"),
+)
+"""Predicted against measured ratios of single-knob moves the project has recorded, after
+the latency ceiling (policies/pruning/ceiling.py) bounded batch-growing moves."""
+
+
+def _rms_log_error(errors: Sequence[float]) -> float:
+    return math.sqrt(sum(e * e for e in errors) / len(errors))
+
+
+PRIOR_SPREAD_LOG = round(_rms_log_error([math.log(m / p) for _, p, m, _ in RECORDED_ERRORS]), 3)
+"""The recorded errors' root mean square, in log ratio (0.118: a prediction is good to about
+12% before the run has measured any of its own)."""
+PRIOR_WEIGHT = 2.0
+"""The prior spread counts as this many of the run's own errors."""
+
+
+def spread_log(own_errors: Sequence[float]) -> float:
+    """The spread of the next prediction's error: the run's own log errors pooled with the
+    recorded spread, weighted as ``PRIOR_WEIGHT`` errors."""
+    squares = PRIOR_WEIGHT * PRIOR_SPREAD_LOG**2 + sum(e * e for e in own_errors)
+    return math.sqrt(squares / (PRIOR_WEIGHT + len(own_errors)))
+
+
+def _phi(x: float) -> float:
+    return 0.5 * math.erfc(-x / math.sqrt(2.0))
+
+
+def chance(price: TrialPrice, ratio: float) -> float:
+    """The chance that a move predicted at ``ratio`` beats the incumbent by the floor."""
+    return _phi(_d(price, ratio))
+
+
+def expected_gain(price: TrialPrice, ratio: float) -> float:
+    """The expected gain over 1 of a move predicted at ``ratio``, counting only a gain beyond
+    the floor (see the module docstring)."""
+    d, s = _d(price, ratio), price.spread_log
+    return ratio * math.exp(s * s / 2.0) * _phi(d + s) - _phi(d)
+
+
+def pays(price: TrialPrice, ratio: float) -> bool:
+    """A move predicted at ``ratio`` is expected to pay for its share of the budget left."""
+    return expected_gain(price, ratio) >= price.floor_rel * price.cost_share
+
+
+def words(price: TrialPrice, ratio: float) -> str:
+    """ "a 41% chance of beating the 3.0% floor, 2.1% expected; a trial is 4% of the budget
+    left"."""
+    return (
+        f"a {chance(price, ratio):.0%} chance of beating the {price.floor_rel:.1%} floor, "
+        f"{expected_gain(price, ratio):.1%} expected; a trial is {price.cost_share:.0%} of "
+        "the budget left"
+    )
+
+
+def _d(price: TrialPrice, ratio: float) -> float:
+    return math.log(ratio / (1.0 + price.floor_rel)) / price.spread_log

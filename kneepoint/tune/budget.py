@@ -1,0 +1,88 @@
+"""What the budget left says about the search: what a trial costs out of it (which prices each
+move's expected gain, ``kneepoint.policies.search.worth``) and when the search has stopped
+paying (trials in a row without a promotion).
+
+Both read the run's state as of its current incumbent's space (its baseline or last
+promotion), so a proposer rebuilt on resume prices moves as the live one did. The deadline is
+wall-clock time and is left out of the price: a resumed run would see another clock.
+"""
+
+from __future__ import annotations
+
+import math
+
+from kneepoint.load.objective import rules
+from kneepoint.policies.search.worth import spread_log
+from kneepoint.records.ledger import Finished
+from kneepoint.records.proposal import TrialPrice
+from kneepoint.records.study import StudySpec
+from kneepoint.run.state import RunState
+
+
+def floor_rel(state: RunState, study: StudySpec) -> float:
+    """The least gain that counts: the incumbent's measured noise or the least effect worth
+    promoting, whichever is larger."""
+    assert state.incumbent_repeats is not None
+    noise = rules(study.objective).noise_rel(state.incumbent_repeats)
+    return max(study.tuning.min_effect_rel, noise)
+
+
+def own_errors(state: RunState) -> list[float]:
+    """The run's prediction errors so far, log(measured / predicted), of single-knob moves
+    (the prediction as made, before re-pricing)."""
+    errors = []
+    for proposal, ratio in state.measured_moves():
+        if len(proposal.changes) == 1 and ratio > 0:
+            predicted = proposal.prediction.capacity_ratio / proposal.prediction.repriced_by
+            errors.append(math.log(ratio / predicted))
+    return errors
+
+
+def cost_share(state: RunState, study: StudySpec) -> float:
+    """One trial's share of the budget left when the current space began: device time (a
+    trial's mean so far, else the baseline's) over device-hours left, or one over the trials
+    left, whichever is larger; 0 with neither budget set."""
+    spent_s, trials, trial_s = state.space_started
+    budget, shares = study.budget, [0.0]
+    if budget.max_trials is not None:
+        shares.append(1.0 / max(1, budget.max_trials - trials))
+    if budget.max_device_hours is not None:
+        baseline_s = state.baseline.device_s if state.baseline is not None else 0.0
+        per_trial = trial_s / trials if trials else baseline_s
+        left_s = budget.max_device_hours * 3600.0 - spent_s
+        shares.append(1.0 if left_s <= per_trial else per_trial / left_s)
+    return min(1.0, max(shares))
+
+
+def trial_price(state: RunState, study: StudySpec) -> TrialPrice | None:
+    """The price of a trial for the current space (None under ``tuning.stop: predicted``,
+    where a move must be predicted beyond the noise)."""
+    if study.tuning.stop != "budget":
+        return None
+    return TrialPrice(
+        floor_rel=floor_rel(state, study),
+        spread_log=spread_log(own_errors(state)),
+        cost_share=cost_share(state, study),
+    )
+
+
+def diminishing_returns(state: RunState, study: StudySpec) -> Finished | None:
+    """A stop when the last ``tuning.patience`` trials, all finished since the last promotion,
+    promoted nothing."""
+    patience = study.tuning.patience
+    since = state.promotions[-1].trial if state.promotions else 0
+    done = [t for n, t in sorted(state.trials.items()) if n > since and t.next_step() is None]
+    if len(done) < patience:
+        return None
+    best = max((t.measured_ratio() or 0.0 for t in done), default=0.0)
+    hours = state.device_s / 3600.0
+    left = study.budget.max_device_hours
+    budget = f" of {left:g}" if left is not None else ""
+    detail = (
+        f"{len(done)} trials in a row since the "
+        f"{'last promotion' if state.promotions else 'baseline'} promoted nothing (the best "
+        f"measured {best:.2f}x the incumbent, inside the {floor_rel(state, study):.1%} floor "
+        f"or not shown beyond the noise; tuning.patience {patience}); "
+        f"{hours:.2f}{budget} device-hours used"
+    )
+    return Finished(reason="diminishing_returns", detail=detail)
