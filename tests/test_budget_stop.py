@@ -72,6 +72,7 @@ def test_a_walk_tries_a_step_inside_the_noise_while_it_pays() -> None:
     night = base.model_copy(update={"price": price(0.02)})
     proposal = CoordinateDescent(night, min_gain=0.03).ask()
     assert proposal is not None and proposal.changes == {"async_scheduling": True}
+    assert proposal.reason.endswith("; tried for what it may gain: " + words(price(0.02), 1.01))
     doomed = base.model_copy(update={"price": price(0.02), "candidates": (
         candidate("async_scheduling", "to", 0.6, True),)})  # fmt: skip
     assert CoordinateDescent(doomed, min_gain=0.03).ask() is None
@@ -121,7 +122,8 @@ def test_trials_in_a_row_that_promote_nothing_stop_the_search(small_run: TuneRun
         "3 trials in a row since the baseline promoted nothing (the best measured 1.00x"
     )
     assert "tuning.patience 3" in action.finished.detail
-    assert len(own_errors(state)) == 3  # each predicted 1.1x, measured ~1x
+    assert len(state.measured_moves()) == 3  # each predicted 1.1x, measured ~1x
+    assert own_errors(state) == [], "the space's proposer was priced before any of them"
 
 
 def test_a_trial_costs_its_share_of_what_is_left(small_run: TuneRun) -> None:

@@ -133,6 +133,9 @@ class RunState:
     """(device_s, trials_run, trial_device_s) when the current incumbent's space began (its
     baseline or promotion): what a proposer built for that space is priced from, live or
     resumed alike."""
+    space_first_trial: int = 1
+    """The first trial proposed against the current incumbent (its round's siblings, judged
+    against the one before, come before it)."""
     finished: Finished | None = None
     burst: BurstChecked | None = None
     objective: Objective = field(default_factory=SloCapacity)
@@ -172,6 +175,7 @@ class RunState:
             self.trial_device_s += spent
         if isinstance(event, Baseline | Promoted):
             self.space_started = (self.device_s, self.trials_run, self.trial_device_s)
+            self.space_first_trial = self.next_trial_number()
 
     def _check_follows(self, event: Event) -> None:
         problem = self._why_not(event)
@@ -283,13 +287,14 @@ class RunState:
                 done.append((trial.proposal, outcome))
         return done
 
-    def measured_moves(self) -> list[tuple[Proposal, float]]:
-        """Every trial's proposal with its measured ratio to the incumbent it was judged
-        against, in order, across promotions (what ``learned_factors`` reads)."""
+    def measured_moves(self, before: int | None = None) -> list[tuple[Proposal, float]]:
+        """Every trial's proposal (numbered below ``before``, if given) with its measured
+        ratio to the incumbent it was judged against, in order, across promotions (what
+        ``learned_factors`` reads)."""
         return [
             (self.trials[n].proposal, r)
             for n in sorted(self.trials)
-            if (r := self.trials[n].measured_ratio()) is not None
+            if (before is None or n < before) and (r := self.trials[n].measured_ratio()) is not None
         ]
 
     @property

@@ -28,10 +28,12 @@ def floor_rel(state: RunState, study: StudySpec) -> float:
 
 
 def own_errors(state: RunState) -> list[float]:
-    """The run's prediction errors so far, log(measured / predicted), of single-knob moves
-    (the prediction as made, before re-pricing)."""
+    """The run's prediction errors, log(measured / predicted), of the single-knob moves
+    proposed before the current space began (the prediction as made, before re-pricing):
+    what a proposer rebuilt within the space (a worker's round, a resume) knows as the live
+    one did."""
     errors = []
-    for proposal, ratio in state.measured_moves():
+    for proposal, ratio in state.measured_moves(before=state.space_first_trial):
         if len(proposal.changes) == 1 and ratio > 0:
             predicted = proposal.prediction.capacity_ratio / proposal.prediction.repriced_by
             errors.append(math.log(ratio / predicted))
@@ -67,11 +69,11 @@ def trial_price(state: RunState, study: StudySpec) -> TrialPrice | None:
 
 
 def diminishing_returns(state: RunState, study: StudySpec) -> Finished | None:
-    """A stop when the last ``tuning.patience`` trials, all finished since the last promotion,
-    promoted nothing."""
-    patience = study.tuning.patience
-    since = state.promotions[-1].trial if state.promotions else 0
-    done = [t for n, t in sorted(state.trials.items()) if n > since and t.next_step() is None]
+    """A stop when ``tuning.patience`` trials proposed against the current incumbent have
+    finished without a promotion (a promoted trial's round siblings were judged against the
+    incumbent before it and do not count)."""
+    patience, first = study.tuning.patience, state.space_first_trial
+    done = [t for n, t in sorted(state.trials.items()) if n >= first and t.next_step() is None]
     if len(done) < patience:
         return None
     best = max((t.measured_ratio() or 0.0 for t in done), default=0.0)

@@ -41,7 +41,7 @@ from kneepoint.policies.search.space import (
     show,
     to_coord,
 )
-from kneepoint.policies.search.worth import pays
+from kneepoint.policies.search.worth import pays, words
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.knobs import BoolDomain, ChoiceDomain
 from kneepoint.records.proposal import KnobCandidate, Outcome, Prediction, Proposal, SearchSpace
@@ -122,6 +122,8 @@ class CoordinateDescent:
         later = f" (step {walk.tries + 1} on this knob: less expected)" if walk.tries else ""
         if name in self._factors:
             later += f" (re-priced by its last measured move: {self._factors[name]:.2f}x)"
+        if self.space.price is not None and ratio <= 1.0 + self.min_gain:
+            later += f"; tried for what it may gain: {words(self.space.price, ratio)}"
         return Proposal(
             config=step.config,
             changes=changes_from_incumbent(step.config, self.space),
