@@ -102,3 +102,52 @@ def test_fp8_kv_against_bandwidth_is_not_capped_as_a_bigger_batch() -> None:
     found = prune(diagnosis, context_of(observation), knob_catalogue())
     kv_fp8 = [c for c in found.candidates if c.knob.name == "kv_cache_dtype"]
     assert kv_fp8 and "capped" not in kv_fp8[0].reason
+
+
+def _chunked(itl_p95_ms: float, elasticity: float = 0.84) -> Observation:
+    """The quickstart's knee (issue "Step 16"): steps carry 574 of a 2,048-token budget on
+    average, and the first failing rate (10 req/s; the knee 9.2) reads chat's ITL p95."""
+    signals = {**CACHE, "tokens_per_step_mean": 574.0, "kv_usage_mean": 0.3}
+    failing = point(signals, itl=(itl_p95_ms / 1.5, itl_p95_ms))
+    knee = point(signals, violations=(), itl=(20.0, 30.0)).model_copy(update={"rate_rps": 9.2})
+    return Observation(
+        saturated=failing, below=knee, response=_response(elasticity), gpu=A100, model=LLAMA_1B,
+        engine=EngineConfig(model=LLAMA_1B.name, max_num_batched_tokens=2048, **POOL),
+        workload=CHAT, slo=Slo.model_validate({"default": {"ttft_p99_ms": 1000, "itl_p95_ms": 50}}),
+    )  # fmt: skip
+
+
+def _budget(found: Pruning) -> str | float:
+    for c in found.candidates:
+        if c.knob.name == "max_num_batched_tokens":
+            assert c.direction == "down"
+            return c.predicted_ratio
+    return next(r.reason for r in found.ruled_out if r.knob == "max_num_batched_tokens")
+
+
+def _prune_compute(observation: Observation) -> Pruning:
+    return prune(Diagnosis(binding="compute", confidence=0.9), context_of(observation),
+                 knob_catalogue())  # fmt: skip
+
+
+def test_the_chunk_budget_is_priced_from_the_tail_its_full_steps_set() -> None:
+    """An unfilled budget on average ruled the knob out ("steps carry 594 of 2048 budget
+    tokens"), while the full-chunk steps set the ITL tail that failed; 2048 -> 512 measured
+    +9% on the quickstart. Halved chunks bring 53.5 ms to 53.5 x 0.5^0.84 = 29.9 ms."""
+    found = _prune_compute(_chunked(53.5))
+    price = _budget(found)
+    assert isinstance(price, float) and price > 1.02
+    move = next(c for c in found.candidates if c.knob.name == "max_num_batched_tokens")
+    assert "the steps carrying a full 2048-token prefill chunk set c itl p95, 53.5 ms" in (
+        move.reason
+    )
+    assert "~29.9 ms" in move.reason
+
+
+def test_a_tail_near_its_limit_binds_and_one_far_from_it_or_past_help_does_not() -> None:
+    near = _budget(_prune_compute(_chunked(48.5)))  # 97%: the fp8 quickstart's knee
+    assert isinstance(near, float)
+    idle = _budget(_prune_compute(_chunked(30.0)))
+    assert isinstance(idle, str) and "no per-token tail reached its limit at the knee" in idle
+    hopeless = _budget(_prune_compute(_chunked(200.0)))
+    assert isinstance(hopeless, str) and "would still break its 50 ms limit" in hopeless
