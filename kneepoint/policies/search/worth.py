@@ -41,7 +41,7 @@ def _rms_log_error(errors: Sequence[float]) -> float:
 
 
 PRIOR_SPREAD_LOG = round(_rms_log_error([math.log(m / p) for _, p, m, _ in RECORDED_ERRORS]), 3)
-"""The recorded errors' root mean square, in log ratio (0.118: a prediction is good to about
+"""The recorded errors' root mean square, in log ratio (0.115: a prediction is good to about
 12% before the run has measured any of its own)."""
 PRIOR_WEIGHT = 2.0
 """The prior spread counts as this many of the run's own errors."""
