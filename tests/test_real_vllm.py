@@ -84,7 +84,13 @@ def test_client_and_server_latency_agree_under_load(endpoint: Endpoint) -> None:
         PlannedRequest(i, i * 0.15, "c", tuple(range(100 + i, 356 + i)), 24, None)
         for i in range(40)
     ]
-    measured = measure(endpoint.url, plan, 1 / 0.15, LoadOptions(endpoint.served_model), None)
+    options = LoadOptions(endpoint.served_model)
+    for _ in range(3):  # a point on a busy host cannot tell: it is taken again, as a tune does
+        measured = measure(
+            endpoint.url, plan, 1 / 0.15, options, None, instruments=endpoint.instruments
+        )
+        if not measured.point.host_busy:
+            break
     records = [r for r in measured.records if r.ok]
     assert len(records) == 40 and all(r.output_tokens == 24 for r in records)
     # vLLM's frontend merges the tokens a slow reader has not yet taken into one chunk, so a
@@ -100,8 +106,9 @@ def test_client_and_server_latency_agree_under_load(endpoint: Endpoint) -> None:
         assert count == 40, metric
         assert -2.0 <= gap <= REAL_FRONTEND_ALLOWANCE_MS + 0.1 * server, (metric, gap, server)
     signals = measured.point.signals
-    # The server, its API front and this client alone: the host is not what was measured.
-    assert not measured.point.host_busy, signals.host_cpu_pressure
+    # The server, its API front and this client queued on one core is the deployment, not a
+    # busy host: pressure from the measurement's own tasks does not void the point.
+    assert not measured.point.host_busy, (signals.host_cpu_pressure, signals.host_cpu_others_cores)
     assert signals.block_size and signals.num_gpu_blocks
     assert signals.num_gpu_blocks * signals.block_size == 32_768
     assert signals.generation_tokens_per_s and signals.tokens_per_step_mean
@@ -117,13 +124,14 @@ def test_a_cpu_hog_beside_the_server_reads_as_a_busy_host(endpoint: Endpoint) ->
     try:
         plan = [PlannedRequest(i, i * 0.5, "c", tuple(range(10, 74)), 8, None) for i in range(16)]
         options = LoadOptions(endpoint.served_model, request_timeout_s=30.0)
-        measured = measure(endpoint.url, plan, 2.0, options, None)
+        measured = measure(endpoint.url, plan, 2.0, options, None, instruments=endpoint.instruments)
     finally:
         for hog in hogs:
             hog.kill()
             hog.wait()
     point = measured.point
-    assert point.host_busy and not point.valid, point.signals.host_cpu_pressure
+    held = (point.signals.host_cpu_pressure, point.signals.host_cpu_others_cores)
+    assert point.host_busy and not point.valid, held
     assert (point.invalid_reason() or "").startswith("the host is busy: CPU pressure ")
 
 

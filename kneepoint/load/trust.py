@@ -22,8 +22,11 @@ the cores, as they share a GPU host's CPUs):
   scrapes due landed: a busy API server answers scrapes between bursts, so the few that land
   read it idler than it was. Judged on points that met their SLO, where the queue is steady.
 - **Something else held the host's CPUs.** Linux's pressure stall information says what share
-  of the point some runnable task waited for a CPU; past ``max_host_cpu_pressure`` the point
-  measured the host, whatever it met or missed.
+  of the point some runnable task waited for a CPU, and the host's CPU accounting how much of
+  it went to work outside the measurement (``kneepoint.probes.cpu``); past both
+  ``max_host_cpu_pressure`` and ``max_host_other_cores`` the point measured the host, whatever
+  it met or missed. Pressure alone cannot tell: on two cores the measurement's own tasks queue
+  behind each other.
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ class Trust:
     littles_law_tolerance: float = _DEFAULTS.littles_law_tolerance
     min_scrape_share: float = _DEFAULTS.min_scrape_share
     max_host_cpu_pressure: float = _DEFAULTS.max_host_cpu_pressure
+    max_host_other_cores: float = _DEFAULTS.max_host_other_cores
 
     @classmethod
     def of(cls, slo: Slo | None, spec: MeasurementSpec = _DEFAULTS) -> Trust:
@@ -64,12 +68,16 @@ class Trust:
             spec.littles_law_tolerance,
             spec.min_scrape_share,
             spec.max_host_cpu_pressure,
+            spec.max_host_other_cores,
         )
 
     def host_busy(self, signals: Signals) -> bool:
-        """Whether the host's own CPU pressure over the point says it measured the host."""
-        pressure = signals.host_cpu_pressure
-        return pressure is not None and pressure > self.max_host_cpu_pressure
+        """Whether the host's CPU pressure over the point, and the CPU other work took, say
+        it measured the host (where others' CPU is unread, the pressure alone decides)."""
+        pressure, others = signals.host_cpu_pressure, signals.host_cpu_others_cores
+        if pressure is None or pressure <= self.max_host_cpu_pressure:
+            return False
+        return others is None or others > self.max_host_other_cores
 
 
 def default_late_ms(slo: Slo | None) -> float:

@@ -17,10 +17,11 @@ from kneepoint.load.plan import PlannedRequest
 from kneepoint.load.point import load_point, window_bounds
 from kneepoint.load.trust import Trust
 from kneepoint.probes.clock import Clock
+from kneepoint.probes.cpu import HostLoad, ProcessCpu
 from kneepoint.probes.loadgen import LoadOptions, run_load
 from kneepoint.probes.nvml import NvmlSampler
 from kneepoint.probes.prom import Scrape
-from kneepoint.probes.samplers import HostPressure, HttpSampler, ProcessCpu
+from kneepoint.probes.samplers import HttpSampler
 from kneepoint.probes.server_failure import Failure, ServerFailedError
 from kneepoint.probes.signals import summarize_signals
 from kneepoint.records.loadpoint import LoadPoint
@@ -86,7 +87,7 @@ async def measure_async(
     nvml = (
         NvmlSampler(clock, instruments.nvml_index) if instruments.nvml_index is not None else None
     )
-    cpu, host = ProcessCpu(instruments.engine_pid), HostPressure()
+    cpu, host = ProcessCpu(instruments.engine_pid), HostLoad(instruments.engine_pid, url)
     stop, ready = asyncio.Event(), asyncio.Event()
     sampling = asyncio.create_task(sampler.run(stop, ready))
     if nvml is not None:
@@ -110,13 +111,15 @@ async def measure_async(
         gpu = [*sampler.gpu, *(nvml.stop() if nvml is not None else [])]
     scrapes = sampler.scrapes()
     start, end = window_bounds(records, trim, warmup_s)
+    held = host.reading()
     signals = summarize_signals(
         scrapes,
         gpu,
         start,
         end,
         engine_cpu_pct=cpu.percent(),
-        host_cpu_pressure=host.share(),
+        host_cpu_pressure=held.pressure,
+        host_cpu_others_cores=held.others_cores,
         scrape_share=sampler.share_landed(start, end),
     )
     point = load_point(

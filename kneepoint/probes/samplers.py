@@ -1,8 +1,8 @@
 """Telemetry sampled during a load point, on the load point's clock.
 
 ``HttpSampler`` polls the server's ``/metrics`` (and, for the simulator, its ``/telemetry``)
-on a schedule, and keeps which of the scrapes due landed; ``ProcessCpu`` reads the engine's
-process tree through psutil. A source that fails or does not exist yields nothing: none of
+on a schedule, and keeps which of the scrapes due landed (CPU readings are
+``kneepoint.probes.cpu``'s). A source that fails or does not exist yields nothing: none of
 them raises into the measurement.
 
 Scraping is not free for a small server: vLLM's API server renders the page (about 50 KB
@@ -15,11 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
-from pathlib import Path
 
 import httpx
-import psutil
 import structlog
 
 from kneepoint.probes.capped import PageTooLargeError, capped_text_async
@@ -178,70 +175,3 @@ class HttpSampler:
             await self.scrape_once(client)
             if len(self._raw) > kept:
                 return
-
-
-class ProcessCpu:
-    """CPU used by a process and its children between two readings (100 = one core)."""
-
-    def __init__(self, pid: int | None) -> None:
-        self._root: psutil.Process | None = None
-        if pid is not None:
-            with contextlib.suppress(psutil.Error):
-                self._root = psutil.Process(pid)
-        self._start = self._cpu_seconds()
-        self._wall = time.perf_counter()
-
-    def _cpu_seconds(self) -> float | None:
-        if self._root is None:
-            return None
-        total = 0.0
-        try:
-            procs = [self._root, *self._root.children(recursive=True)]
-        except psutil.Error:
-            return None
-        for proc in procs:
-            with contextlib.suppress(psutil.Error):
-                times = proc.cpu_times()
-                total += times.user + times.system
-        return total
-
-    def percent(self) -> float | None:
-        """Average CPU since construction; None without a process to read."""
-        now, wall = self._cpu_seconds(), time.perf_counter()
-        if now is None or self._start is None or wall <= self._wall:
-            return None
-        return max(0.0, (now - self._start) / (wall - self._wall) * 100.0)
-
-
-PSI_CPU = Path("/proc/pressure/cpu")
-
-
-class HostPressure:
-    """The host's CPU pressure between two readings: the share of wall time in which some
-    runnable task waited for a CPU (Linux's pressure stall information). A busy host looks
-    like a slow server: beside a CPU-bound process (even at nice 19, in another session's
-    autogroup) vLLM's CPU build ran 0.77 steps/s and a point read TTFT p99 106 s at 4 req/s
-    on an AVX2 host (issue "Step 17")."""
-
-    def __init__(self, path: Path = PSI_CPU) -> None:
-        self._path = path
-        self._start = self._stalled_us()
-        self._wall = time.perf_counter()
-
-    def _stalled_us(self) -> float | None:
-        try:
-            text = self._path.read_text()
-        except OSError:
-            return None
-        for line in text.splitlines():
-            if line.startswith("some "):
-                total = dict(f.split("=", 1) for f in line.split()[1:] if "=" in f).get("total")
-                return float(total) if total is not None else None
-        return None
-
-    def share(self) -> float | None:
-        """Stalled share of the wall time since construction; None where PSI is absent."""
-        now, wall = self._stalled_us(), time.perf_counter()
-        if now is None or self._start is None or wall <= self._wall:
-            return None
-        return min(1.0, max(0.0, (now - self._start) / 1e6 / (wall - self._wall)))

@@ -165,6 +165,7 @@ def summarize_signals(
     *,
     engine_cpu_pct: float | None = None,
     host_cpu_pressure: float | None = None,
+    host_cpu_others_cores: float | None = None,
     scrape_share: float | None = None,
 ) -> Signals:
     """``scrape_share``: the sampler's share of the scrapes due in the window that landed."""
@@ -191,6 +192,7 @@ def summarize_signals(
         block_size=_int_label(config, "block_size"),
         engine_cpu_pct=engine_cpu_pct,
         host_cpu_pressure=host_cpu_pressure,
+        host_cpu_others_cores=host_cpu_others_cores,
         sim_clock_late_share=_late_share(pair),
         server_e2e_sum_s=e2e_sum,
         server_requests=e2e_count,

@@ -41,6 +41,10 @@ class Signals(Record):
     host_cpu_pressure: float | None = Field(default=None, ge=0.0, le=1.0)
     """Share of the point's wall time in which some runnable task of the host waited for a
     CPU (Linux PSI, ``/proc/pressure/cpu`` "some"); None where the kernel does not say."""
+    host_cpu_others_cores: float | None = Field(default=None, ge=0.0)
+    """Cores' worth of the host's CPU spent outside the measurement over the point (its busy
+    time, a VM's steal included, less the measuring process's and the server's process
+    tree's); None where unread (``kneepoint.probes.cpu``)."""
     sim_clock_late_share: float | None = Field(default=None, ge=0.0, le=1.0)
     """``kneepoint sim serve`` only: share of the window's steps whose tokens left more than
     5 ms behind the simulator's own clock (the host, not the simulated engine, set them)."""
@@ -121,8 +125,8 @@ class LoadPoint(Record):
     so it is not counted."""
     host_busy: bool = False
     """Something else held the host's CPUs over the point (``Signals.host_cpu_pressure``
-    past the study's ``measurement.max_host_cpu_pressure``): it measured the host, so it is
-    not counted."""
+    past the study's ``measurement.max_host_cpu_pressure`` and ``host_cpu_others_cores`` past
+    its ``max_host_other_cores``): it measured the host, so it is not counted."""
 
     @property
     def valid(self) -> bool:
@@ -131,8 +135,7 @@ class LoadPoint(Record):
     def invalid_reason(self) -> str | None:
         """Why the point is not counted, in a few words (None when it is)."""
         if self.host_busy:
-            pressure = self.signals.host_cpu_pressure or 0.0
-            return f"the host is busy: CPU pressure {pressure:.0%} over the point; not counted"
+            return f"the host is busy: {host_words(self.signals)} over the point; not counted"
         if self.client_bound:
             late = self.late_send_share
             share = f"{late:.0%} of sends late, " if late is not None else ""
@@ -146,3 +149,10 @@ class LoadPoint(Record):
                 "sequences rate x latency says; not counted"
             )
         return None
+
+
+def host_words(signals: Signals) -> str:
+    """What held the host, in words: its CPU pressure and the cores others used."""
+    pressure = f"CPU pressure {signals.host_cpu_pressure or 0.0:.0%}"
+    others = signals.host_cpu_others_cores
+    return pressure if others is None else f"{pressure}, {others:.1f} cores used by other work"

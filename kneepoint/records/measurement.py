@@ -43,6 +43,14 @@ class MeasurementSpec(InputRecord):
     2-12 req/s of a real tune (2026-11-27); another process beside them stalls the build's
     OpenMP threads (0.77 steps/s, TTFT p99 106 s at 4 req/s, issue "Step 17"). 1 turns the
     check off."""
+    max_host_other_cores: float = Field(default=0.25, ge=0.0)
+    """...and the host spent more than this many cores' worth of CPU outside the measurement
+    (its busy time less the measuring process's and the server's tree's). Pressure alone
+    cannot say whose tasks waited: a real-tier point past a 2-core host's capacity read 0.36
+    with the server, its API front and the client queued on one core (CI, 2026-11-28).
+    On the 2-core AMD host others read 0.00 cores with nothing else running, 1.00 beside one
+    CPU-bound process and 1.77 beside two (2026-11-28, ``kneepoint.probes.cpu.HostLoad`` over
+    5 s); a quarter core is load a neighbour's shell or a daemon does not reach."""
     retakes: int = Field(default=1, ge=0, le=3)
     """Times a point that cannot tell (or contradicts its configuration's curve) is measured
     again at the same rate before it is left unknown: as long (past the ceiling a longer

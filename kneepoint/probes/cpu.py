@@ -1,0 +1,158 @@
+"""CPU over a load point: what the engine used, and whether other work held the host.
+
+A busy host looks like a slow server: beside a CPU-bound process (even at nice 19, in another
+session's autogroup) vLLM's CPU build ran 0.77 steps/s and a point read TTFT p99 106 s at
+4 req/s on an AVX2 host (issue "Step 17"). Two readings together say that something *else*
+held the CPUs, and neither does alone:
+
+- **Pressure** (Linux's pressure stall information, ``/proc/pressure/cpu`` "some"): the share
+  of wall time in which some runnable task waited for a CPU. It cannot say whose tasks waited.
+  On a 2-core host vLLM's CPU build pins its worker to one core, and its API server, the load
+  generator and the caller share the other, so the measurement's own tasks queue behind each
+  other: a real-tier point at 6.7 req/s, past that host's capacity, read 0.36 on a CI machine.
+- **Others' CPU**: the host's busy time (a VM's steal included: its neighbours held the
+  cores) less what the measuring process and the server's process tree used, in cores.
+
+A point whose pressure is high but whose CPU went to the measurement itself measured the
+deployment as it runs (a GPU host's API server and engine share its CPUs too); one where
+others held the cores measured the host.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import psutil
+
+PSI_CPU = Path("/proc/pressure/cpu")
+LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "0.0.0.0"})
+
+
+def tree(root: psutil.Process) -> list[psutil.Process]:
+    """A process and its descendants (only the root where the children cannot be listed)."""
+    try:
+        return [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return [root]
+
+
+def cpu_seconds(procs: Iterable[psutil.Process]) -> dict[int, float]:
+    """User plus system CPU seconds of each process still alive, by pid."""
+    used: dict[int, float] = {}
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            times = proc.cpu_times()
+            used[proc.pid] = times.user + times.system
+    return used
+
+
+class ProcessCpu:
+    """CPU used by a process and its children between two readings (100 = one core)."""
+
+    def __init__(self, pid: int | None) -> None:
+        self._procs: list[psutil.Process] = []
+        if pid is not None:
+            with contextlib.suppress(psutil.Error):
+                self._procs = tree(psutil.Process(pid))
+        self._start = cpu_seconds(self._procs)
+        self._wall = time.perf_counter()
+
+    def percent(self) -> float | None:
+        """Average CPU since construction; None without a process to read."""
+        if not self._start:
+            return None
+        now, wall = cpu_seconds(self._procs), time.perf_counter()
+        if wall <= self._wall:
+            return None
+        used = sum(now.get(pid, start) - start for pid, start in self._start.items())
+        return max(0.0, used / (wall - self._wall) * 100.0)
+
+
+@dataclass(frozen=True, slots=True)
+class HostReading:
+    pressure: float | None
+    """Share of the wall time some runnable task waited for a CPU; None without PSI."""
+    others_cores: float | None
+    """Cores' worth of CPU the host spent outside the measurement; None where unread."""
+
+
+class HostLoad:
+    """The host between two readings: its CPU pressure and what others used of it.
+
+    ``server_pid``: the server's process (its tree is the measurement's own); where None and
+    the URL is this host's, the process listening on its port."""
+
+    def __init__(
+        self, server_pid: int | None = None, url: str | None = None, psi: Path = PSI_CPU
+    ) -> None:
+        self._psi = psi
+        own = [psutil.Process(os.getpid())]
+        server = server_pid if server_pid is not None else listener(url)
+        if server is not None:
+            with contextlib.suppress(psutil.Error):
+                own += tree(psutil.Process(server))
+        self._own = {p.pid: p for p in own}.values()
+        self._stalled, self._busy = _stalled_us(psi), _host_busy_s()
+        self._used = cpu_seconds(self._own)
+        self._wall = time.perf_counter()
+
+    def reading(self) -> HostReading:
+        """Pressure and others' cores since construction."""
+        stalled, busy = _stalled_us(self._psi), _host_busy_s()
+        used, wall = cpu_seconds(self._own), time.perf_counter()
+        span = wall - self._wall
+        if span <= 0:
+            return HostReading(None, None)
+        pressure = None
+        if stalled is not None and self._stalled is not None:
+            pressure = min(1.0, max(0.0, (stalled - self._stalled) / 1e6 / span))
+        # A process that ended inside the window counts what it used up to the start only:
+        # the rest is read as others', which errs towards measuring again.
+        own = sum(used.get(pid, start) - start for pid, start in self._used.items())
+        others = max(0.0, (busy - self._busy - own) / span) if self._used else None
+        return HostReading(pressure, others)
+
+
+def _stalled_us(path: Path) -> float | None:
+    try:
+        text = path.read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith("some "):
+            total = dict(f.split("=", 1) for f in line.split()[1:] if "=" in f).get("total")
+            return float(total) if total is not None else None
+    return None
+
+
+def _host_busy_s() -> float:
+    """CPU seconds the host's cores spent on anything but idling, since boot."""
+    times = psutil.cpu_times()
+    return sum(
+        getattr(times, field, 0.0)
+        for field in ("user", "nice", "system", "irq", "softirq", "steal")
+    )
+
+
+def listener(url: str | None) -> int | None:
+    """The pid listening on a URL's port where the URL is this host's (None where it is
+    another host's, or the process cannot be seen)."""
+    if url is None:
+        return None
+    parts = urlsplit(url)
+    if parts.hostname not in LOCAL_HOSTS or parts.port is None:
+        return None
+    try:
+        connections = psutil.net_connections(kind="tcp")
+    except (psutil.Error, OSError):
+        return None
+    for conn in connections:
+        if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == parts.port:
+            return conn.pid
+    return None

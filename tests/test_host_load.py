@@ -1,0 +1,124 @@
+"""The host is a reading: a point over which other work held the host's CPUs (Linux PSI, and
+the CPU spent outside the measurement) is unknown and taken again, not read as a slow server;
+one whose pressure came from the measurement's own tasks is counted."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import psutil
+import pytest
+
+from kneepoint.load.point import load_point
+from kneepoint.load.trust import Trust
+from kneepoint.probes import cpu
+from kneepoint.probes.cpu import HostLoad, listener
+from kneepoint.records.loadpoint import Signals
+from kneepoint.records.measure import RequestRecord
+from kneepoint.records.measurement import MeasurementSpec
+from kneepoint.records.slo import ClassSlo, Slo
+
+SLO = Slo(default=ClassSlo(ttft_p99_ms=1000))
+
+
+def _psi(path: Path, stalled_us: int) -> None:
+    path.write_text(
+        f"some avg10=0.00 avg60=0.00 avg300=0.00 total={stalled_us}\n"
+        "full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"
+    )
+
+
+def test_the_pressure_is_the_stalled_share_of_the_wall_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    psi, now = tmp_path / "cpu", [100.0]
+    monkeypatch.setattr(cpu.time, "perf_counter", lambda: now[0])
+    _psi(psi, 5_000_000)
+    host = HostLoad(psi=psi)
+    _psi(psi, 9_100_000)  # 4.1 s of some task waiting over 10 s
+    now[0] += 10.0
+    assert host.reading().pressure == pytest.approx(0.41)
+    assert HostLoad(psi=tmp_path / "absent").reading().pressure is None
+
+
+@contextmanager
+def _spinning() -> Iterator[psutil.Process]:
+    """A CPU-bound process in a session of its own, as another login's would be."""
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
+    try:
+        yield psutil.Process(hog.pid)
+    finally:
+        hog.kill()
+        hog.wait()
+
+
+def _cpu_s(proc: psutil.Process) -> float:
+    times = proc.cpu_times()
+    return float(times.user + times.system)
+
+
+def test_others_cores_count_another_process_but_not_the_servers_tree() -> None:
+    """Two readings over the same span, one told the spinning process is the server: they
+    differ by what it used, which the other reading counts as others'."""
+    with _spinning() as hog:
+        began = time.perf_counter()
+        as_server, as_other = HostLoad(server_pid=hog.pid), HostLoad()
+        start = _cpu_s(hog)
+        while _cpu_s(hog) - start < 0.3:  # waits on the hog's own CPU, not on a clock
+            psutil.cpu_percent(interval=0.05)
+        server_read, other_read = as_server.reading(), as_other.reading()
+        used, wall = _cpu_s(hog) - start, time.perf_counter() - began
+    assert server_read.others_cores is not None and other_read.others_cores is not None
+    gap_s = (other_read.others_cores - server_read.others_cores) * wall
+    assert 0.8 * used <= gap_s <= 1.2 * used + 0.05, (gap_s, used)
+    assert other_read.others_cores >= server_read.others_cores >= 0.0
+
+
+def test_a_local_url_finds_the_process_listening_on_its_port() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        assert listener(f"http://127.0.0.1:{port}") == psutil.Process().pid
+    assert listener(f"http://gpu-box.example:{port}") is None
+    assert listener(None) is None
+
+
+def _records() -> list[RequestRecord]:
+    return [
+        RequestRecord(index=i, traffic_class="c", scheduled_s=i * 0.1, sent_s=i * 0.1,
+                      chunk_times_s=(i * 0.1 + 0.05, i * 0.1 + 0.08), end_s=i * 0.1 + 0.08,
+                      prompt_tokens=8, output_tokens=2)
+        for i in range(100)
+    ]  # fmt: skip
+
+
+def test_a_point_on_a_busy_host_is_not_counted() -> None:
+    held = Signals(host_cpu_pressure=0.41, host_cpu_others_cores=0.93)
+    busy = load_point(10.0, _records(), SLO, signals=held)
+    assert busy.host_busy and not busy.valid
+    assert busy.invalid_reason() == (
+        "the host is busy: CPU pressure 41%, 0.9 cores used by other work over the point; "
+        "not counted"
+    )
+    unread = load_point(10.0, _records(), SLO, signals=Signals(host_cpu_pressure=0.41))
+    assert unread.host_busy  # without others' CPU the pressure alone decides
+    quiet = load_point(10.0, _records(), SLO, signals=Signals(host_cpu_pressure=0.02))
+    assert not quiet.host_busy and quiet.valid
+    lenient = Trust.of(SLO, MeasurementSpec(max_host_cpu_pressure=0.5))
+    assert load_point(10.0, _records(), SLO, signals=Signals(host_cpu_pressure=0.41),
+                      trust=lenient).valid  # fmt: skip
+
+
+def test_pressure_from_the_measurements_own_tasks_is_counted() -> None:
+    """The server, its API front and the client queued on one core: pressure without others'
+    CPU is how the deployment runs, not a busy host."""
+    queued = Signals(host_cpu_pressure=0.36, host_cpu_others_cores=0.02)
+    own = load_point(10.0, _records(), SLO, signals=queued)
+    assert not own.host_busy and own.valid
