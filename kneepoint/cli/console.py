@@ -29,9 +29,16 @@ def point_words(rate_rps: float, repeat: int, point: LoadPoint) -> str:
     # SLO ... (40% within every limit)" read as a contradiction: the verdict holds the
     # window's percentiles to the limits, goodput counts requests one by one.
     rule = "by vLLM's rule" if point.goodput_rule == "vllm" else "each within every limit"
+    # Counted from the capped client's slot, the schedule's figure rides along: a reader
+    # comparing with an uncapped run must not take one origin for the other.
+    origin = (
+        f" (from the client's slot; {point.goodput_from_schedule_rps:.2f} from the schedule)"
+        if point.goodput_from_schedule_rps is not None
+        else ""
+    )
     return (
         f"r{repeat} {rate_rps:8.2f} req/s: {verdict}; goodput "
-        f"{point.goodput_rps:.2f} req/s, {share:.0%} of requests {rule}"
+        f"{point.goodput_rps:.2f} req/s, {share:.0%} of requests {rule}{origin}"
     )
 
 

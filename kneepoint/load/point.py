@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from kneepoint.load.origin import counted
 from kneepoint.load.score import Score, score, stable_window
 from kneepoint.load.trust import (
     Trust,
@@ -54,10 +55,15 @@ def load_point(
     scored: Score | None = None,
     warmup_s: float = 0.0,
 ) -> LoadPoint:
-    """``scored``: ``score(records, slo, trim, warmup_s)`` where the caller has it already;
-    ``trust``: the rules the point is judged by (the defaults for ``slo`` when None)."""
+    """``scored``: ``score(records, slo, trim, warmup_s)`` where the caller has it already,
+    from the origin ``trust`` counts latency from; ``trust``: the rules the point is judged by
+    (the defaults for ``slo`` when None)."""
     trust = trust or Trust.of(slo)
     signals = signals or Signals()
+    from_schedule = None
+    if trust.latency_from != "schedule":
+        from_schedule = rate_rps * score(records, slo, trim, warmup_s).good_share
+        records = counted(records, trust.latency_from)
     result = scored or score(records, slo, trim, warmup_s)
     window = stable_window(records, trim, warmup_s)
     start, end = _span(window)
@@ -85,6 +91,8 @@ def load_point(
         # a Poisson draw that ran above its rate as goodput above the offered rate.
         goodput_rps=rate_rps * result.good_share,
         goodput_rule=slo.goodput_rule if slo is not None else "every_limit",
+        latency_from=trust.latency_from,
+        goodput_from_schedule_rps=from_schedule,
         goodput_by_class_rps=goodput_by_class,
         attainment_by_class=attainment,
         output_tokens_per_s=output_per_s,

@@ -35,6 +35,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from kneepoint.load.origin import LatencyFrom
 from kneepoint.load.score import percentile
 from kneepoint.records.loadpoint import Signals
 from kneepoint.records.measure import Dist, RequestRecord
@@ -58,6 +59,7 @@ class Trust:
     min_scrape_share: float = _DEFAULTS.min_scrape_share
     max_host_cpu_pressure: float = _DEFAULTS.max_host_cpu_pressure
     max_host_other_cores: float = _DEFAULTS.max_host_other_cores
+    latency_from: LatencyFrom = _DEFAULTS.latency_from
 
     @classmethod
     def of(cls, slo: Slo | None, spec: MeasurementSpec = _DEFAULTS) -> Trust:
@@ -69,6 +71,7 @@ class Trust:
             spec.min_scrape_share,
             spec.max_host_cpu_pressure,
             spec.max_host_other_cores,
+            spec.latency_from,
         )
 
     def host_busy(self, signals: Signals) -> bool:

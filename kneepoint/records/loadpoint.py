@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 
 from kneepoint.records.base import Record
@@ -85,6 +87,11 @@ class LoadPoint(Record):
     limits of their class on their own, by ``goodput_rule`` (at most the offered rate)."""
     goodput_rule: GoodputRule = "every_limit"
     """The per-request rule ``goodput_rps`` counted by (``Slo.goodput_rule``)."""
+    latency_from: Literal["schedule", "slot"] = "schedule"
+    """Where the point's TTFT and e2e counted from (``MeasurementSpec.latency_from``)."""
+    goodput_from_schedule_rps: float | None = Field(default=None, ge=0.0)
+    """Counted from the slot: the goodput the same requests give counted from their schedule
+    (None where the schedule was the origin)."""
     goodput_by_class_rps: dict[str, float] = Field(default_factory=dict)
     attainment_by_class: dict[str, float] = Field(default_factory=dict)
     """Per class, the share of its window's requests that completed and met every limit of

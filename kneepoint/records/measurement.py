@@ -8,6 +8,8 @@ the measurements named beside each field.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 
 from kneepoint.records.base import InputRecord
@@ -51,6 +53,16 @@ class MeasurementSpec(InputRecord):
     On the 2-core AMD host others read 0.00 cores with nothing else running, 1.00 beside one
     CPU-bound process and 1.77 beside two (2026-11-28, ``kneepoint.probes.cpu.HostLoad`` over
     5 s); a quarter core is load a neighbour's shell or a daemon does not reach."""
+    latency_from: Literal["schedule", "slot"] = "schedule"
+    """Where TTFT and end-to-end latency count from. ``schedule`` (the default): each
+    request's scheduled send, so neither a slow client nor a slow server hides a wait.
+    ``slot``: under ``workload.client.max_concurrency``, when the capped client's slot freed
+    (the schedule plus the wait for a slot; the client's own lateness still counts), as
+    ``vllm bench serve --max-concurrency`` counts them. An overloaded mix whose cap queues
+    requests for seconds misses every limit from the schedule, whatever the configuration: a
+    published mixed-traffic experiment (a 14B model on a 48 GB GPU, goodput at 32 req/s, a
+    128-request cap) measured prefix caching lifting completion from 21% to 75% this way
+    (issue "Step 16"). Points then carry the schedule's goodput beside it."""
     retakes: int = Field(default=1, ge=0, le=3)
     """Times a point that cannot tell (or contradicts its configuration's curve) is measured
     again at the same rate before it is left unknown: as long (past the ceiling a longer

@@ -218,6 +218,15 @@ class StudySpec(InputRecord):
         return self
 
     @model_validator(mode="after")
+    def _slot_origin_has_a_cap(self) -> StudySpec:
+        if self.measurement.latency_from == "slot" and self.workload.client.max_concurrency is None:
+            raise ValueError(
+                "measurement.latency_from: slot counts from when a capped client's slot "
+                "freed; set workload.client.max_concurrency, or use schedule"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _engine_fits_model(self) -> StudySpec:
         model, engine = self.model, self.engine
         tp = engine.tensor_parallel_size or 1

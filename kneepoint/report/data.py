@@ -37,6 +37,9 @@ class CurvePoint:
     intervals_ms: dict[str, tuple[float, float]] = field(default_factory=dict)
     """Per SLO metric label: a bootstrap interval of the mean over repeats, where the run kept
     the point's requests (``kneepoint.report.intervals``)."""
+    goodput_from_schedule_rps: float | None = None
+    """Where latency counted from the capped client's slot: the goodput counted from the
+    schedule, mean over repeats (``MeasurementSpec.latency_from``)."""
 
     @property
     def meets_slo(self) -> bool:
@@ -95,6 +98,13 @@ def slo_lines(study: StudySpec) -> list[str]:
             f"{metric.upper()} p{pct} <= {limit:g} ms" for (metric, pct), limit in found.items()
         ]
         lines.append(f"{name}: {', '.join(said)}")
+    if study.measurement.latency_from == "slot":
+        cap = study.workload.client.max_concurrency
+        lines.append(
+            f"TTFT and e2e count from when the client's slot freed (at most {cap} requests in "
+            "flight; measurement.latency_from: slot), as vllm bench serve --max-concurrency "
+            "counts them; the goodput from the schedule is shown beside"
+        )
     return lines
 
 
@@ -122,7 +132,10 @@ def curve(study: StudySpec, label: str, result: SweepResult) -> Curve:
                 thin[metric_label] = min(short)
         misses = tuple(_miss(e) for e in entries if not e.point.meets_slo)
         goodput = statistics.fmean(p.goodput_rps for p in loads)
-        points.append(CurvePoint(rate, values, goodput, len(entries), misses, thin))
+        scheduled = [g for p in loads if (g := p.goodput_from_schedule_rps) is not None]
+        from_schedule = statistics.fmean(scheduled) if len(scheduled) == len(loads) else None
+        points.append(CurvePoint(rate, values, goodput, len(entries), misses, thin,
+                                 goodput_from_schedule_rps=from_schedule))  # fmt: skip
     return Curve(label, result, tuple(points))
 
 

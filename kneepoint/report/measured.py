@@ -121,6 +121,13 @@ def _value(point: CurvePoint, label: str) -> str:
     return shown
 
 
+def _goodput(point: CurvePoint) -> str:
+    shown = f"{point.goodput_rps:.2f} ({point.goodput_rps / point.rate_rps:.0%})"
+    if point.goodput_from_schedule_rps is not None:
+        shown += f"; {point.goodput_from_schedule_rps:.2f} from the schedule"
+    return shown
+
+
 def _ms(value: float) -> str:
     return "inf" if math.isinf(value) else f"{value:.1f}"
 
@@ -131,7 +138,7 @@ def _curve_table(curve: Curve) -> Table:
         [
             f"{p.rate_rps:.2f}",
             _met(p),
-            f"{p.goodput_rps:.2f} ({p.goodput_rps / p.rate_rps:.0%})",
+            _goodput(p),
             *(_value(p, k) for k in labels),
         ]
         for p in curve.points

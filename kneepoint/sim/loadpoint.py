@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from kneepoint.config.trace import workload_trace
 from kneepoint.load.knee import Capacity, Verdict, find_capacity
+from kneepoint.load.origin import counted
 from kneepoint.load.plan import plan_requests
 from kneepoint.load.point import load_point, window_bounds
 from kneepoint.load.score import Score, score
@@ -65,7 +66,7 @@ def simulate_load_point(
     by default the study's calibration's, else the built-in ones; ``on``: an engine to go on
     with instead, its prefix cache as earlier points left it, as a live server's is;
     ``salt``: the plan's, as ``plan_requests`` takes it; ``trust``: the rules the point is
-    judged by, the SLO's defaults when None)."""
+    judged by, the study's when None)."""
     sim = on or SimEngine(
         study.gpu, study.model, engine or study.engine, efficiency or study.efficiency
     )
@@ -89,7 +90,8 @@ def simulate_load_point(
         request_timeout_s=client.request_timeout_s,
         max_concurrency=client.max_concurrency,
     )
-    result = score(load.records, study.slo, warmup_s=warmup_s)
+    trust = trust or Trust.of(study.slo, study.measurement)
+    result = score(counted(load.records, trust.latency_from), study.slo, warmup_s=warmup_s)
     start, end = window_bounds(load.records, trim=0.1, warmup_s=warmup_s)
     start, end = start + began, end + began
     finished = [req for _, req in load.run.submitted if req.finish_s is not None]
