@@ -16,6 +16,7 @@ from pydantic import Field, model_validator
 from kneepoint.records.base import Record
 from kneepoint.records.diagnosis import Diagnosis
 from kneepoint.records.engine import EngineConfig
+from kneepoint.records.host import HostInfo
 from kneepoint.records.judgement import Judgement
 from kneepoint.records.proposal import Outcome, Proposal, Pruning
 from kneepoint.records.sweep import SweepResult
@@ -42,6 +43,8 @@ class RunStarted(Record):
     """The resolved study's digest (``kneepoint.run.folder.study_digest``): a resumed
     run whose study.yaml was edited since would judge challengers against a baseline
     measured under another study. None in ledgers written before it was recorded."""
+    host: HostInfo | None = None
+    """The machine the run started on (None in ledgers written before it was recorded)."""
 
 
 class Baseline(Record):

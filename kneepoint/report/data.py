@@ -11,7 +11,9 @@ from dataclasses import dataclass, field
 from kneepoint.load.objective import rules
 from kneepoint.policies.diagnosis.observe import knee_points
 from kneepoint.policies.judge.promotion import judge
+from kneepoint.records.host import HostInfo
 from kneepoint.records.judgement import Judgement
+from kneepoint.records.ledger import RunStarted
 from kneepoint.records.loadpoint import LoadPoint
 from kneepoint.records.study import StudySpec
 from kneepoint.records.sweep import SweepPoint, SweepResult
@@ -64,6 +66,8 @@ class ReportData:
     """The incumbent at the end, when it is not the starting configuration."""
     overall: Judgement | None
     command: str
+    host: HostInfo | None = None
+    """The machine the run started on, from its ledger."""
 
     @property
     def trials(self) -> list[TrialState]:
@@ -151,7 +155,9 @@ def _overall(start: Sequence[float], final: Sequence[float], study: StudySpec) -
 
 def gather(folder: RunFolder) -> ReportData:
     study = folder.study()
-    state = RunState.replay(folder.ledger.read(), study.objective)
+    events = folder.ledger.read()
+    state = RunState.replay(events, study.objective)
+    host = next((e.host for e in events if isinstance(e, RunStarted)), None)
     start = final = overall = None
     if state.baseline is not None:
         start = curve(study, "start", state.baseline.repeats)
@@ -165,4 +171,5 @@ def gather(folder: RunFolder) -> ReportData:
                 study,
             )
     config = state.incumbent or study.engine
-    return ReportData(folder, study, state, start, final, overall, serve_command(study, config))
+    command = serve_command(study, config)
+    return ReportData(folder, study, state, start, final, overall, command, host)

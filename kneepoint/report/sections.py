@@ -227,6 +227,10 @@ def build(data: ReportData) -> Document:
     doc.add(
         Paragraph(f"{setting}, workload {study.workload.name}; objective {study.objective.kind}.")
     )
+    if data.host is not None:
+        # vLLM's CPU build runs 7-10x slower without AVX-512, and the load generator shares
+        # the host's cores: a reader weighing the numbers needs the machine.
+        doc.add(Paragraph(f"Measured from: {data.host.words()}."))
     measured.slo(data.study, doc)
     summary(data, doc)
     bottleneck(data, doc)

@@ -19,6 +19,7 @@ import structlog
 
 from kneepoint import __version__
 from kneepoint.policies.search.proposer import Proposer
+from kneepoint.probes.host_info import describe_host
 from kneepoint.probes.process import reap_orphans
 from kneepoint.records.knobs import KnobCatalogue
 from kneepoint.records.ledger import Event, Promoted, RunStarted
@@ -94,6 +95,7 @@ class Tuner:
                         kneepoint_version=__version__,
                         started_at=self.now(),
                         study_sha256=study_digest(self.study),
+                        host=describe_host(),
                     )
                 )
             case Stop(finished):
