@@ -26,7 +26,7 @@ the cores, as they share a GPU host's CPUs):
   it went to work outside the measurement (``kneepoint.probes.cpu``); past both
   ``max_host_cpu_pressure`` and ``max_host_other_cores`` the point measured the host, whatever
   it met or missed. Pressure alone cannot tell: on two cores the measurement's own tasks queue
-  behind each other.
+  behind each other. On a GPU, another process that ran on it (NVML) voids the point too.
 """
 
 from __future__ import annotations
@@ -75,8 +75,11 @@ class Trust:
         )
 
     def host_busy(self, signals: Signals) -> bool:
-        """Whether the host's CPU pressure over the point, and the CPU other work took, say
-        it measured the host (where others' CPU is unread, the pressure alone decides)."""
+        """Whether another process ran on the GPU, or the host's CPU pressure over the point
+        and the CPU other work took say it measured the host (where others' CPU is unread,
+        the pressure alone decides)."""
+        if signals.gpu_other_processes:
+            return True  # another process's kernels share the GPU's SMs and bandwidth
         pressure, others = signals.host_cpu_pressure, signals.host_cpu_others_cores
         if pressure is None or pressure <= self.max_host_cpu_pressure:
             return False

@@ -98,6 +98,8 @@ class HostLoad:
             with contextlib.suppress(psutil.Error):
                 own += tree(psutil.Process(server))
         self._own = {p.pid: p for p in own}.values()
+        self.own_pids = frozenset(p.pid for p in self._own)
+        """The measurement's processes: this one and the server's tree."""
         self._stalled, self._busy = _stalled_us(psi), _host_busy_s()
         self._used = cpu_seconds(self._own)
         self._wall = time.perf_counter()

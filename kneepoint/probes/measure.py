@@ -108,6 +108,7 @@ async def measure_async(
         stop.set()
         if not sampling.done():
             await sampling
+        others = nvml.others(host.own_pids) if nvml is not None else None
         gpu = [*sampler.gpu, *(nvml.stop() if nvml is not None else [])]
     scrapes = sampler.scrapes()
     start, end = window_bounds(records, trim, warmup_s)
@@ -120,6 +121,7 @@ async def measure_async(
         engine_cpu_pct=cpu.percent(),
         host_cpu_pressure=held.pressure,
         host_cpu_others_cores=held.others_cores,
+        gpu_other_processes=others,
         scrape_share=sampler.share_landed(start, end),
     )
     point = load_point(

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
+from collections.abc import Collection
 from typing import Any
 
 import pynvml
@@ -63,6 +65,7 @@ class NvmlSampler:
         except pynvml.NVMLError as exc:  # also raised for a missing library
             self.available = f"NVML unavailable: {exc}"
             self._handle = None
+        self._since_us = int(time.time() * 1e6)  # NVML stamps process samples in wall-clock µs
         self._gpm = self._handle is not None and bool(
             getattr(_try(pynvml.nvmlGpmQueryDeviceSupport, self._handle), "isSupportedDevice", 0)
         )
@@ -82,6 +85,28 @@ class NvmlSampler:
                 pynvml.nvmlShutdown()
             self._handle = None
         return self.samples
+
+    def others(self, own_pids: Collection[int]) -> int | None:
+        """Processes outside ``own_pids`` (the measurement's: the server's tree and this one)
+        that ran on the GPU since the sampler started: where NVML keeps per-process samples,
+        those whose SM use was above zero; else every one with a context on it. None where
+        it cannot be told: no NVML, or none of the listed processes is ours, as inside a
+        container whose PID namespace NVML's host pids do not belong to."""
+        if self._handle is None:
+            return None
+        listed: set[int] = set()
+        for call in (
+            "nvmlDeviceGetComputeRunningProcesses",
+            "nvmlDeviceGetGraphicsRunningProcesses",
+        ):
+            found = _try(getattr(pynvml, call), self._handle) or []
+            listed |= {int(p.pid) for p in found}
+        if not listed & set(own_pids):
+            return None
+        busy = _try(pynvml.nvmlDeviceGetProcessUtilization, self._handle, self._since_us)
+        if busy is not None:
+            listed = {int(s.pid) for s in busy if s.smUtil > 0}
+        return len(listed - set(own_pids))
 
     def _loop(self) -> None:
         gpm = [_try(pynvml.nvmlGpmSampleAlloc) for _ in range(2)] if self._gpm else []

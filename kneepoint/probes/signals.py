@@ -166,6 +166,7 @@ def summarize_signals(
     engine_cpu_pct: float | None = None,
     host_cpu_pressure: float | None = None,
     host_cpu_others_cores: float | None = None,
+    gpu_other_processes: int | None = None,
     scrape_share: float | None = None,
 ) -> Signals:
     """``scrape_share``: the sampler's share of the scrapes due in the window that landed."""
@@ -193,6 +194,7 @@ def summarize_signals(
         engine_cpu_pct=engine_cpu_pct,
         host_cpu_pressure=host_cpu_pressure,
         host_cpu_others_cores=host_cpu_others_cores,
+        gpu_other_processes=gpu_other_processes,
         sim_clock_late_share=_late_share(pair),
         server_e2e_sum_s=e2e_sum,
         server_requests=e2e_count,

@@ -47,6 +47,9 @@ class Signals(Record):
     """Cores' worth of the host's CPU spent outside the measurement over the point (its busy
     time, a VM's steal included, less the measuring process's and the server's process
     tree's); None where unread (``kneepoint.probes.cpu``)."""
+    gpu_other_processes: int | None = Field(default=None, ge=0)
+    """Processes outside the measurement that ran on the GPU over the point (NVML); None
+    where unread or where NVML's pids cannot be matched to ours (a container)."""
     sim_clock_late_share: float | None = Field(default=None, ge=0.0, le=1.0)
     """``kneepoint sim serve`` only: share of the window's steps whose tokens left more than
     5 ms behind the simulator's own clock (the host, not the simulated engine, set them)."""
@@ -133,7 +136,8 @@ class LoadPoint(Record):
     host_busy: bool = False
     """Something else held the host's CPUs over the point (``Signals.host_cpu_pressure``
     past the study's ``measurement.max_host_cpu_pressure`` and ``host_cpu_others_cores`` past
-    its ``max_host_other_cores``): it measured the host, so it is not counted."""
+    its ``max_host_other_cores``), or another process ran on the GPU: it measured the host, so
+    it is not counted."""
 
     @property
     def valid(self) -> bool:
@@ -159,7 +163,11 @@ class LoadPoint(Record):
 
 
 def host_words(signals: Signals) -> str:
-    """What held the host, in words: its CPU pressure and the cores others used."""
+    """What held the host, in words: another process on the GPU, or its CPU pressure and the
+    cores others used."""
+    gpu = signals.gpu_other_processes
+    if gpu:
+        return f"{gpu} other process{'es' if gpu > 1 else ''} ran on the GPU"
     pressure = f"CPU pressure {signals.host_cpu_pressure or 0.0:.0%}"
     others = signals.host_cpu_others_cores
     return pressure if others is None else f"{pressure}, {others:.1f} cores used by other work"

@@ -1,0 +1,79 @@
+"""Another process on the GPU voids a point (Step 17, part 1): NVML lists the processes with a
+context on the device and, where it keeps them, per-process SM samples. No GPU is lent to CI,
+so NVML here is a stand-in answering as the driver does (pids and samples as nvidia-ml-py
+returns them); the real check runs with the device tier."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pynvml
+import pytest
+
+from kneepoint.load.point import load_point
+from kneepoint.probes.clock import Clock
+from kneepoint.probes.nvml import NvmlSampler
+from kneepoint.records.loadpoint import Signals
+from kneepoint.records.measure import RequestRecord
+from kneepoint.records.slo import ClassSlo, Slo
+
+OURS = frozenset({4242, 4243})
+
+
+def _driver(
+    monkeypatch: pytest.MonkeyPatch, running: list[int], busy: list[tuple[int, int]] | None
+) -> None:
+    def unsupported(*_: Any) -> Any:
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+
+    def utilization(_: Any, since_us: int) -> list[SimpleNamespace]:
+        assert since_us > 0
+        return [SimpleNamespace(pid=pid, smUtil=sm) for pid, sm in busy or []]
+
+    procs = [SimpleNamespace(pid=pid, usedGpuMemory=2**30) for pid in running]
+    monkeypatch.setattr(pynvml, "nvmlInit", lambda: None)
+    monkeypatch.setattr(pynvml, "nvmlShutdown", lambda: None)
+    monkeypatch.setattr(pynvml, "nvmlDeviceGetHandleByIndex", lambda i: object())
+    monkeypatch.setattr(pynvml, "nvmlGpmQueryDeviceSupport", unsupported)
+    monkeypatch.setattr(pynvml, "nvmlDeviceGetComputeRunningProcesses", lambda h: procs)
+    monkeypatch.setattr(pynvml, "nvmlDeviceGetGraphicsRunningProcesses", lambda h: [])
+    monkeypatch.setattr(pynvml, "nvmlDeviceGetProcessUtilization",
+                        utilization if busy is not None else unsupported)  # fmt: skip
+
+
+def test_a_process_outside_the_measurement_on_the_gpu_is_counted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _driver(monkeypatch, [4242, 9001], busy=None)
+    assert NvmlSampler(Clock.start()).others(OURS) == 1
+
+
+def test_an_idle_process_holding_memory_is_not_where_nvml_keeps_samples(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _driver(monkeypatch, [4242, 9001, 9002], busy=[(4242, 90), (9001, 0), (9002, 35)])
+    assert NvmlSampler(Clock.start()).others(OURS) == 1
+
+
+def test_pids_nvml_cannot_match_to_ours_say_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inside a container NVML's pids are the host's: none is ours, so none can be judged."""
+    _driver(monkeypatch, [77001, 77002], busy=None)
+    assert NvmlSampler(Clock.start()).others(OURS) is None
+
+
+def test_a_point_with_another_process_on_the_gpu_is_not_counted() -> None:
+    records = [
+        RequestRecord(index=i, traffic_class="c", scheduled_s=i * 0.1, sent_s=i * 0.1,
+                      chunk_times_s=(i * 0.1 + 0.05,), end_s=i * 0.1 + 0.05,
+                      prompt_tokens=8, output_tokens=1)
+        for i in range(100)
+    ]  # fmt: skip
+    slo = Slo(default=ClassSlo(ttft_p99_ms=1000))
+    point = load_point(10.0, records, slo, signals=Signals(gpu_other_processes=2))
+    assert point.host_busy and not point.valid
+    assert point.invalid_reason() == (
+        "the host is busy: 2 other processes ran on the GPU over the point; not counted"
+    )
+    alone = load_point(10.0, records, slo, signals=Signals(gpu_other_processes=0))
+    assert not alone.host_busy
