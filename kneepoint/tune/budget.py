@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 
 from kneepoint.load.objective import rules
+from kneepoint.policies.search.learning import single_knob_errors
 from kneepoint.policies.search.worth import spread_log
 from kneepoint.records.ledger import Finished
 from kneepoint.records.proposal import TrialPrice
@@ -32,12 +33,8 @@ def own_errors(state: RunState) -> list[float]:
     proposed before the current space began (the prediction as made, before re-pricing):
     what a proposer rebuilt within the space (a worker's round, a resume) knows as the live
     one did."""
-    errors = []
-    for proposal, ratio in state.measured_moves(before=state.space_first_trial):
-        if len(proposal.changes) == 1 and ratio > 0:
-            predicted = proposal.prediction.capacity_ratio / proposal.prediction.repriced_by
-            errors.append(math.log(ratio / predicted))
-    return errors
+    moves = state.measured_moves(before=state.space_first_trial)
+    return [math.log(factor) for _, factor in single_knob_errors(moves)]
 
 
 def cost_share(state: RunState, study: StudySpec) -> float:

@@ -28,17 +28,22 @@ class Best:
     factor: float
 
 
-def learned_factors(measured: Iterable[tuple[Proposal, float]]) -> dict[str, float]:
-    """Per knob, measured over predicted ratio of its latest single-knob move (``measured``:
-    each proposal with its measured ratio to the incumbent it was judged against), the
-    prediction as it was before earlier moves re-priced it."""
-    factors: dict[str, float] = {}
+def single_knob_errors(measured: Iterable[tuple[Proposal, float]]) -> list[tuple[str, float]]:
+    """Each measured single-knob move as (knob, measured over predicted ratio), in order
+    (``measured``: each proposal with its measured ratio to the incumbent it was judged
+    against), the prediction as it was before earlier moves re-priced it."""
+    errors = []
     for proposal, ratio in measured:
         if len(proposal.changes) == 1 and ratio > 0:
             (knob,) = proposal.changes
             prediction = proposal.prediction
-            factors[knob] = ratio * prediction.repriced_by / prediction.capacity_ratio
-    return factors
+            errors.append((knob, ratio * prediction.repriced_by / prediction.capacity_ratio))
+    return errors
+
+
+def learned_factors(measured: Iterable[tuple[Proposal, float]]) -> dict[str, float]:
+    """Per knob, the measured over predicted ratio of its latest single-knob move."""
+    return dict(single_knob_errors(measured))
 
 
 def best_left(candidates: Sequence[KnobCandidate], factors: dict[str, float]) -> Best | None:
