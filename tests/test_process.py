@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -67,3 +68,22 @@ def _running(fragment: str) -> list[int]:
         if fragment in cmdline and state != "Z" and int(entry.name) != os.getpid():
             found.append(int(entry.name))
     return found
+
+
+def test_the_servers_ipc_sockets_go_with_it(tmp_path: Path) -> None:
+    """vLLM names its engine's ZMQ sockets under VLLM_RPC_BASE_PATH and leaves them behind
+    when signalled: each server gets a folder of its own, removed when it stops."""
+    marker = tmp_path / "said"
+    leave = (
+        "import os, pathlib, socket, time\n"
+        "base = pathlib.Path(os.environ['VLLM_RPC_BASE_PATH'])\n"
+        "socket.socket(socket.AF_UNIX).bind(str(base / 'engine-ipc'))\n"
+        f"pathlib.Path({str(marker)!r}).write_text(str(base))\n"
+        "time.sleep(60)\n"
+    )
+    with ServerProcess([sys.executable, "-c", leave], tmp_path / "server.log") as server:
+        while not marker.exists() and server.alive():  # waits on the server's own word
+            time.sleep(0.01)
+        folder = Path(marker.read_text())
+        assert (folder / "engine-ipc").is_socket()
+    assert not folder.exists()

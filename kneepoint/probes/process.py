@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -54,12 +56,18 @@ class ServerProcess:
         """Whether it has answered /health: an exit before that is no crash."""
         log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = log_path.open("ab")
+        # vLLM's engine talks to its API server over ZMQ sockets it names under /tmp and
+        # leaves there when stopped by a signal (768 in /tmp after two sessions of the real
+        # tier): they go to a folder of this server's own, removed with it.
+        self._sockets = Path(tempfile.mkdtemp(prefix="kneepoint-ipc-"))
+        own = {"VLLM_RPC_BASE_PATH": str(self._sockets)}
+        environment = {**os.environ, **own, **(env or {})}
         self.proc = subprocess.Popen(
             self.argv,
             stdin=subprocess.DEVNULL,
             stdout=self._log,
             stderr=subprocess.STDOUT,
-            env={k: v for k, v in {**os.environ, **(env or {})}.items() if k not in unset},
+            env={k: v for k, v in environment.items() if k not in unset},
             start_new_session=True,
         )
         if nice:
@@ -77,6 +85,7 @@ class ServerProcess:
             self.proc.wait()
             self._log.close()
             self.pid_path.unlink(missing_ok=True)
+            shutil.rmtree(self._sockets, ignore_errors=True)
             raise
 
     def __enter__(self) -> ServerProcess:
@@ -139,6 +148,7 @@ class ServerProcess:
             os.close(self._lifeline)  # the watchdog wakes, finds nothing left, and exits
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self._watchdog.wait(timeout=grace_s)
+            shutil.rmtree(self._sockets, ignore_errors=True)
         return self.proc.returncode
 
     def _signal_group(self, sig: signal.Signals) -> None:
