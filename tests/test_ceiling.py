@@ -8,7 +8,7 @@ from typing import Any
 
 from kneepoint.config.catalog import knob_catalogue
 from kneepoint.policies.diagnosis.context import context_of
-from kneepoint.policies.pruning.ceiling import latency_ceiling
+from kneepoint.policies.pruning.ceiling import compute_ceiling, latency_ceiling
 from kneepoint.policies.pruning.prune import prune
 from kneepoint.records.diagnosis import Diagnosis, Observation, ServerResponse
 from kneepoint.records.engine import EngineConfig
@@ -151,3 +151,23 @@ def test_a_tail_near_its_limit_binds_and_one_far_from_it_or_past_help_does_not()
     assert isinstance(idle, str) and "no per-token tail reached its limit at the knee" in idle
     hopeless = _budget(_prune_compute(_chunked(200.0)))
     assert isinstance(hopeless, str) and "would still break its 50 ms limit" in hopeless
+
+
+def test_the_compute_ceiling_bounds_a_bigger_pool_where_no_per_token_limit_does() -> None:
+    """The held-out H100 recording (tests/fixtures/real/h100-llama8b-chat, kv-starved -> base:
+    gpu_memory_utilization up, capacity measured 1.94x): its steps went 75 -> 116 tokens in
+    8.4 -> 10.0 ms, a fixed ~5.5 ms plus ~39 us a token, so no batch serves more than ~2.2x
+    the tokens (2.14x from the recording's unrounded readings, which benchmarks read). Priced
+    from the pool it adds alone the move was 2.50x (1.29x off; 1.10x with the ceiling)."""
+    response = ServerResponse(low_rate_rps=16.0, high_rate_rps=22.0, low_tokens_per_step=75.0,
+                              high_tokens_per_step=116.0, low_step_ms=8.4, high_step_ms=10.0,
+                              elasticity=0.41)  # fmt: skip
+    observation = _observe(45.0, {"ttft_p99_ms": 1000}).model_copy(update={"response": response})
+    ceiling = compute_ceiling(observation)
+    assert ceiling is not None and abs(ceiling.ratio - 2.209) < 0.01
+    assert "steps cost 5.5 ms plus 39 us a token" in ceiling.reading
+    assert 1.94 / 1.25 <= ceiling.ratio <= 1.94 * 1.25
+    assert _kv(_prune(observation)) == ceiling.ratio
+    # Steps that grew faster than their tokens have no fixed cost to amortise: no ceiling here
+    # (the power law prices any growth at nothing), nor where steps did not grow at all.
+    assert compute_ceiling(_observe(45.0, None)) is None

@@ -68,16 +68,40 @@ def latency_ceiling(observation: Observation) -> Ceiling | None:
     return Ceiling(round(ratio, 3), reading)
 
 
+def compute_ceiling(observation: Observation) -> Ceiling | None:
+    """The most a bigger batch can raise throughput, whatever the limits: the server's two
+    points read as steps costing a fixed time plus a time per token (the weights read once
+    a step, the work done per token) serve at most one token per per-token time, however
+    many sequences a step carries. None where the points do not bound it: steps that did not
+    grow (a bigger batch costs nothing more), or grew faster than their tokens (no fixed
+    cost: the step response's power law already prices any growth at nothing)."""
+    response = observation.response
+    if response is None:
+        return None
+    grown = response.high_tokens_per_step - response.low_tokens_per_step
+    per_token_ms = (response.high_step_ms - response.low_step_ms) / grown
+    fixed_ms = response.high_step_ms - per_token_ms * response.high_tokens_per_step
+    if per_token_ms <= 0.0 or fixed_ms <= 0.0:
+        return None
+    ratio = 1.0 + fixed_ms / (per_token_ms * response.high_tokens_per_step)
+    reading = (
+        f"steps cost {fixed_ms:.1f} ms plus {per_token_ms * 1e3:.0f} us a token "
+        f"({response.reading()}): any batch serves at most {ratio:.2f}x the tokens per second"
+    )
+    return Ceiling(round(ratio, 3), reading)
+
+
 def bound_growth(
     knob: str, effect: Effect, observation: Observation, relieves: Constraint
 ) -> Effect | str:
-    """A move of ``knob`` that grows the batch, capped by the latency ceiling; the reason it
-    is ruled out where the cap leaves nothing to gain. Only where it relieves the cache or
-    the scheduler: against bandwidth, fp8 KV's gain is shorter steps (half the KV bytes
-    read), not more of them."""
+    """A move of ``knob`` that grows the batch, capped by the lower of the latency and the
+    compute ceilings; the reason it is ruled out where the cap leaves nothing to gain. Only
+    where it relieves the cache or the scheduler: against bandwidth, fp8 KV's gain is shorter
+    steps (half the KV bytes read), not more of them."""
     if knob not in GROWING or effect.direction == "down" or relieves not in RELIEVED_BY_ROOM:
         return effect
-    ceiling = latency_ceiling(observation)
+    found = [c for c in (latency_ceiling(observation), compute_ceiling(observation)) if c]
+    ceiling = min(found, key=lambda c: c.ratio, default=None)
     if ceiling is None or ceiling.ratio >= effect.ratio:
         return effect
     if ceiling.ratio < NOTHING_GAINED:
