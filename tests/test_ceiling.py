@@ -6,12 +6,17 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from kneepoint.config.catalog import knob_catalogue
+from kneepoint.load.objective import rules
 from kneepoint.policies.diagnosis.context import context_of
 from kneepoint.policies.pruning.ceiling import compute_ceiling, latency_ceiling
 from kneepoint.policies.pruning.prune import prune
+from kneepoint.policies.search.search_space import capped
 from kneepoint.records.diagnosis import Diagnosis, Observation, ServerResponse
 from kneepoint.records.engine import EngineConfig
+from kneepoint.records.objective import GoodputAtRate, SloCapacity
 from kneepoint.records.proposal import Pruning
 from kneepoint.records.slo import Slo
 from tests.test_diagnosis import A100, CACHE, LLAMA_1B, point
@@ -171,3 +176,19 @@ def test_the_compute_ceiling_bounds_a_bigger_pool_where_no_per_token_limit_does(
     # Steps that grew faster than their tokens have no fixed cost to amortise: no ceiling here
     # (the power law prices any growth at nothing), nor where steps did not grow at all.
     assert compute_ceiling(_observe(45.0, None)) is None
+
+
+def test_a_goodput_at_rate_objective_caps_every_price_at_its_rate() -> None:
+    """The H200 tune at 40 req/s (tests/fixtures/real/h200-llama8b-kv-tune/at-40rps) priced a
+    bigger pool at 1.39x where its incumbent already served nearly all of the 40 req/s: the
+    screen measured +0.0%. Goodput never passes the rate offered."""
+    rule = rules(GoodputAtRate(rate_rps=40.0))
+    assert rule.most_gain(39.9) == pytest.approx(40.0 / 39.9)
+    assert rule.most_gain(0.0) is None and rules(SloCapacity()).most_gain(10.0) is None
+    found = _prune(_observe(45.0, {"ttft_p99_ms": 1000}))
+    bounded = capped(found.candidates, rule.most_gain(39.9))
+    assert all(c.predicted_ratio <= 40.0 / 39.9 for c in bounded)
+    kv = next(c for c in bounded if c.knob.name == "kv_cache_memory_bytes")
+    assert "capped at 1.00x: goodput cannot pass the offered rate" in kv.reason
+    assert "already serves 99.8% of it" in kv.reason
+    assert capped(found.candidates, None) == found.candidates

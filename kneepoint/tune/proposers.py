@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from kneepoint.load.objective import rules
 from kneepoint.policies.diagnosis.context import context_of
 from kneepoint.policies.diagnosis.observe import observe_study
 from kneepoint.policies.search.coordinate import CoordinateDescent
@@ -58,6 +59,7 @@ def run_proposer(study: StudySpec, state: RunState, url: str | None) -> Proposer
         state.incumbent_objective,
         learned=learned_factors(state.measured_moves()),
         price=trial_price(state, study),
+        most_gain=rules(study.objective).most_gain(state.incumbent_objective),
     )
     name = f"{study.name}-space{len(state.promotions)}"
     return replay(PROPOSERS[study.tuning.proposer](study, space, url, name), state.history())

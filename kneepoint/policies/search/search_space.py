@@ -4,24 +4,27 @@ them), the factors learned from earlier moves, and what a trial costs out of the
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from pydantic import JsonValue
 
 from kneepoint.physics.defaults import resolve_engine
 from kneepoint.policies.diagnosis.context import ConfigContext
-from kneepoint.records.proposal import Pruning, SearchSpace, TrialPrice
+from kneepoint.records.proposal import KnobCandidate, Pruning, SearchSpace, TrialPrice
 
 
 def search_space(
     pruning: Pruning,
     context: ConfigContext,
     incumbent_objective: float | None,
+    *,
     learned: Mapping[str, float] | None = None,
     price: TrialPrice | None = None,
+    most_gain: float | None = None,
 ) -> SearchSpace:
     """The proposers' space: the candidates around the incumbent, with the incumbent's
-    effective value of each (engine defaults filled in)."""
+    effective value of each (engine defaults filled in), each priced at most ``most_gain``
+    (the objective's own bound, ``ObjectiveRules.most_gain``)."""
     observation = context.observation
     engine, memory = context.engine, context.memory
     if engine is None or memory is None:
@@ -44,7 +47,25 @@ def search_space(
         incumbent=config,
         incumbent_objective=incumbent_objective,
         current_values=current,
-        candidates=pruning.candidates,
+        candidates=capped(pruning.candidates, most_gain),
         learned_factors=dict(learned or {}),
         price=price,
+    )
+
+
+def capped(
+    candidates: Sequence[KnobCandidate], most_gain: float | None
+) -> tuple[KnobCandidate, ...]:
+    """The candidates, each priced at most ``most_gain``, saying so."""
+    if most_gain is None:
+        return tuple(candidates)
+    said = (
+        f"; capped at {most_gain:.2f}x: goodput cannot pass the offered rate, and the "
+        f"incumbent already serves {1.0 / most_gain:.1%} of it"
+    )
+    return tuple(
+        c.model_copy(update={"predicted_ratio": most_gain, "reason": c.reason + said})
+        if c.predicted_ratio > most_gain
+        else c
+        for c in candidates
     )
