@@ -19,6 +19,7 @@ from kneepoint.load.point import load_point
 from kneepoint.load.trust import Trust
 from kneepoint.probes import cpu
 from kneepoint.probes.cpu import HostLoad, listener
+from kneepoint.probes.server_failure import bound_cores
 from kneepoint.records.loadpoint import Signals
 from kneepoint.records.measure import RequestRecord
 from kneepoint.records.measurement import MeasurementSpec
@@ -122,3 +123,24 @@ def test_pressure_from_the_measurements_own_tasks_is_counted() -> None:
     queued = Signals(host_cpu_pressure=0.36, host_cpu_others_cores=0.02)
     own = load_point(10.0, _records(), SLO, signals=queued)
     assert not own.host_busy and own.valid
+
+
+def test_the_engines_share_of_the_cores_it_bound_is_said() -> None:
+    """vLLM's CPU build logs the cores it bound its OpenMP threads to; a busy point says what
+    the engine got of them (its threads stall where other work runs on their cores)."""
+    log = (
+        "(EngineCore pid=19860) INFO 11-28 02:53:03 [ompmultiprocessing.py:185] "
+        "\tlocal_rank=0, core ids=[0]\n"
+        "(EngineCore pid=19860) INFO 11-28 02:53:03 [ompmultiprocessing.py:185] "
+        "\treserved_cpus=[1]\n"
+    )  # from a real server's log on the 2-core AMD host (2026-11-28)
+    assert bound_cores(log) == 1
+    assert bound_cores(log.replace("[0]", "[0, 1, 2, 3]")) == 4
+    assert bound_cores("INFO GPU KV cache size: 8,192 tokens") is None
+    held = Signals(host_cpu_pressure=0.62, host_cpu_others_cores=1.1, engine_cpu_pct=45.0,
+                   engine_cores_bound=1)  # fmt: skip
+    point = load_point(10.0, _records(), SLO, signals=held)
+    assert point.invalid_reason() == (
+        "the host is busy: CPU pressure 62%, 1.1 cores used by other work, the engine 45% of "
+        "the 1 it bound over the point; not counted"
+    )

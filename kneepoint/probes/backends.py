@@ -31,6 +31,7 @@ from kneepoint.probes.server_failure import (
     Failure,
     ServerFailedError,
     address_in_use,
+    bound_cores,
     kv_capacity_tokens,
 )
 from kneepoint.records.backend_spec import VllmBackend
@@ -173,6 +174,7 @@ class LaunchBackend:
                         sim_telemetry=self.sim_telemetry,
                         nvml_index=self.nvml_index,
                         engine_pid=proc.pid,
+                        engine_cores=bound_cores(proc.log_text()),
                     ),
                     proc,
                     kv_capacity_tokens(proc.log_text()),

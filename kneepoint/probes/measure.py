@@ -45,6 +45,8 @@ class Instruments:
     nvml_index: int | None = None
     """Sample this local GPU through NVML (None: do not)."""
     engine_pid: int | None = None
+    engine_cores: int | None = None
+    """Cores the engine bound its threads to (vLLM's CPU build logs them; None: unsaid)."""
     hang_after_s: float = 60.0
     """A server that answers nothing, not even ``/metrics``, for this long is hung and the
     point is abandoned: a live vLLM answers between engine steps, and the longest step in
@@ -119,6 +121,7 @@ async def measure_async(
         start,
         end,
         engine_cpu_pct=cpu.percent(),
+        engine_cores_bound=instruments.engine_cores,
         host_cpu_pressure=held.pressure,
         host_cpu_others_cores=held.others_cores,
         gpu_other_processes=others,

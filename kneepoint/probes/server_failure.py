@@ -77,6 +77,17 @@ def kv_capacity_tokens(log: str) -> int | None:
     return int(found[-1].replace(",", "")) if found else None
 
 
+_BOUND_CORES = re.compile(r"local_rank=\d+, core ids=\[([0-9, ]*)\]")
+
+
+def bound_cores(log: str) -> int | None:
+    """How many cores vLLM's CPU build bound its OpenMP threads to (``VLLM_CPU_OMP_THREADS_BIND``,
+    'auto' by default: one thread a core, a core kept back for the API server), from the
+    binding it logs at startup; None where it logged none (a GPU build)."""
+    found = _BOUND_CORES.findall(log)
+    return sum(len([c for c in ids.split(",") if c.strip()]) for ids in found) if found else None
+
+
 def classify(
     log: str, exit_code: int | None, *, silent_s: float = 0.0, started: bool = True
 ) -> Failure:

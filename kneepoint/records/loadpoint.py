@@ -40,6 +40,9 @@ class Signals(Record):
     power_w: float | None = Field(default=None, ge=0.0)
     engine_cpu_pct: float | None = Field(default=None, ge=0.0)
     """CPU of the engine's processes (100 = one core busy)."""
+    engine_cores_bound: int | None = Field(default=None, ge=1)
+    """Cores the engine asked for: vLLM's CPU build binds one OpenMP thread to each (None on
+    a GPU build, or where the log did not say)."""
     host_cpu_pressure: float | None = Field(default=None, ge=0.0, le=1.0)
     """Share of the point's wall time in which some runnable task of the host waited for a
     CPU (Linux PSI, ``/proc/pressure/cpu`` "some"); None where the kernel does not say."""
@@ -168,6 +171,11 @@ def host_words(signals: Signals) -> str:
     gpu = signals.gpu_other_processes
     if gpu:
         return f"{gpu} other process{'es' if gpu > 1 else ''} ran on the GPU"
-    pressure = f"CPU pressure {signals.host_cpu_pressure or 0.0:.0%}"
-    others = signals.host_cpu_others_cores
-    return pressure if others is None else f"{pressure}, {others:.1f} cores used by other work"
+    said = f"CPU pressure {signals.host_cpu_pressure or 0.0:.0%}"
+    others, cores = signals.host_cpu_others_cores, signals.engine_cores_bound
+    if others is not None:
+        said += f", {others:.1f} cores used by other work"
+    if cores and signals.engine_cpu_pct is not None:
+        # what the engine got against what it asked for: its threads stall where others run
+        said += f", the engine {signals.engine_cpu_pct / cores:.0f}% of the {cores} it bound"
+    return said
