@@ -97,7 +97,7 @@ class Executor:
         knee = state.incumbent_knee_rps
         match action:
             case Screen():
-                progress.phase("screen", f"trial {n}: {proposal.reason}")
+                progress.phase("screen", f"trial {n}: {reason_once(state, n)}")
                 return steps.preflight(n, proposal) or steps.screen(n, proposal, knee, repeats)
             case CheckQuality():
                 progress.phase("quality", f"trial {n}: greedy outputs vs the incumbent")
@@ -119,3 +119,19 @@ class Executor:
                 return promoted
             case _:
                 assert_never(action)
+
+
+def reason_once(state: RunState, n: int) -> str:
+    """Trial ``n``'s reason, its candidate's rationale said in full once a run: a later step
+    of the same candidate points back to the trial that said it (the walk's steps on one knob
+    repeated 600 characters each, issue "Step 17"). The report's trials table keeps all."""
+    proposal = state.trials[n].proposal
+    moved, _, why = proposal.prediction.reason.partition(": ")
+    if not why or not proposal.reason.startswith(proposal.prediction.reason):
+        return proposal.reason
+    later = proposal.reason[len(proposal.prediction.reason) :]
+    for m in sorted(state.trials):
+        earlier = state.trials[m].proposal.prediction.reason
+        if m < n and earlier.partition(": ")[2] == why:
+            return f"{moved}: as trial {m}{later}"
+    return proposal.reason

@@ -40,6 +40,12 @@ class Ceiling:
 
     ratio: float
     reading: str
+    basis: str = ""
+    """The step response the reading rests on (``ServerResponse.reading``)."""
+
+    def words(self, said: str) -> str:
+        """The reading, with its basis unless ``said`` already gives it."""
+        return self.reading if self.basis in said else f"{self.reading} ({self.basis})"
 
 
 def latency_ceiling(observation: Observation) -> Ceiling | None:
@@ -63,9 +69,9 @@ def latency_ceiling(observation: Observation) -> Ceiling | None:
     ratio = response.batch_gain(growth) if growth >= 1.0 else growth
     reading = (
         f"{label} {seen_ms:.1f} ms at {point.rate_rps:.4g} req/s against its {limit_ms:g} ms "
-        f"limit: steps may grow {growth:.2f}x before it breaks ({response.reading()})"
+        f"limit: steps may grow {growth:.2f}x before it breaks"
     )
-    return Ceiling(round(ratio, 3), reading)
+    return Ceiling(round(ratio, 3), reading, response.reading())
 
 
 def compute_ceiling(observation: Observation) -> Ceiling | None:
@@ -85,10 +91,10 @@ def compute_ceiling(observation: Observation) -> Ceiling | None:
         return None
     ratio = 1.0 + fixed_ms / (per_token_ms * response.high_tokens_per_step)
     reading = (
-        f"steps cost {fixed_ms:.1f} ms plus {per_token_ms * 1e3:.0f} us a token "
-        f"({response.reading()}): any batch serves at most {ratio:.2f}x the tokens per second"
+        f"steps cost {fixed_ms:.1f} ms plus {per_token_ms * 1e3:.0f} us a token: any batch "
+        f"serves at most {ratio:.2f}x the tokens per second"
     )
-    return Ceiling(round(ratio, 3), reading)
+    return Ceiling(round(ratio, 3), reading, response.reading())
 
 
 def bound_growth(
@@ -107,10 +113,10 @@ def bound_growth(
     if ceiling.ratio < NOTHING_GAINED:
         return (
             f"{effect.reason}; but a bigger batch is priced at {ceiling.ratio:.2f}x: "
-            f"{ceiling.reading}"
+            f"{ceiling.words(effect.reason)}"
         )
     reason = f"{effect.reason}; capped at {ceiling.ratio:.2f}x from {effect.ratio:.2f}x: "
-    return replace(effect, ratio=ceiling.ratio, reason=reason + ceiling.reading)
+    return replace(effect, ratio=ceiling.ratio, reason=reason + ceiling.words(effect.reason))
 
 
 def slo_limits(observation: Observation) -> dict[str, dict[tuple[str, int], float]]:
