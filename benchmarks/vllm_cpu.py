@@ -48,14 +48,18 @@ def engine(model: Path, kv_bytes: int, *, eager: bool = True) -> EngineConfig:
 
 
 @contextmanager
-def served(venv: Path, config: EngineConfig, nice: int = 10) -> Iterator[Endpoint]:
+def served(
+    venv: Path, config: EngineConfig, nice: int = 10, env: dict[str, str] | None = None
+) -> Iterator[Endpoint]:
     """``config`` on a server launched as kneepoint launches one (its own process group,
-    health wait, identity check), stopped on the way out."""
+    health wait, identity check), stopped on the way out; ``env`` adds to its environment."""
     spec = VllmBackend(
         command=(str(venv / "bin" / "python"), "-m", "vllm.entrypoints.openai.api_server"),
         model_as="flag",
     )  # fmt: skip
-    backend = LaunchBackend(vllm_argv(spec), env=ENV, startup_timeout_s=600, nice=nice)
+    backend = LaunchBackend(
+        vllm_argv(spec), env={**ENV, **(env or {})}, startup_timeout_s=600, nice=nice
+    )
     with tempfile.TemporaryDirectory() as logs, backend.serve(config, Path(logs)) as endpoint:
         yield endpoint
 
