@@ -124,6 +124,7 @@ def main() -> None:
                              "after the last phase kept there")  # fmt: skip
     args = parser.parse_args()
     configure_logging(level="warning")
+    args.work.mkdir(parents=True, exist_ok=True)
     out = args.work / "results.json"
     results: dict[str, Any] = json.loads(out.read_text()) if out.is_file() else {}
 
