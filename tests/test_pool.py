@@ -1,7 +1,8 @@
 """A pool of several GPUs (the workers of a shared study) takes the same decisions as
 ``kneepoint tune``'s pool of one (``next_actions``): a round proposes one configuration per free
-GPU and screens them side by side; its finalists go one at a time, best screened first; a
-promotion closes the rest of its round. The state (``RunState.apply``) holds several open
+GPU and screens them side by side; its finalists are validated side by side, one per free GPU,
+best screened first (one at a time for ``tune``); the best winner is promoted, which closes the
+rest of its round. The state (``RunState.apply``) holds several open
 trials and still refuses an event that cannot follow. Built from a real small-tune ledger."""
 
 from __future__ import annotations
@@ -11,11 +12,19 @@ from datetime import datetime
 import pytest
 
 from kneepoint.config import load_study
-from kneepoint.records.ledger import Event, Finished, Proposed, Screened
+from kneepoint.records.ledger import Event, Finished, Proposed, Screened, Validated
 from kneepoint.records.study import StudySpec
 from kneepoint.run.ledger import Ledger
 from kneepoint.run.state import RunState, StateError
-from kneepoint.tune.decide import Propose, Screen, Stop, Validate, next_action, next_actions
+from kneepoint.tune.decide import (
+    Promote,
+    Propose,
+    Screen,
+    Stop,
+    Validate,
+    next_action,
+    next_actions,
+)
 
 from .conftest import TuneRun
 
@@ -60,8 +69,32 @@ def test_a_round_screens_side_by_side_then_its_best_finalist_goes_first(
     assert [type(a) for a in next_actions(state, study, NOW, 2)] == [Screen]
     state.apply(first)
     best = max((1, 2), key=lambda n: state.trials[n].measured_objective() or 0.0)
-    [validate] = next_actions(state, study, NOW, slots=2)
+    [validate] = next_actions(state, study, NOW, slots=1)
     assert isinstance(validate, Validate) and validate.trial.trial == best
+    side_by_side = next_actions(state, study, NOW, slots=2)
+    assert all(isinstance(a, Validate) for a in side_by_side)
+    assert [a.trial.trial for a in side_by_side if isinstance(a, Validate)] == [best, 3 - best]
+
+
+def _won(validated: Event, trial: int, capacity_rps: float) -> Validated:
+    """``validated`` (a winner's) as trial ``trial``'s, its challenger at ``capacity_rps``."""
+    assert isinstance(validated, Validated) and validated.challenger is not None
+    challenger = validated.challenger.model_copy(update={"capacity_rps": capacity_rps})
+    return validated.model_copy(update={"trial": trial, "challenger": challenger})
+
+
+def test_finalists_validated_side_by_side_promote_the_best_winner(small_run: TuneRun) -> None:
+    events, study = _run(small_run)
+    state = RunState.replay([*_round(events), events[3], events[7]], study.objective)
+    winner = events[8]  # trial 2's validation, a winner over the baseline
+    assert isinstance(winner, Validated) and winner.promote and winner.challenger is not None
+    top = winner.challenger.capacity_rps
+    assert top is not None
+    state.apply(_won(winner, 1, top * 1.1))  # trial 1 validated beside it, and higher
+    state.apply(_won(winner, 2, top))
+    [promote] = next_actions(state, study, NOW, slots=2)
+    assert isinstance(promote, Promote) and promote.trial.trial == 1
+    assert [a.trial.trial for a in next_actions(state, study, NOW) if isinstance(a, Promote)] == [1]
 
 
 def test_a_promotion_closes_the_finalists_left_in_its_round(small_run: TuneRun) -> None:

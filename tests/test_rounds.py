@@ -1,5 +1,6 @@
-"""Rounds for several workers (``Proposer.batch``): coordinate descent takes the next step of
-as many knobs, each walking as the sequential walk would on it, and its round of one is the
+"""Rounds for several workers (``Proposer.batch``): coordinate descent takes the walk's next
+step, then the other knobs' next steps by expected gain, each walking as the sequential walk
+would on it, and its round of one is the
 sequential walk itself; a sampler is asked several times with a stand-in outcome between asks."""
 
 from __future__ import annotations
@@ -18,13 +19,13 @@ def _round(space: SearchSpace, history: History, n: int) -> list[Proposal]:
     return replay(CoordinateDescent(space, 0, min_gain=0.02), history).batch(n)
 
 
-def test_a_round_takes_the_first_step_of_as_many_knobs_in_the_pruning_order() -> None:
+def test_a_round_takes_the_walks_step_then_the_other_knobs_best_expected_first() -> None:
     space = make_space()
     proposals = _round(space, [], 3)
     assert [list(p.changes) for p in proposals] == [
-        ["max_num_seqs"],
-        ["max_num_batched_tokens"],
-        ["gpu_memory_utilization"],
+        ["max_num_seqs"],  # the walk's own step (1.2x)
+        ["max_num_batched_tokens"],  # 1.1x, first of the two in the pruning's order
+        ["async_scheduling"],  # 1.1x, ahead of gpu_memory_utilization's 1.05x
     ]
     assert [p.changes["max_num_seqs"] for p in proposals[:1]] == [512]
     everything = _round(space, [], 10)
@@ -33,19 +34,25 @@ def test_a_round_takes_the_first_step_of_as_many_knobs_in_the_pruning_order() ->
 
 
 def test_each_knob_walks_on_as_its_sequential_walk_would() -> None:
+    """Its steps are its sequential walk's; a spare GPU's walk goes on past where the
+    sequential walk stops for want of a predicted gain beyond the floor, while one is
+    predicted at all."""
     space = make_space()
     history: History = []
     for _ in range(4):  # four rounds of three workers against a fixed incumbent
         for proposal in _round(space, history, 3):
             history.append((proposal, capacity(proposal.config)))
-    seqs = [p.params["to"] for p, _ in history if p.params["knob"] == "max_num_seqs"]
+    mine = [p for p, _ in history if p.params["knob"] == "max_num_seqs"]
+    seqs = [p.params["to"] for p in mine]
     alone = space.model_copy(update={"candidates": CANDIDATES[:1]})
     walk: Proposer = CoordinateDescent(alone, 0, min_gain=0.02)
     sequential = []
     while (proposal := walk.ask()) is not None and len(sequential) < len(seqs):
         sequential.append(proposal.changes["max_num_seqs"])
         walk.tell(proposal, capacity(proposal.config))
-    assert seqs == sequential
+    assert sequential and seqs[: len(sequential)] == sequential
+    beyond = mine[len(sequential) :]
+    assert all(p.prediction and 1.0 < p.prediction.capacity_ratio <= 1.02 for p in beyond)
     assert len({p.key() for p, _ in history}) == len(history), "nothing is proposed twice"
 
 

@@ -36,7 +36,7 @@ _FIELD: dict[type, str] = {
     Promoted: "promoted",
     BurstChecked: "burst",
 }
-TaskKind = Literal["baseline", "screen", "validate", "burst"]
+TaskKind = Literal["baseline", "screen", "validate", "promote", "burst"]
 
 
 class Task(Record):

@@ -7,8 +7,9 @@ nothing here measures or writes.
 
 The order, one place for both: the run starts and measures its baseline; a round proposes up to
 one configuration per free GPU (one for ``tune``) and screens them all against the incumbent;
-when its screens are in, its finalists take their steps (quality check, validation, promotion)
-one at a time, best screened first, and a promotion closes the rest of its round; when no trial
+when its screens are in, its finalists take their steps (quality check, validation), as many
+side by side as there are GPUs free, best screened first; the best validated winner is promoted,
+which closes the rest of its round; when no trial
 is open, a budget, the lack of a knee or of anything to try, or trials that stopped paying
 (``kneepoint.tune.budget``) stop the search, and the winner's burst check follows the stop.
 """
@@ -106,8 +107,7 @@ def next_actions(state: RunState, study: StudySpec, now: datetime, slots: int = 
     if screens:
         return screens
     if trials:
-        best = min(trials, key=lambda t: (-(t.measured_objective() or 0.0), t.trial))
-        return [trial_action(best)]
+        return finalist_steps(trials, slots)
     stop = (
         no_knee(state, study)
         or rate_out_of_reach(state, study)
@@ -120,6 +120,20 @@ def next_actions(state: RunState, study: StudySpec, now: datetime, slots: int = 
     if study.budget.max_trials is not None:
         n = min(n, study.budget.max_trials - state.trials_run)
     return [Propose(n)]
+
+
+def finalist_steps(trials: list[TrialState], slots: int) -> list[Action]:
+    """A round's finalists, once its screens are in: the best validated winner's promotion
+    first (it closes the rest of the round); else the next step of the ``slots`` best, best
+    measured first. One GPU takes them one at a time, the sequential order; several validate
+    that many finalists side by side against the one incumbent, and the best that wins is
+    promoted once all are in (issue "Step 16": with three workers on rag, validations one at
+    a time kept the critical path near the sequential run's)."""
+    ranked = sorted(trials, key=lambda t: (-(t.measured_objective() or 0.0), t.trial))
+    winners = [t for t in ranked if t.next_step() == "promote"]
+    if winners:
+        return [Promote(winners[0])]
+    return [trial_action(t) for t in ranked[: max(1, slots)]]
 
 
 def _run_step(state: RunState) -> Action | None:

@@ -3,8 +3,9 @@ many GPUs as there are live workers, each measuring action a task (``kneepoint.r
 
 The decisions are ``kneepoint tune``'s (``next_actions``): the baseline, then rounds of up to
 one proposal per live worker, screened side by side against the incumbent; a round's finalists
-validated one at a time, best screened first, each as one task (its quality check, the
-incumbent and the challenger interleaved on one GPU, and its promotion); budgets and "nothing
+validated side by side, up to one per live worker, best screened first, each as one task (its
+quality check, the incumbent and the challenger interleaved on one GPU); the best winner's
+promotion as a task of its own once they are in; budgets and "nothing
 left worth trying" stop the search as they stop ``tune``, and the winner's burst check runs as
 one last task. An action already queued is waited for: nothing new is planned while a task is
 out, so every screen of a round is judged against one incumbent.
@@ -19,7 +20,7 @@ from typing import assert_never
 from kneepoint.records.knobs import KnobCatalogue
 from kneepoint.records.ledger import Finished
 from kneepoint.records.study import StudySpec
-from kneepoint.records.task import Task
+from kneepoint.records.task import Task, TaskKind
 from kneepoint.tune.decide import (
     Action,
     CheckBurst,
@@ -50,13 +51,21 @@ class Plan:
 def plan(
     shared: Shared, study: StudySpec, catalogue: KnobCatalogue, workers: int, now: datetime
 ) -> Plan:
+    if shared.pending:
+        return Plan()  # a batch is judged whole: the next is planned once all of it is in
     actions = next_actions(shared.state, study, now, max(1, workers))
     plans = [_plan(shared, study, catalogue, action) for action in actions]
     finished = next((p.finished for p in plans if p.finished is not None), None)
     if finished is not None:
         return Plan(finished=finished)
-    fresh = [t for p in plans for t in p.tasks if t.key not in shared.planned]
+    fresh = [t for p in plans for t in p.tasks if _fresh(t, shared.planned)]
     return Plan(tuple(fresh))
+
+
+def _fresh(task: Task, planned: frozenset[str]) -> bool:
+    """Not queued before; or a promotion every attempt of which died (it measures nothing,
+    so it is queued again rather than lost with the round's winner)."""
+    return task.key not in planned or task.kind == "promote"
 
 
 def _plan(shared: Shared, study: StudySpec, catalogue: KnobCatalogue, action: Action) -> Plan:
@@ -76,8 +85,9 @@ def _plan(shared: Shared, study: StudySpec, catalogue: KnobCatalogue, action: Ac
 
 
 def _task(shared: Shared, action: Measure) -> Task:
-    """The task that measures an action. A validation's task takes every step of its trial
-    (quality check, validation, promotion) on one GPU; a screen's was queued with its round."""
+    """The task that carries out an action. A validation's task takes its trial's quality
+    check and validation on one GPU; a promotion is its own task, queued once every
+    validation side by side with it is in; a screen's was queued with its round."""
     state, batch = shared.state, shared.batches + 1
     generation = len(state.promotions)
     match action:
@@ -89,7 +99,7 @@ def _task(shared: Shared, action: Measure) -> Task:
             )
         case Screen(trial) | CheckQuality(trial) | Validate(trial) | Promote(trial):
             return Task(
-                kind="screen" if isinstance(action, Screen) else "validate",
+                kind=_KINDS[type(action)],
                 trial=trial.trial,
                 generation=generation,
                 proposal=trial.proposal,
@@ -98,6 +108,11 @@ def _task(shared: Shared, action: Measure) -> Task:
             )
         case _:
             assert_never(action)
+
+
+_KINDS: dict[type, TaskKind] = {
+    Screen: "screen", CheckQuality: "validate", Validate: "validate", Promote: "promote"
+}  # fmt: skip
 
 
 def _round(shared: Shared, study: StudySpec, catalogue: KnobCatalogue, n: int) -> Plan:

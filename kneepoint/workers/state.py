@@ -131,6 +131,8 @@ def recorded(study: StudySpec, attempts: Attempts, before: list[Event]) -> list[
             )
             validated = Validated(trial=task.trial, failure=failed)
             return [skipped, validated] if task.quality_check else [validated]
+        case "promote":
+            return []  # nothing measured is lost: the planner queues the promotion again
         case "burst":
             state = RunState.replay(before, study.objective)
             assert state.incumbent is not None

@@ -24,7 +24,7 @@ from kneepoint.run.folder import RunFolder
 from kneepoint.run.progress import Progress
 from kneepoint.run.state import RunState
 from kneepoint.tune.bench import Bench
-from kneepoint.tune.decide import CheckBurst, MeasureBaseline, Screen, trial_action
+from kneepoint.tune.decide import CheckBurst, MeasureBaseline, Promote, Screen, trial_action
 from kneepoint.tune.execute import Executor, Measure
 from kneepoint.tune.loop import Now, local_now
 from kneepoint.tune.steps import Steps
@@ -143,6 +143,8 @@ class Worker:
             )
         if task.kind == "validate":
             events = self._trial_steps(state, task.trial)
+        elif task.kind == "promote":
+            events = [self.executor.event(Promote(state.trials[task.trial]), state)]
         else:
             events = [self.executor.event(self._action(task, state), state)]
         result = TaskResult.from_events(events, worker=self.name)
@@ -159,10 +161,11 @@ class Worker:
         return Screen(state.trials[task.trial])
 
     def _trial_steps(self, state: RunState, number: int) -> list[Event]:
-        """A finalist's every step on this GPU: quality check, validation, promotion."""
+        """A finalist's steps on this GPU: quality check and validation (its promotion is
+        the planner's to queue: other finalists may be validating beside it)."""
         events: list[Event] = []
         trial = state.trials[number]
-        while trial.next_step() is not None:
+        while trial.next_step() not in (None, "promote"):
             event = self.executor.event(trial_action(trial), state)
             state.apply(event)
             events.append(event)
@@ -178,6 +181,8 @@ def _value(result: TaskResult, study: StudySpec) -> float:
         return result.screened.outcome.objective or 0.0
     if result.validated is not None and result.validated.challenger is not None:
         return rule.value(result.validated.challenger) or 0.0
+    if result.promoted is not None:
+        return result.promoted.objective
     if result.burst is not None:
         return result.burst.recovery_s or 0.0
     return 0.0

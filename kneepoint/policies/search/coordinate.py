@@ -41,7 +41,7 @@ from kneepoint.policies.search.space import (
     show,
     to_coord,
 )
-from kneepoint.policies.search.worth import pays, words
+from kneepoint.policies.search.worth import expected_gain, pays, words
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.knobs import BoolDomain, ChoiceDomain
 from kneepoint.records.proposal import KnobCandidate, Outcome, Prediction, Proposal, SearchSpace
@@ -89,11 +89,14 @@ class CoordinateDescent:
         *,
         min_gain: float = 0.02,
         max_halvings: int = 2,
+        wide: bool = False,
     ) -> None:
         self.space = space
         self.seed = seed
         self.min_gain = min_gain
         self.max_halvings = max_halvings
+        self.wide = wide
+        """A spare GPU's walk: any step predicted to gain at all is worth its trial."""
         self._centre = space.incumbent
         self._centre_objective = space.incumbent_objective
         self._incumbent_key = space.incumbent.fingerprint()
@@ -138,28 +141,39 @@ class CoordinateDescent:
         )
 
     def batch(self, n: int) -> list[Proposal]:
-        """The walk's next step, then the next step of each other knob, in the pruning's
-        order, that has one: each walked alone from the same history (it steps,
-        halves and stops as the sequential walk would on it), so a round of ``n`` workers
-        moves ``n`` knobs at once and a round of one walks the sequential path. The round is
-        empty once the walk is over, as ``ask`` is."""
+        """The walk's next step, then the ``n - 1`` best next steps of the other knobs by
+        expected gain: each walked alone from the same history (it steps, halves and stops
+        as the sequential walk would on it), any step predicted to gain at all, since the
+        GPUs beside the walk's are there anyway. A round of ``n`` workers moves ``n`` knobs
+        at once and a round of one walks the sequential path. The round is empty once the
+        walk is over, as ``ask`` is."""
         first = self.ask()
         if first is None or self._walk is None:
             return []
-        chosen, current = [first], self._walk.index
+        current, others = self._walk.index, []
         for index, candidate in enumerate(self.space.candidates):
-            if len(chosen) >= n:
-                break
-            proposal = None if index == current else self._alone(candidate).ask()
-            if proposal is not None and all(proposal.key() != p.key() for p in chosen):
+            proposal = None if index == current or n < 2 else self._alone(candidate).ask()
+            if proposal is not None and proposal.key() != first.key():
+                others.append(proposal)
+        others.sort(key=lambda p: -self._expected(p))
+        chosen = [first]
+        for proposal in others:
+            if len(chosen) < n and all(proposal.key() != p.key() for p in chosen):
                 chosen.append(proposal)
         return chosen
 
+    def _expected(self, proposal: Proposal) -> float:
+        """A proposal's expected gain: by the trial's price where the run has one."""
+        assert proposal.prediction is not None
+        ratio = proposal.prediction.capacity_ratio
+        price = self.space.price
+        return ratio - 1.0 if price is None else expected_gain(price, ratio)
+
     def _alone(self, candidate: KnobCandidate) -> CoordinateDescent:
-        """A walk of one candidate knob, told what this one was told."""
+        """A walk of one candidate knob, told what this one was told, on a spare GPU."""
         alone = self.space.model_copy(update={"candidates": (candidate,)})
         walk = CoordinateDescent(
-            alone, self.seed, min_gain=self.min_gain, max_halvings=self.max_halvings
+            alone, self.seed, min_gain=self.min_gain, max_halvings=self.max_halvings, wide=True
         )
         walk._known = dict(self._known)
         walk._advance()
@@ -184,6 +198,8 @@ class CoordinateDescent:
         """Its expected gain pays for its share of the budget left (``space.price``), or
         without a price, it is predicted beyond ``min_gain``."""
         price = self.space.price
+        if self.wide:
+            return ratio > 1.0
         return ratio > 1.0 + self.min_gain if price is None else pays(price, ratio)
 
     def _start(self, index: int) -> _Walk | None:
