@@ -87,3 +87,37 @@ def test_the_servers_ipc_sockets_go_with_it(tmp_path: Path) -> None:
         folder = Path(marker.read_text())
         assert (folder / "engine-ipc").is_socket()
     assert not folder.exists()
+
+
+def test_an_agent_killed_outright_leaves_no_socket_folder(tmp_path: Path) -> None:
+    """SIGKILL gives the agent no chance to clean up: the server's watchdog stops the server
+    and removes its socket folder (an empty kneepoint-ipc-* was seen in /tmp after a run)."""
+    marker = tmp_path / "said"
+    server = (
+        "import os, pathlib, time\n"
+        f"pathlib.Path({str(marker)!r}).write_text(os.environ['VLLM_RPC_BASE_PATH'])\n"
+        "time.sleep(120)\n"
+    )
+    agent = (
+        "import sys, time\n"
+        "from pathlib import Path\n"
+        "from kneepoint.probes.process import ServerProcess\n"
+        f"ServerProcess([sys.executable, '-c', {server!r}], Path({str(tmp_path / 's.log')!r}))\n"
+        "time.sleep(120)\n"
+    )
+    process = subprocess.Popen([sys.executable, "-c", agent])
+    try:
+        while not marker.exists() and process.poll() is None:  # the server's own word
+            time.sleep(0.01)
+        folder = Path(marker.read_text())
+        assert folder.is_dir()
+        process.kill()
+        process.wait()
+        deadline = time.monotonic() + 60  # the watchdog acts on the pipe's end-of-file
+        while folder.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not folder.exists()
+        assert not _running(str(marker))
+    finally:
+        if process.poll() is None:
+            process.kill()

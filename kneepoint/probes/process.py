@@ -78,7 +78,9 @@ class ServerProcess:
         try:
             started = _started(self.proc.pid)
             self.pid_path.write_text(f"{self.proc.pid}\n{started}\n{boot_id()}\n")
-            self._lifeline, self._watchdog = _watch(self.proc.pid, started, self.pid_path)
+            self._lifeline, self._watchdog = _watch(
+                self.proc.pid, started, self.pid_path, self._sockets
+            )
         except BaseException:
             # No watchdog and no caller to stop it: the server must not outlive this.
             self._signal_group(signal.SIGKILL)
@@ -156,13 +158,16 @@ class ServerProcess:
             os.killpg(self.proc.pid, sig)
 
 
-def _watch(pgid: int, started: str, pid_path: Path) -> tuple[int, subprocess.Popen[bytes]]:
+def _watch(
+    pgid: int, started: str, pid_path: Path, sockets: Path
+) -> tuple[int, subprocess.Popen[bytes]]:
     """Start the group's watchdog (kneepoint.probes.watchdog); returns the pipe end whose
     closing, by this process or by its death, tells the watchdog to act."""
     read_end, write_end = os.pipe()  # not inherited by later children (PEP 446)
+    argv = [str(pgid), started, str(pid_path), str(sockets)]
     try:
         watchdog = subprocess.Popen(
-            [sys.executable, "-m", "kneepoint.probes.watchdog", str(pgid), started, str(pid_path)],
+            [sys.executable, "-m", "kneepoint.probes.watchdog", *argv],
             stdin=read_end,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

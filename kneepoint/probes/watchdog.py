@@ -9,13 +9,17 @@ is its pid plus its start time, so a pid reused by another process is never sign
 agent that stops the server itself closes the pipe afterwards, and the watchdog finds nothing
 left to stop.
 
-    python -m kneepoint.probes.watchdog PGID STARTED PIDFILE   (stdin: the agent's pipe)
+The server's socket folder (its ``VLLM_RPC_BASE_PATH``) goes with it: an agent killed with
+SIGKILL cannot remove it, and a night of such runs would leave one a server in /tmp.
+
+    python -m kneepoint.probes.watchdog PGID STARTED PIDFILE SOCKETS   (stdin: the agent's pipe)
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import sys
 import time
@@ -43,13 +47,14 @@ def stop_group(pgid: int, started: str, grace_s: float = GRACE_S) -> bool:
 
 
 def main(argv: list[str]) -> int:
-    pgid, started, pid_file = int(argv[0]), argv[1], Path(argv[2])
+    pgid, started, pid_file, sockets = int(argv[0]), argv[1], Path(argv[2]), Path(argv[3])
     # Ctrl-C at the agent's terminal must not take the watchdog down before the server.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     while sys.stdin.buffer.read(4096):  # only end-of-file ends this: the agent is gone
         pass
     if stop_group(pgid, started) and _names(pid_file, pgid, started):
         pid_file.unlink(missing_ok=True)  # a resumed run may have written its own since
+    shutil.rmtree(sockets, ignore_errors=True)  # this server's alone (ServerProcess)
     return 0
 
 
