@@ -1,11 +1,15 @@
 """vLLM's own tuner, `benchmarks/auto_tune/auto_tune.sh`, ported to vLLM's CPU build: the
 procedure an inference engineer runs instead of kneepoint, step for step.
 
-1. Memory probe: the highest ``--gpu-memory-utilization`` from 0.98 down to 0.90 in steps of
-   0.01 at which a server with the grid's last cell starts. On the CPU build the flag is the
-   share of the NUMA node's memory the worker reserves, and what the model does not use
-   becomes the KV pool (vLLM's ``cpu_worker.py``): the probe is the largest pool that starts,
-   as on a GPU. Every start, failed ones included, is device time.
+1. Memory probe: auto_tune starts the grid's last cell at ``--gpu-memory-utilization`` 0.98,
+   then 0.97 and so on, and serves every cell at the highest that starts: the largest KV pool
+   the device holds. On vLLM's CPU build that flag is a share of the NUMA node's total memory,
+   and on this VM the node keeps a fifth of its total out of reach (14.2 GiB total, 11.5 free):
+   every share from 0.98 down to auto_tune's floor of 0.90 failed to start (2026-11-28). The
+   port probes ``--kv-cache-memory-bytes`` instead, at shares of the memory available just
+   before each start, from 0.95 down in steps of 0.05 (the server's own footprint, ~2 GiB, is
+   not known before it starts, and each failed start costs a model load). Every start,
+   failed ones included, is device time.
 2. Grid: ``max_num_seqs`` {128, 256} x ``max_num_batched_tokens`` {512, 1024, 2048, 4096},
    prefix caching on, a fresh server a cell.
 3. Per cell: `vllm bench serve` at rate inf with ``inf_prompts`` (auto_tune: 1,000); if its
@@ -30,13 +34,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psutil
 import vllm_cpu
 
 from kneepoint.probes.backends import Endpoint
 from kneepoint.probes.server_failure import ServerFailedError
 from kneepoint.records.engine import EngineConfig
 
-UTILISATIONS = tuple(round(0.98 - 0.01 * i, 2) for i in range(9))
+SHARES = tuple(round(0.95 - 0.05 * i, 2) for i in range(19))
+"""The memory probe's shares of the memory available, largest first."""
 NUM_SEQS = (128, 256)
 NUM_BATCHED_TOKENS = (512, 1024, 2048, 4096)
 DEV_MODE = {"VLLM_SERVER_DEV_MODE": "1"}
@@ -88,7 +94,8 @@ class Cell:
 
 @dataclass
 class AutoTune:
-    utilisation: float | None = None
+    kv_bytes: int | None = None
+    """The largest KV pool the memory probe started (None: none did)."""
     probe_device_s: float = 0.0
     cells: list[Cell] = field(default_factory=list)
 
@@ -106,30 +113,31 @@ class AutoTune:
     @classmethod
     def from_dict(cls, kept: dict[str, Any]) -> AutoTune:
         cells = [Cell(**{**c, "tried": [tuple(t) for t in c["tried"]]}) for c in kept["cells"]]
-        return cls(kept["utilisation"], kept["probe_device_s"], cells)
+        return cls(kept["kv_bytes"], kept["probe_device_s"], cells)
 
 
-def cell_config(base: EngineConfig, utilisation: float, seqs: int, tokens: int) -> EngineConfig:
+def cell_config(base: EngineConfig, kv_bytes: int, seqs: int, tokens: int) -> EngineConfig:
     return base.model_copy(
         update={
-            "kv_cache_memory_bytes": None, "gpu_memory_utilization": utilisation,
-            "max_num_seqs": seqs, "max_num_batched_tokens": tokens, "enable_prefix_caching": True,
+            "kv_cache_memory_bytes": kv_bytes, "max_num_seqs": seqs,
+            "max_num_batched_tokens": tokens, "enable_prefix_caching": True,
         }
     )  # fmt: skip
 
 
 def probe_memory(venv: Path, base: EngineConfig, found: AutoTune) -> None:
-    """The highest utilisation that starts with the grid's last (largest) cell."""
-    for utilisation in UTILISATIONS:
-        config = cell_config(base, utilisation, NUM_SEQS[-1], NUM_BATCHED_TOKENS[-1])
+    """The largest KV pool that starts with the grid's last (largest) cell."""
+    for share in SHARES:
+        kv_bytes = int(share * psutil.virtual_memory().available) // 2**20 * 2**20
+        config = cell_config(base, kv_bytes, NUM_SEQS[-1], NUM_BATCHED_TOKENS[-1])
         started = time.monotonic()
         try:
             with vllm_cpu.served(venv, config, env=DEV_MODE):
-                found.utilisation = utilisation
+                found.kv_bytes = kv_bytes
         except ServerFailedError:
             pass
         found.probe_device_s += time.monotonic() - started
-        if found.utilisation is not None:
+        if found.kv_bytes is not None:
             return
 
 
@@ -184,12 +192,12 @@ def auto_tune(
     """auto_tune.sh's whole procedure on ``base`` (its model, lengths and eager mode kept)."""
     found = AutoTune()
     probe_memory(bench.venv, base, found)
-    say(f"auto_tune: memory probe {found.utilisation} ({found.probe_device_s:.0f} s)")
-    if found.utilisation is None:
+    say(f"auto_tune: memory probe {found.kv_bytes} bytes ({found.probe_device_s:.0f} s)")
+    if found.kv_bytes is None:
         return found
     for seqs in NUM_SEQS:
         for tokens in NUM_BATCHED_TOKENS:
-            config = cell_config(base, found.utilisation, seqs, tokens)
+            config = cell_config(base, found.kv_bytes, seqs, tokens)
             cell = run_cell(bench, config, prompts)
             found.cells.append(cell)
             say(f"auto_tune: {seqs} seqs, {tokens} tokens: rate {cell.rate_rps}, "

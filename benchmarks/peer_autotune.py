@@ -156,9 +156,9 @@ def main() -> None:
     winner = EngineConfig.model_validate(results["kneepoint"]["winner"])
     contenders = {"start": study.engine, "kneepoint": winner}
     best = peer.best()
-    if best is not None and peer.utilisation is not None:
+    if best is not None and peer.kv_bytes is not None:
         contenders["auto_tune"] = cell_config(
-            study.engine, peer.utilisation, best.max_num_seqs, best.max_num_batched_tokens
+            study.engine, peer.kv_bytes, best.max_num_seqs, best.max_num_batched_tokens
         )
     rates = [round(share * speed.capacity_rps(), 2) for share in LADDER]
     judged: dict[str, Any] = results.get("judge", {})
