@@ -6,10 +6,10 @@ procedure an inference engineer runs instead of kneepoint, step for step.
    the device holds. On vLLM's CPU build that flag is a share of the NUMA node's total memory,
    and on this VM the node keeps a fifth of its total out of reach (14.2 GiB total, 11.5 free):
    every share from 0.98 down to auto_tune's floor of 0.90 failed to start (2026-11-28). The
-   port probes ``--kv-cache-memory-bytes`` instead, at shares of the memory available just
-   before each start, from 0.95 down in steps of 0.05 (the server's own footprint, ~2 GiB, is
-   not known before it starts, and each failed start costs a model load). Every start,
-   failed ones included, is device time.
+   port probes ``--kv-cache-memory-bytes`` instead, at shares of the node's memory available
+   just before each start (as vLLM counts it), from 0.95 down in steps of 0.05 (the server's
+   own footprint, ~2 GiB, is not known before it starts, and each failed start costs a model
+   load). Every start, failed ones included, is device time.
 2. Grid: ``max_num_seqs`` {128, 256} x ``max_num_batched_tokens`` {512, 1024, 2048, 4096},
    prefix caching on, a fresh server a cell.
 3. Per cell: `vllm bench serve` at rate inf with ``inf_prompts`` (auto_tune: 1,000); if its
@@ -125,10 +125,23 @@ def cell_config(base: EngineConfig, kv_bytes: int, seqs: int, tokens: int) -> En
     )  # fmt: skip
 
 
+def node_available_bytes(node: Path = Path("/sys/devices/system/node/node0/meminfo")) -> int:
+    """Memory available on NUMA node 0 as vLLM's CPU build counts it when it places the KV
+    pool (``get_memory_node_info``: free, file pages and reclaimable slab); the host's where
+    the node's meminfo is missing. On this VM the two differ by half (11.5 against 23 GiB)."""
+    if not node.is_file():
+        return int(psutil.virtual_memory().available)
+    fields = {}
+    for line in node.read_text().splitlines():
+        parts = line.split()
+        fields[parts[2].rstrip(":")] = int(parts[3]) * 1024
+    return sum(fields[k] for k in ("MemFree", "Active(file)", "Inactive(file)", "SReclaimable"))
+
+
 def probe_memory(venv: Path, base: EngineConfig, found: AutoTune) -> None:
     """The largest KV pool that starts with the grid's last (largest) cell."""
     for share in SHARES:
-        kv_bytes = int(share * psutil.virtual_memory().available) // 2**20 * 2**20
+        kv_bytes = int(share * node_available_bytes()) // 2**20 * 2**20
         config = cell_config(base, kv_bytes, NUM_SEQS[-1], NUM_BATCHED_TOKENS[-1])
         started = time.monotonic()
         try:
