@@ -78,6 +78,9 @@ def test_others_cores_count_another_process_but_not_the_servers_tree() -> None:
     assert server_read.others_cores is not None and other_read.others_cores is not None
     gap_s = (other_read.others_cores - server_read.others_cores) * wall
     assert 0.8 * used <= gap_s <= 1.2 * used + 0.05, (gap_s, used)
+    assert server_read.engine_pct is not None and other_read.engine_pct is None
+    engine_s = server_read.engine_pct / 100.0 * wall  # the same reading gives the engine's CPU
+    assert 0.8 * used <= engine_s <= 1.2 * used + 0.05, (engine_s, used)
     assert other_read.others_cores >= server_read.others_cores >= 0.0
 
 

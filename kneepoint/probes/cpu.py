@@ -52,34 +52,15 @@ def cpu_seconds(procs: Iterable[psutil.Process]) -> dict[int, float]:
     return used
 
 
-class ProcessCpu:
-    """CPU used by a process and its children between two readings (100 = one core)."""
-
-    def __init__(self, pid: int | None) -> None:
-        self._procs: list[psutil.Process] = []
-        if pid is not None:
-            with contextlib.suppress(psutil.Error):
-                self._procs = tree(psutil.Process(pid))
-        self._start = cpu_seconds(self._procs)
-        self._wall = time.perf_counter()
-
-    def percent(self) -> float | None:
-        """Average CPU since construction; None without a process to read."""
-        if not self._start:
-            return None
-        now, wall = cpu_seconds(self._procs), time.perf_counter()
-        if wall <= self._wall:
-            return None
-        used = sum(now.get(pid, start) - start for pid, start in self._start.items())
-        return max(0.0, used / (wall - self._wall) * 100.0)
-
-
 @dataclass(frozen=True, slots=True)
 class HostReading:
     pressure: float | None
     """Share of the wall time some runnable task waited for a CPU; None without PSI."""
     others_cores: float | None
     """Cores' worth of CPU the host spent outside the measurement; None where unread."""
+    engine_pct: float | None = None
+    """CPU the launched server's process tree used (100 = one core); None where the server
+    was not launched here."""
 
 
 class HostLoad:
@@ -94,10 +75,12 @@ class HostLoad:
         self._psi = psi
         own = [psutil.Process(os.getpid())]
         server = server_pid if server_pid is not None else listener(url)
+        engine: list[psutil.Process] = []
         if server is not None:
             with contextlib.suppress(psutil.Error):
-                own += tree(psutil.Process(server))
-        self._own = {p.pid: p for p in own}.values()
+                engine = tree(psutil.Process(server))
+        self._engine = frozenset(p.pid for p in engine) if server_pid is not None else None
+        self._own = {p.pid: p for p in [*own, *engine]}.values()
         self.own_pids = frozenset(p.pid for p in self._own)
         """The measurement's processes: this one and the server's tree."""
         self._stalled, self._busy = _stalled_us(psi), _host_busy_s()
@@ -105,7 +88,7 @@ class HostLoad:
         self._wall = time.perf_counter()
 
     def reading(self) -> HostReading:
-        """Pressure and others' cores since construction."""
+        """Pressure, others' cores and the launched server's CPU since construction."""
         stalled, busy = _stalled_us(self._psi), _host_busy_s()
         used, wall = cpu_seconds(self._own), time.perf_counter()
         span = wall - self._wall
@@ -118,7 +101,14 @@ class HostLoad:
         # the rest is read as others', which errs towards measuring again.
         own = sum(used.get(pid, start) - start for pid, start in self._used.items())
         others = max(0.0, (busy - self._busy - own) / span) if self._used else None
-        return HostReading(pressure, others)
+        return HostReading(pressure, others, self._engine_pct(used, span))
+
+    def _engine_pct(self, used: dict[int, float], span: float) -> float | None:
+        start = {pid: self._used[pid] for pid in self._engine or () if pid in self._used}
+        if not start:
+            return None
+        spent = sum(used.get(pid, then) - then for pid, then in start.items())
+        return max(0.0, spent / span * 100.0)
 
 
 def _stalled_us(path: Path) -> float | None:

@@ -17,7 +17,7 @@ from kneepoint.load.plan import PlannedRequest
 from kneepoint.load.point import load_point, window_bounds
 from kneepoint.load.trust import Trust
 from kneepoint.probes.clock import Clock
-from kneepoint.probes.cpu import HostLoad, ProcessCpu
+from kneepoint.probes.cpu import HostLoad
 from kneepoint.probes.loadgen import LoadOptions, run_load
 from kneepoint.probes.nvml import NvmlSampler
 from kneepoint.probes.prom import Scrape
@@ -89,7 +89,7 @@ async def measure_async(
     nvml = (
         NvmlSampler(clock, instruments.nvml_index) if instruments.nvml_index is not None else None
     )
-    cpu, host = ProcessCpu(instruments.engine_pid), HostLoad(instruments.engine_pid, url)
+    host = HostLoad(instruments.engine_pid, url)  # one reading of the server's tree for both
     stop, ready = asyncio.Event(), asyncio.Event()
     sampling = asyncio.create_task(sampler.run(stop, ready))
     if nvml is not None:
@@ -120,7 +120,7 @@ async def measure_async(
         gpu,
         start,
         end,
-        engine_cpu_pct=cpu.percent(),
+        engine_cpu_pct=held.engine_pct,
         engine_cores_bound=instruments.engine_cores,
         host_cpu_pressure=held.pressure,
         host_cpu_others_cores=held.others_cores,
