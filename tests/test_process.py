@@ -79,7 +79,8 @@ def test_the_servers_ipc_sockets_go_with_it(tmp_path: Path) -> None:
         "import os, pathlib, socket, time\n"
         "base = pathlib.Path(os.environ['VLLM_RPC_BASE_PATH'])\n"
         "socket.socket(socket.AF_UNIX).bind(str(base / 'engine-ipc'))\n"
-        f"pathlib.Path({str(marker)!r}).write_text(str(base))\n"
+        f"pathlib.Path({str(marker)!r} + '.tmp').write_text(str(base))\n"
+        f"os.replace({str(marker)!r} + '.tmp', {str(marker)!r})\n"  # whole, or not there
         "time.sleep(60)\n"
     )
     with ServerProcess([sys.executable, "-c", leave], tmp_path / "server.log") as server:
@@ -96,7 +97,8 @@ def test_an_agent_killed_outright_leaves_no_socket_folder(tmp_path: Path) -> Non
     marker = tmp_path / "said"
     server = (
         "import os, pathlib, time\n"
-        f"pathlib.Path({str(marker)!r}).write_text(os.environ['VLLM_RPC_BASE_PATH'])\n"
+        f"pathlib.Path({str(marker)!r} + '.tmp').write_text(os.environ['VLLM_RPC_BASE_PATH'])\n"
+        f"os.replace({str(marker)!r} + '.tmp', {str(marker)!r})\n"  # whole, or not there
         "time.sleep(120)\n"
     )
     agent = (
