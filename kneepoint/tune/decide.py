@@ -5,13 +5,13 @@ one GPU (``next_action``); the workers of a shared study are a pool of several
 (``kneepoint.tune.loop``, ``kneepoint.workers``) carry the actions out and record their events;
 nothing here measures or writes.
 
-The order, one place for both: the run starts and measures its baseline; a round proposes up to
-one configuration per free GPU (one for ``tune``) and screens them all against the incumbent;
-when its screens are in, its finalists take their steps (quality check, validation), as many
-side by side as there are GPUs free, best screened first; the best validated winner is promoted,
-which closes the rest of its round; when no trial
-is open, a budget, the lack of a knee or of anything to try, or trials that stopped paying
-(``kneepoint.tune.budget``) stop the search, and the winner's burst check follows the stop.
+The order, one place for both: the run starts and measures its baseline; a round proposes up to one
+configuration per free GPU (one for ``tune``) and screens them all against the incumbent; when its
+screens are in, its finalists take their steps (quality check, validation), as many side by side as
+there are GPUs free, best screened first; the best validated winner is promoted, which closes the
+rest of its round; when no trial is open, a budget, the lack of a knee or of anything to try, or
+trials that stopped paying (``kneepoint.tune.budget``) stop the search, and the winner's burst
+check follows the stop.
 """
 
 from __future__ import annotations
@@ -127,8 +127,8 @@ def finalist_steps(trials: list[TrialState], slots: int) -> list[Action]:
     first (it closes the rest of the round); else the next step of the ``slots`` best, best
     measured first. One GPU takes them one at a time, the sequential order; several validate
     that many finalists side by side against the one incumbent, and the best that wins is
-    promoted once all are in (issue "Step 16": with three workers on rag, validations one at
-    a time kept the critical path near the sequential run's)."""
+    promoted once all are in (issue "Step 16" asks for it; benchmarks/workers.py, 2026-11-28:
+    it has not yet shortened a run's critical path, see benchmarks/README.md)."""
     ranked = sorted(trials, key=lambda t: (-(t.measured_objective() or 0.0), t.trial))
     winners = [t for t in ranked if t.next_step() == "promote"]
     if winners:

@@ -150,9 +150,11 @@ class CoordinateDescent:
         first = self.ask()
         if first is None or self._walk is None:
             return []
+        if n < 2:
+            return [first]
         current, others = self._walk.index, []
         for index, candidate in enumerate(self.space.candidates):
-            proposal = None if index == current or n < 2 else self._alone(candidate).ask()
+            proposal = None if index == current else self._alone(candidate).ask()
             if proposal is not None and proposal.key() != first.key():
                 others.append(proposal)
         others.sort(key=lambda p: -self._expected(p))
