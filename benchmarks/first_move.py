@@ -65,7 +65,8 @@ def priced(
         if candidate.knob.name != knob:
             continue
         if not isinstance(before, int | float) or not isinstance(after, int | float):
-            return candidate.predicted_ratio
+            # an engine default (None) has no side to be on: only a "to" move is priced
+            return candidate.predicted_ratio if candidate.direction == "to" else None
         up = after > before
         if candidate.direction in ("to", "up" if up else "down"):
             return candidate.predicted_ratio

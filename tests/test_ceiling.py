@@ -8,17 +8,22 @@ from typing import Any
 
 import pytest
 
+from kneepoint.calibration.recorded import find_recorded
 from kneepoint.config.catalog import knob_catalogue
 from kneepoint.load.objective import rules
 from kneepoint.policies.diagnosis.context import context_of
+from kneepoint.policies.diagnosis.diagnose import diagnose
+from kneepoint.policies.diagnosis.observe import observe_study
 from kneepoint.policies.pruning.ceiling import compute_ceiling, latency_ceiling
 from kneepoint.policies.pruning.prune import prune
 from kneepoint.policies.search.search_space import capped
+from kneepoint.records.backend_spec import VllmBackend
 from kneepoint.records.diagnosis import Diagnosis, Observation, ServerResponse
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.objective import GoodputAtRate, SloCapacity
 from kneepoint.records.proposal import Pruning
 from kneepoint.records.slo import Slo
+from tests.conftest import REPO
 from tests.test_diagnosis import A100, CACHE, LLAMA_1B, point
 from tests.test_pruning import CHAT
 
@@ -28,7 +33,7 @@ POOL = {"kv_cache_memory_bytes": 2**30, "max_model_len": 32768}
 def _response(elasticity: float) -> ServerResponse:
     return ServerResponse(low_rate_rps=8.0, high_rate_rps=10.0, low_tokens_per_step=40.0,
                           high_tokens_per_step=73.0, low_step_ms=2.0, high_step_ms=3.8,
-                          elasticity=elasticity)  # fmt: skip
+                          elasticity=elasticity, low_running=20.0, high_running=36.0)  # fmt: skip
 
 
 def _observe(itl_p95_ms: float, slo: dict[str, Any] | None, elasticity: float = 0.9,
@@ -166,7 +171,7 @@ def test_the_compute_ceiling_bounds_a_bigger_pool_where_no_per_token_limit_does(
     from the pool it adds alone the move was 2.50x (1.29x off; 1.10x with the ceiling)."""
     response = ServerResponse(low_rate_rps=16.0, high_rate_rps=22.0, low_tokens_per_step=75.0,
                               high_tokens_per_step=116.0, low_step_ms=8.4, high_step_ms=10.0,
-                              elasticity=0.41)  # fmt: skip
+                              elasticity=0.41, low_running=31.8, high_running=48.8)  # fmt: skip
     observation = _observe(45.0, {"ttft_p99_ms": 1000}).model_copy(update={"response": response})
     ceiling = compute_ceiling(observation)
     assert ceiling is not None and abs(ceiling.ratio - 2.209) < 0.01
@@ -192,3 +197,26 @@ def test_a_goodput_at_rate_objective_caps_every_price_at_its_rate() -> None:
     assert "capped at 1.00x: goodput cannot pass the offered rate" in kv.reason
     assert "already serves 99.8% of it" in kv.reason
     assert capped(found.candidates, None) == found.candidates
+
+
+PINNED = REPO / "tests" / "fixtures" / "real" / "cpu-tiny-kv-pinned"
+"""The real tier's KV tune on vLLM's CPU build (AVX2-only host, 2026-11-28): a 2.25 MiB pool
+that holds three or four of the study's requests, its baseline read as a step response."""
+
+
+def test_steps_grown_by_their_mix_at_a_pinned_pool_set_no_compute_ceiling() -> None:
+    """At 4.66 and 6.12 req/s the pool held 3 sequences either way; steps took 14 -> 20
+    tokens as more of a prompt's prefill rode each, and read as steps linear in tokens, that
+    priced the bigger pool at 1.01x and ruled it out: the tune never tried it. The same move
+    measured 1.9-2.99x in the tier's earlier runs (README) and 1.95x by vllm bench serve."""
+    (recording,) = find_recorded([PINNED])
+    observation = observe_study(recording.study, recording.result.config, recording.result)
+    assert observation.response is not None and not observation.response.batch_grew()
+    assert compute_ceiling(observation) is None
+    context = context_of(observation)
+    diagnosis = diagnose(context)
+    assert diagnosis.binding == "cache"
+    knobs = ("kv_cache_memory_bytes", "max_num_seqs")
+    found = prune(diagnosis, context, knob_catalogue(), allowed=knobs, backend=VllmBackend())
+    kv = _kv(found)
+    assert isinstance(kv, float) and kv >= 1.9, kv

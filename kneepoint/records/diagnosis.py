@@ -9,6 +9,7 @@ person can check against the raw signal.
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 from pydantic import Field
@@ -91,6 +92,11 @@ class Diagnosis(Record):
         return f"{self.binding}{kind}-bound, confidence {self.confidence:.0%}{runner}"
 
 
+RUNNING_SPREAD = 0.1
+"""Least growth in running sequences (log) between two points that reads as a bigger batch:
+within 10% is the same batch (the least spread ``observe`` reads a slope over)."""
+
+
 class ServerResponse(Record):
     """How the server's step time answered a bigger batch, read off two of its own load
     points (vLLM's step rate and tokens per step): the elasticity of step time in tokens per
@@ -105,6 +111,16 @@ class ServerResponse(Record):
     low_step_ms: float = Field(gt=0.0)
     high_step_ms: float = Field(gt=0.0)
     elasticity: float
+    low_running: float | None = None
+    high_running: float | None = None
+    """Sequences running at each point (None: a reading from before they were kept)."""
+
+    def batch_grew(self) -> bool:
+        """Whether more sequences ran in the bigger steps, not only more of each: steps
+        that grew by their mix (more of a prompt's prefill a step) at a pinned pool say
+        what a token costs, not what a bigger batch does."""
+        low, high = self.low_running, self.high_running
+        return low is not None and high is not None and math.log(high / low) >= RUNNING_SPREAD
 
     def batch_gain(self, growth: float) -> float:
         """Throughput ratio when steps carry ``growth`` times the tokens: tokens per second

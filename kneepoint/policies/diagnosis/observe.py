@@ -49,12 +49,14 @@ def knee_points(result: SweepResult) -> tuple[LoadPoint | None, LoadPoint | None
     )
 
 
-def _steps(point: LoadPoint) -> tuple[float, float] | None:
-    """(tokens per step, step seconds) where the engine stepped back to back."""
+def _steps(point: LoadPoint) -> tuple[float, float, float] | None:
+    """(tokens per step, step seconds, running sequences) where the engine stepped back to
+    back."""
     s = point.signals
-    if not s.steps_per_s or not s.tokens_per_step_mean or (s.running_mean or 0.0) < MIN_RUNNING:
+    running = s.running_mean or 0.0
+    if not s.steps_per_s or not s.tokens_per_step_mean or running < MIN_RUNNING:
         return None
-    return s.tokens_per_step_mean, 1.0 / s.steps_per_s
+    return s.tokens_per_step_mean, 1.0 / s.steps_per_s, running
 
 
 def measured_response(points: Sequence[SweepPoint], high: LoadPoint) -> ServerResponse | None:
@@ -80,6 +82,8 @@ def measured_response(points: Sequence[SweepPoint], high: LoadPoint) -> ServerRe
             low_step_ms=round(low[1] * 1e3, 3),
             high_step_ms=round(top[1] * 1e3, 3),
             elasticity=round(elasticity, 3),
+            low_running=round(low[2], 1),
+            high_running=round(top[2], 1),
         )
     return None
 

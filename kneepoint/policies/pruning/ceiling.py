@@ -80,9 +80,12 @@ def compute_ceiling(observation: Observation) -> Ceiling | None:
     a step, the work done per token) serve at most one token per per-token time, however
     many sequences a step carries. None where the points do not bound it: steps that did not
     grow (a bigger batch costs nothing more), or grew faster than their tokens (no fixed
-    cost: the step response's power law already prices any growth at nothing)."""
+    cost: the step response's power law already prices any growth at nothing), or where
+    as many sequences ran in both: a line through two steps that differ only in their mix
+    says nothing of a bigger batch (vLLM's CPU build, a pool pinned at 3 sequences, 14 -> 20
+    tokens a step: priced a bigger pool at 1.01x that measured 1.9-2.99x; 2026-11-28)."""
     response = observation.response
-    if response is None:
+    if response is None or not response.batch_grew():
         return None
     grown = response.high_tokens_per_step - response.low_tokens_per_step
     per_token_ms = (response.high_step_ms - response.low_step_ms) / grown
