@@ -27,6 +27,7 @@ from kneepoint.run.ledger import Ledger
 from kneepoint.run.state import RunState
 from kneepoint.tune.budget import cost_share, own_errors, trial_price
 from kneepoint.tune.decide import Propose, Stop, next_action
+from kneepoint.tune.proposers import run_proposer
 
 from .conftest import TuneRun
 from .synthetic_space import candidate, make_space
@@ -91,6 +92,29 @@ def test_a_budget_stop_proposes_what_a_predicted_stop_ends_on(small_run: TuneRun
         state = RunState.replay(events[:2], study.objective)
         state.pruning = flat
         assert isinstance(next_action(state, study, NOW), then), stop
+
+
+def test_with_every_knob_ruled_out_a_budget_stop_samples_the_long_shots(
+    small_run: TuneRun,
+) -> None:
+    """No candidate left but knobs ruled out by their own rules: "budget" samples those (rag
+    stopped with 56% of its budget left where the ruled-out chunk budget and cap gave +16%),
+    "predicted" and a pruning with no long shot stop."""
+    events = _events(small_run)
+    shot = candidate("max_num_batched_tokens", "to", 1.0)
+    cases = (("budget", (shot,), Propose), ("predicted", (shot,), Stop), ("budget", (), Stop))
+    for stop, shots, then in cases:
+        study = load_study(small_run.folder / "study.yaml", [f"tuning.stop={stop}"])
+        state = RunState.replay(events[:2], study.objective)
+        state.pruning = Pruning(long_shots=shots)
+        action = next_action(state, study, NOW)
+        assert isinstance(action, then), (stop, shots)
+        if isinstance(action, Stop):
+            assert action.finished.reason == "nothing_to_try"
+            continue
+        (proposal,) = run_proposer(study, state, None).batch(1)
+        assert proposal.proposer.startswith("optuna")
+        assert set(proposal.changes) == {"max_num_batched_tokens"}
 
 
 def _flat_trial(number: int, objective: float) -> list[Event]:

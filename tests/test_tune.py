@@ -113,21 +113,35 @@ def test_a_finished_run_resumed_does_nothing_more(small_run: Path) -> None:
     assert (small_run / "ledger.jsonl").read_text() == before
 
 
-def test_it_says_plainly_when_nothing_it_can_change_would_help(tmp_path: Path) -> None:
-    # A compute wall on an H100 with only scheduling knobs to search: nothing acts on it.
+def _compute_wall_tune(runs: Path, stop: str) -> Path:
+    """A compute wall on an H100 with only a scheduling knob to search: nothing acts on it."""
     study = CONFIGS / "scenarios" / "compute-bound.yaml"
     sets = [
         "search.knobs=[async_scheduling]", "tuning.validate_repeats=2", "tuning.screen_seconds=8",
-        "tuning.validate_seconds=8", "tuning.start_rps=4",
+        "tuning.validate_seconds=8", "tuning.start_rps=4", f"tuning.stop={stop}",
     ]  # fmt: skip
-    args = ["tune", str(study), "--runs-dir", str(tmp_path)]
+    args = ["tune", str(study), "--runs-dir", str(runs)]
     args += [item for s in sets for item in ("--set", s)]
     assert main(args) == 0
-    folder = run_dir(tmp_path)
+    return run_dir(runs)
+
+
+def test_it_says_plainly_when_nothing_it_can_change_would_help(tmp_path: Path) -> None:
+    folder = _compute_wall_tune(tmp_path, "predicted")
     finished = Ledger(folder / "ledger.jsonl").read()[-2]
     assert isinstance(finished, Finished) and finished.reason == "nothing_to_try"
     assert "compute-bound" in finished.detail
     assert "nothing kneepoint can change would help" in (folder / "report.md").read_text()
+
+
+def test_with_budget_left_it_tries_what_the_rules_ruled_out(tmp_path: Path) -> None:
+    """Under the budget stop the ruled-out knob is a long shot: a sampler tries it once."""
+    events = Ledger(_compute_wall_tune(tmp_path, "budget") / "ledger.jsonl").read()
+    proposed = [e for e in events if isinstance(e, Proposed)]
+    assert [list(p.proposal.changes) for p in proposed] == [["async_scheduling"]]
+    assert proposed[0].proposal.proposer.startswith("optuna")
+    finished = events[-2]
+    assert isinstance(finished, Finished) and finished.reason == "exhausted"
 
 
 def test_a_device_budget_stops_the_run(tmp_path: Path) -> None:

@@ -85,3 +85,12 @@ def diminishing_returns(state: RunState, study: StudySpec) -> Finished | None:
         f"{hours:.2f}{budget} device-hours used"
     )
     return Finished(reason="diminishing_returns", detail=detail)
+
+
+def long_shots_only(study: StudySpec, state: RunState) -> bool:
+    """Whether the search goes on over the long shots (``Pruning.long_shots``): under
+    ``tuning.stop: budget``, when the pruning left no candidate but ruled some knobs out by
+    their own rules only."""
+    pruning = state.pruning
+    assert pruning is not None
+    return study.tuning.stop == "budget" and not pruning.candidates and bool(pruning.long_shots)

@@ -26,7 +26,7 @@ from kneepoint.records.objective import GoodputAtRate
 from kneepoint.records.study import StudySpec
 from kneepoint.records.sweep import nothing_met
 from kneepoint.run.state import RunState, TrialState
-from kneepoint.tune.budget import diminishing_returns, floor_rel
+from kneepoint.tune.budget import diminishing_returns, floor_rel, long_shots_only
 
 
 @dataclass(frozen=True)
@@ -239,6 +239,8 @@ def nothing_left(state: RunState, study: StudySpec) -> Finished | None:
     incumbent's noise."""
     assert state.pruning is not None and state.diagnosis is not None
     assert state.incumbent_repeats is not None
+    if long_shots_only(study, state):
+        return diminishing_returns(state, study)
     if not state.pruning.candidates:
         detail = (
             f"nothing left worth trying: {state.diagnosis.headline()}, and every knob "

@@ -28,6 +28,7 @@ from kneepoint.run.folder import RunFolder, study_digest
 from kneepoint.run.progress import Progress
 from kneepoint.run.state import RunState, TrialState
 from kneepoint.tune.bench import Bench
+from kneepoint.tune.budget import long_shots_only
 from kneepoint.tune.decide import (
     Action,
     CheckBurst,
@@ -145,4 +146,15 @@ class Tuner:
         if self._proposer is None or self._built_for != space_index:
             self._proposer = run_proposer(self.study, self.state, self.folder.optuna_url)
             self._built_for, self._told = space_index, len(self.state.history())
+            if long_shots_only(self.study, self.state):
+                self.progress.phase("long shots", self._long_shots_words())
         return self._proposer
+
+    def _long_shots_words(self) -> str:
+        assert self.state.pruning is not None
+        names = ", ".join(c.knob.name for c in self.state.pruning.long_shots)
+        return (
+            f"every knob is ruled out, and budget is left (tuning.stop: budget): a sampler "
+            f"searches what the rules ruled out ({names}) until "
+            f"{self.study.tuning.patience} trials in a row promote nothing"
+        )

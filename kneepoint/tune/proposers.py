@@ -21,7 +21,7 @@ from kneepoint.records.proposal import SearchSpace
 from kneepoint.records.study import StudySpec
 from kneepoint.run.optuna_storage import open_storage
 from kneepoint.run.state import RunState
-from kneepoint.tune.budget import trial_price
+from kneepoint.tune.budget import long_shots_only, trial_price
 
 Factory = Callable[[StudySpec, SearchSpace, str | None, str], Proposer]
 """(study, space, Optuna storage URL, Optuna study name) -> a proposer. The storage is opened
@@ -53,13 +53,18 @@ def run_proposer(study: StudySpec, state: RunState, url: str | None) -> Proposer
     assert state.incumbent is not None and state.pruning is not None
     assert state.incumbent_repeats is not None
     observation = observe_study(study, state.incumbent, state.incumbent_repeats)
+    pruning, factory, name = state.pruning, PROPOSERS[study.tuning.proposer], ""
+    if long_shots_only(study, state):
+        # Only a sampler: a knob ruled out has no direction its rule vouches for.
+        pruning, factory = pruning.model_copy(update={"candidates": pruning.long_shots}), _optuna
+        name = "-long-shots"
     space = search_space(
-        state.pruning,
+        pruning,
         context_of(observation),
         state.incumbent_objective,
         learned=learned_factors(state.measured_moves()),
         price=trial_price(state, study),
         most_gain=rules(study.objective).most_gain(state.incumbent_objective),
     )
-    name = f"{study.name}-space{len(state.promotions)}"
-    return replay(PROPOSERS[study.tuning.proposer](study, space, url, name), state.history())
+    name = f"{study.name}-space{len(state.promotions)}{name}"
+    return replay(factory(study, space, url, name), state.history())

@@ -77,6 +77,7 @@ def prune(
     held = held_conditions(observation)
     candidates: list[KnobCandidate] = []
     ruled: list[RuledOut] = []
+    shots: list[KnobCandidate] = []
     for knob in catalogue.knobs:
         reason = limits.reason_out(knob)
         if reason is None and not targets:
@@ -99,10 +100,24 @@ def prune(
             found = _with_note(found, w4a16_advice(sit, left_out))
         if isinstance(found, str):
             ruled.append(RuledOut(knob=knob.name, reason=found))
+            if not isinstance(narrowed.domain, ChoiceDomain) or len(choices) >= 2:
+                shots.append(_long_shot(narrowed, targets[0], found))
         else:
             candidates.append(found)
     candidates.sort(key=lambda c: -c.predicted_ratio)
-    return Pruning(candidates=tuple(candidates), ruled_out=tuple(ruled))
+    return Pruning(candidates=tuple(candidates), ruled_out=tuple(ruled), long_shots=tuple(shots))
+
+
+def _long_shot(knob: Knob, target: Constraint, why_out: str) -> KnobCandidate:
+    """A knob its rule ruled out, as a sampler may search it (``Pruning.long_shots``)."""
+    return KnobCandidate(
+        knob=knob,
+        direction="to",
+        relieves=target,
+        predicted_ratio=1.0,
+        reason=f"a long shot: ruled out ({why_out})",
+        needs_quality_check=knob.changes_outputs,
+    )
 
 
 def _parallel_sizes(knob: Knob, gpus: int, heads: int) -> tuple[Knob, tuple[JsonValue, ...]]:
