@@ -201,7 +201,11 @@ def test_an_interruption_and_its_resume_are_events(tmp_path: Path) -> None:
     """A piped console can lose the resume hint with the process group: events.jsonl keeps
     the interruption, and the resume says where it goes on from."""
     runs = tmp_path / "runs"
-    proc = subprocess.Popen([KNEEPOINT, "tune", str(QUICKSTART), "--runs-dir", str(runs)],
+    # A night's budget (minutes on the virtual clock): the quickstart's own 12 trials ran to
+    # their end under a loaded host before this test had read their first point.
+    longer = ["--set", "budget={max_trials: 500, max_device_hours: 100}",
+              "--set", "tuning.patience=100"]  # fmt: skip
+    proc = subprocess.Popen([KNEEPOINT, "tune", str(QUICKSTART), "--runs-dir", str(runs), *longer],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
     # A run folder is built as ``.<name>.partial`` and renamed: wait for its own name.
     _wait_for(lambda: bool(_run_folders(runs)), proc)

@@ -114,6 +114,7 @@ def kv_study_sizing(speed: HostSpeed) -> list[str]:
         f"tuning.start_rps={0.4 * speed.capacity_rps():.3g}",
         f"slo.default.ttft_p99_ms={ttft_ms}",
         "tuning.validate_repeats=2",  # each repeat is two server starts, ~50 s each on AVX2
+        "budget.max_trials=1",  # the KV move: a second trial is a long shot's screen (~2 min)
         *REAL_TUNE_CI,
     ]
 
