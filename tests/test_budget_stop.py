@@ -94,10 +94,10 @@ def test_a_budget_stop_proposes_what_a_predicted_stop_ends_on(small_run: TuneRun
         assert isinstance(next_action(state, study, NOW), then), stop
 
 
-def test_with_every_knob_ruled_out_a_budget_stop_samples_the_long_shots(
+def test_with_every_knob_ruled_out_a_budget_stop_moves_the_long_shots(
     small_run: TuneRun,
 ) -> None:
-    """No candidate left but knobs ruled out by their own rules: "budget" samples those (rag
+    """No candidate left but knobs ruled out by their own rules: "budget" moves those (rag
     stopped with 56% of its budget left where the ruled-out chunk budget and cap gave +16%),
     "predicted" and a pruning with no long shot stop."""
     events = _events(small_run)
@@ -113,7 +113,7 @@ def test_with_every_knob_ruled_out_a_budget_stop_samples_the_long_shots(
             assert action.finished.reason == "nothing_to_try"
             continue
         (proposal,) = run_proposer(study, state, None).batch(1)
-        assert proposal.proposer.startswith("optuna")
+        assert proposal.proposer == "long-shot" and proposal.prediction.capacity_ratio == 1.0
         assert set(proposal.changes) == {"max_num_batched_tokens"}
 
 

@@ -14,6 +14,7 @@ from itertools import cycle
 import pytest
 
 from kneepoint.policies.search.coordinate import CoordinateDescent
+from kneepoint.policies.search.long_shots import LongShots
 from kneepoint.policies.search.optuna_search import OptunaProposer
 from kneepoint.policies.search.phased import Phased
 from kneepoint.policies.search.proposer import Proposer, replay
@@ -42,12 +43,17 @@ def _auto(space: SearchSpace, seed: int) -> Proposer:
     return Phased(CoordinateDescent(space, seed), lambda: _tpe(space, seed))
 
 
+def _long_shots(space: SearchSpace, _seed: int) -> Proposer:
+    return LongShots(space)
+
+
 # Rounds per proposer: enough to leave the random start of the Optuna samplers, few for GP
 # (each of its asks fits a Gaussian process).
 FACTORIES = [
     pytest.param(_coordinate, 40, id="coordinate"),
     pytest.param(_tpe, 24, id="optuna-tpe"),
     pytest.param(_auto, 40, id="auto"),
+    pytest.param(_long_shots, 20, id="long-shots"),
     pytest.param(_gp, 6, id="optuna-gp", marks=pytest.mark.gp),
 ]
 FAILURES = ("startup_failed", "crashed", "timed_out", "invalid_measurement")
@@ -81,7 +87,7 @@ def test_every_ask_stays_in_the_space(factory: Factory, rounds: int) -> None:
         for candidate in space.candidates:
             value = effective(config, candidate.knob.name, space)
             assert contains(candidate.knob.domain, value), (candidate.knob.name, value)
-        assert proposal.proposer in ("coordinate", "optuna-tpe", "optuna-gp")
+        assert proposal.proposer in ("coordinate", "optuna-tpe", "optuna-gp", "long-shot")
         assert isinstance(proposal.prediction, Prediction) and proposal.prediction.reason
 
 

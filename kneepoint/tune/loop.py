@@ -154,7 +154,7 @@ class Tuner:
         assert self.state.pruning is not None
         names = ", ".join(c.knob.name for c in self.state.pruning.long_shots)
         return (
-            f"every knob is ruled out, and budget is left (tuning.stop: budget): a sampler "
-            f"searches what the rules ruled out ({names}) until "
+            f"every knob is ruled out, and budget is left (tuning.stop: budget): one step "
+            f"each way of each knob the rules ruled out ({names}), until "
             f"{self.study.tuning.patience} trials in a row promote nothing"
         )

@@ -13,6 +13,7 @@ from kneepoint.policies.diagnosis.context import context_of
 from kneepoint.policies.diagnosis.observe import observe_study
 from kneepoint.policies.search.coordinate import CoordinateDescent
 from kneepoint.policies.search.learning import learned_factors
+from kneepoint.policies.search.long_shots import LongShots
 from kneepoint.policies.search.optuna_search import OptunaProposer
 from kneepoint.policies.search.phased import Phased
 from kneepoint.policies.search.proposer import Proposer, replay
@@ -44,6 +45,10 @@ def _auto(study: StudySpec, space: SearchSpace, url: str | None, name: str) -> P
     return Phased(_coordinate(study, space, url, name), lambda: _optuna(study, space, url, name))
 
 
+def _long(_study: StudySpec, space: SearchSpace, _url: str | None, _name: str) -> Proposer:
+    return LongShots(space)
+
+
 PROPOSERS: dict[str, Factory] = {"coordinate": _coordinate, "optuna": _optuna, "auto": _auto}
 
 
@@ -53,11 +58,9 @@ def run_proposer(study: StudySpec, state: RunState, url: str | None) -> Proposer
     assert state.incumbent is not None and state.pruning is not None
     assert state.incumbent_repeats is not None
     observation = observe_study(study, state.incumbent, state.incumbent_repeats)
-    pruning, factory, name = state.pruning, PROPOSERS[study.tuning.proposer], ""
+    pruning, factory = state.pruning, PROPOSERS[study.tuning.proposer]
     if long_shots_only(study, state):
-        # Only a sampler: a knob ruled out has no direction its rule vouches for.
-        pruning, factory = pruning.model_copy(update={"candidates": pruning.long_shots}), _optuna
-        name = "-long-shots"
+        pruning, factory = pruning.model_copy(update={"candidates": pruning.long_shots}), _long
     space = search_space(
         pruning,
         context_of(observation),
@@ -66,5 +69,5 @@ def run_proposer(study: StudySpec, state: RunState, url: str | None) -> Proposer
         price=trial_price(state, study),
         most_gain=rules(study.objective).most_gain(state.incumbent_objective),
     )
-    name = f"{study.name}-space{len(state.promotions)}{name}"
+    name = f"{study.name}-space{len(state.promotions)}"
     return replay(factory(study, space, url, name), state.history())

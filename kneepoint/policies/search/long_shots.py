@@ -1,0 +1,88 @@
+"""Long shots: one-knob moves of the knobs the pruning's own rules ruled out, tried in turn
+once no candidate is left and the budget is not spent (``tuning.stop: budget``).
+
+Each knob is moved one step from the incumbent each way (a doubling and a halving on a log
+scale, a quarter of the range on a linear one, the other value of a switch, every other
+choice), round by round across the knobs, each at a predicted 1.0x: nothing vouches for a
+direction. One knob at a time, because a joint draw over every ruled-out knob undoes the moves
+already promoted: on rag, eight TPE draws that each turned some of fp8 weights, fp8 KV and
+prefix caching back off all failed their screens (2026-11-28), where the grid's optimum lay
+two single-knob moves from the incumbent (1,024 sequences, 1,024-token chunks).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from pydantic import JsonValue
+
+from kneepoint.policies.search.proposer import liar_batch
+from kneepoint.policies.search.space import (
+    build_config,
+    changes_from_incumbent,
+    contains,
+    effective,
+    first_step,
+    from_coord,
+    same,
+    show,
+    to_coord,
+)
+from kneepoint.records.knobs import BoolDomain, ChoiceDomain, KnobDomain
+from kneepoint.records.proposal import Outcome, Prediction, Proposal, SearchSpace
+
+
+class LongShots:
+    """Asks the one-knob moves of ``space``'s candidates (the long shots) not yet measured."""
+
+    name = "long-shot"
+
+    def __init__(self, space: SearchSpace) -> None:
+        self.space = space
+        self._told = {space.incumbent.fingerprint()}
+        self._moves = list(_moves(space))
+
+    def ask(self) -> Proposal | None:
+        return next((p for p in self._moves if p.key() not in self._told), None)
+
+    def batch(self, n: int) -> list[Proposal]:
+        return liar_batch(self, self.space, n)
+
+    def tell(self, proposal: Proposal, outcome: Outcome) -> None:
+        self._told.add(proposal.key())
+
+
+def neighbours(domain: KnobDomain, value: JsonValue) -> list[JsonValue]:
+    """The values one step from ``value`` each way that the domain holds (up first)."""
+    if isinstance(domain, BoolDomain):
+        return [not value] if isinstance(value, bool) else [True, False]
+    if isinstance(domain, ChoiceDomain):
+        return [c for c in domain.choices if not same(c, value)]
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return []
+    centre, step = to_coord(domain, value), first_step(domain)
+    found = [from_coord(domain, centre + step), from_coord(domain, centre - step)]
+    return [v for v in dict.fromkeys(found) if v != value and contains(domain, v)]
+
+
+def _moves(space: SearchSpace) -> Iterator[Proposal]:
+    """Every knob's first neighbour, then every knob's second, and so on."""
+    per_knob = []
+    for candidate in space.candidates:
+        name = candidate.knob.name
+        old = effective(space.incumbent, name, space)
+        per_knob.append([(name, old, new) for new in neighbours(candidate.knob.domain, old)])
+    for turn in range(max((len(moves) for moves in per_knob), default=0)):
+        for name, old, new in (moves[turn] for moves in per_knob if turn < len(moves)):
+            config = build_config(space.incumbent, {name: new}, space)
+            if config is None:
+                continue  # a value EngineConfig refuses beside the rest (never proposed)
+            moved = f"{name} {show(old)} -> {show(new)}: a long shot, its rule ruled it out"
+            yield Proposal(
+                config=config,
+                changes=changes_from_incumbent(config, space),
+                proposer=LongShots.name,
+                reason=moved,
+                prediction=Prediction(capacity_ratio=1.0, reason=moved),
+                params={"knob": name, "from": old, "to": new},
+            )
