@@ -71,9 +71,12 @@ def test_tune_finds_the_knob_an_engineer_would(name: str, tmp_path: Path) -> Non
             domain = knob_catalogue().get(knob)
             assert domain is not None and contains(domain.domain, value), (knob, value)
     if name == "scheduling-bound":
+        # It stops by itself before the 12-trial budget: every knob ruled out, then every
+        # long shot (the knobs the rules ruled out, one step each way) tried.
         assert state.finished is not None and state.finished.reason in (
             "nothing_worth_trying",
             "nothing_to_try",
+            "exhausted",
+            "diminishing_returns",
         )
-        assert state.finished.detail.startswith("nothing left worth trying")
         assert state.trials_run < 12
