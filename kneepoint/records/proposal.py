@@ -52,10 +52,11 @@ class Pruning(Record):
     ruled_out: tuple[RuledOut, ...] = ()
     long_shots: tuple[KnobCandidate, ...] = ()
     """The ruled-out knobs whose own rule, not a hard limit, ruled them out, each over the
-    domain it may take and priced at 1.0: under ``tuning.stop: budget`` a sampler searches
-    them once no candidate is left, for what the rules missed (issue "Step 16": on rag every
-    knob was ruled out against bandwidth with 56% of the budget left, and the chunk budget
-    and running cap the rules ruled out were worth 16% together)."""
+    domain it may take and priced at 1.0: under ``tuning.stop: budget`` each is moved one
+    step each way from the incumbent once no candidate is left
+    (``kneepoint.policies.search.long_shots``), for what the rules missed (issue "Step 16":
+    on rag every knob was ruled out against bandwidth with 56% of the budget left, and the
+    chunk budget and running cap the rules ruled out were worth 16% together)."""
 
 
 class Prediction(Record):

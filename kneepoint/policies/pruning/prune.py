@@ -109,7 +109,7 @@ def prune(
 
 
 def _long_shot(knob: Knob, target: Constraint, why_out: str) -> KnobCandidate:
-    """A knob its rule ruled out, as a sampler may search it (``Pruning.long_shots``)."""
+    """A knob its rule ruled out, as the long shots move it (``Pruning.long_shots``)."""
     return KnobCandidate(
         knob=knob,
         direction="to",
