@@ -220,3 +220,26 @@ def test_steps_grown_by_their_mix_at_a_pinned_pool_set_no_compute_ceiling() -> N
     found = prune(diagnosis, context, knob_catalogue(), allowed=knobs, backend=VllmBackend())
     kv = _kv(found)
     assert isinstance(kv, float) and kv >= 1.9, kv
+
+
+NARROW = REPO / "tests" / "fixtures" / "real" / "cpu-tiny-kv-narrow"
+"""The same tune a run later (AVX2-only host, 2026-11-28): a 2.25 MiB pool, TTFT p99 2.1 s."""
+
+
+def test_steps_a_few_tokens_apart_set_no_compute_ceiling() -> None:
+    """Its knee points ran 2 -> 4 sequences in steps of 16 -> 18 tokens, 23.5 -> 26.5 ms: a
+    line through them read 1.2 ms a token and capped the bigger pool at 1.16x; a TPE draw
+    that happened to raise the pool measured 1.71x. Two tokens apart is no line."""
+    (recording,) = find_recorded([NARROW])
+    observation = observe_study(recording.study, recording.result.config, recording.result)
+    response = observation.response
+    assert response is not None and response.batch_grew()
+    assert response.high_tokens_per_step / response.low_tokens_per_step < 1.25
+    assert compute_ceiling(observation) is None
+    context = context_of(observation)
+    diagnosis = diagnose(context)
+    assert diagnosis.binding == "cache"
+    knobs = ("kv_cache_memory_bytes", "max_num_seqs")
+    found = prune(diagnosis, context, knob_catalogue(), allowed=knobs, backend=VllmBackend())
+    kv = _kv(found)
+    assert isinstance(kv, float) and kv >= 1.71, kv

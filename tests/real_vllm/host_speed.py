@@ -67,6 +67,13 @@ class HostSpeed:
         sequences = max(3, self.knee_concurrency() // 4)
         return (sequences * per_request + BLOCK_TOKENS) * KV_BYTES_PER_TOKEN
 
+    def light_rps(self, prompt_tokens: int) -> float:
+        """A rate that loads the server without queueing it: 40% of the closed-loop ceiling and
+        of the prefill the prompts need. CI's AVX2-only host (5.3 req/s, 1,242 prefill tokens/s)
+        was sent 256-token prompts at a fixed 6.7 req/s, 1.4x its prefill: the server's TTFT
+        read 2.5 s of queue and its API front, on the same core, added 0.54 s (2026-11-28)."""
+        return min(0.4 * self.capacity_rps(), 0.4 * self.prefill_tokens_per_s / prompt_tokens)
+
     def summary(self) -> str:
         rates = ", ".join(f"{c}: {r:.2f}" for c, r in self.requests_per_s.items())
         return (

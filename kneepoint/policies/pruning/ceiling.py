@@ -13,6 +13,7 @@ ITL p95 limit of 300 ms: issue "Step 16").
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from kneepoint.policies.pruning.knob_effects import NOTHING_GAINED, Effect
@@ -29,6 +30,13 @@ GROWING = frozenset(
 Prefix caching is not among them: most of what it buys is prefill not computed again, work
 cut per request, which shortens steps rather than growing them."""
 
+LINE_SPREAD = math.log(1.25)
+"""Least growth in tokens per step (log) the compute ceiling extrapolates a line from. Its
+per-token cost is the step times' difference over the tokens': vLLM's CPU build, a starved
+pool, 16 -> 18 tokens a step in 23.5 -> 26.5 ms (a 3 ms difference, within a busy 2-core
+host's step noise) read as 1.2 ms a token and capped a bigger pool at 1.16x that measured
+1.71x (2026-11-28, tests/fixtures/real/cpu-tiny-kv-narrow). The H100 line it was built on
+spans 75 -> 116 tokens (priced 2.14x, measured 1.94x)."""
 
 RELIEVED_BY_ROOM: frozenset[Constraint] = frozenset({"cache", "scheduling"})
 """The walls a bigger batch relieves: room for sequences, and a cap on them."""
@@ -83,9 +91,12 @@ def compute_ceiling(observation: Observation) -> Ceiling | None:
     cost: the step response's power law already prices any growth at nothing), or where
     as many sequences ran in both: a line through two steps that differ only in their mix
     says nothing of a bigger batch (vLLM's CPU build, a pool pinned at 3 sequences, 14 -> 20
-    tokens a step: priced a bigger pool at 1.01x that measured 1.9-2.99x; 2026-11-28)."""
+    tokens a step: priced a bigger pool at 1.01x that measured 1.9-2.99x; 2026-11-28), or
+    where the tokens per step grew too little to draw a line through (``LINE_SPREAD``)."""
     response = observation.response
     if response is None or not response.batch_grew():
+        return None
+    if math.log(response.high_tokens_per_step / response.low_tokens_per_step) < LINE_SPREAD:
         return None
     grown = response.high_tokens_per_step - response.low_tokens_per_step
     per_token_ms = (response.high_step_ms - response.low_step_ms) / grown
