@@ -142,6 +142,8 @@ def test_with_budget_left_it_tries_what_the_rules_ruled_out(tmp_path: Path) -> N
     assert proposed[0].proposal.proposer == "long-shot"
     finished = events[-2]
     assert isinstance(finished, Finished) and finished.reason == "exhausted"
+    assert "every long shot has been tried" in finished.detail
+    assert "async_scheduling" in finished.detail
 
 
 def test_a_device_budget_stops_the_run(tmp_path: Path) -> None:

@@ -40,12 +40,24 @@ def proposed(
     """A round's proposals as its trials, numbered on from the run's; none: the search is
     exhausted. A trial that changes a knob which alters model outputs is quality-checked."""
     if not proposals:
-        return Finished(reason="exhausted", detail="every candidate has been tried")
+        return Finished(reason="exhausted", detail=_exhausted_words(state))
     first = state.next_trial_number()
     return [
         Proposed(trial=first + i, proposal=p, quality_check=_changes_outputs(p, catalogue))
         for i, p in enumerate(proposals)
     ]
+
+
+def _exhausted_words(state: RunState) -> str:
+    """What was tried: the candidates, or (none left) the long shots' one-knob moves."""
+    pruning = state.pruning
+    if pruning is None or pruning.candidates or not pruning.long_shots:
+        return "every candidate has been tried"
+    names = ", ".join(c.knob.name for c in pruning.long_shots)
+    return (
+        "no candidate was left, and every long shot has been tried (each ruled-out knob "
+        f"moved one step each way: {names})"
+    )
 
 
 def _changes_outputs(proposal: Proposal, catalogue: KnobCatalogue) -> bool:
