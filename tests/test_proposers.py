@@ -1,5 +1,5 @@
 """The contract every proposer keeps (one suite over coordinate descent, Optuna TPE, ``auto``
-(the default: coordinate descent, then TPE) and, where torch is installed, Optuna GP): asks
+(the default: coordinate descent, then TPE), the long shots alone and after a walk, and, where torch is installed, Optuna GP): asks
 stay in the space, the same seed asks the same, a fresh proposer replayed with the history asks
 what the live one asks, failures are outcomes that are never re-proposed, no configuration is
 proposed twice, the search ends or stays valid, and a batch starts with what ``ask`` gives and
@@ -14,7 +14,7 @@ from itertools import cycle
 import pytest
 
 from kneepoint.policies.search.coordinate import CoordinateDescent
-from kneepoint.policies.search.long_shots import LongShots
+from kneepoint.policies.search.long_shots import LongShots, ThenLongShots
 from kneepoint.policies.search.optuna_search import OptunaProposer
 from kneepoint.policies.search.phased import Phased
 from kneepoint.policies.search.proposer import Proposer, replay
@@ -47,6 +47,13 @@ def _long_shots(space: SearchSpace, _seed: int) -> Proposer:
     return LongShots(space)
 
 
+def _then_long_shots(space: SearchSpace, seed: int) -> Proposer:
+    """A walk over two knobs, then the other knobs' long shots (under the budget stop)."""
+    walk = space.model_copy(update={"candidates": space.candidates[:2]})
+    shots = space.model_copy(update={"candidates": space.candidates[2:]})
+    return ThenLongShots(CoordinateDescent(walk, seed), LongShots(shots))
+
+
 # Rounds per proposer: enough to leave the random start of the Optuna samplers, few for GP
 # (each of its asks fits a Gaussian process).
 FACTORIES = [
@@ -54,6 +61,7 @@ FACTORIES = [
     pytest.param(_tpe, 24, id="optuna-tpe"),
     pytest.param(_auto, 40, id="auto"),
     pytest.param(_long_shots, 20, id="long-shots"),
+    pytest.param(_then_long_shots, 30, id="then-long-shots"),
     pytest.param(_gp, 6, id="optuna-gp", marks=pytest.mark.gp),
 ]
 FAILURES = ("startup_failed", "crashed", "timed_out", "invalid_measurement")

@@ -38,6 +38,9 @@ from kneepoint.records.objective import Objective, PeakThroughput, SloCapacity
 from kneepoint.records.slo import Slo
 from kneepoint.records.workload import Workload
 
+StopRule = Literal["budget", "predicted"]
+"""``tuning.stop``: on the budget (and measured diminishing returns), or on the price list."""
+
 
 def _known_knob(name: str, info: ValidationInfo) -> str:
     catalogue = (info.context or {}).get("knobs")
@@ -95,7 +98,7 @@ class TuningSpec(InputRecord):
     min_effect_rel: float = Field(default=0.03, ge=0.0, lt=1.0)
     """Smallest relative gain worth promoting, whatever the noise."""
     confidence: float = Field(default=0.95, gt=0.5, lt=1.0)
-    stop: Literal["budget", "predicted"] = "budget"
+    stop: StopRule = "budget"
     """budget: the search goes on while a move's expected gain pays for its share of the
     budget left (``kneepoint.policies.search.worth``), Optuna over the pruned knobs once the
     walk is done, and stops on the budget or after ``patience`` trials in a row without a

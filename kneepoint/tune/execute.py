@@ -13,7 +13,7 @@ from kneepoint.load.objective import rules
 from kneepoint.records.knobs import KnobCatalogue
 from kneepoint.records.ledger import Event, Finished, Proposed
 from kneepoint.records.proposal import Proposal
-from kneepoint.records.study import StudySpec
+from kneepoint.records.study import StopRule, StudySpec
 from kneepoint.run.progress import Progress
 from kneepoint.run.state import RunState
 from kneepoint.tune.burst_step import check_burst
@@ -35,12 +35,13 @@ Measure = MeasureBaseline | TrialAction | CheckBurst
 
 
 def proposed(
-    proposals: list[Proposal], state: RunState, catalogue: KnobCatalogue
+    proposals: list[Proposal], state: RunState, catalogue: KnobCatalogue, stop: StopRule
 ) -> list[Proposed] | Finished:
     """A round's proposals as its trials, numbered on from the run's; none: the search is
-    exhausted. A trial that changes a knob which alters model outputs is quality-checked."""
+    exhausted (the long shots too under ``tuning.stop: budget``). A trial that changes a knob
+    which alters model outputs is quality-checked."""
     if not proposals:
-        return Finished(reason="exhausted", detail=_exhausted_words(state))
+        return Finished(reason="exhausted", detail=_exhausted_words(state, stop))
     first = state.next_trial_number()
     return [
         Proposed(trial=first + i, proposal=p, quality_check=_changes_outputs(p, catalogue))
@@ -48,15 +49,16 @@ def proposed(
     ]
 
 
-def _exhausted_words(state: RunState) -> str:
-    """What was tried: the candidates, or (none left) the long shots' one-knob moves."""
+def _exhausted_words(state: RunState, stop: StopRule) -> str:
+    """What was tried: the candidates, and under the budget stop the long shots."""
     pruning = state.pruning
-    if pruning is None or pruning.candidates or not pruning.long_shots:
+    if pruning is None or stop != "budget" or not pruning.long_shots:
         return "every candidate has been tried"
     names = ", ".join(c.knob.name for c in pruning.long_shots)
+    spent = "every candidate and" if pruning.candidates else "no candidate was left, and"
     return (
-        "no candidate was left, and every long shot has been tried (each ruled-out knob "
-        f"moved one step each way: {names})"
+        f"{spent} every long shot has been tried (each ruled-out knob moved one step each "
+        f"way: {names})"
     )
 
 

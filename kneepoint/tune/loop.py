@@ -18,6 +18,7 @@ from typing import assert_never
 import structlog
 
 from kneepoint import __version__
+from kneepoint.policies.search.long_shots import LongShots
 from kneepoint.policies.search.proposer import Proposer
 from kneepoint.probes.host_info import describe_host
 from kneepoint.probes.process import reap_orphans
@@ -28,7 +29,6 @@ from kneepoint.run.folder import RunFolder, study_digest
 from kneepoint.run.progress import Progress
 from kneepoint.run.state import RunState, TrialState
 from kneepoint.tune.bench import Bench
-from kneepoint.tune.budget import long_shots_only
 from kneepoint.tune.decide import (
     Action,
     CheckBurst,
@@ -73,6 +73,7 @@ class Tuner:
         self.executor = Executor(study, self.steps, progress)
         self._proposer: Proposer | None = None
         self._built_for, self._told = -1, 0
+        self._long_shots_said = False
         self._trial_wall_s: list[float] = []  # this session's trials, for the time left
         self._trial_started = time.monotonic()
 
@@ -121,7 +122,11 @@ class Tuner:
         self.state.apply(event)
 
     def _propose(self, n: int) -> None:
-        trials = proposed(self._current_proposer().batch(n), self.state, self.steps.catalogue)
+        proposals = self._current_proposer().batch(n)
+        if any(p.proposer == LongShots.name for p in proposals) and not self._long_shots_said:
+            self.progress.phase("long shots", self._long_shots_words())
+            self._long_shots_said = True
+        trials = proposed(proposals, self.state, self.steps.catalogue, self.study.tuning.stop)
         for event in trials if isinstance(trials, list) else [trials]:
             self._record(event)
         self._trial_started = time.monotonic()
@@ -146,15 +151,19 @@ class Tuner:
         if self._proposer is None or self._built_for != space_index:
             self._proposer = run_proposer(self.study, self.state, self.folder.optuna_url)
             self._built_for, self._told = space_index, len(self.state.history())
-            if long_shots_only(self.study, self.state):
-                self.progress.phase("long shots", self._long_shots_words())
+            self._long_shots_said = False
         return self._proposer
 
     def _long_shots_words(self) -> str:
         assert self.state.pruning is not None
         names = ", ".join(c.knob.name for c in self.state.pruning.long_shots)
+        spent = (
+            "every knob is ruled out"
+            if not self.state.pruning.candidates
+            else ("every candidate has been tried")
+        )
         return (
-            f"every knob is ruled out, and budget is left (tuning.stop: budget): one step "
+            f"{spent}, and budget is left (tuning.stop: budget): one step "
             f"each way of each knob the rules ruled out ({names}), until "
             f"{self.study.tuning.patience} trials in a row promote nothing"
         )

@@ -13,12 +13,12 @@ from kneepoint.policies.diagnosis.context import context_of
 from kneepoint.policies.diagnosis.observe import observe_study
 from kneepoint.policies.search.coordinate import CoordinateDescent
 from kneepoint.policies.search.learning import learned_factors
-from kneepoint.policies.search.long_shots import LongShots
+from kneepoint.policies.search.long_shots import LongShots, ThenLongShots
 from kneepoint.policies.search.optuna_search import OptunaProposer
 from kneepoint.policies.search.phased import Phased
 from kneepoint.policies.search.proposer import Proposer, replay
 from kneepoint.policies.search.search_space import search_space
-from kneepoint.records.proposal import SearchSpace
+from kneepoint.records.proposal import Pruning, SearchSpace
 from kneepoint.records.study import StudySpec
 from kneepoint.run.optuna_storage import open_storage
 from kneepoint.run.state import RunState
@@ -45,29 +45,38 @@ def _auto(study: StudySpec, space: SearchSpace, url: str | None, name: str) -> P
     return Phased(_coordinate(study, space, url, name), lambda: _optuna(study, space, url, name))
 
 
-def _long(_study: StudySpec, space: SearchSpace, _url: str | None, _name: str) -> Proposer:
-    return LongShots(space)
-
-
 PROPOSERS: dict[str, Factory] = {"coordinate": _coordinate, "optuna": _optuna, "auto": _auto}
 
 
 def run_proposer(study: StudySpec, state: RunState, url: str | None) -> Proposer:
     """The study's proposer over the incumbent's pruned space, told the run's history (each
-    knob's prediction re-priced by what its moves measured so far)."""
+    knob's prediction re-priced by what its moves measured so far); under ``tuning.stop:
+    budget``, the long shots once that space is spent (or when it is empty)."""
     assert state.incumbent is not None and state.pruning is not None
     assert state.incumbent_repeats is not None
     observation = observe_study(study, state.incumbent, state.incumbent_repeats)
-    pruning, factory = state.pruning, PROPOSERS[study.tuning.proposer]
+
+    def space(pruning: Pruning) -> SearchSpace:
+        return search_space(
+            pruning,
+            context_of(observation),
+            state.incumbent_objective,
+            learned=learned_factors(state.measured_moves()),
+            price=trial_price(state, study),
+            most_gain=rules(study.objective).most_gain(state.incumbent_objective),
+        )
+
+    pruning = state.pruning
+
+    def long_shots() -> LongShots:
+        return LongShots(space(pruning.model_copy(update={"candidates": pruning.long_shots})))
+
+    proposer: Proposer
     if long_shots_only(study, state):
-        pruning, factory = pruning.model_copy(update={"candidates": pruning.long_shots}), _long
-    space = search_space(
-        pruning,
-        context_of(observation),
-        state.incumbent_objective,
-        learned=learned_factors(state.measured_moves()),
-        price=trial_price(state, study),
-        most_gain=rules(study.objective).most_gain(state.incumbent_objective),
-    )
-    name = f"{study.name}-space{len(state.promotions)}"
-    return replay(factory(study, space, url, name), state.history())
+        proposer = long_shots()
+    else:
+        name = f"{study.name}-space{len(state.promotions)}"
+        proposer = PROPOSERS[study.tuning.proposer](study, space(pruning), url, name)
+        if study.tuning.stop == "budget" and pruning.long_shots:
+            proposer = ThenLongShots(proposer, long_shots())
+    return replay(proposer, state.history())

@@ -118,7 +118,8 @@ _KINDS: dict[type, TaskKind] = {
 def _round(shared: Shared, study: StudySpec, catalogue: KnobCatalogue, n: int) -> Plan:
     """A round of up to ``n`` screens, asked of ``kneepoint tune``'s own proposer."""
     state = shared.state
-    trials = proposed(run_proposer(study, state, None).batch(n), state, catalogue)
+    proposals = run_proposer(study, state, None).batch(n)
+    trials = proposed(proposals, state, catalogue, study.tuning.stop)
     if isinstance(trials, Finished):
         return _stopped(shared, trials)
     screens = (
