@@ -9,7 +9,7 @@ the budget, why it stopped), the grid's optimum and where, regret = 1 - winner /
 (negative where the winner beat the grid: a value off the grid), and the tune's device time
 against the grid's.
 
-Run: .venv/bin/python benchmarks/regret.py                   # every study (~1 h on 2 cores)
+Run: .venv/bin/python benchmarks/regret.py                   # every study (2 h or more on 2 cores)
      .venv/bin/python benchmarks/regret.py --studies quickstart,rag
 Goal (issue "Step 16"): regret at most 3% on every study within its default budget, and the
 median tune device time at most a quarter of the grid's.
