@@ -1,9 +1,10 @@
 """The contract every proposer keeps (one suite over coordinate descent, Optuna TPE, ``auto``
-(the default: coordinate descent, then TPE), the long shots alone and after a walk, and, where torch is installed, Optuna GP): asks
-stay in the space, the same seed asks the same, a fresh proposer replayed with the history asks
-what the live one asks, failures are outcomes that are never re-proposed, no configuration is
-proposed twice, the search ends or stays valid, and a batch starts with what ``ask`` gives and
-holds distinct configurations, the same for the same history.
+(the default: coordinate descent, then TPE), the long shots alone and after a walk, and, where
+torch is installed, Optuna GP): asks stay in the space, the same seed asks the same, a fresh
+proposer replayed with the history asks what the live one asks, failures are outcomes that are
+never re-proposed, no configuration is proposed twice, the search ends or stays valid, and a
+batch starts with what ``ask`` gives and holds distinct configurations, the same for the same
+history.
 """
 
 from __future__ import annotations

@@ -55,7 +55,7 @@ class LongShots:
 
 class ThenLongShots:
     """Asks ``first`` (the study's proposer over the candidates) while it has anything to
-    ask, and fills what it leaves of a batch with the long shots. Without it a run whose
+    ask, then the long shots. Without it a run whose
     small candidate space was spent ended "exhausted" with budget left: the multi-turn chat
     quickstart after fp8 KV and 512 sequences, its one candidate left (fp8 weights) tried,
     stopped at 3 trials with 4.7 of 8 device-hours unspent and 9.6% below its grid's
@@ -74,10 +74,11 @@ class ThenLongShots:
     def batch(self, n: int) -> list[Proposal]:
         proposals = [] if self._first_spent else self.first.batch(n)
         self._first_spent = not proposals
-        if len(proposals) < n:
-            taken = {p.key() for p in proposals}
-            shots = [p for p in self.long_shots.batch(n) if p.key() not in taken]
-            proposals += shots[: n - len(proposals)]
+        if self._first_spent:
+            # Only then: filling a short round's slots with long shots spent a 12-trial
+            # budget on them before TPE's draws (quickstart, 3 workers: 44.75 req/s
+            # against 49.36 without them, benchmarks/workers.py, 2026-11-28).
+            proposals = self.long_shots.batch(n)
         if proposals:
             self.name = proposals[0].proposer
         return proposals
