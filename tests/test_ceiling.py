@@ -4,6 +4,7 @@ response, would break a per-token latency limit, and priced below 1 where they a
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -209,17 +210,26 @@ def test_steps_grown_by_their_mix_at_a_pinned_pool_set_no_compute_ceiling() -> N
     tokens as more of a prompt's prefill rode each, and read as steps linear in tokens, that
     priced the bigger pool at 1.01x and ruled it out: the tune never tried it. The same move
     measured 1.9-2.99x in the tier's earlier runs (README) and 1.95x by vllm bench serve."""
-    (recording,) = find_recorded([PINNED])
-    observation = observe_study(recording.study, recording.result.config, recording.result)
+    observation = _baseline_of(PINNED)
     assert observation.response is not None and not observation.response.batch_grew()
     assert compute_ceiling(observation) is None
+    kv = _cache_bound_kv_price(observation)
+    assert isinstance(kv, float) and kv >= 1.9, kv
+
+
+def _baseline_of(folder: Path) -> Observation:
+    """A recorded tune's baseline, read as the tune reads it."""
+    (recording,) = find_recorded([folder])
+    return observe_study(recording.study, recording.result.config, recording.result)
+
+
+def _cache_bound_kv_price(observation: Observation) -> str | float:
+    """The bigger pool's price (or why it is ruled out), the baseline read cache-bound."""
     context = context_of(observation)
     diagnosis = diagnose(context)
     assert diagnosis.binding == "cache"
     knobs = ("kv_cache_memory_bytes", "max_num_seqs")
-    found = prune(diagnosis, context, knob_catalogue(), allowed=knobs, backend=VllmBackend())
-    kv = _kv(found)
-    assert isinstance(kv, float) and kv >= 1.9, kv
+    return _kv(prune(diagnosis, context, knob_catalogue(), allowed=knobs, backend=VllmBackend()))
 
 
 NARROW = REPO / "tests" / "fixtures" / "real" / "cpu-tiny-kv-narrow"
@@ -230,16 +240,10 @@ def test_steps_a_few_tokens_apart_set_no_compute_ceiling() -> None:
     """Its knee points ran 2 -> 4 sequences in steps of 16 -> 18 tokens, 23.5 -> 26.5 ms: a
     line through them read 1.2 ms a token and capped the bigger pool at 1.16x; a TPE draw
     that happened to raise the pool measured 1.71x. Two tokens apart is no line."""
-    (recording,) = find_recorded([NARROW])
-    observation = observe_study(recording.study, recording.result.config, recording.result)
+    observation = _baseline_of(NARROW)
     response = observation.response
     assert response is not None and response.batch_grew()
     assert response.high_tokens_per_step / response.low_tokens_per_step < 1.25
     assert compute_ceiling(observation) is None
-    context = context_of(observation)
-    diagnosis = diagnose(context)
-    assert diagnosis.binding == "cache"
-    knobs = ("kv_cache_memory_bytes", "max_num_seqs")
-    found = prune(diagnosis, context, knob_catalogue(), allowed=knobs, backend=VllmBackend())
-    kv = _kv(found)
+    kv = _cache_bound_kv_price(observation)
     assert isinstance(kv, float) and kv >= 1.71, kv

@@ -157,11 +157,8 @@ class Tuner:
     def _long_shots_words(self) -> str:
         assert self.state.pruning is not None
         names = ", ".join(c.knob.name for c in self.state.pruning.long_shots)
-        spent = (
-            "every knob is ruled out"
-            if not self.state.pruning.candidates
-            else ("every candidate has been tried")
-        )
+        tried = "every candidate has been tried"
+        spent = tried if self.state.pruning.candidates else "every knob is ruled out"
         return (
             f"{spent}, and budget is left (tuning.stop: budget): one step "
             f"each way of each knob the rules ruled out ({names}), until "

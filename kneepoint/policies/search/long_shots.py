@@ -55,11 +55,11 @@ class LongShots:
 
 class ThenLongShots:
     """Asks ``first`` (the study's proposer over the candidates) while it has anything to
-    ask, then the long shots. Without it a run whose
-    small candidate space was spent ended "exhausted" with budget left: the multi-turn chat
-    quickstart after fp8 KV and 512 sequences, its one candidate left (fp8 weights) tried,
-    stopped at 3 trials with 4.7 of 8 device-hours unspent and 9.6% below its grid's
-    optimum (benchmarks/regret.py, 2026-11-28)."""
+    ask, then the long shots. Without it a run whose small candidate space was spent ended
+    "exhausted" with budget left: the multi-turn chat quickstart after fp8 KV and 512
+    sequences, its one candidate left (fp8 weights) tried, stopped at 3 trials with 4.7 of 8
+    device-hours unspent and 9.6% below its grid's optimum (benchmarks/regret.py,
+    2026-11-28)."""
 
     def __init__(self, first: Proposer, long_shots: LongShots) -> None:
         self.first, self.long_shots = first, long_shots
