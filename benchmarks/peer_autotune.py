@@ -70,9 +70,10 @@ def study_sets(model: Path, venv: Path, speed: HostSpeed, roomy: bool) -> list[s
     return [*sets, "engine.kv_cache_memory_bytes=67108864"] if roomy else sets
 
 
-def run_kneepoint(sets: list[str], budget_s: float, runs: Path) -> tuple[EngineConfig, float]:
-    """`kneepoint tune` with ``budget_s`` of device time: its winner and the device time its
-    ledger counted."""
+def run_kneepoint(sets: list[str], budget_s: float, runs: Path) -> dict[str, Any]:
+    """`kneepoint tune` with ``budget_s`` of device time: its winner, the device time its
+    ledger counted, and how much of it came before the winner was promoted (what the run
+    needed to find it; the rest is the budget stop making sure nothing better is near)."""
     argv = [str(vllm_cpu.REPO / ".venv" / "bin" / "kneepoint"), "tune", str(STUDY),
             "--runs-dir", str(runs)]  # fmt: skip
     budget = f"budget={{max_device_hours: {budget_s / 3600:.4f}}}"
@@ -83,12 +84,19 @@ def run_kneepoint(sets: list[str], budget_s: float, runs: Path) -> tuple[EngineC
         raise SystemExit(f"kneepoint tune failed:\n{done.stderr[-3000:]}")
     (folder,) = runs.iterdir()
     events = [json.loads(line) for line in (folder / "ledger.jsonl").read_text().splitlines()]
-    promoted = [e for e in events if e["event"] == "promoted"]
-    baseline = next(e for e in events if e["event"] == "baseline")
-    winner = promoted[-1]["config"] if promoted else baseline["config"]
-    device_s = sum(float(e.get("device_s", 0.0)) for e in events)
+    found = max(i for i, e in enumerate(events) if e["event"] in ("baseline", "promoted"))
+    winner = EngineConfig.model_validate(events[found]["config"])
     say(f"kneepoint: {done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ''}")
-    return EngineConfig.model_validate(winner), device_s
+    return {
+        "winner": winner.model_dump(exclude_none=True),
+        "device_s": _device_s(events),
+        "to_winner_s": _device_s(events[: found + 1]),
+        "finished": next((e["detail"] for e in events if e["event"] == "finished"), None),
+    }
+
+
+def _device_s(events: list[dict[str, Any]]) -> float:
+    return sum(float(e.get("device_s", 0.0)) for e in events)
 
 
 def judge(bench: Bench, config: EngineConfig, rates: list[float], runs: int) -> dict[str, object]:
@@ -151,8 +159,7 @@ def main() -> None:
     if "kneepoint" not in results:
         runs = args.work / "runs"
         shutil.rmtree(runs, ignore_errors=True)
-        found, device_s = run_kneepoint(sets, peer.device_s, runs)
-        keep("kneepoint", {"winner": found.model_dump(exclude_none=True), "device_s": device_s})
+        keep("kneepoint", run_kneepoint(sets, peer.device_s, runs))
     winner = EngineConfig.model_validate(results["kneepoint"]["winner"])
     contenders = {"start": study.engine, "kneepoint": winner}
     best = peer.best()
@@ -167,7 +174,7 @@ def main() -> None:
             judged[name] = judge(bench, config, rates, args.judge_runs)
             keep("judge", judged)
         say(f"judge: {name}: {judged[name]['capacity_rps']} req/s")
-    report(judged, peer.device_s, results["kneepoint"]["device_s"])
+    report(judged, peer.device_s, results["kneepoint"])
 
 
 def _host(kept: dict[str, Any]) -> HostSpeed:
@@ -177,17 +184,23 @@ def _host(kept: dict[str, Any]) -> HostSpeed:
     return HostSpeed(**{**kept, **by_int})
 
 
-def report(judged: dict[str, Any], peer_s: float, kneepoint_s: float) -> None:
+def report(judged: dict[str, Any], peer_s: float, kneepoint: dict[str, Any]) -> None:
+    kneepoint_s = float(kneepoint["device_s"])
     print(f"\n{'':10} {'SLO capacity (vllm bench)':>26} {'device s':>9}")
     for name, device_s in (("start", None), ("auto_tune", peer_s), ("kneepoint", kneepoint_s)):
         capacity = judged.get(name, {}).get("capacity_rps")
         cell = f"{capacity:.2f} req/s" if capacity else "none"
         print(f"{name:10} {cell:>26} {'' if device_s is None else f'{device_s:9.0f}'}")
+    to_winner_s = kneepoint.get("to_winner_s")
+    if to_winner_s is not None:
+        print(f"kneepoint had its winner after {to_winner_s:.0f} s; it stopped: "
+              f"{kneepoint.get('finished')}")  # fmt: skip
     kp = judged["kneepoint"].get("capacity_rps")
     at = judged.get("auto_tune", {}).get("capacity_rps")
     if kp and at:
+        found = f", to its winner {to_winner_s / peer_s:.2f}x" if to_winner_s is not None else ""
         print(f"kneepoint/auto_tune capacity {kp / at:.2f}x (goal >= 1), device time "
-              f"{kneepoint_s / peer_s:.2f}x (goal <= 0.5)")  # fmt: skip
+              f"{kneepoint_s / peer_s:.2f}x{found} (goal <= 0.5)")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ from kneepoint.policies.search.space import contains, effective
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.proposal import Outcome, Prediction, Proposal, SearchSpace
 
-from .synthetic_space import capacity, drive, make_space
+from .synthetic_space import CURRENT, capacity, drive, make_space
 
 Factory = Callable[[SearchSpace, int], Proposer]
 
@@ -214,3 +214,20 @@ def _foreign(config: EngineConfig) -> Proposal:
         reason="set by hand",
         prediction=Prediction(capacity_ratio=1.0, reason="no idea"),
     )
+
+
+def test_long_shots_never_undo_a_promoted_move() -> None:
+    """Moves back to a value a promotion left (512 -> 256 sequences, async back off) are not
+    long shots: the run measured them and kept the other side; moves past it still are."""
+    baseline = EngineConfig(model="synthetic/model", max_num_seqs=256, async_scheduling=False)
+    middle = baseline.replace(async_scheduling=True)
+    incumbent = middle.replace(max_num_seqs=512)
+    space = make_space(incumbent, current_values={**CURRENT, "max_num_seqs": 512})
+    moved = _moves_asked(LongShots(space, earlier=[baseline, middle]))
+    assert ("max_num_seqs", 1024) in moved
+    assert ("max_num_seqs", 256) not in moved and ("async_scheduling", False) not in moved
+    assert ("max_num_seqs", 256) in _moves_asked(LongShots(space)), "the walk rules it out"
+
+
+def _moves_asked(proposer: Proposer) -> list[tuple[object, object]]:
+    return [(p.params["knob"], p.params["to"]) for p, _ in drive(proposer, 20)]

@@ -273,6 +273,12 @@ class RunState:
             return 0.0
         return knee.capacity_rps or min(p.rate_rps for p in knee.points)
 
+    def earlier_incumbents(self) -> list[EngineConfig]:
+        """The incumbents before the current one, in order: the baseline's, then each promoted
+        configuration but the last."""
+        walk = [] if self.baseline is None else [self.baseline.config]
+        return [*walk, *(p.config for p in self.promotions)][: len(self.promotions)]
+
     def open_trials(self) -> list[TrialState]:
         """The trials with a step left, by number."""
         return [self.trials[n] for n in sorted(self.trials) if self.trials[n].next_step()]

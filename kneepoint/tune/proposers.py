@@ -69,7 +69,8 @@ def run_proposer(study: StudySpec, state: RunState, url: str | None) -> Proposer
     pruning = state.pruning
 
     def long_shots() -> LongShots:
-        return LongShots(space(pruning.model_copy(update={"candidates": pruning.long_shots})))
+        shots = space(pruning.model_copy(update={"candidates": pruning.long_shots}))
+        return LongShots(shots, earlier=state.earlier_incumbents())
 
     proposer: Proposer
     if long_shots_only(study, state):

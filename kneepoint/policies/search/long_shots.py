@@ -13,7 +13,8 @@ two single-knob moves from the incumbent (1,024 sequences, 1,024-token chunks).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from itertools import pairwise
 
 from pydantic import JsonValue
 
@@ -29,19 +30,27 @@ from kneepoint.policies.search.space import (
     show,
     to_coord,
 )
+from kneepoint.records.engine import EngineConfig
 from kneepoint.records.knobs import BoolDomain, ChoiceDomain, KnobDomain
 from kneepoint.records.proposal import Outcome, Prediction, Proposal, SearchSpace
 
 
 class LongShots:
-    """Asks the one-knob moves of ``space``'s candidates (the long shots) not yet measured."""
+    """Asks the one-knob moves of ``space``'s candidates (the long shots) not yet measured.
+
+    ``earlier`` are the run's incumbents before ``space``'s, in order (its baseline first): a
+    move that sets a knob back to the value a promotion moved it from is not asked, because the
+    run measured that move and kept the other side of it (on multi-turn chat, KV fp8 -> auto
+    and 512 -> 256 sequences were long shots after both were promoted, 2026-11-28)."""
 
     name = "long-shot"
 
-    def __init__(self, space: SearchSpace) -> None:
+    def __init__(self, space: SearchSpace, earlier: Sequence[EngineConfig] = ()) -> None:
         self.space = space
-        self._told = {space.incumbent.fingerprint()}
-        self._moves = list(_moves(space))
+        walk = [*earlier, space.incumbent]
+        self._told = {config.fingerprint() for config in walk}
+        left = _left_behind(walk)
+        self._moves = [p for p in _moves(space) if not _reverts(p, left)]
 
     def ask(self) -> Proposal | None:
         return next((p for p in self._moves if p.key() not in self._told), None)
@@ -104,6 +113,21 @@ def neighbours(domain: KnobDomain, value: JsonValue) -> list[JsonValue]:
     centre, step = to_coord(domain, value), first_step(domain)
     found = [from_coord(domain, centre + step), from_coord(domain, centre - step)]
     return [v for v in dict.fromkeys(found) if v != value and contains(domain, v)]
+
+
+def _left_behind(walk: Sequence[EngineConfig]) -> dict[str, list[JsonValue]]:
+    """Per knob, the values successive incumbents moved it away from."""
+    left: dict[str, list[JsonValue]] = {}
+    for before, after in pairwise(walk):
+        for name, (old, _new) in after.changes_from(before).items():
+            left.setdefault(name, []).append(old)
+    return left
+
+
+def _reverts(proposal: Proposal, left: dict[str, list[JsonValue]]) -> bool:
+    """Whether the long shot sets its knob back to a value a promotion moved it from."""
+    name, to = proposal.params["knob"], proposal.params["to"]
+    return isinstance(name, str) and any(same(to, old) for old in left.get(name, []))
 
 
 def _moves(space: SearchSpace) -> Iterator[Proposal]:
