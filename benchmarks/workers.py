@@ -4,7 +4,8 @@ study.
 
 For each, it prints the trials, the batches the workers planned, the device-hours spent (every
 GPU's time, summed), the critical path (each batch's longest task, summed: how long the run
-takes with its workers side by side, in the simulator's device time) and the winner's
+takes with its workers side by side, in the simulator's device time), the critical path up to
+the winner's promotion ("to winner": when the run had what it ends with) and the winner's
 objective. The sequential run's critical path is its device time. Wall time on this machine
 says nothing here: the simulated GPUs share its CPU cores.
 
@@ -27,6 +28,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # the test suite's PostgreSQL server (tests/postgres_server.py)
 
 from kneepoint.config import load_study  # noqa: E402
+from kneepoint.records.ledger import Baseline, Promoted  # noqa: E402
 from kneepoint.run.folder import RunFolder  # noqa: E402
 from kneepoint.run.state import RunState  # noqa: E402
 from kneepoint.workers.shared_study import SharedStudy  # noqa: E402
@@ -43,6 +45,8 @@ class Row:
     batches: int
     device_h: float
     critical_h: float
+    to_winner_h: float
+    """The critical path up to the winner's promotion (the baseline's end with none)."""
     objective: float | None
     finished: str
 
@@ -62,12 +66,18 @@ def _shared(
     spec = load_study(study, overrides)
     shared = SharedStudy(url, spec.name, heartbeat_s=2, grace_s=30, max_retry=2)
     now = datetime.now().astimezone()
-    final = shared_state(spec, shared.started_at(), shared.attempts(now), shared.finished())
+    attempts = shared.attempts(now)
+    final = shared_state(spec, shared.started_at(), attempts, shared.finished())
     state = final.state
     assert state.finished is not None
+    won = state.promotions[-1].trial if state.promotions else 0
+    found = max(a.task.batch for a in attempts
+                if a.task.trial == won and a.task.kind in ("baseline", "promote"))  # fmt: skip
+    before = [a for a in attempts if a.task.batch <= found]
+    to_winner = shared_state(spec, shared.started_at(), before, None).makespan_s
     return Row(f"{workers} worker{'s' if workers > 1 else ''}", state.trials_run,
                final.batches, state.device_s / 3600, final.makespan_s / 3600,
-               state.incumbent_objective, state.finished.reason)  # fmt: skip
+               to_winner / 3600, state.incumbent_objective, state.finished.reason)  # fmt: skip
 
 
 def _sets(overrides: list[str]) -> list[str]:
@@ -81,24 +91,27 @@ def _sequential(study: Path, overrides: list[str], folder: Path) -> Row:
                    check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
     [run] = list(runs.iterdir())
     events = RunFolder.existing(run).ledger.recover()
-    state = RunState.replay(events, load_study(study, overrides).objective)
+    objective = load_study(study, overrides).objective
+    state = RunState.replay(events, objective)
     assert state.finished is not None
     hours = state.device_s / 3600
     steps = 1 + sum(1 + (t.validated is not None) for t in state.trials.values())
     steps += state.burst is not None
-    return Row("sequential tune", state.trials_run, steps, hours, hours,
+    found = max(i for i, e in enumerate(events) if isinstance(e, Baseline | Promoted))
+    to_winner = RunState.replay(events[: found + 1], objective).device_s / 3600
+    return Row("sequential tune", state.trials_run, steps, hours, hours, to_winner,
                state.incumbent_objective, state.finished.reason)  # fmt: skip
 
 
 def _print(rows: list[Row]) -> None:
     print(f"{'run':<16} {'trials':>6} {'batches':>7} {'device-h':>9} {'critical-h':>10} "
-          f"{'speed-up':>8} {'objective':>9}  finished")  # fmt: skip
+          f"{'speed-up':>8} {'to winner':>9} {'objective':>9}  finished")  # fmt: skip
     base = rows[0].critical_h
     for r in rows:
         objective = "-" if r.objective is None else f"{r.objective:.2f}"
         print(f"{r.label:<16} {r.trials:>6} {r.batches:>7} {r.device_h:>9.2f} "
-              f"{r.critical_h:>10.2f} {base / r.critical_h:>7.2f}x {objective:>9}  "
-              f"{r.finished}")  # fmt: skip
+              f"{r.critical_h:>10.2f} {base / r.critical_h:>7.2f}x {r.to_winner_h:>9.2f} "
+              f"{objective:>9}  {r.finished}")  # fmt: skip
 
 
 def main() -> None:

@@ -21,6 +21,7 @@ from kneepoint.policies.search.worth import (
     spread_log,
     words,
 )
+from kneepoint.records.engine import EngineConfig
 from kneepoint.records.ledger import Event, Proposed, Screened
 from kneepoint.records.proposal import Outcome, Prediction, Proposal, Pruning, TrialPrice
 from kneepoint.run.ledger import Ledger
@@ -30,7 +31,7 @@ from kneepoint.tune.decide import Propose, Stop, next_action
 from kneepoint.tune.proposers import run_proposer
 
 from .conftest import TuneRun
-from .synthetic_space import candidate, make_space
+from .synthetic_space import candidate, drive, make_space
 
 NOW = datetime(2026, 11, 23, 8, 0).astimezone()
 
@@ -81,6 +82,30 @@ def test_a_walk_tries_a_step_inside_the_noise_while_it_pays() -> None:
 
 def _events(run: TuneRun) -> list[Event]:
     return Ledger(run.folder / "ledger.jsonl").read()
+
+
+def test_a_halving_between_two_measurements_must_clear_the_floor_itself() -> None:
+    """The quickstart's walk: 512 sequences measured 0.98x of the 1.07x predicted; its halving
+    back toward 256 (re-priced 0.95x) lies between two measurements, so the price's spread does
+    not buy it a trial. A step past a wall is still bisected toward it."""
+    seqs = (candidate("max_num_seqs", "up", 1.073),)
+    night = make_space(incumbent_objective=10.0, candidates=seqs, price=price(0.02))
+    assert pays(price(0.02), 0.95), "on the price list alone it would be tried"
+
+    def flat_past_256(config: EngineConfig) -> Outcome:
+        return Outcome(status="ok", objective=9.84, feasible=True)
+
+    walked = [p.params["to"] for p, _ in drive(CoordinateDescent(night, min_gain=0.03), 9,
+                                               flat_past_256)]  # fmt: skip
+    assert walked == [512]
+
+    def dies_past_400(config: EngineConfig) -> Outcome:
+        if (config.max_num_seqs or 256) > 400:
+            return Outcome(status="startup_failed", detail="CUDA out of memory")
+        return Outcome(status="ok", objective=10.0, feasible=True)
+
+    walled = drive(CoordinateDescent(night, min_gain=0.03), 9, dies_past_400)
+    assert [p.params["to"] for p, _ in walled][:2] == [512, 362]
 
 
 def test_a_budget_stop_proposes_what_a_predicted_stop_ends_on(small_run: TuneRun) -> None:

@@ -1,5 +1,6 @@
 """The contract every proposer keeps (one suite over coordinate descent, Optuna TPE, ``auto``
-(the default: coordinate descent, then TPE), the long shots alone and after a walk, and, where
+(the default: coordinate descent and its combination, then TPE), the walk then its
+combination, the long shots alone and after a walk, and, where
 torch is installed, Optuna GP): asks stay in the space, the same seed asks the same, a fresh
 proposer replayed with the history asks what the live one asks, failures are outcomes that are
 never re-proposed, no configuration is proposed twice, the search ends or stays valid, and a
@@ -14,6 +15,7 @@ from itertools import cycle
 
 import pytest
 
+from kneepoint.policies.search.combination import Combination
 from kneepoint.policies.search.coordinate import CoordinateDescent
 from kneepoint.policies.search.long_shots import LongShots, ThenLongShots
 from kneepoint.policies.search.optuna_search import OptunaProposer
@@ -21,9 +23,10 @@ from kneepoint.policies.search.phased import Phased
 from kneepoint.policies.search.proposer import Proposer, replay
 from kneepoint.policies.search.space import contains, effective
 from kneepoint.records.engine import EngineConfig
-from kneepoint.records.proposal import Outcome, Prediction, Proposal, SearchSpace
+from kneepoint.records.proposal import Outcome, Prediction, Proposal, SearchSpace, TrialPrice
 
-from .synthetic_space import CURRENT, capacity, drive, make_space
+from . import synthetic_space
+from .synthetic_space import CANDIDATES, CURRENT, capacity, drive, make_space
 
 Factory = Callable[[SearchSpace, int], Proposer]
 
@@ -41,7 +44,11 @@ def _gp(space: SearchSpace, seed: int) -> Proposer:
 
 
 def _auto(space: SearchSpace, seed: int) -> Proposer:
-    return Phased(CoordinateDescent(space, seed), lambda: _tpe(space, seed))
+    return Phased(_walk_then_combination(space, seed), lambda: _tpe(space, seed))
+
+
+def _walk_then_combination(space: SearchSpace, seed: int) -> Proposer:
+    return Phased(CoordinateDescent(space, seed), lambda: Combination(space, seed))
 
 
 def _long_shots(space: SearchSpace, _seed: int) -> Proposer:
@@ -59,6 +66,7 @@ def _then_long_shots(space: SearchSpace, seed: int) -> Proposer:
 # (each of its asks fits a Gaussian process).
 FACTORIES = [
     pytest.param(_coordinate, 40, id="coordinate"),
+    pytest.param(_walk_then_combination, 40, id="walk-then-combination"),
     pytest.param(_tpe, 24, id="optuna-tpe"),
     pytest.param(_auto, 40, id="auto"),
     pytest.param(_long_shots, 20, id="long-shots"),
@@ -96,7 +104,13 @@ def test_every_ask_stays_in_the_space(factory: Factory, rounds: int) -> None:
         for candidate in space.candidates:
             value = effective(config, candidate.knob.name, space)
             assert contains(candidate.knob.domain, value), (candidate.knob.name, value)
-        assert proposal.proposer in ("coordinate", "optuna-tpe", "optuna-gp", "long-shot")
+        assert proposal.proposer in (
+            "coordinate",
+            "combination",
+            "optuna-tpe",
+            "optuna-gp",
+            "long-shot",
+        )
         assert isinstance(proposal.prediction, Prediction) and proposal.prediction.reason
 
 
@@ -220,14 +234,47 @@ def test_long_shots_never_undo_a_promoted_move() -> None:
     """Moves back to a value a promotion left (512 -> 256 sequences, async back off) are not
     long shots: the run measured them and kept the other side; moves past it still are."""
     baseline = EngineConfig(model="synthetic/model", max_num_seqs=256, async_scheduling=False)
-    middle = baseline.replace(async_scheduling=True)
+    middle = baseline.replace(async_scheduling=True, kv_cache_dtype="fp8")
     incumbent = middle.replace(max_num_seqs=512)
-    space = make_space(incumbent, current_values={**CURRENT, "max_num_seqs": 512})
+    kv = synthetic_space.candidate("kv_cache_dtype", "to", 1.0, "fp8")
+    space = make_space(incumbent, current_values={**CURRENT, "max_num_seqs": 512},
+                       candidates=(*CANDIDATES, kv))  # fmt: skip
     moved = _moves_asked(LongShots(space, earlier=[baseline, middle]))
     assert ("max_num_seqs", 1024) in moved
     assert ("max_num_seqs", 256) not in moved and ("async_scheduling", False) not in moved
+    assert ("kv_cache_dtype", "auto") not in moved, "unset was the default, the first choice"
     assert ("max_num_seqs", 256) in _moves_asked(LongShots(space)), "the walk rules it out"
 
 
 def _moves_asked(proposer: Proposer) -> list[tuple[object, object]]:
     return [(p.params["knob"], p.params["to"]) for p, _ in drive(proposer, 20)]
+
+
+def test_the_moves_measured_alone_are_tried_together_once() -> None:
+    """Two flat moves and a loss, each alone: the two that were no loss, together, once, at
+    the product of their ratios (the quickstart: 512 sequences and 1,024-token chunks each
+    inside the noise, together +18.5%)."""
+    flat = (synthetic_space.candidate("max_num_seqs", "up", 1.07),
+            synthetic_space.candidate("max_num_batched_tokens", "up", 1.06),
+            synthetic_space.candidate("gpu_memory_utilization", "up", 1.05))  # fmt: skip
+    night = TrialPrice(floor_rel=0.03, spread_log=0.115, cost_share=0.05)
+    space = make_space(incumbent_objective=10.0, candidates=flat, price=night)
+    ratios = {"max_num_seqs": 0.99, "max_num_batched_tokens": 1.02, "gpu_memory_utilization": 0.9}
+
+    def alone(config: EngineConfig) -> Outcome:
+        (name,) = config.changes_from(space.incumbent)
+        return Outcome(status="ok", objective=10.0 * ratios[name], feasible=True)
+
+    walked = drive(CoordinateDescent(space, min_gain=0.03), 9, alone)
+    combination = replay(Combination(space, min_gain=0.03), walked)
+    asked = combination.ask()
+    assert asked is not None and asked.proposer == "combination"
+    assert set(asked.changes) == {"max_num_seqs", "max_num_batched_tokens"}
+    assert asked.prediction.capacity_ratio == pytest.approx(0.99 * 1.02)
+    combination.tell(asked, Outcome(status="ok", objective=11.8, feasible=True))
+    assert combination.ask() is None, "once"
+    alone_only = Combination(space.model_copy(update={"candidates": flat[:1]}), min_gain=0.03)
+    assert alone_only.ask() is None, "one knob is no combination"
+    priced_out = Combination(space.model_copy(update={"price": None}), min_gain=0.03)
+    replay(priced_out, [(p, alone(p.config)) for p, _ in walked])
+    assert priced_out.ask() is None, "without a price it must be predicted beyond the floor"

@@ -49,7 +49,7 @@ class LongShots:
         self.space = space
         walk = [*earlier, space.incumbent]
         self._told = {config.fingerprint() for config in walk}
-        left = _left_behind(walk)
+        left = _left_behind(walk, {c.knob.name: c.knob.domain for c in space.candidates})
         self._moves = [p for p in _moves(space) if not _reverts(p, left)]
 
     def ask(self) -> Proposal | None:
@@ -115,13 +115,23 @@ def neighbours(domain: KnobDomain, value: JsonValue) -> list[JsonValue]:
     return [v for v in dict.fromkeys(found) if v != value and contains(domain, v)]
 
 
-def _left_behind(walk: Sequence[EngineConfig]) -> dict[str, list[JsonValue]]:
-    """Per knob, the values successive incumbents moved it away from."""
+def _left_behind(
+    walk: Sequence[EngineConfig], domains: dict[str, KnobDomain]
+) -> dict[str, list[JsonValue]]:
+    """Per knob, the values successive incumbents moved it away from. An unset choice knob
+    whose choices do not hold None was at the engine's default, the catalogue's first choice
+    (configs/knobs.yaml: kv_cache_dtype's auto)."""
     left: dict[str, list[JsonValue]] = {}
     for before, after in pairwise(walk):
         for name, (old, _new) in after.changes_from(before).items():
-            left.setdefault(name, []).append(old)
+            left.setdefault(name, []).append(_default_of(domains.get(name)) if old is None else old)
     return left
+
+
+def _default_of(domain: KnobDomain | None) -> JsonValue:
+    if isinstance(domain, ChoiceDomain) and None not in domain.choices:
+        return domain.choices[0]
+    return None
 
 
 def _reverts(proposal: Proposal, left: dict[str, list[JsonValue]]) -> bool:

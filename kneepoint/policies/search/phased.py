@@ -31,10 +31,17 @@ class Phased:
         if self.then is None:
             proposals = self.first.batch(n)
             if proposals or self._make_then is None:
-                return proposals
+                return self._named(proposals)
             self._switch()
         assert self.then is not None
-        return self.then.batch(n)
+        return self._named(self.then.batch(n))
+
+    def _named(self, proposals: list[Proposal]) -> list[Proposal]:
+        """The proposals, the name now the one who asked them (a ``then`` that asks nothing
+        leaves the name of whoever asked last)."""
+        if proposals:
+            self.name = proposals[0].proposer
+        return proposals
 
     def tell(self, proposal: Proposal, outcome: Outcome) -> None:
         # The switch happens where the history first leaves ``first`` with nothing to ask,
@@ -49,4 +56,3 @@ class Phased:
     def _switch(self) -> None:
         assert self._make_then is not None
         self.then = replay(self._make_then(), self._history)
-        self.name = self.then.name
