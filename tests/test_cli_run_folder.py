@@ -202,9 +202,11 @@ def test_an_interruption_and_its_resume_are_events(tmp_path: Path) -> None:
     the interruption, and the resume says where it goes on from."""
     runs = tmp_path / "runs"
     # A night's budget (minutes on the virtual clock): the quickstart's own 12 trials ran to
-    # their end under a loaded host before this test had read their first point.
+    # their end under a loaded host before this test had read their first point. Optuna's
+    # draws keep it going: the walk, its combination and the long shots end "exhausted" after
+    # 10 trials, about a minute, and that run too ended first under load (2026-11-28).
     longer = ["--set", "budget={max_trials: 500, max_device_hours: 100}",
-              "--set", "tuning.patience=100"]  # fmt: skip
+              "--set", "tuning.patience=100", "--set", "tuning.proposer=optuna"]  # fmt: skip
     proc = subprocess.Popen([KNEEPOINT, "tune", str(QUICKSTART), "--runs-dir", str(runs), *longer],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
     # A run folder is built as ``.<name>.partial`` and renamed: wait for its own name.
