@@ -22,7 +22,7 @@ from pydantic import JsonValue
 
 from kneepoint.policies.search.proposer import liar_batch
 from kneepoint.policies.search.space import build_config, changes_from_incumbent, show
-from kneepoint.policies.search.worth import pays
+from kneepoint.policies.search.worth import worth_a_trial
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.proposal import Outcome, Prediction, Proposal, SearchSpace
 
@@ -45,7 +45,7 @@ class Combination:
         if config is None or config.fingerprint() in self._told:
             return None
         ratio = math.prod(r for _, r in parts.values())
-        if not self._worth_a_trial(ratio):
+        if not worth_a_trial(self.space.price, ratio, self.min_gain):
             return None
         each = ", ".join(f"{n} -> {show(v)} ({r:.2f}x)" for n, (v, r) in parts.items())
         reason = f"the moves measured alone, together: {each}"
@@ -77,14 +77,7 @@ class Combination:
                 continue
             ((name, (_, value)),) = changed.items()
             ratio = outcome.objective / reference
-            if (
-                name in knobs
-                and ratio >= 1.0 - self.min_gain
-                and ratio > best.get(name, ("", 0))[1]
-            ):
+            beats = name not in best or ratio > best[name][1]
+            if name in knobs and ratio >= 1.0 - self.min_gain and beats:
                 best[name] = (value, ratio)
         return dict(sorted(best.items()))
-
-    def _worth_a_trial(self, ratio: float) -> bool:
-        price = self.space.price
-        return ratio > 1.0 + self.min_gain if price is None else pays(price, ratio)

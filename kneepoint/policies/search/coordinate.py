@@ -41,7 +41,7 @@ from kneepoint.policies.search.space import (
     show,
     to_coord,
 )
-from kneepoint.policies.search.worth import expected_gain, pays, words
+from kneepoint.policies.search.worth import expected_gain, words, worth_a_trial
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.knobs import BoolDomain, ChoiceDomain
 from kneepoint.records.proposal import KnobCandidate, Outcome, Prediction, Proposal, SearchSpace
@@ -199,7 +199,7 @@ class CoordinateDescent:
         """The step's ratio re-priced by what the knob's last measured move gave."""
         return self._raw(step, walk) * self._factors.get(step.candidate.knob.name, 1.0)
 
-    def _worth_a_trial(self, ratio: float, bracketed: bool) -> bool:
+    def _worth_a_trial(self, step: _Step) -> bool:
         """Its expected gain pays for its share of the budget left (``space.price``), or
         without a price, it is predicted beyond ``min_gain``. A step between two measurements
         (``_Walk.bracketed``) must be predicted beyond ``min_gain`` either way: the price's
@@ -207,12 +207,11 @@ class CoordinateDescent:
         of this one were. On the quickstart four of twelve trials went to such halvings, each
         re-priced below 1 (0.95-0.99x) and each measured inside the noise (-1.6% to +0.5%,
         2026-11-28), while a three-knob TPE draw after them gained 14%."""
-        price = self.space.price
+        walk = self._walk_now()
+        ratio = self._priced(step, walk)
         if self.wide:
             return ratio > 1.0
-        if price is None or bracketed:
-            return ratio > 1.0 + self.min_gain
-        return pays(price, ratio)
+        return worth_a_trial(None if walk.bracketed else self.space.price, ratio, self.min_gain)
 
     def _start(self, index: int) -> _Walk | None:
         if index >= len(self.space.candidates):
@@ -234,9 +233,7 @@ class CoordinateDescent:
                 self._apply(step, self._result(outcome), outcome)
             elif key == self._incumbent_key:
                 self._apply(step, "flat", None)
-            elif not self._worth_a_trial(
-                self._priced(step, self._walk_now()), self._walk_now().bracketed
-            ):
+            elif not self._worth_a_trial(step):
                 self._apply(step, "flat", None)  # not worth a trial: as if it gave nothing
             else:
                 self._pending = step

@@ -75,6 +75,12 @@ def pays(price: TrialPrice, ratio: float) -> bool:
     return expected_gain(price, ratio) >= price.floor_rel * price.cost_share
 
 
+def worth_a_trial(price: TrialPrice | None, ratio: float, min_gain: float) -> bool:
+    """With a price (``tuning.stop: budget``), whether the move pays; without one, whether it
+    is predicted beyond ``min_gain``."""
+    return ratio > 1.0 + min_gain if price is None else pays(price, ratio)
+
+
 def words(price: TrialPrice, ratio: float) -> str:
     """ "a 41% chance of beating the 3.0% floor, 2.1% expected; a trial is 4% of the budget
     left"."""
