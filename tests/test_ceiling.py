@@ -17,7 +17,7 @@ from kneepoint.policies.diagnosis.diagnose import diagnose
 from kneepoint.policies.diagnosis.observe import observe_study
 from kneepoint.policies.pruning.ceiling import compute_ceiling, latency_ceiling
 from kneepoint.policies.pruning.prune import prune
-from kneepoint.policies.search.search_space import capped
+from kneepoint.policies.search.search_space import ShortOfRate, in_objective_terms
 from kneepoint.records.backend_spec import VllmBackend
 from kneepoint.records.diagnosis import Diagnosis, Observation, ServerResponse
 from kneepoint.records.engine import EngineConfig
@@ -192,12 +192,36 @@ def test_a_goodput_at_rate_objective_caps_every_price_at_its_rate() -> None:
     assert rule.most_gain(39.9) == pytest.approx(40.0 / 39.9)
     assert rule.most_gain(0.0) is None and rules(SloCapacity()).most_gain(10.0) is None
     found = _prune(_observe(45.0, {"ttft_p99_ms": 1000}))
-    bounded = capped(found.candidates, rule.most_gain(39.9))
+    bounded = in_objective_terms(found.candidates, rule.most_gain(39.9))
     assert all(c.predicted_ratio <= 40.0 / 39.9 for c in bounded)
     kv = next(c for c in bounded if c.knob.name == "kv_cache_memory_bytes")
     assert "capped at 1.00x: goodput cannot pass the offered rate" in kv.reason
     assert "already serves 99.8% of it" in kv.reason
-    assert capped(found.candidates, None) == found.candidates
+    assert in_objective_terms(found.candidates, None) == found.candidates
+
+
+def test_a_move_that_carries_the_knee_past_the_rate_is_priced_at_serving_it() -> None:
+    """The real multi-turn tune (CI, 2026-11-28) offered 10.6 req/s to an incumbent whose knee
+    was 4.8 req/s: its goodput measured 0.00 and 2.65 (mean 1.32, a 141% noise floor), and
+    prefix caching, 2.50x in capacity, was never tried. A server with 2.5x the knee serves
+    the whole rate, 8.0x the incumbent's goodput, with the chance the prediction's spread
+    gives it; a move far short of the rate keeps its capacity ratio."""
+    rule = rules(GoodputAtRate(rate_rps=10.6))
+    found = _prune(_observe(45.0, {"ttft_p99_ms": 1000}))
+    big, near, small = (
+        found.candidates[0].model_copy(update={"predicted_ratio": r}) for r in (2.5, 2.1, 1.5)
+    )
+    short = ShortOfRate(rate_rps=10.6, knee_rps=4.8, spread_log=0.115)
+    lifted, even, kept = in_objective_terms([big, near, small], rule.most_gain(1.32), short)
+    assert short.chance_served(2.5) == pytest.approx(0.86, abs=0.01)
+    assert lifted.predicted_ratio == pytest.approx(0.86 * 10.6 / 1.32 + 0.14 * 2.5, rel=0.01)
+    assert "(86% chance that 2.50x the incumbent's 4.8 req/s knee serves the 10.6" in (
+        lifted.reason
+    )
+    # 2.1x of 4.8 is 10.1 req/s: short of the rate by less than the spread, a chance still
+    assert 2.1 < even.predicted_ratio < lifted.predicted_ratio
+    assert kept == small
+    assert in_objective_terms([big], rule.most_gain(1.32))[0] == big
 
 
 PINNED = REPO / "tests" / "fixtures" / "real" / "cpu-tiny-kv-pinned"

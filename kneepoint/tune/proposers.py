@@ -19,7 +19,8 @@ from kneepoint.policies.search.long_shots import LongShots, ThenLongShots
 from kneepoint.policies.search.optuna_search import OptunaProposer
 from kneepoint.policies.search.phased import Phased
 from kneepoint.policies.search.proposer import Proposer, replay
-from kneepoint.policies.search.search_space import search_space
+from kneepoint.policies.search.search_space import ShortOfRate, search_space
+from kneepoint.policies.search.worth import PRIOR_SPREAD_LOG
 from kneepoint.records.proposal import Pruning, SearchSpace
 from kneepoint.records.study import StudySpec
 from kneepoint.run.optuna_storage import open_storage
@@ -58,6 +59,14 @@ def _auto(study: StudySpec, space: SearchSpace, url: str | None, name: str) -> P
     return Phased(walk, lambda: _optuna(study, space, url, name))
 
 
+def _short_of(rate_rps: float | None, knee_rps: float, spread_log: float) -> ShortOfRate | None:
+    """The fixed rate the incumbent's knee falls short of, if any (a promoted incumbent that
+    missed the rate is known by the starting configuration's knee: an underestimate)."""
+    if rate_rps is None or not 0.0 < knee_rps < rate_rps:
+        return None
+    return ShortOfRate(rate_rps=rate_rps, knee_rps=knee_rps, spread_log=spread_log)
+
+
 PROPOSERS: dict[str, Factory] = {"coordinate": _coordinate, "optuna": _optuna, "auto": _auto}
 
 
@@ -68,6 +77,9 @@ def run_proposer(study: StudySpec, state: RunState, url: str | None) -> Proposer
     assert state.incumbent is not None and state.pruning is not None
     assert state.incumbent_repeats is not None
     observation = observe_study(study, state.incumbent, state.incumbent_repeats)
+    objective, price = rules(study.objective), trial_price(state, study)
+    spread = PRIOR_SPREAD_LOG if price is None else price.spread_log
+    short_of = _short_of(objective.fixed_rate_rps, state.incumbent_knee_rps, spread)
 
     def space(pruning: Pruning) -> SearchSpace:
         return search_space(
@@ -75,8 +87,9 @@ def run_proposer(study: StudySpec, state: RunState, url: str | None) -> Proposer
             context_of(observation),
             state.incumbent_objective,
             learned=learned_factors(state.measured_moves()),
-            price=trial_price(state, study),
-            most_gain=rules(study.objective).most_gain(state.incumbent_objective),
+            price=price,
+            most_gain=objective.most_gain(state.incumbent_objective),
+            short_of=short_of,
         )
 
     pruning = state.pruning
