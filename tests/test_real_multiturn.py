@@ -4,8 +4,8 @@ build (tests/fixtures/studies/cpu-tiny-multiturn.yaml: prefix caching off, one r
 another; the tune must propose prefix caching from the workload's computable reuse, measure
 it, promote it, and report the server's own hit rate beside the prediction. Its TTFT limit is
 sized from the host's measured prefill speed (tests/real_vllm/host_speed.py: at least three
-times its longest prompt's prefill alone), and its one rate from its capacity without caching,
-measured first with `kneepoint sweep`. The real_vllm tier
+times its longest prompt's prefill alone), and its one rate from its capacity with caching,
+measured first with `kneepoint sweep` (with its capacity without caching). The real_vllm tier
 (installs vLLM's CPU build)."""
 
 from __future__ import annotations
@@ -24,13 +24,21 @@ from tests.real_vllm.host_speed import REAL_TUNE_CI, HostSpeed, prompt_ttft_limi
 
 pytestmark = pytest.mark.real_vllm
 STUDY = REPO / "tests" / "fixtures" / "studies" / "cpu-tiny-multiturn.yaml"
-RATE_OVER_CAPACITY = 2.2
-"""The tune's one rate over the SLO capacity `kneepoint sweep` measured without caching: past
-it, and within what caching serves (on an AVX-512 host 120 req/s against 77.8 without
-caching and 192 with it). At 1.8x on an AVX2 host (9.03 req/s over 5.02) the uncached server
-met the SLO in one of five points (goodput 0 in the others, a short point's queue of
-conversations either breaks the TTFT limit or not), caching met it in all seven, and the
-judge kept the incumbent ("+300% [-18%, +618%] could be noise"); at 2x it measured 0."""
+RATE_OF_CACHED_CAPACITY = 0.8
+"""The tune's one rate, as a share of the SLO capacity `kneepoint sweep` measures with caching
+on: inside it, and past the capacity without caching. A fixed multiple of the uncached
+capacity fits no host: at 2.2x on an AVX-512 AMD host (105 req/s against 50.5 uncached)
+caching's 10 s screen met the rate and its 20 s validation points served 43% and 51% of it,
+and at 1.8x on an AVX2 host the uncached server met the SLO in one 20 s point of five and the
+judge rightly kept it (+300% [-18%, +618%]). How much caching serves depends on how much of a
+request the host spends outside prefill (HTTP, tokenising, the load generator on the same two
+cores), and on the point's length: sweeps, screens and validations here all run the study's
+10 s points, since in 20 s points a conversation's later turns (longer histories, more
+sessions sharing the pool) cut caching's capacity from 140 to 76 req/s on the AMD host
+against 54-57 uncached in 10 s points (2026-11-28; issue "Step 16" note)."""
+LEAST_CACHED_OVER_UNCACHED = 1.5
+"""Caching must serve at least this much more than no caching at its measured knee for the
+test to mean anything (2.47x on an AVX-512 Intel host, benchmarks/README)."""
 
 
 def _prompt_tokens() -> tuple[float, int]:
@@ -58,14 +66,14 @@ def multiturn_tune(
         f"tuning.start_rps={host_speed.prefill_tokens_per_s / mean / 2:.3g}",
         *REAL_TUNE_CI,
     ]
-    out = tmp_path_factory.mktemp("real-multiturn-sweep") / "sweep.json"
-    capacity = real_capacity_rps(STUDY, out, vllm_python, tiny_model, sized)
-    rate = float(f"{RATE_OVER_CAPACITY * capacity:.3g}")
+    sweeps = tmp_path_factory.mktemp("real-multiturn-sweep")
+    capacity = real_capacity_rps(STUDY, sweeps / "off.json", vllm_python, tiny_model, sized)
+    cached_sized = [*sized, "engine.enable_prefix_caching=true", f"tuning.start_rps={capacity:.3g}"]
+    cached = real_capacity_rps(STUDY, sweeps / "on.json", vllm_python, tiny_model, cached_sized)
+    assert cached >= LEAST_CACHED_OVER_UNCACHED * capacity, (cached, capacity)
+    rate = float(f"{RATE_OF_CACHED_CAPACITY * cached:.3g}")
     runs = tmp_path_factory.mktemp("real-multiturn")
-    # Validation points of 20 s (~220 requests at ~11 req/s, not the study's 10 s): a longer
-    # point's queue leaves an overloaded server no lucky pass.
-    sized += [f"objective.rate_rps={rate}", f"tuning.start_rps={capacity / 2:.3g}",
-              "tuning.validate_seconds=20"]  # fmt: skip
+    sized += [f"objective.rate_rps={rate}", f"tuning.start_rps={capacity / 2:.3g}"]
     return run_tune(STUDY, runs, vllm_python, tiny_model, sized, timeout_s=1800)
 
 
