@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kneepoint.policies.judge.promotion import is_finalist, judge
+from kneepoint.policies.judge.screen_bias import screen_bias
 from kneepoint.policies.judge.stats import t_cdf, t_quantile
 from kneepoint.records.judgement import Judgement
 
@@ -130,6 +131,28 @@ def test_finalists_beat_the_incumbent_beyond_its_noise(
     assert check.finalist is finalist
     assert says in check.reason
     assert check.threshold_rel == max(0.03, noise)
+
+
+SCHEDULING_BOUND_PAIRS = [(49.05, 48.73), (79.94, 82.47), (92.13, 89.23), (96.07, 93.85)]
+"""(screen, validated) on the simulator's scheduling-bound scenario (2026-11-29): the start's
+knee search against its repeats, then async scheduling, 64 and 128 sequences."""
+
+
+def test_a_screen_is_read_on_the_validations_yardstick() -> None:
+    """Four long shots that changed nothing the simulator models each screened 96.8 req/s,
+    +3.2% over the incumbent's validated 93.85, and spent a validation to measure -1.7%; the
+    incumbent's own screen had read 96.07. On the run's median screen-over-validation ratio
+    the no-op is +0.8%, and 256 sequences (screened 104.74, validated +1.8%) still goes on."""
+    bias = screen_bias(SCHEDULING_BOUND_PAIRS)
+    assert bias == pytest.approx(1.015, abs=0.001)
+    assert is_finalist(96.84, 93.85, 0.01).finalist
+    flat = is_finalist(96.84, 93.85, 0.01, screen_bias=bias)
+    assert not flat.finalist and flat.gain_rel == pytest.approx(96.84 / bias / 93.85 - 1)
+    assert "screened +3.2%, +1.7% read as a validation (this run's screens read +1.5%" in (
+        flat.reason
+    )
+    assert is_finalist(104.74, 93.85, 0.01, screen_bias=bias).finalist
+    assert screen_bias([]) == 1.0 and screen_bias([(0.0, 5.0), (3.0, 0.0)]) == 1.0
 
 
 @pytest.mark.parametrize(

@@ -303,6 +303,21 @@ class RunState:
             if (before is None or n < before) and (r := self.trials[n].measured_ratio()) is not None
         ]
 
+    def screen_pairs(self) -> list[tuple[float, float]]:
+        """(screen, validated objective) of each configuration measured both ways: the
+        starting configuration's knee search against its repeats, and each validated trial's
+        screen against its challenger arm (``kneepoint.policies.judge.screen_bias``)."""
+        rule = rules(self.objective)
+        pairs: list[tuple[float | None, float | None]] = []
+        if self.baseline is not None:
+            pairs.append((rule.value(self.baseline.knee), rule.value(self.baseline.repeats)))
+        for n in sorted(self.trials):
+            trial = self.trials[n]
+            challenger = trial.validated.challenger if trial.validated is not None else None
+            if trial.screened is not None and challenger is not None:
+                pairs.append((trial.screened.outcome.objective, rule.value(challenger)))
+        return [(s, v) for s, v in pairs if s is not None and v is not None]
+
     @property
     def trials_run(self) -> int:
         """Trials that spent their screening (what max_trials counts)."""

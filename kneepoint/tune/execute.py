@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import assert_never
 
 from kneepoint.load.objective import rules
+from kneepoint.policies.judge.screen_bias import screen_bias
 from kneepoint.records.knobs import KnobCatalogue
 from kneepoint.records.ledger import Event, Finished, Proposed
 from kneepoint.records.proposal import Proposal
@@ -112,7 +113,9 @@ class Executor:
         match action:
             case Screen():
                 progress.phase("screen", f"trial {n}: {reason_once(state, n)}")
-                return steps.preflight(n, proposal) or steps.screen(n, proposal, knee, repeats)
+                bias = screen_bias(state.screen_pairs())
+                refused = steps.preflight(n, proposal)
+                return refused or steps.screen(n, proposal, knee, repeats, bias)
             case CheckQuality():
                 progress.phase("quality", f"trial {n}: greedy outputs vs the incumbent")
                 return steps.quality(n, incumbent, proposal.config)

@@ -109,8 +109,15 @@ class Steps:
         return Screened(trial=trial, outcome=outcome, reason=f"preflight refused: {refusal}")
 
     def screen(
-        self, trial: int, proposal: Proposal, incumbent_knee: float, incumbent: SweepResult
+        self,
+        trial: int,
+        proposal: Proposal,
+        incumbent_knee: float,
+        incumbent: SweepResult,
+        bias: float = 1.0,
     ) -> Screened:
+        """One short look at the proposal; a finalist where it beats the incumbent beyond
+        the noise, read on the validations' yardstick (``bias``: ``screen_bias``)."""
         config, objective = proposal.config, self.study.objective
         trial_dir = self.bench.folder.trial_dir(trial, config)
         # per GPU, a server twice as wide ties the incumbent at twice its knee: look there
@@ -140,6 +147,7 @@ class Steps:
             rules(objective).value(incumbent),
             rules(objective).noise_rel(incumbent),
             self.study.tuning.min_effect_rel,
+            bias,
         )
         return Screened(
             trial=trial,

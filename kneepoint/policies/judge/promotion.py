@@ -109,11 +109,14 @@ def is_finalist(
     incumbent_objective: float | None,
     incumbent_noise_rel: float,
     min_effect: float = 0.03,
+    screen_bias: float = 1.0,
 ) -> FinalistCheck:
     """Whether one screened measurement beats the incumbent beyond its noise.
 
     ``incumbent_noise_rel`` is the relative standard deviation of the incumbent's objective over
     repeats (its run-to-run noise); the gain must exceed it and reach ``min_effect``.
+    ``screen_bias``: how far screens read above validations in this run
+    (``kneepoint.policies.judge.screen_bias``); the screen is divided by it first.
     """
     threshold = max(min_effect, incumbent_noise_rel)
     if screen_objective is None:
@@ -132,14 +135,21 @@ def is_finalist(
         return FinalistCheck(
             finalist=finalist, gain_rel=None, threshold_rel=threshold, reason=reason
         )
-    gain = screen_objective / incumbent_objective - 1.0
+    gain = screen_objective / screen_bias / incumbent_objective - 1.0
+    shown = f"screened {gain:+.1%}"
+    if screen_bias != 1.0:
+        raw = screen_objective / incumbent_objective - 1.0
+        shown = (
+            f"screened {raw:+.1%}, {gain:+.1%} read as a validation (this run's screens read "
+            f"{screen_bias - 1.0:+.1%} against its validations),"
+        )
     finalist = gain > threshold
     if finalist:
-        reason = f"screened {gain:+.1%} clears {_pct(threshold)} (noise and minimum effect)"
+        reason = f"{shown} clears {_pct(threshold)} (noise and minimum effect)"
     elif gain >= min_effect:
-        reason = f"screened {gain:+.1%} is within the incumbent's {_pct(incumbent_noise_rel)} noise"
+        reason = f"{shown} is within the incumbent's {_pct(incumbent_noise_rel)} noise"
     else:
-        reason = f"screened {gain:+.1%} is below the {_pct(min_effect)} minimum effect"
+        reason = f"{shown} is below the {_pct(min_effect)} minimum effect"
     verdict = "validate it" if finalist else "not a finalist"
     return FinalistCheck(
         finalist=finalist, gain_rel=gain, threshold_rel=threshold, reason=f"{reason}: {verdict}"
