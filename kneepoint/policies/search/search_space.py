@@ -12,6 +12,7 @@ from pydantic import JsonValue
 
 from kneepoint.physics.defaults import resolve_engine
 from kneepoint.policies.diagnosis.context import ConfigContext
+from kneepoint.policies.search.worth import phi
 from kneepoint.records.proposal import KnobCandidate, Pruning, SearchSpace, TrialPrice
 
 
@@ -67,8 +68,7 @@ class ShortOfRate:
 
     def chance_served(self, ratio: float) -> float:
         """The chance that a move predicted at ``ratio`` carries the knee past the rate."""
-        d = math.log(ratio * self.knee_rps / self.rate_rps) / self.spread_log
-        return 0.5 * math.erfc(-d / math.sqrt(2.0))
+        return phi(math.log(ratio * self.knee_rps / self.rate_rps) / self.spread_log)
 
 
 def in_objective_terms(

@@ -54,20 +54,21 @@ def spread_log(own_errors: Sequence[float]) -> float:
     return math.sqrt(squares / (PRIOR_WEIGHT + len(own_errors)))
 
 
-def _phi(x: float) -> float:
+def phi(x: float) -> float:
+    """The standard normal distribution function."""
     return 0.5 * math.erfc(-x / math.sqrt(2.0))
 
 
 def chance(price: TrialPrice, ratio: float) -> float:
     """The chance that a move predicted at ``ratio`` beats the incumbent by the floor."""
-    return _phi(_d(price, ratio))
+    return phi(_d(price, ratio))
 
 
 def expected_gain(price: TrialPrice, ratio: float) -> float:
     """The expected gain over 1 of a move predicted at ``ratio``, counting only a gain beyond
     the floor (see the module docstring)."""
     d, s = _d(price, ratio), price.spread_log
-    return ratio * math.exp(s * s / 2.0) * _phi(d + s) - _phi(d)
+    return ratio * math.exp(s * s / 2.0) * phi(d + s) - phi(d)
 
 
 def pays(price: TrialPrice, ratio: float) -> bool:
