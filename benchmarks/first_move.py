@@ -38,12 +38,14 @@ from kneepoint.policies.diagnosis.context import context_of  # noqa: E402
 from kneepoint.policies.diagnosis.diagnose import diagnose  # noqa: E402
 from kneepoint.policies.diagnosis.observe import knee_points, observe_study  # noqa: E402
 from kneepoint.policies.pruning.prune import prune  # noqa: E402
-from kneepoint.policies.search.search_space import capped  # noqa: E402
+from kneepoint.policies.search.search_space import in_objective_terms  # noqa: E402
+from kneepoint.policies.search.worth import PRIOR_SPREAD_LOG  # noqa: E402
 from kneepoint.records.backend_spec import VllmBackend  # noqa: E402
 from kneepoint.records.proposal import KnobCandidate, Pruning  # noqa: E402
 from kneepoint.run.folder import RunFolder  # noqa: E402
 from kneepoint.run.logs import configure_logging  # noqa: E402
 from kneepoint.run.state import RunState  # noqa: E402
+from kneepoint.tune.proposers import short_of_rate  # noqa: E402
 
 GOAL = 1.25
 
@@ -102,12 +104,20 @@ def tune_moves(folder: Path) -> list[tuple[str, float, float]]:
     (baseline,) = find_recorded([folder])
     pruning = pruning_of(baseline)
     objective = baseline.study.objective
-    state = RunState.replay(RunFolder(folder).ledger.read(), objective)
+    events = RunFolder(folder).ledger.read()
+    state = RunState.replay(events, objective)
     if pruning is None or state.baseline is None:
         return []
-    # The tune's own bound on the objective (goodput never passes its rate), as it prices
-    most = rules(objective).most_gain(rules(objective).value(state.baseline.repeats))
-    candidates = capped(pruning.candidates, most)
+    # The tune's own terms for the objective, as its first proposer priced them: goodput never
+    # passes its rate, and a start short of the rate gains the whole rate where a move clears
+    # it (the prediction's spread: the recorded prior, before the run measured any move)
+    start = RunState.replay(
+        [e for e in events if e.event in ("run_started", "baseline")], objective
+    )
+    rule = rules(objective)
+    most = rule.most_gain(rule.value(state.baseline.repeats))
+    short_of = short_of_rate(rule.fixed_rate_rps, start.incumbent_knee_rps, PRIOR_SPREAD_LOG)
+    candidates = in_objective_terms(pruning.candidates, most, short_of)
     rows = []
     for proposal, measured in state.measured_moves():
         changes = proposal.config.changes_from(baseline.result.config)

@@ -59,7 +59,7 @@ def _auto(study: StudySpec, space: SearchSpace, url: str | None, name: str) -> P
     return Phased(walk, lambda: _optuna(study, space, url, name))
 
 
-def _short_of(rate_rps: float | None, knee_rps: float, spread_log: float) -> ShortOfRate | None:
+def short_of_rate(rate_rps: float | None, knee_rps: float, spread_log: float) -> ShortOfRate | None:
     """The fixed rate the incumbent's knee falls short of, if any (a promoted incumbent that
     missed the rate is known by the starting configuration's knee: an underestimate)."""
     if rate_rps is None or not 0.0 < knee_rps < rate_rps:
@@ -79,7 +79,7 @@ def run_proposer(study: StudySpec, state: RunState, url: str | None) -> Proposer
     observation = observe_study(study, state.incumbent, state.incumbent_repeats)
     objective, price = rules(study.objective), trial_price(state, study)
     spread = PRIOR_SPREAD_LOG if price is None else price.spread_log
-    short_of = _short_of(objective.fixed_rate_rps, state.incumbent_knee_rps, spread)
+    short_of = short_of_rate(objective.fixed_rate_rps, state.incumbent_knee_rps, spread)
 
     def space(pruning: Pruning) -> SearchSpace:
         return search_space(
