@@ -11,6 +11,11 @@ against the grid's.
 
 Run: .venv/bin/python benchmarks/regret.py                   # every study (2 h or more on 2 cores)
      .venv/bin/python benchmarks/regret.py --studies quickstart,rag
+     .venv/bin/python benchmarks/regret.py --studies cache-bound --cells /tmp/cells.jsonl
+``--cells`` keeps every measured configuration's objective in a file and reads it back on the
+next run, so that a change to the tune is judged against its grid in the tune's time alone (on
+the virtual clock a configuration measures the same each time; delete the file after changing
+the simulator or the knee search).
 Goal (issue "Step 16"): regret at most 3% on every study within its default budget, and the
 median tune device time at most a quarter of the grid's.
 """
@@ -27,7 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -108,9 +113,9 @@ def grid(name: str) -> list[EngineConfig]:
     while len(axes) > 1 and math.prod(len(v) for v in axes.values()) > MAX_CELLS:
         axes.popitem()  # the study's last knobs stay at the start
     configs: dict[str, EngineConfig] = {}
-    for values in itertools.product(*axes.values()):
+    for cell in itertools.product(*axes.values()):
         try:  # a combination vLLM rejects (more sequences than step tokens) is no cell
-            config = study.engine.replace(**dict(zip(axes, values, strict=True)))
+            config = study.engine.replace(**dict(zip(axes, cell, strict=True)))
         except ValueError:
             continue
         configs[config.fingerprint()] = config
@@ -158,15 +163,37 @@ def tune(name: str) -> Tuned:
     )
 
 
-def study_row(name: str, workers: int) -> dict[str, float]:
+def measured(
+    name: str, todo: list[EngineConfig], workers: int, cells: Path | None
+) -> dict[str, Cell]:
+    """Each configuration's cell, by fingerprint: read from ``cells`` where it holds it, the
+    rest measured in ``workers`` processes (and appended there as each finishes)."""
+    found: dict[str, Cell] = {}
+    if cells is not None and cells.exists():
+        for line in cells.read_text().splitlines():
+            row = json.loads(line)
+            if row["study"] == name:
+                found[row["config"]] = Cell(row["objective"], row["device_s"])
+    left = [c for c in todo if c.fingerprint() not in found]
+    with ProcessPoolExecutor(workers) as pool:
+        futures = {pool.submit(measure, name, c): c.fingerprint() for c in left}
+        for future in as_completed(futures):
+            key, cell = futures[future], future.result()
+            found[key] = cell
+            if cells is not None:
+                row = {"study": name, "config": key, **cell.__dict__}
+                with cells.open("a") as out:
+                    out.write(json.dumps(row) + "\n")
+    return found
+
+
+def study_row(name: str, workers: int, cells_file: Path | None) -> dict[str, float]:
     study = _study(name)
     tuned = tune(name)
     cells = grid(name)
     todo = list({c.fingerprint(): c for c in [tuned.start, tuned.winner, *cells]}.values())
     started = time.perf_counter()
-    with ProcessPoolExecutor(workers) as pool:
-        found = dict(zip([c.fingerprint() for c in todo],
-                         pool.map(measure, [name] * len(todo), todo), strict=True))  # fmt: skip
+    found = measured(name, todo, workers, cells_file)
     best = max(cells, key=lambda c: found[c.fingerprint()].objective)
     optimum = found[best.fingerprint()].objective
     start, winner = found[tuned.start.fingerprint()], found[tuned.winner.fingerprint()]
@@ -190,11 +217,17 @@ def study_row(name: str, workers: int) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--studies", help=f"comma-separated, of {', '.join(STUDIES)}")
-    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1,
-                        help="processes measuring the grid (default: one per core)")  # fmt: skip
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="processes measuring the grid (default: one per core)",
+    )
+    parser.add_argument("--cells", type=Path,
+                        help="a file of measured configurations, read and extended")  # fmt: skip
     args = parser.parse_args()
     names = args.studies.split(",") if args.studies else list(STUDIES)
-    rows = [study_row(name, args.workers) for name in names]
+    rows = [study_row(name, args.workers, args.cells) for name in names]
     regrets = [r["regret"] for r in rows]
     print(
         f"\nworst regret {max(regrets):.1%}, median {statistics.median(regrets):.1%}; median "

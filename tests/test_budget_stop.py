@@ -188,3 +188,39 @@ def test_a_trial_costs_its_share_of_what_is_left(small_run: TuneRun) -> None:
     assert cost_share(state, hours) == pytest.approx(min(1.0, expected))
     predicted = load_study(small_run.folder / "study.yaml", ["tuning.stop=predicted"])
     assert trial_price(state, predicted) is None
+
+
+def test_long_shots_measured_alone_are_tried_together_with_the_walks_moves(
+    small_run: TuneRun,
+) -> None:
+    """Cache-bound's miss (benchmarks/regret.py, 2026-11-28): 1,024 sequences and fp8 KV, each
+    a long shot inside the noise alone, together in the grid's optimum. Once the walk and
+    the long shots are spent, every move that was no loss alone is tried together, once."""
+    events = _events(small_run)
+    study = load_study(small_run.folder / "study.yaml",
+                       ["tuning.stop=budget", "budget.max_trials=30", "tuning.patience=30"])  # fmt: skip
+    state = RunState.replay(events[:2], study.objective)
+    reference = state.incumbent_objective
+    assert reference is not None
+    state.pruning = Pruning(
+        candidates=(candidate("async_scheduling", "to", 1.05, True),),
+        long_shots=(candidate("kv_cache_dtype", "to", 1.0), candidate("enforce_eager",
+                                                                     "to", 1.0)),
+    )  # fmt: skip
+    asked: list[Proposal] = []
+    for number in range(1, 12):
+        batch = run_proposer(study, state, None).batch(1)
+        if not batch:
+            break
+        (proposal,) = batch
+        asked.append(proposal)
+        flat = reference * (0.97 if proposal.proposer == "combination" else 1.0)
+        state.apply(Proposed(trial=number, proposal=proposal))
+        state.apply(Screened(trial=number, outcome=Outcome(status="ok", objective=flat,
+                                                           feasible=True),
+                             finalist=False, reason="flat", device_s=60.0))  # fmt: skip
+    kinds = [p.proposer for p in asked]
+    assert kinds[0] == "coordinate" and "long-shot" in kinds
+    assert kinds[-1] == "combination" and kinds.count("combination") == 1, kinds
+    singles = {name for p in asked[:-1] for name in p.changes}
+    assert set(asked[-1].changes) == singles and len(singles) == 3

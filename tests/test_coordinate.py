@@ -11,7 +11,7 @@ from kneepoint.policies.search.coordinate import CoordinateDescent
 from kneepoint.policies.search.learning import learned_factors
 from kneepoint.policies.search.space import effective
 from kneepoint.records.engine import EngineConfig
-from kneepoint.records.proposal import Outcome, SearchSpace
+from kneepoint.records.proposal import Outcome, SearchSpace, TrialPrice
 
 from .synthetic_space import CURRENT, OPTIMUM, PEAK_RPS, candidate, capacity, drive, make_space
 
@@ -84,6 +84,34 @@ def test_a_gain_moves_the_centre_and_the_walk_keeps_going_that_way() -> None:
     walked = [p.config.max_num_seqs for p, _ in drive(proposer, 20, more_is_better)]
     assert walked == [512, 1024]  # 1024 is the domain's top: nothing further up
     assert proposer.centre.max_num_seqs == 1024
+
+
+def test_a_real_gain_too_small_to_promote_is_stepped_past_not_halved_back_from() -> None:
+    # Scheduling-bound's shape (benchmarks/regret.py, 2026-11-28): 256 sequences validated a
+    # real +1.8% (told at the incumbent's objective, the gain shown), 512 gains 12%.
+    def small_then_big(config: EngineConfig) -> Outcome:
+        seqs = config.max_num_seqs or 256
+        if seqs == 512:
+            return Outcome(status="ok", objective=100.0, feasible=True)
+        return Outcome(status="ok", objective=89.0, feasible=True, gain_shown=seqs == 256)
+
+    space = make_space(
+        incumbent_objective=89.0,
+        current_values={**CURRENT, "max_num_seqs": 128},
+        candidates=(candidate("max_num_seqs", "up", 1.2),),
+        price=TrialPrice(floor_rel=0.03, spread_log=0.115, cost_share=0.1),  # a night left
+    )
+    proposer = CoordinateDescent(space)
+    walked = [p.config.max_num_seqs for p, _ in drive(proposer, 20, small_then_big)]
+    assert walked[:2] == [256, 512]
+    assert proposer.centre.max_num_seqs == 512
+    # Told as flat without the flag, the walk turns back toward 128 instead (its halving, now
+    # between two measurements and re-priced by the flat step, is not tried).
+    flat = [p.config.max_num_seqs for p, _ in drive(
+        CoordinateDescent(space), 20,
+        lambda c: small_then_big(c).model_copy(update={"gain_shown": False}),
+    )]  # fmt: skip
+    assert flat == [256]
 
 
 def test_a_configuration_that_failed_is_a_wall_the_walk_never_passes() -> None:

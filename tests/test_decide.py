@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from kneepoint.config import load_study
+from kneepoint.load.objective import rules
 from kneepoint.records.ledger import (
     Event,
     Finished,
@@ -125,6 +126,27 @@ def test_a_trial_not_a_finalist_or_not_promoted_is_over(small_run: TuneRun) -> N
         update={"judgement": validated.judgement.model_copy(update={"promote": False})}
     )
     assert isinstance(_action([*events[:4], kept], study), Propose)
+
+
+def test_a_real_gain_too_small_to_promote_is_told_at_the_incumbents_objective_as_shown(
+    small_run: TuneRun,
+) -> None:
+    events, study = _events(small_run), load_study(small_run.folder / "study.yaml")
+    validated = events[4]
+    assert isinstance(validated, Validated) and validated.judgement is not None
+
+    def told(low: float) -> tuple[float | None, bool]:
+        judgement = validated.judgement.model_copy(  # type: ignore[union-attr]
+            update={"promote": False, "gain_low_rel": low}
+        )
+        kept = validated.model_copy(update={"judgement": judgement})
+        state = RunState.replay([*events[:4], kept], study.objective)
+        ((_, outcome),) = state.history()
+        return outcome.objective, outcome.gain_shown
+
+    real, noise = told(0.004), told(-0.01)
+    assert real[1] and not noise[1]
+    assert real[0] == noise[0] == rules(study.objective).value(validated.incumbent)  # type: ignore[arg-type]
 
 
 def test_a_trial_in_flight_finishes_before_a_budget_stops_the_run(small_run: TuneRun) -> None:

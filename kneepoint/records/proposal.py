@@ -105,6 +105,9 @@ class Outcome(Record):
     """Some measured rate met every SLO."""
     detail: str = ""
     """The cause of a failure, or a note on the measurement."""
+    gain_shown: bool = False
+    """Validated and not promoted, but its gain's interval lay above zero: a real gain below
+    the least effect worth promoting (``objective`` is then the incumbent's)."""
 
     @model_validator(mode="after")
     def _measured_when_ok(self) -> Outcome:

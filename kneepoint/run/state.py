@@ -79,8 +79,9 @@ class TrialState:
     def outcome(self) -> Outcome | None:
         """What the proposers are told. A validated trial reports its validated objective, but
         one the judge did not promote is told as no better than the incumbent it was judged
-        against: its gain was not shown beyond the noise, and the search must not build on it
-        (the search moves its centre by promotions)."""
+        against: its gain did not reach the least effect worth promoting, and no prediction may
+        be re-priced by it as a gain. Where that gain was real (its interval above zero) the
+        outcome says so, and the walk steps on past it (``gain_shown``)."""
         if self.screened is None:
             return None
         outcome, validated = self.screened.outcome, self.validated
@@ -92,9 +93,12 @@ class TrialState:
         if objective is None:
             return outcome
         incumbent = rules(self.objective).value(validated.incumbent)
+        shown = False
         if not validated.promote and incumbent is not None:
             objective = min(objective, incumbent)
-        return outcome.model_copy(update={"objective": objective})
+            low = None if validated.judgement is None else validated.judgement.gain_low_rel
+            shown = low is not None and low > 0.0
+        return outcome.model_copy(update={"objective": objective, "gain_shown": shown})
 
     @property
     def unchecked_quality(self) -> bool:
