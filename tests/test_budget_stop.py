@@ -197,8 +197,8 @@ def test_long_shots_measured_alone_are_tried_together_with_the_walks_moves(
     a long shot inside the noise alone, together in the grid's optimum. Once the walk and
     the long shots are spent, every move that was no loss alone is tried together, once."""
     events = _events(small_run)
-    study = load_study(small_run.folder / "study.yaml",
-                       ["tuning.stop=budget", "budget.max_trials=30", "tuning.patience=30"])  # fmt: skip
+    night = ["tuning.stop=budget", "budget.max_trials=30", "tuning.patience=30"]
+    study = load_study(small_run.folder / "study.yaml", night)
     state = RunState.replay(events[:2], study.objective)
     reference = state.incumbent_objective
     assert reference is not None
