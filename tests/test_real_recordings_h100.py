@@ -37,8 +37,10 @@ def test_recordings_whose_points_hit_no_cache_are_replayed_with_salted_prompts()
     # Replayed unsalted, the engine carried each 1024-token prompt from point to point and
     # priced the 18 req/s point at 48 tokens per step (real: 792).
     replayed = {p.rate_rps: p.point.signals for p in replay(gemma).points}
-    # (what hits remain are preempted requests finding their own blocks again)
-    assert all((s.prefix_hit_rate or 0.0) < 0.02 for s in replayed.values())
+    # What hits remain are preempted requests finding their own blocks again: none where
+    # nothing was preempted, at most 4% of the window's prompt tokens where it was (32 req/s).
+    assert all(s.prefix_hit_rate == 0.0 for s in replayed.values() if not s.preemptions_per_s)
+    assert all((s.prefix_hit_rate or 0.0) < 0.05 for s in replayed.values())
     assert replayed[18.0].tokens_per_step_mean == pytest.approx(792, rel=0.5)
 
 

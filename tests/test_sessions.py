@@ -33,7 +33,7 @@ def test_each_turn_resends_the_history_and_follows_the_one_before() -> None:
     for p in plan:
         assert p.session is not None and p.prompt[:256] == system  # one system prompt
         sessions.setdefault(p.session, []).append(p.index)
-    long = [turns for turns in sessions.values() if len(turns) >= 3]
+    long = [turns for turns in sessions.values() if len(turns) >= 3 and plan[turns[0]].turn == 0]
     assert long, "a geometric of mean 2 gives some sessions of three turns or more"
     for turns in long:
         first, *later = (plan[i] for i in turns)
@@ -58,15 +58,17 @@ def test_sessions_are_the_same_at_every_rate_but_for_their_arrivals() -> None:
             found.setdefault(p.session, []).append(p)
         return found
 
-    # the same sessions, each cut where the point's span ends (later at the faster rate)
-    fast_sessions = by_session(fast)
-    for number, turns in by_session(slow).items():
-        assert [t.prompt for t in turns] == [t.prompt for t in fast_sessions[number][: len(turns)]]
-    starts = {n: turns[0].at_s for n, turns in fast_sessions.items()}
-    for number, turns in by_session(slow).items():
-        assert turns[0].at_s == pytest.approx(2 * starts[number])
-        thinks = [t.think_s for t in fast_sessions[number][1 : len(turns)]]
-        assert [t.think_s for t in turns[1:]] == thinks  # a person's think does not scale
+    # the same sessions: each turn the same prompt and think time at both rates
+    fast_turns = {(p.session, p.turn): p for p in fast}
+    shared = [(p, fast_turns[p.session, p.turn]) for p in slow if (p.session, p.turn) in fast_turns]
+    assert len(shared) > 100
+    for at_slow, at_fast in shared:
+        assert at_slow.prompt == at_fast.prompt and at_slow.think_s == at_fast.think_s
+    # sessions arrive on the same gaps, scaled by the rate (a person's think does not scale)
+    firsts = [(s.at_s, f.at_s) for s, f in shared if s.turn == 0 and s.session >= 0]  # type: ignore[operator]
+    assert all(slow_at == pytest.approx(2 * fast_at) for slow_at, fast_at in firsts)
+    # a point begins with sessions under way: some of its first requests are later turns
+    assert any(p.turn > 0 and p.after is None for p in slow)
 
 
 def test_sessions_offer_the_rate_in_requests() -> None:
@@ -128,10 +130,14 @@ def test_a_trace_cannot_hold_sessions() -> None:
     assert "sessions of turns need an arrival process" in str(refused.value)
 
 
-@pytest.mark.parametrize(("preset", "rate"), [("multiturn-chat", 30.0), ("agentic", 10.0)])
+@pytest.mark.parametrize(("preset", "rate"), [("multiturn-chat", 15.0), ("agentic", 10.0)])
 def test_the_predicted_reuse_is_the_simulated_hit_rate(preset: str, rate: float) -> None:
     """Where the pool keeps the histories, the rule's computable reuse is what the engine's
-    prefix cache serves (69.6% / 69.4% and 92.9% / 92.0% on the H100 presets)."""
+    prefix cache serves over the window (69.6% / 68.3% and 92.9% / 92.9% on the H100
+    presets). Multi-turn chat at 30 req/s kept them while its points sent 86% of that rate
+    (every session starting with the point); sent in full (sessions under way from the
+    start), the window's hit rate reads 64%: the rule, which knows no rate, does not see
+    the pool's pressure there (2026-11-29)."""
     study = load_study(QUICKSTART, [f"workload={preset}"])
     size = PointSize.for_study(study, 20.0)
     simulated = simulate_load_point(study, rate, size.requests(rate), warmup_s=size.warmup_s)

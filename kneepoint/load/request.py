@@ -51,6 +51,9 @@ class PlannedRequest:
     after: int | None = None
     think_s: float = 0.0
     session: int | None = None
+    turn: int = 0
+    """Its number in its session (0 for the first; a point's first turn of a session already
+    under way when the point began is a later one)."""
     last_s: float | None = None
     """A later turn that falls due after this (the point's span) is not sent: sessions keep
     arriving to the end, and none trails on after it."""

@@ -18,9 +18,12 @@ PACE_SHARE_OF_LIMIT = 0.75
 SETTLE_LIFETIMES = 3.0
 """Arrivals span at least this many request lifetimes."""
 RAMP_SESSIONS = 2.0
-"""Conversations: a point's turn rate ramps up while its first sessions are still on their
-first turns; after this many mean session lengths most of a geometric's later turns have
-come in (at 2.0 mean turns, 1 - 0.5^3 = 87% of sessions are done by then)."""
+"""Conversations: a point begins with sessions under way (``kneepoint.load.sessions``), and
+the first turn it sends of each carries a history the server has not cached; after this many
+mean session lengths most of those sessions are over (at 2.0 mean turns, 1 - 0.5^3 = 87%).
+Before sessions were under way at the start, this was the ramp of the offered rate itself,
+and the simulated multiturn-chat quickstart's window (capped at half the point) was sent
+80-87% of its rate (2026-11-29)."""
 
 
 def request_seconds(workload: Workload, slo: Slo | None) -> float:
@@ -56,5 +59,5 @@ def session_seconds(workload: Workload, slo: Slo | None) -> float:
 
 def ramp_seconds(workload: Workload, slo: Slo | None) -> float:
     """What a point's stable window skips: a request's lifetime, and for conversations the
-    time their later turns take to come in."""
+    time the sessions under way at the start take to end (their histories sent cold)."""
     return request_seconds(workload, slo) + RAMP_SESSIONS * session_seconds(workload, slo)

@@ -66,6 +66,10 @@ class StepRecord(NamedTuple):
     """Whole prompts, cached tokens included, of the requests that got their first token:
     what vLLM's ``prompt_tokens`` counter adds for the step (not the tokens it computed)."""
     admission_stop: AdmissionStop
+    prefix_queries: int = 0
+    prefix_hits: int = 0
+    """What vLLM's prefix-cache counters add for the step: the tokens of the requests it
+    admitted, and those it found cached."""
 
     @property
     def truth(self) -> Attribution:
@@ -164,6 +168,7 @@ class SimEngine:
 
     def step(self) -> StepOutcome | None:
         """Run one step; None when there is nothing the engine can run."""
+        queries, hits = self.kv.query_tokens, self.kv.hit_tokens
         plan = self.scheduler.schedule()
         if not plan.num_requests:
             return None
@@ -189,6 +194,8 @@ class SimEngine:
             preempted=len(plan.preempted),
             prompt_tokens=sum(r.prompt_len for r in sampled if r.num_output == 1),
             admission_stop=plan.admission_stop,
+            prefix_queries=self.kv.query_tokens - queries,
+            prefix_hits=self.kv.hit_tokens - hits,
         )
         return StepOutcome(record, sampled, finished, plan.admitted)
 
