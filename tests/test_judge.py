@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import math
 
 import numpy as np
 import pytest
@@ -152,7 +153,18 @@ def test_a_screen_is_read_on_the_validations_yardstick() -> None:
         flat.reason
     )
     assert is_finalist(104.74, 93.85, 0.01, screen_bias=bias).finalist
-    assert screen_bias([]) == 1.0 and screen_bias([(0.0, 5.0), (3.0, 0.0)]) == 1.0
+    assert screen_bias([]) == 1.0 and screen_bias([(0.0, 5.0), (3.0, 0.0), (4.0, 2.0)]) == 1.0
+
+
+def test_one_pair_is_no_yardstick() -> None:
+    """The agentic quickstart's start read its knee 11.3% above its repeats (44.84 against
+    40.29); divided by that, fp8 weights with fp8 KV (screened +7.2%) and a 4,096-token chunk
+    budget (+9.6%) fell below the 4.9% floor, nothing was validated, and the run stopped at
+    its start, 51% below the grid's optimum (2026-11-29)."""
+    start = [(44.84, 40.29)]
+    assert screen_bias(start) == 1.0
+    assert is_finalist(43.18, 40.29, 0.049, screen_bias=screen_bias(start)).finalist
+    assert screen_bias([*start, (60.0, 55.0)]) == pytest.approx(math.sqrt(44.84 / 40.29 * 60 / 55))
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,12 @@ starting configuration's knee search read 0.7% above its repeats, promoted trial
 nothing the sim models (a chunk budget either way, fp8 KV, eager mode) each screened +3.2%
 over the incumbent, cleared the 3% floor and spent a validation of three paired repeats to
 measure -1.7%. A screen is read on the validations' yardstick by dividing it by the run's own
-median ratio of the two, measured on the same configurations.
+median ratio of the two, measured on the same configurations, once it has ``MIN_PAIRS`` of
+them. One pair is the noise itself: on the agentic quickstart the start's knee search read
+11.3% above its repeats, every screen was divided by that (fp8 weights with fp8 KV +7.2%,
+a 4,096-token chunk budget +9.6%: both read below the floor), nothing was ever validated to
+give a second pair, and the run stopped on its patience at its start, 44.84 req/s against
+the grid's 92.27 (benchmarks/regret.py, 2026-11-29).
 """
 
 from __future__ import annotations
@@ -17,9 +22,11 @@ import math
 import statistics
 from collections.abc import Sequence
 
+MIN_PAIRS = 2
+
 
 def screen_bias(pairs: Sequence[tuple[float, float]]) -> float:
     """The median ratio of a configuration's screen to its validated objective over
-    ``pairs`` (screen, validated), 1.0 with none: positive values only."""
+    ``pairs`` (screen, validated), positive values only; 1.0 with fewer than ``MIN_PAIRS``."""
     logs = [math.log(s / v) for s, v in pairs if s > 0 and v > 0]
-    return math.exp(statistics.median(logs)) if logs else 1.0
+    return math.exp(statistics.median(logs)) if len(logs) >= MIN_PAIRS else 1.0
