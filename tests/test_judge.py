@@ -33,6 +33,9 @@ BASE = [10.0, 10.2, 9.9]
             "paired_t",
             "is real but below the 3% minimum effect",
         ),
+        # a clear loss reads as one, not as noise (a challenger whose lowest rate missed
+        # the SLO in every repeat measured 0: "-100.0% ... could be noise", 2026-11-29)
+        (BASE, [0.0, 0.0, 0.0], False, "paired_t", "is a loss (the whole interval lies below"),
         # a single repeat never promotes, however large the gain
         ([10.0], [15.0], False, "paired_t", "a single repeat of an arm cannot tell"),
         ([10.0, 10.1], [15.0], False, "welch", "a single repeat of an arm cannot tell"),

@@ -17,6 +17,7 @@ import pytest
 
 from kneepoint.policies.search.combination import Combination
 from kneepoint.policies.search.coordinate import CoordinateDescent
+from kneepoint.policies.search.known import Known
 from kneepoint.policies.search.long_shots import LongShots, ThenLongShots
 from kneepoint.policies.search.optuna_search import OptunaProposer
 from kneepoint.policies.search.phased import Phased
@@ -62,6 +63,12 @@ def _then_long_shots(space: SearchSpace, seed: int) -> Proposer:
     return ThenLongShots(CoordinateDescent(walk, seed), LongShots(shots))
 
 
+def _known(space: SearchSpace, seed: int) -> Proposer:
+    """Coordinate descent with an earlier incumbent (half the sequences) known."""
+    left = space.incumbent.replace(max_num_seqs=128)
+    return Known(CoordinateDescent(space, seed), {left.fingerprint(): capacity(left)})
+
+
 # Rounds per proposer: enough to leave the random start of the Optuna samplers, few for GP
 # (each of its asks fits a Gaussian process).
 FACTORIES = [
@@ -71,6 +78,7 @@ FACTORIES = [
     pytest.param(_auto, 40, id="auto"),
     pytest.param(_long_shots, 20, id="long-shots"),
     pytest.param(_then_long_shots, 30, id="then-long-shots"),
+    pytest.param(_known, 40, id="known"),
     pytest.param(_gp, 6, id="optuna-gp", marks=pytest.mark.gp),
 ]
 FAILURES = ("startup_failed", "crashed", "timed_out", "invalid_measurement")
@@ -244,6 +252,22 @@ def test_long_shots_never_undo_a_promoted_move() -> None:
     assert ("max_num_seqs", 256) not in moved and ("async_scheduling", False) not in moved
     assert ("kv_cache_dtype", "auto") not in moved, "unset was the default, the first choice"
     assert ("max_num_seqs", 256) in _moves_asked(LongShots(space)), "the walk rules it out"
+
+
+def test_a_configuration_measured_earlier_is_answered_not_asked() -> None:
+    """The walk's way back to an earlier incumbent (the cap rule pricing 128 -> 256 sequences
+    at 1.63x right after 256 -> 128 was promoted, agentic 2026-11-29) is told what that
+    incumbent measured, and the walk turns: the same asks as a walk told it by a trial."""
+    space = make_space()
+    up = space.incumbent.replace(max_num_seqs=512)
+    known = {up.fingerprint(): Outcome(status="ok", objective=1.0, feasible=True)}
+    asked = [p.config for p, _ in drive(Known(CoordinateDescent(space), known), 40)]
+    assert up not in asked
+    walk = CoordinateDescent(space)
+    first = walk.ask()
+    assert first is not None and first.config == up, "unwrapped, the walk asks it first"
+    walk.tell(first, known[up.fingerprint()])
+    assert asked == [p.config for p, _ in drive(walk, 40)]
 
 
 def _moves_asked(proposer: Proposer) -> list[tuple[object, object]]:

@@ -8,13 +8,24 @@ from typing import Any
 from kneepoint.config.catalog import knob_catalogue
 from kneepoint.policies.diagnosis.context import context_of
 from kneepoint.policies.pruning.prune import prune
+from kneepoint.policies.search.long_shots import LongShots
 from kneepoint.policies.search.search_space import search_space
 from kneepoint.records.backend_spec import AttachBackend, SimBackend
 from kneepoint.records.diagnosis import Diagnosis, Observation
 from kneepoint.records.engine import EngineConfig
-from kneepoint.records.proposal import Pruning
+from kneepoint.records.proposal import Outcome, Proposal, Pruning
 from kneepoint.records.workload import Workload
-from tests.test_diagnosis import A100, CACHE, CAPPED, COMPUTE, H100, LLAMA_1B, LLAMA_8B, point
+from tests.test_diagnosis import (
+    A100,
+    BANDWIDTH,
+    CACHE,
+    CAPPED,
+    COMPUTE,
+    H100,
+    LLAMA_1B,
+    LLAMA_8B,
+    point,
+)
 
 CATALOGUE = knob_catalogue()
 CHAT = Workload.model_validate({
@@ -224,3 +235,27 @@ def test_a_reason_two_targets_share_is_said_once() -> None:
     for ruled in found.ruled_out:
         parts = ruled.reason.split("; ")
         assert len(parts) == len(set(parts)), ruled
+
+
+def test_a_long_shot_leans_the_way_its_rule_would_move_it() -> None:
+    """Bandwidth-bound (the agentic quickstart): the running cap the knee never came near
+    leans down (raising it changed nothing there: 512 and 1,024 sequences measured the
+    start's 44.84 req/s to the digit); the long shots try that way first. A cap the running
+    sequences came near leans nowhere."""
+    found, _ = run("bandwidth", BANDWIDTH, gpu=A100, engine={"max_num_seqs": 256})
+    shots = {c.knob.name: c for c in found.long_shots}
+    assert shots["max_num_seqs"].direction == "down"
+    space = search_space(found.model_copy(update={"candidates": found.long_shots}),
+                         context_of(run("bandwidth", BANDWIDTH, gpu=A100)[1]), 10.0)  # fmt: skip
+    first = next(p for p in _asked(LongShots(space)) if p.params["knob"] == "max_num_seqs")
+    assert first.params["to"] == 128
+    at_cap, _ = run("bandwidth", BANDWIDTH, gpu=A100, engine={"max_num_seqs": 36})
+    assert {c.knob.name: c for c in at_cap.long_shots}["max_num_seqs"].direction == "to"
+
+
+def _asked(proposer: LongShots) -> list[Proposal]:
+    asked = []
+    while (proposal := proposer.ask()) is not None:
+        asked.append(proposal)
+        proposer.tell(proposal, Outcome(status="ok", objective=10.0, feasible=True))
+    return asked

@@ -15,6 +15,7 @@ from kneepoint.policies.diagnosis.context import context_of
 from kneepoint.policies.diagnosis.observe import observe_study
 from kneepoint.policies.search.combination import Combination
 from kneepoint.policies.search.coordinate import CoordinateDescent
+from kneepoint.policies.search.known import Known
 from kneepoint.policies.search.learning import learned_factors
 from kneepoint.policies.search.long_shots import LongShots, ThenLongShots
 from kneepoint.policies.search.optuna_search import OptunaProposer
@@ -118,4 +119,4 @@ def run_proposer(study: StudySpec, state: RunState, url: str | None) -> Proposer
         # sequences, and the grid's optimum held both (14.01 against the winner's 13.24,
         # benchmarks/regret.py, 2026-11-28).
         proposer = Phased(proposer, every_move)
-    return replay(proposer, state.history())
+    return replay(Known(proposer, state.left_behind()), state.history())

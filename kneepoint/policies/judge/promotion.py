@@ -235,6 +235,10 @@ def _reason(relative: _Estimate, min_effect: float, over: str) -> str:
         return f"{measured} exceeds {minimum}: promote"
     if low > 0:
         return f"{measured} is real but below {minimum}: keep the incumbent"
+    if high < 0:
+        # A challenger that measured 0 in every repeat (its lowest rate missed the SLO)
+        # read "-100.0% [-114.5%, -85.5%] ... could be noise" (agentic, 2026-11-29).
+        return f"{measured} is a loss (the whole interval lies below zero): keep the incumbent"
     return (
         f"{measured} could be noise (the interval reaches {low:+.1%}; these repeats detect "
         f"gains of {relative.detectable:.1%} or more): keep the incumbent"

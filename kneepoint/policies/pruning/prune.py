@@ -21,6 +21,7 @@ from typing import get_args
 from pydantic import JsonValue
 
 from kneepoint.policies.diagnosis.context import ConfigContext
+from kneepoint.policies.diagnosis.evidence import CAP_PINNED_FROM
 from kneepoint.policies.diagnosis.step_estimate import estimate_step
 from kneepoint.policies.pruning.batch_effects import BATCH_RULES
 from kneepoint.policies.pruning.ceiling import bound_growth
@@ -39,7 +40,7 @@ from kneepoint.records.knobs import (
     Knob,
     KnobCatalogue,
 )
-from kneepoint.records.proposal import KnobCandidate, Pruning, RuledOut
+from kneepoint.records.proposal import Direction, KnobCandidate, Pruning, RuledOut
 from kneepoint.records.workload import TraceArrivals, Workload
 
 SIM = SimBackend()
@@ -101,23 +102,55 @@ def prune(
         if isinstance(found, str):
             ruled.append(RuledOut(knob=knob.name, reason=found))
             if not isinstance(narrowed.domain, ChoiceDomain) or len(choices) >= 2:
-                shots.append(_long_shot(narrowed, targets[0], found))
+                lean = _lean(narrowed, sit)
+                shots.append(_long_shot(narrowed, targets[0], found, lean))
         else:
             candidates.append(found)
     candidates.sort(key=lambda c: -c.predicted_ratio)
     return Pruning(candidates=tuple(candidates), ruled_out=tuple(ruled), long_shots=tuple(shots))
 
 
-def _long_shot(knob: Knob, target: Constraint, why_out: str) -> KnobCandidate:
-    """A knob its rule ruled out, as the long shots move it (``Pruning.long_shots``)."""
+def _long_shot(
+    knob: Knob, target: Constraint, why_out: str, lean: Direction = "to"
+) -> KnobCandidate:
+    """A knob its rule ruled out, as the long shots move it (``Pruning.long_shots``), leaning
+    the way its rule would move it (``_lean``)."""
     return KnobCandidate(
         knob=knob,
-        direction="to",
+        direction=lean,
         relieves=target,
         predicted_ratio=1.0,
         reason=f"a long shot: ruled out ({why_out})",
         needs_quality_check=knob.changes_outputs,
     )
+
+
+def _lean(knob: Knob, situation: Situation) -> Direction:
+    """The way the knob's rule would move a numeric knob were any constraint it acts on to
+    bind (the first that gives a direction), else ``to``: the long shots try that way first.
+    On the agentic quickstart (bandwidth-bound) the chunk budget's rule, aimed at scheduling,
+    said down; the long shots moved it up first (2,048 -> 4,096 tokens, +2%), and the run's
+    patience ran out before 1,024 (+12% alone, +84% with fp8 KV: benchmarks/regret.py,
+    2026-11-29). A running cap the knee never reached leans down: raising it changes nothing
+    (512 and 1,024 sequences measured the start's 44.84 req/s to the digit there)."""
+    rule = _RULES.get(knob.name)
+    if rule is None or not isinstance(knob.domain, IntDomain | FloatDomain):
+        return "to"
+    if knob.name == "max_num_seqs" and not _cap_reached(situation):
+        return "down"
+    for constraint in knob.acts_on:
+        effect = rule(_aimed_at(situation, constraint))
+        if isinstance(effect, Effect) and effect.direction in ("up", "down"):
+            return effect.direction
+    return "to"
+
+
+def _cap_reached(situation: Situation) -> bool:
+    """Whether the saturated point's running sequences came near the running cap (the share
+    from which a cap reads pinned, ``CAP_PINNED_FROM``) at their peak."""
+    signals = situation.observation.saturated.signals
+    running = signals.running_max if signals.running_max is not None else signals.running_mean
+    return running is None or running >= CAP_PINNED_FROM * situation.engine.max_num_seqs
 
 
 def _parallel_sizes(knob: Knob, gpus: int, heads: int) -> tuple[Knob, tuple[JsonValue, ...]]:

@@ -4,8 +4,9 @@ once no candidate is left, or every candidate has been tried, and the budget is 
 
 Each knob is moved one step from the incumbent each way (a doubling and a halving on a log
 scale, a quarter of the range on a linear one, the other value of a switch, every other
-choice), round by round across the knobs, each at a predicted 1.0x: nothing vouches for a
-direction. One knob at a time, because a joint draw over every ruled-out knob undoes the moves
+choice), round by round across the knobs, each at a predicted 1.0x: nothing vouches for the
+gain. A numeric knob goes first the way its rule leans (the long shot's ``direction``), up
+otherwise. One knob at a time, because a joint draw over every ruled-out knob undoes the moves
 already promoted: on rag, eight TPE draws that each turned some of fp8 weights, fp8 KV and
 prefix caching back off all failed their screens (2026-11-28), where the grid's optimum lay
 two single-knob moves from the incumbent (1,024 sequences, 1,024-token chunks).
@@ -146,7 +147,10 @@ def _moves(space: SearchSpace) -> Iterator[Proposal]:
     for candidate in space.candidates:
         name = candidate.knob.name
         old = effective(space.incumbent, name, space)
-        per_knob.append([(name, old, new) for new in neighbours(candidate.knob.domain, old)])
+        moves = [(name, old, new) for new in neighbours(candidate.knob.domain, old)]
+        if candidate.direction == "down":
+            moves.reverse()  # its rule leans down (``prune._lean``): that way first
+        per_knob.append(moves)
     for turn in range(max((len(moves) for moves in per_knob), default=0)):
         for name, old, new in (moves[turn] for moves in per_knob if turn < len(moves)):
             config = build_config(space.incumbent, {name: new}, space)
