@@ -126,8 +126,8 @@ def _long_shot(
 
 
 def _lean(knob: Knob, situation: Situation) -> Direction:
-    """The way the knob's rule would move a numeric knob were any constraint it acts on to
-    bind (the first that gives a direction), else ``to``: the long shots try that way first.
+    """The way the knob's rule would move a numeric knob were a constraint it acts on to bind
+    (the runner-up first, then the others; the first that gives a direction), else ``to``: the long shots try that way first.
     On the agentic quickstart (bandwidth-bound) the chunk budget's rule, aimed at scheduling,
     said down; the long shots moved it up first (2,048 -> 4,096 tokens, +2%), and the run's
     patience ran out before 1,024 (+12% alone, +84% with fp8 KV: benchmarks/regret.py,
@@ -138,7 +138,9 @@ def _lean(knob: Knob, situation: Situation) -> Direction:
         return "to"
     if knob.name == "max_num_seqs" and not _cap_reached(situation):
         return "down"
-    for constraint in knob.acts_on:
+    runner = situation.diagnosis.runner_up
+    aims = [c for c in knob.acts_on if c == runner] + [c for c in knob.acts_on if c != runner]
+    for constraint in aims:  # the runner-up first: the way the ruled-out reason says
         effect = rule(_aimed_at(situation, constraint))
         if isinstance(effect, Effect) and effect.direction in ("up", "down"):
             return effect.direction
