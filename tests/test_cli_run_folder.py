@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import signal
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -197,6 +199,39 @@ def _wait_for(found: Callable[[], bool], proc: subprocess.Popen[str]) -> None:
             proc.wait(timeout=0.05)
 
 
+def _dumps_stacks() -> dict[str, str]:
+    """The environment of a run that prints every thread's stack on SIGABRT."""
+    return {**os.environ, "PYTHONFAULTHANDLER": "1"}
+
+
+HEARS_SIGINT = [
+    sys.executable,
+    "-c",
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "os.execv(sys.argv[1], sys.argv[1:])",
+]
+"""A prefix that runs a command with SIGINT at its default, in the same process. A command a
+script sends to the background (``&`` without job control) ignores SIGINT, as does all it
+starts; so did this suite run that way, and every tune it started ran on past its SIGINT
+(five loaded runs of the fast tier in a row, 2026-11-29: the child's SigIgn held SIGINT and
+SIGQUIT). A user's Ctrl-C reaches a foreground run, as this child's does now."""
+
+
+def _stopped(proc: subprocess.Popen[str], timeout_s: float = 120.0) -> str:
+    """The run's stderr once it exits; one that has not exited ``timeout_s`` after a SIGINT
+    fails the test with its threads' stacks (SIGABRT under ``_dumps_stacks``)."""
+    try:
+        return proc.communicate(timeout=timeout_s)[1]
+    except subprocess.TimeoutExpired:
+        status = Path(f"/proc/{proc.pid}/status").read_text()
+        ignored = next(line for line in status.splitlines() if line.startswith("SigIgn"))
+        proc.send_signal(signal.SIGABRT)
+        _, err = proc.communicate()
+        pytest.fail(
+            f"still running {timeout_s:.0f} s after SIGINT ({ignored}); its stacks:\n{err[-6000:]}"
+        )
+
+
 def test_an_interruption_and_its_resume_are_events(tmp_path: Path) -> None:
     """A piped console can lose the resume hint with the process group: events.jsonl keeps
     the interruption, and the resume says where it goes on from."""
@@ -207,20 +242,22 @@ def test_an_interruption_and_its_resume_are_events(tmp_path: Path) -> None:
     # 10 trials, about a minute, and that run too ended first under load (2026-11-28).
     longer = ["--set", "budget={max_trials: 500, max_device_hours: 100}",
               "--set", "tuning.patience=100", "--set", "tuning.proposer=optuna"]  # fmt: skip
-    proc = subprocess.Popen([KNEEPOINT, "tune", str(QUICKSTART), "--runs-dir", str(runs), *longer],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    tune = [*HEARS_SIGINT, KNEEPOINT, "tune"]
+    proc = subprocess.Popen([*tune, str(QUICKSTART), "--runs-dir", str(runs), *longer],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=_dumps_stacks())  # fmt: skip
     # A run folder is built as ``.<name>.partial`` and renamed: wait for its own name.
     _wait_for(lambda: bool(_run_folders(runs)), proc)
     (folder,) = _run_folders(runs)
     events = folder / "events.jsonl"
     _wait_for(lambda: events.exists() and '"event": "run.point"' in events.read_text(), proc)
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=120)
+    err = _stopped(proc)
     assert proc.returncode == EXIT_INTERRUPTED, err
     logged = events.read_text()
     assert '"phase": "interrupted"' in logged and f"kneepoint tune {folder}" in logged
-    resumed = subprocess.Popen([KNEEPOINT, "tune", str(folder)], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)  # fmt: skip
+    resumed = subprocess.Popen([*tune, str(folder)], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env=_dumps_stacks())  # fmt: skip
     _wait_for(lambda: "it goes on from its last event" in events.read_text(), resumed)
     resumed.send_signal(signal.SIGINT)
-    resumed.communicate(timeout=120)
+    _stopped(resumed)
