@@ -127,7 +127,8 @@ def _long_shot(
 
 def _lean(knob: Knob, situation: Situation) -> Direction:
     """The way the knob's rule would move a numeric knob were a constraint it acts on to bind
-    (the runner-up first, then the others; the first that gives a direction), else ``to``: the long shots try that way first.
+    (the runner-up first, then the others; the first that gives a direction), else ``to``:
+    the long shots try that way first.
     On the agentic quickstart (bandwidth-bound) the chunk budget's rule, aimed at scheduling,
     said down; the long shots moved it up first (2,048 -> 4,096 tokens, +2%), and the run's
     patience ran out before 1,024 (+12% alone, +84% with fp8 KV: benchmarks/regret.py,
