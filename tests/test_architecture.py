@@ -1,5 +1,6 @@
-"""The import direction of DESIGN.md holds: policies stay pure, records depend on nothing,
-and no library module prints."""
+"""The package's import direction (``ALLOWED`` below; the README's Layout table says what each
+part is for) holds: policies stay pure, records depend on nothing, and no library module
+prints."""
 
 from __future__ import annotations
 

@@ -283,22 +283,6 @@ class RunState:
         walk = [] if self.baseline is None else [self.baseline.config]
         return [*walk, *(p.config for p in self.promotions)][: len(self.promotions)]
 
-    def left_behind(self) -> dict[str, Outcome]:
-        """Each earlier incumbent's configuration (by fingerprint) with its objective as its
-        repeats measured it while it was the incumbent (what ``Known`` answers from)."""
-        walk = [] if self.baseline is None else [(self.baseline.config, self.baseline.repeats)]
-        walk += [(p.config, p.repeats) for p in self.promotions]
-        rule = rules(self.objective)
-        left: dict[str, Outcome] = {}
-        for config, repeats in walk[: len(self.promotions)]:
-            objective = rule.value(repeats)
-            if objective is not None:
-                detail = "an incumbent earlier in this run, measured then and left"
-                left[config.fingerprint()] = Outcome(
-                    status="ok", objective=objective, feasible=objective > 0, detail=detail
-                )
-        return left
-
     def open_trials(self) -> list[TrialState]:
         """The trials with a step left, by number."""
         return [self.trials[n] for n in sorted(self.trials) if self.trials[n].next_step()]

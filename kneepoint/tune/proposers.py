@@ -23,7 +23,7 @@ from kneepoint.policies.search.phased import Phased
 from kneepoint.policies.search.proposer import Proposer, replay
 from kneepoint.policies.search.search_space import ShortOfRate, search_space
 from kneepoint.policies.search.worth import PRIOR_SPREAD_LOG
-from kneepoint.records.proposal import Pruning, SearchSpace
+from kneepoint.records.proposal import Outcome, Pruning, SearchSpace
 from kneepoint.records.study import StudySpec
 from kneepoint.run.optuna_storage import open_storage
 from kneepoint.run.state import RunState
@@ -119,4 +119,21 @@ def run_proposer(study: StudySpec, state: RunState, url: str | None) -> Proposer
         # sequences, and the grid's optimum held both (14.01 against the winner's 13.24,
         # benchmarks/regret.py, 2026-11-28).
         proposer = Phased(proposer, every_move)
-    return replay(Known(proposer, state.left_behind()), state.history())
+    return replay(Known(proposer, left_behind(state)), state.history())
+
+
+def left_behind(state: RunState) -> dict[str, Outcome]:
+    """Each earlier incumbent's configuration (by fingerprint) with its objective as its
+    repeats measured it while it was the incumbent (what ``Known`` answers from)."""
+    walk = [] if state.baseline is None else [(state.baseline.config, state.baseline.repeats)]
+    walk += [(p.config, p.repeats) for p in state.promotions]
+    rule = rules(state.objective)
+    left: dict[str, Outcome] = {}
+    for config, repeats in walk[: len(state.promotions)]:
+        objective = rule.value(repeats)
+        if objective is not None:
+            detail = "an incumbent earlier in this run, measured then and left"
+            left[config.fingerprint()] = Outcome(
+                status="ok", objective=objective, feasible=objective > 0, detail=detail
+            )
+    return left

@@ -13,7 +13,7 @@ batch a step takes (sequences, tokens, prefill chunks) in ``batch_effects``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pydantic import JsonValue
 
@@ -69,6 +69,12 @@ class Effect:
 
 
 Rule = Callable[[Situation], "Effect | str"]
+
+
+def aimed_at(situation: Situation, target: Constraint) -> Situation:
+    """The situation as if ``target`` bound (a runner-up's rule, an inconclusive verdict's)."""
+    diagnosis = situation.diagnosis.model_copy(update={"binding": target})
+    return replace(situation, diagnosis=diagnosis)
 
 
 def damped(resource_ratio: float) -> float:

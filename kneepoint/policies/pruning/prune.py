@@ -21,12 +21,12 @@ from typing import get_args
 from pydantic import JsonValue
 
 from kneepoint.policies.diagnosis.context import ConfigContext
-from kneepoint.policies.diagnosis.evidence import CAP_PINNED_FROM
 from kneepoint.policies.diagnosis.step_estimate import estimate_step
 from kneepoint.policies.pruning.batch_effects import BATCH_RULES
 from kneepoint.policies.pruning.ceiling import bound_growth
-from kneepoint.policies.pruning.knob_effects import RULES, Effect, Rule, Situation
+from kneepoint.policies.pruning.knob_effects import RULES, Effect, Rule, Situation, aimed_at
 from kneepoint.policies.pruning.kv_effects import memory_bytes, memory_fraction
+from kneepoint.policies.pruning.long_shot import long_shot
 from kneepoint.policies.pruning.quant_effects import held_conditions, quantization, w4a16_advice
 from kneepoint.policies.pruning.tp_effect import tensor_parallel
 from kneepoint.records.backend_spec import BackendSpec, SimBackend
@@ -40,7 +40,7 @@ from kneepoint.records.knobs import (
     Knob,
     KnobCatalogue,
 )
-from kneepoint.records.proposal import Direction, KnobCandidate, Pruning, RuledOut
+from kneepoint.records.proposal import KnobCandidate, Pruning, RuledOut
 from kneepoint.records.workload import TraceArrivals, Workload
 
 SIM = SimBackend()
@@ -102,58 +102,11 @@ def prune(
         if isinstance(found, str):
             ruled.append(RuledOut(knob=knob.name, reason=found))
             if not isinstance(narrowed.domain, ChoiceDomain) or len(choices) >= 2:
-                lean = _lean(narrowed, sit)
-                shots.append(_long_shot(narrowed, targets[0], found, lean))
+                shots.append(long_shot(narrowed, targets[0], found, _RULES.get(knob.name), sit))
         else:
             candidates.append(found)
     candidates.sort(key=lambda c: -c.predicted_ratio)
     return Pruning(candidates=tuple(candidates), ruled_out=tuple(ruled), long_shots=tuple(shots))
-
-
-def _long_shot(
-    knob: Knob, target: Constraint, why_out: str, lean: Direction = "to"
-) -> KnobCandidate:
-    """A knob its rule ruled out, as the long shots move it (``Pruning.long_shots``), leaning
-    the way its rule would move it (``_lean``)."""
-    return KnobCandidate(
-        knob=knob,
-        direction=lean,
-        relieves=target,
-        predicted_ratio=1.0,
-        reason=f"a long shot: ruled out ({why_out})",
-        needs_quality_check=knob.changes_outputs,
-    )
-
-
-def _lean(knob: Knob, situation: Situation) -> Direction:
-    """The way the knob's rule would move a numeric knob were a constraint it acts on to bind
-    (the runner-up first, then the others; the first that gives a direction), else ``to``:
-    the long shots try that way first.
-    On the agentic quickstart (bandwidth-bound) the chunk budget's rule, aimed at scheduling,
-    said down; the long shots moved it up first (2,048 -> 4,096 tokens, +2%), and the run's
-    patience ran out before 1,024 (+12% alone, +84% with fp8 KV: benchmarks/regret.py,
-    2026-11-29). A running cap the knee never reached leans down: raising it changes nothing
-    (512 and 1,024 sequences measured the start's 44.84 req/s to the digit there)."""
-    rule = _RULES.get(knob.name)
-    if rule is None or not isinstance(knob.domain, IntDomain | FloatDomain):
-        return "to"
-    if knob.name == "max_num_seqs" and not _cap_reached(situation):
-        return "down"
-    runner = situation.diagnosis.runner_up
-    aims = [c for c in knob.acts_on if c == runner] + [c for c in knob.acts_on if c != runner]
-    for constraint in aims:  # the runner-up first: the way the ruled-out reason says
-        effect = rule(_aimed_at(situation, constraint))
-        if isinstance(effect, Effect) and effect.direction in ("up", "down"):
-            return effect.direction
-    return "to"
-
-
-def _cap_reached(situation: Situation) -> bool:
-    """Whether the saturated point's running sequences came near the running cap (the share
-    from which a cap reads pinned, ``CAP_PINNED_FROM``) at their peak."""
-    signals = situation.observation.saturated.signals
-    running = signals.running_max if signals.running_max is not None else signals.running_mean
-    return running is None or running >= CAP_PINNED_FROM * situation.engine.max_num_seqs
 
 
 def _parallel_sizes(knob: Knob, gpus: int, heads: int) -> tuple[Knob, tuple[JsonValue, ...]]:
@@ -283,9 +236,7 @@ def _best_effect(
         return "no rule says how it moves this constraint"
     reasons: list[str] = []
     for target in aimed:
-        sit = (
-            situation if target == situation.diagnosis.constraint else _aimed_at(situation, target)
-        )
+        sit = situation if target == situation.diagnosis.constraint else aimed_at(situation, target)
         effect = rule(sit)
         if isinstance(effect, Effect) and (edge := _at_edge(knob, effect, sit)) is not None:
             effect = edge
@@ -330,7 +281,7 @@ def _as_runner_up(knob: Knob, rule: Rule | None, situation: Situation) -> str:
     runner = situation.diagnosis.runner_up
     if rule is None or runner is None or runner not in knob.acts_on:
         return ""
-    effect = rule(_aimed_at(situation, runner))
+    effect = rule(aimed_at(situation, runner))
     if isinstance(effect, Effect):
         return f" (were {runner} to bind: {effect.direction} predicted at {effect.ratio:.2f}x)"
     return f" (were {runner} to bind: {effect})"
@@ -343,9 +294,3 @@ def _target(knob: Knob, effect: Effect, situation: Situation) -> JsonValue:
     current = getattr(situation.observation.engine, knob.name)
     choices = getattr(knob.domain, "choices", ())
     return next((c for c in choices if c is not None and c != current), None)
-
-
-def _aimed_at(situation: Situation, target: Constraint) -> Situation:
-    """The situation as if ``target`` bound (for an inconclusive diagnosis's runners)."""
-    diagnosis = situation.diagnosis.model_copy(update={"binding": target})
-    return replace(situation, diagnosis=diagnosis)

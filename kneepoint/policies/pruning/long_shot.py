@@ -1,0 +1,58 @@
+"""A knob its rule ruled out, as the long shots move it (``Pruning.long_shots``): priced at
+1.0, nothing vouching for a gain, and leaning the way its rule would move it were another
+constraint it acts on to bind, so the long shots try that way first
+(``kneepoint.policies.search.long_shots``).
+
+On the agentic quickstart (bandwidth-bound) the long shots moved every knob up first: the
+running cap the knee never came near (139 of 256 running) went to 512 and measured the start's
+44.84 req/s to the digit, and the run's patience ran out before 128 was tried; leaning down,
+128 was the first long shot and was promoted at +17.0% [+11.0%, +23.0%] (benchmarks/regret.py,
+2026-11-29).
+"""
+
+from __future__ import annotations
+
+from kneepoint.policies.diagnosis.evidence import CAP_PINNED_FROM
+from kneepoint.policies.pruning.knob_effects import Effect, Rule, Situation, aimed_at
+from kneepoint.records.knobs import Constraint, FloatDomain, IntDomain, Knob
+from kneepoint.records.proposal import Direction, KnobCandidate
+
+
+def long_shot(
+    knob: Knob, target: Constraint, why_out: str, rule: Rule | None, situation: Situation
+) -> KnobCandidate:
+    """The long shot of ``knob``, ruled out for ``why_out``, leaning as ``lean`` says."""
+    return KnobCandidate(
+        knob=knob,
+        direction=lean(knob, rule, situation),
+        relieves=target,
+        predicted_ratio=1.0,
+        reason=f"a long shot: ruled out ({why_out})",
+        needs_quality_check=knob.changes_outputs,
+    )
+
+
+def lean(knob: Knob, rule: Rule | None, situation: Situation) -> Direction:
+    """The way ``rule`` would move a numeric knob were a constraint it acts on to bind (the
+    runner-up first, as the ruled-out reason quotes it, then the others; the first that gives
+    a direction), else ``to``. A running cap the knee never came near leans down: raising it
+    changes nothing."""
+    if rule is None or not isinstance(knob.domain, IntDomain | FloatDomain):
+        return "to"
+    if knob.name == "max_num_seqs" and not _cap_reached(situation):
+        return "down"
+    runner = situation.diagnosis.runner_up
+    aims = [c for c in knob.acts_on if c == runner] + [c for c in knob.acts_on if c != runner]
+    for constraint in aims:
+        effect = rule(aimed_at(situation, constraint))
+        if isinstance(effect, Effect) and effect.direction in ("up", "down"):
+            return effect.direction
+    return "to"
+
+
+def _cap_reached(situation: Situation) -> bool:
+    """Whether the saturated point's running sequences came near the running cap at their
+    peak (the share from which a cap reads pinned, ``CAP_PINNED_FROM``)."""
+    signals = situation.observation.saturated.signals
+    running = signals.running_max if signals.running_max is not None else signals.running_mean
+    return running is None or running >= CAP_PINNED_FROM * situation.engine.max_num_seqs
