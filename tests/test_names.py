@@ -19,6 +19,8 @@ def test_a_hugging_face_id_and_a_gpu_prefix_name_catalogue_entries() -> None:
     study = load_study(QUICKSTART, ["model=meta-llama/Llama-3.1-8B-Instruct", "gpu=h100"])
     assert (study.model.name, study.gpu.name) == ("llama-3.1-8b", "h100-sxm")
     assert load_study(QUICKSTART, ["gpu=H200-SXM"]).gpu.name == "h200-sxm"
+    b200 = load_study(QUICKSTART, ["gpu=B200"]).gpu
+    assert (b200.name, b200.architecture, b200.has_fp8) == ("b200", "blackwell", True)
 
 
 def test_an_ambiguous_or_unknown_name_is_refused_with_the_list_to_choose_from() -> None:
