@@ -3,14 +3,11 @@
 Each planned request is sent at its scheduled time whatever happened to the ones before it
 (open loop), optionally under a cap on requests in flight; a session's later turn waits for
 the answer before it and the think time (``PlannedRequest.after``), and latency counts from
-that moment. Every response is streamed and
-recorded as a ``RequestRecord``: scheduled, actual send, each token-carrying chunk and end
-times, token counts from the server's ``usage``, and any error. Errors and timeouts are
-recorded, never raised. Latency counts from the scheduled time; the client's own lag is kept
-so a load point the client could not keep up with is flagged, not blamed on the server.
-
-Prompts go to ``/v1/completions`` as token ids (``kneepoint.probes.openai_wire``), with
-``ignore_eos`` unless the workload lets a real model stop at its end-of-sequence token.
+that moment. Every response is streamed and recorded as a ``RequestRecord``: scheduled,
+actual send, each token-carrying chunk and end times, token counts from the server's
+``usage``, and any error (``kneepoint.probes.one_request``: one request's part). Latency
+counts from the scheduled time; the client's own lag is kept so a load point the client
+could not keep up with is flagged, not blamed on the server.
 
 Requests travel on the lean HTTP/1.1 client of ``kneepoint.probes.http1`` (one core then keeps
 a schedule of a few thousand short requests a second), or on httpx where that client cannot
@@ -22,163 +19,29 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import json
 import ssl
-import time
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Sequence
 
 import httpx
 
 from kneepoint.load.plan import PlannedRequest
 from kneepoint.probes import http1
 from kneepoint.probes.clock import Clock
-from kneepoint.probes.openai_wire import Stream, bearer, error_message, request_body
+from kneepoint.probes.one_request import Client, LoadOptions, Outcome, record_of, send_one
+from kneepoint.probes.openai_wire import bearer
 from kneepoint.records.measure import RequestRecord
+
+__all__ = ["LoadOptions", "run_load"]
 
 # Where httpx must carry the requests (a scripted transport, a proxy): httpcore's pool scans
 # every open connection for each request it places, so one pool with hundreds of connections
 # costs more per request than the request itself; requests are dealt round-robin to several
 # clients, each with a small pool, instead.
 _SHARDS = 16
-_DRAIN_GRACE_S = 0.5
-
-_Client = httpx.AsyncClient | http1.Client
-
-# What a finished request leaves until its load point ends: plain values in a plain tuple,
-# which the garbage collector stops tracking. Records, or the tasks that made them, would all
-# be walked by every full collection: once a load point has sent a few thousand requests that
-# stalls the loop for tens of milliseconds, and nothing is sent meanwhile.
-_Outcome = tuple[
-    int, str, float, float, tuple[float, ...], float | None, int, int, str | None, float
-]
-
-
-@dataclass(frozen=True, slots=True)
-class LoadOptions:
-    """How to send: the served model name, limits, and where."""
-
-    model: str
-    request_timeout_s: float = 600.0
-    """A request not finished this long after its scheduled time is cut off (recorded)."""
-    max_concurrency: int | None = None
-    """Cap on requests in flight; None: pure open loop."""
-    ignore_eos: bool = True
-    """Every answer runs to its max_tokens; false lets the model stop at EOS."""
-    api_key: str | None = field(default=None, repr=False)
-    """Sent as ``Authorization: Bearer`` (None: no key); kept out of every repr."""
-
-
-async def _send(
-    client: _Client,
-    planned: PlannedRequest,
-    options: LoadOptions,
-    clock: Clock,
-    stream: Stream,
-) -> None:
-    """Send one request and read its stream into ``stream``."""
-    stream.sent_s = clock.now()
-    body = request_body(planned, options.model, options.ignore_eos)
-    async with client.stream("POST", "/v1/completions", json=body) as response:
-        if response.status_code != 200:
-            raw = await response.aread()
-            try:
-                detail = error_message(json.loads(raw))
-            except ValueError:
-                detail = raw.decode(errors="replace")[:300]
-            stream.error = f"HTTP {response.status_code}: {detail}"
-            return
-        lines = response.aiter_lines()
-        async for line in lines:
-            stream.feed(line, clock.now())
-            if stream.error or stream.done:
-                break
-        if stream.done:
-            await _drain(lines)
-    if not stream.done and stream.error is None:
-        stream.error = "stream ended without [DONE]"
-
-
-async def _drain(lines: AsyncIterator[str]) -> None:
-    """Read what follows ``[DONE]`` (the body's end): a connection closed with its response
-    unread cannot be reused, and opening one per request costs more than the request. A
-    server that holds the stream open after ``[DONE]`` gets a short grace, then is cut."""
-    with contextlib.suppress(TimeoutError, httpx.HTTPError):
-        async with asyncio.timeout(_DRAIN_GRACE_S):
-            async for _ in lines:
-                pass
-
-
-async def _one(
-    client: _Client,
-    planned: PlannedRequest,
-    due_s: float,
-    options: LoadOptions,
-    *,
-    clock: Clock,
-    slots: asyncio.Semaphore | None,
-    heard: Callable[[], None] | None = None,
-) -> _Outcome:
-    waited = 0.0
-    stream = Stream(clock.now())
-    deadline = clock.origin + due_s + options.request_timeout_s
-    try:
-        async with asyncio.timeout_at(_loop_time(deadline)):
-            if slots is not None:
-                before = clock.now()
-                await slots.acquire()
-                waited = clock.now() - before
-            try:
-                await _send(client, planned, options, clock, stream)
-            finally:
-                if slots is not None:
-                    slots.release()
-    except TimeoutError:
-        if not stream.done:  # cut while reading past [DONE], the answer was whole
-            stream.error = f"timed out {options.request_timeout_s:g} s after its scheduled time"
-    except httpx.HTTPError as exc:
-        stream.error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-    except (ValueError, KeyError, TypeError) as exc:  # a malformed stream
-        stream.error = f"bad stream: {exc}"
-    if heard is not None and stream.chunk_times:
-        heard()
-    return _outcome(planned, due_s, stream, waited)
-
-
-def _outcome(planned: PlannedRequest, due_s: float, stream: Stream, waited: float) -> _Outcome:
-    end = stream.end_s if stream.error is None else None
-    return (
-        planned.index,
-        planned.traffic_class,
-        due_s,
-        stream.sent_s,
-        tuple(stream.chunk_times),
-        end,
-        stream.prompt_tokens,
-        stream.output_tokens,
-        stream.error,
-        waited,
-    )
-
-
-def _record(outcome: _Outcome) -> RequestRecord:
-    index, traffic_class, due, sent, chunks, end, prompt, output, error, waited = outcome
-    return RequestRecord(
-        index=index,
-        traffic_class=traffic_class,
-        scheduled_s=due,
-        sent_s=sent,
-        chunk_times_s=chunks,
-        end_s=end,
-        prompt_tokens=prompt,
-        output_tokens=output,
-        error=error,
-        slot_wait_s=waited,
-    )
 
 
 async def _session(
-    client: _Client,
+    client: Client,
     first: PlannedRequest,
     due_s: float,
     followers: dict[int, PlannedRequest],
@@ -188,12 +51,14 @@ async def _session(
     clock: Clock,
     slots: asyncio.Semaphore | None,
     heard: Callable[[], None] | None,
-) -> tuple[_Outcome, ...]:
+) -> tuple[Outcome, ...]:
     """A session's turns one after another: each next one ``think_s`` after the client saw
     the last token of the one before; none after one that failed (recorded as not sent)."""
 
-    async def send(planned: PlannedRequest, due_s: float) -> _Outcome:
-        return await _one(client, planned, due_s, options, clock=clock, slots=slots, heard=heard)
+    async def send(planned: PlannedRequest, due_s: float) -> Outcome:
+        return await send_one(
+            client, planned, due_s, options, clock=clock, slots=slots, heard=heard
+        )
 
     outcomes = [await send(first, due_s)]
     planned: PlannedRequest | None = first
@@ -218,12 +83,12 @@ def _abandoned(
     followers: dict[int, PlannedRequest],
     failed: tuple[int, float],
     at_s: float,
-) -> list[_Outcome]:
+) -> list[Outcome]:
     """The rest of a session whose request ``failed`` (its index; the load's start) ended
     it, up to the point's span."""
     index, begin_s = failed
     error = f"not sent: request {index} of its session failed"
-    left: list[_Outcome] = []
+    left: list[Outcome] = []
     next_one: PlannedRequest | None = planned
     while next_one is not None:
         at_s += next_one.think_s
@@ -239,15 +104,15 @@ class _InFlight:
     """The requests under way, and what those that finished left (their tasks let go)."""
 
     def __init__(self) -> None:
-        self.tasks: set[asyncio.Task[tuple[_Outcome, ...]]] = set()
-        self.outcomes: list[_Outcome] = []
+        self.tasks: set[asyncio.Task[tuple[Outcome, ...]]] = set()
+        self.outcomes: list[Outcome] = []
         self.failure: BaseException | None = None
 
-    def add(self, task: asyncio.Task[tuple[_Outcome, ...]]) -> None:
+    def add(self, task: asyncio.Task[tuple[Outcome, ...]]) -> None:
         self.tasks.add(task)
         task.add_done_callback(self._finished)
 
-    def _finished(self, task: asyncio.Task[tuple[_Outcome, ...]]) -> None:
+    def _finished(self, task: asyncio.Task[tuple[Outcome, ...]]) -> None:
         self.tasks.discard(task)
         if task.cancelled():
             self.failure = self.failure or asyncio.CancelledError()
@@ -268,12 +133,12 @@ class _InFlight:
             raise
         if self.failure is not None:
             raise self.failure
-        return sorted(map(_record, self.outcomes), key=lambda r: r.index)
+        return sorted(map(record_of, self.outcomes), key=lambda r: r.index)
 
 
 def _clients(
     url: str, options: LoadOptions, transport: httpx.AsyncBaseTransport | None
-) -> list[_Client]:
+) -> list[Client]:
     """The lean client where it can carry the requests (a fifth of httpx's CPU per request
     or less, which decides the highest rate one core keeps on schedule), else httpx."""
     if transport is None and http1.direct_url(url):
@@ -306,11 +171,6 @@ def _collector_spared() -> Iterator[None]:
         yield
     finally:
         gc.unfreeze()
-
-
-def _loop_time(perf_deadline: float) -> float:
-    """A perf_counter deadline on the event loop's clock."""
-    return asyncio.get_running_loop().time() + (perf_deadline - time.perf_counter())
 
 
 async def run_load(
