@@ -199,6 +199,12 @@ class Finished(Record):
     reason: StopReason
     detail: str = ""
 
+    @property
+    def burst_follows(self) -> bool:
+        """The winner's burst check follows the stop: every run that measured a baseline
+        has a winner (its start at least) whose recovery from a burst is worth timing."""
+        return self.reason != "baseline_failed"
+
 
 Event = Annotated[
     RunStarted

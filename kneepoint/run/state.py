@@ -193,7 +193,7 @@ class RunState:
         if self.started is None:
             return "the run had not started"
         if isinstance(event, BurstChecked):
-            wants = self.finished is not None and self.finished.reason != "baseline_failed"
+            wants = self.finished is not None and self.finished.burst_follows
             return None if wants and self.burst is None else "no burst check was due"
         if self.finished is not None:
             return "the run had finished"

@@ -139,8 +139,7 @@ def finalist_steps(trials: list[TrialState], slots: int) -> list[Action]:
 def _run_step(state: RunState) -> Action | None:
     """The run's own steps around its trials: start, baseline, burst check, done."""
     if state.finished is not None:
-        # the winner's burst check follows the search (none without a baseline)
-        wants_burst = state.finished.reason != "baseline_failed" and state.burst is None
+        wants_burst = state.finished.burst_follows and state.burst is None
         return CheckBurst() if wants_burst else Done()
     if state.started is None:
         return Start()

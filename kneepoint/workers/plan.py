@@ -139,7 +139,7 @@ def _round(shared: Shared, study: StudySpec, catalogue: KnobCatalogue, n: int) -
 def _stopped(shared: Shared, stop: Finished) -> Plan:
     """The search has stopped: the winner's burst check (``kneepoint.tune.burst_step``), as
     ``kneepoint tune`` runs it after its Finished; a run without a winner just ends."""
-    if stop.reason == "baseline_failed" or shared.state.incumbent is None:
+    if not stop.burst_follows or shared.state.incumbent is None:
         return Plan(finished=stop)
     burst = Task(
         kind="burst",
