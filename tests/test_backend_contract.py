@@ -15,7 +15,9 @@ from kneepoint.records.backend_spec import Backend, BackendSpec, SimBackend
 from kneepoint.records.engine import EngineConfig
 from kneepoint.run.folder import serve_command
 from tests.conftest import QUICKSTART
-from tests.test_pruning import COMPUTE, run
+
+from .pruned import run
+from .readings import COMPUTE
 
 KINDS: tuple[type[BackendSpec], ...] = typing.get_args(typing.get_args(Backend)[0])
 REQUIRED = {"url": "http://127.0.0.1:8000"}

@@ -14,7 +14,7 @@ from kneepoint.records.engine import EngineConfig
 from kneepoint.records.objective import Objective
 from kneepoint.records.sweep import SweepPoint, SweepResult
 
-from .test_diagnosis import point
+from .readings import point
 
 KINDS = typing.get_args(typing.get_args(Objective)[0])
 VARIANTS = [

@@ -20,7 +20,7 @@ from kneepoint.run.ledger import Ledger
 from kneepoint.run.state import RunState
 
 from .conftest import SMALL
-from .test_diagnosis import point
+from .readings import point
 
 SETTINGS = ["--set", "budget.max_trials=2"]
 SMALL_CONFIG = EngineConfig(model="meta-llama/Llama-3.1-8B-Instruct")

@@ -16,8 +16,9 @@ from kneepoint.physics.quantization import packed_bytes_per_weight
 from kneepoint.physics.roofline import BatchShape, Roofline
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.knobs import Condition, Knob
-from tests.test_diagnosis import CACHE, COMPUTE
-from tests.test_pruning import run
+
+from .pruned import run
+from .readings import CACHE, COMPUTE
 
 ADA = gpu_catalogue()["rtx-6000-ada"]
 A100 = gpu_catalogue()["a100-80gb-sxm"]
