@@ -18,7 +18,6 @@ from kneepoint.cli.diagnose import _study
 from kneepoint.cli.main import main
 from kneepoint.config import ConfigError, load_study
 from kneepoint.load.plan import PlannedRequest
-from kneepoint.load.size import PointSize
 from kneepoint.probes import targets
 from kneepoint.probes.backends import AttachBackend, LaunchBackend, sim_argv
 from kneepoint.probes.clock import Clock
@@ -28,23 +27,15 @@ from kneepoint.probes.measure import Instruments, measure
 from kneepoint.probes.quality import QualityCheckError, greedy_outputs
 from kneepoint.probes.samplers import HttpSampler
 from kneepoint.probes.server_failure import ServerFailedError
-from kneepoint.probes.target import Opening
 from kneepoint.records.backend_spec import AttachBackend as AttachSpec
-from kneepoint.records.engine import EngineConfig
 from kneepoint.records.study import StudySpec
 from kneepoint.run.folder import RunFolder
 
 from .conftest import QUICKSTART
+from .openings import CONFIG, opening
 
 KEY = "kp-key-3c9b1e7a52"
-CONFIG = EngineConfig(model="llama-3.2-1b", max_num_seqs=32)
 PLAN = [PlannedRequest(i, i * 0.05, "c", (5, 6, 7), 4) for i in range(6)]
-
-
-def opening(study: StudySpec, tmp_path: Path) -> Opening:
-    """What the backend openers are given, for ``study`` serving CONFIG."""
-    return Opening(study=study, config=CONFIG, trial_dir=tmp_path, size=PointSize(), keep=None,
-                   trace=(), launch=1)  # fmt: skip
 
 
 def test_the_key_travels_to_the_server_and_back_on_every_route(tmp_path: Path) -> None:

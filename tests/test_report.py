@@ -21,8 +21,8 @@ from kneepoint.run.folder import RunFolder
 from kneepoint.run.ledger import Ledger
 from kneepoint.run.state import RunState
 
+from .chromium import HEADLESS, chromium
 from .conftest import SMALL, TuneRun
-from .test_tune import HEADLESS, _chromium
 
 
 def test_a_skipped_quality_check_is_recorded_as_skipped(fp8_run: TuneRun) -> None:
@@ -85,7 +85,7 @@ def test_a_long_command_wraps_instead_of_widening_the_page(tmp_path: Path) -> No
     )
     page = tmp_path / "page.html"
     page.write_text(to_html(doc).replace("</body>", probe))
-    argv = [_chromium(), *HEADLESS, f"--user-data-dir={tmp_path / 'profile'}",
+    argv = [chromium(), *HEADLESS, f"--user-data-dir={tmp_path / 'profile'}",
             "--window-size=1400,900", "--dump-dom", page.as_uri()]  # fmt: skip
     dom = subprocess.run(argv, check=True, capture_output=True, text=True, timeout=120).stdout
     assert "<title>fits</title>" in dom

@@ -18,7 +18,7 @@ from kneepoint.sim.access import is_loopback
 from kneepoint.sim.serve_args import add_serve_arguments
 
 from .conftest import QUICKSTART
-from .test_api_key import opening as opened
+from .openings import opening as opened
 
 CONFIG = EngineConfig(model="meta-llama/Llama-3.1-8B-Instruct", max_num_seqs=64)
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
-import shutil
 import subprocess
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -29,6 +27,7 @@ from kneepoint.records.measure import RequestRecord
 from kneepoint.run.ledger import Ledger
 from kneepoint.run.state import RunState
 
+from .chromium import HEADLESS, chromium
 from .conftest import CONFIGS, KNEEPOINT, QUICKSTART, SMALL, TuneRun
 
 REPORT_SECTIONS = (
@@ -219,25 +218,10 @@ def test_bad_input_is_one_line_and_exit_2(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["goodput.yaml"]  # nothing written
 
 
-HEADLESS = (
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-)  # fmt: skip
-
-
-def _chromium() -> str:
-    found = shutil.which("chromium") or shutil.which("chromium-browser")
-    if found is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("CI must install chromium (.ci/run does) to render the report")
-        pytest.skip("chromium is not installed here")
-    return found
-
-
 def test_the_html_report_renders_in_headless_chromium(small_run: Path, tmp_path: Path) -> None:
     shot = tmp_path / "report.png"
     argv = [
-        _chromium(), *HEADLESS, f"--user-data-dir={tmp_path / 'profile'}",
+        chromium(), *HEADLESS, f"--user-data-dir={tmp_path / 'profile'}",
         "--window-size=1200,2400", f"--screenshot={shot}", (small_run / "report.html").as_uri(),
     ]  # fmt: skip
     subprocess.run(argv, check=True, capture_output=True, timeout=120)
