@@ -41,6 +41,7 @@ from kneepoint.cli.tune import EXIT_INTERRUPTED, add_tune_command
 from kneepoint.cli.worker import add_worker_command
 from kneepoint.config import ConfigError, load_study, study_file_schema
 from kneepoint.config.overrides import add_overrides_argument
+from kneepoint.records.errors import KneepointError
 from kneepoint.run.files import check_output, write_atomically
 from kneepoint.run.logs import configure_logging
 from kneepoint.sim.serve_args import add_serve_arguments, bind_problem, resolve_serve_args
@@ -224,6 +225,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:  # what the check could not foresee (root passes every access test)
         print(f"kneepoint: --log-file {args.log_file}: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
+    """The command's handler, what escapes it said in one line with the exit status it means."""
     # The simulated server handles its own signals; every other command may hold a server.
     guard = nullcontext() if args.command == "sim" else _terminate_as_interrupt()
     try:
@@ -236,6 +242,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("kneepoint: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except KneepointError as exc:  # one the command did not turn into its own words
+        print(f"kneepoint: {exc}", file=sys.stderr)
+        return EXIT_RUN_FAILED
     except OSError as exc:
         # The OS refused an operation on a named file mid-run (disk full, permissions changed,
         # a path removed under the run): the run failed, said in one line. A full disk says so

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from kneepoint.records.errors import KneepointError
 from kneepoint.records.secret_env import mask_shapes
 
 Loc = tuple[str | int, ...]
@@ -50,7 +51,7 @@ class Problem:
         return mask_shapes(text.translate(_LINE_BREAKS))
 
 
-class ConfigError(Exception):
+class ConfigError(KneepointError):
     """One or more configuration problems, each printable as a single line."""
 
     def __init__(self, problems: Sequence[Problem]) -> None:

@@ -16,6 +16,7 @@ from pydantic import Field
 from kneepoint.physics.quantization import SCHEMES, Gemm, scheme_for
 from kneepoint.records.base import Record
 from kneepoint.records.engine import EngineConfig
+from kneepoint.records.errors import KneepointError
 from kneepoint.records.hardware import GIB, GpuSpec, ModelSpec
 
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.92
@@ -62,7 +63,7 @@ class ResolvedEngine(Record):
     stream_interval: int = Field(ge=1)
 
 
-class UnmodeledSettingError(ValueError):
+class UnmodeledSettingError(KneepointError, ValueError):
     """An engine setting the physics has no model for."""
 
 

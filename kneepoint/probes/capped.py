@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import httpx
 
+from kneepoint.records.errors import KneepointError
+
 MAX_PAGE_BYTES = 4 * 2**20
 """vLLM's own /metrics pages are 54-56 KB (tests/fixtures/metrics: 0.32.0 on a CPU, 0.26.0 on
 an H200); a page 70 times that is read as what it is, not parsed."""
 
 
-class PageTooLargeError(Exception):
+class PageTooLargeError(KneepointError):
     """A page past ``MAX_PAGE_BYTES``: what is read of it is dropped."""
 
     def __init__(self, url: str, limit: int) -> None:

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import httpx
 
 from kneepoint.probes.openai_wire import bearer
+from kneepoint.records.errors import KneepointError
 
 PROMPTS = (
     "The capital of France is",
@@ -30,7 +31,7 @@ PROMPTS = (
 )
 
 
-class QualityCheckError(RuntimeError):
+class QualityCheckError(KneepointError, RuntimeError):
     """The server did not answer a quality prompt."""
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from kneepoint.probes.redact import redact
+from kneepoint.records.errors import KneepointError
 
 FailureKind = Literal[
     "startup_oom",
@@ -63,7 +64,7 @@ class Failure:
         return f"the server failed: {self}"
 
 
-class ServerFailedError(RuntimeError):
+class ServerFailedError(KneepointError, RuntimeError):
     """A server failed; ``failure`` says how."""
 
     def __init__(self, failure: Failure) -> None:

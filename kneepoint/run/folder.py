@@ -30,6 +30,7 @@ from pydantic import ValidationError
 from kneepoint.config.errors import ConfigError, Problem, render_loc
 from kneepoint.probes.targets import PointArtifacts
 from kneepoint.records.engine import EngineConfig
+from kneepoint.records.errors import KneepointError
 from kneepoint.records.ledger import RunStarted
 from kneepoint.records.study import StudySpec
 from kneepoint.records.sweep import SweepResult
@@ -38,7 +39,7 @@ from kneepoint.run.ledger import Ledger, LedgerError
 from kneepoint.run.lock import RunLock, RunLockedError, try_lock
 
 
-class RunFolderError(ValueError):
+class RunFolderError(KneepointError, ValueError):
     """A folder that is not a kneepoint run (or not this study's)."""
 
 

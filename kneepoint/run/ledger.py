@@ -19,6 +19,7 @@ import structlog
 from pydantic import TypeAdapter, ValidationError
 
 from kneepoint.probes.redact import redact
+from kneepoint.records.errors import KneepointError
 from kneepoint.records.ledger import Event
 from kneepoint.run.state import RunState, StateError
 
@@ -26,7 +27,7 @@ log = structlog.get_logger(__name__)
 _EVENT: TypeAdapter[Event] = TypeAdapter(Event)
 
 
-class LedgerError(ValueError):
+class LedgerError(KneepointError, ValueError):
     """A ledger line that is whole but not a known event: the file is not ours, or damaged."""
 
     def __init__(self, path: Path, line: int, detail: str) -> None:

@@ -18,10 +18,12 @@ import socket
 from datetime import datetime
 from pathlib import Path
 
+from kneepoint.records.errors import KneepointError
+
 LOCK_NAME = ".lock"
 
 
-class RunLockedError(RuntimeError):
+class RunLockedError(KneepointError, RuntimeError):
     """The folder is held by another live agent; ``holder`` says who, as it wrote itself."""
 
     def __init__(self, folder: Path, holder: str) -> None:

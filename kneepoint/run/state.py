@@ -17,6 +17,7 @@ from typing import Literal
 from kneepoint.load.objective import rules
 from kneepoint.records.diagnosis import Diagnosis
 from kneepoint.records.engine import EngineConfig
+from kneepoint.records.errors import KneepointError
 from kneepoint.records.ledger import (
     Baseline,
     BurstChecked,
@@ -44,7 +45,7 @@ _STEP_OF: dict[type, Step] = {
 }
 
 
-class StateError(ValueError):
+class StateError(KneepointError, ValueError):
     """An event that cannot follow the ones before it (a damaged or hand-edited ledger)."""
 
 

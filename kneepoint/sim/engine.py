@@ -16,6 +16,7 @@ from kneepoint.physics.defaults import ResolvedEngine, resolve_engine
 from kneepoint.physics.memory import MemoryPlan, StartupRefusal, plan_memory
 from kneepoint.physics.roofline import BatchShape, Efficiency, Roofline, StepCost
 from kneepoint.records.engine import EngineConfig
+from kneepoint.records.errors import KneepointError
 from kneepoint.records.hardware import GpuSpec, ModelSpec
 from kneepoint.sim.attribution import Attribution, attribute
 from kneepoint.sim.client import Arrival, Client, Scheduled
@@ -36,7 +37,7 @@ __all__ = [
 ]
 
 
-class EngineRefusedError(RuntimeError):
+class EngineRefusedError(KneepointError, RuntimeError):
     """The configuration does not start; ``refusal`` carries vLLM's wording."""
 
     def __init__(self, refusal: StartupRefusal) -> None:

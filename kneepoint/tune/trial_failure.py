@@ -10,6 +10,7 @@ from typing import TypeVar
 import structlog
 
 from kneepoint.probes.server_failure import FailureKind
+from kneepoint.records.errors import KneepointError
 from kneepoint.records.proposal import TrialStatus
 from kneepoint.run.progress import Progress
 
@@ -32,7 +33,7 @@ TRANSIENT: frozenset[TrialStatus] = frozenset({"crashed", "timed_out"})
 """Failures worth a fresh server: a crash or a hang mid-sweep. A refused start is not."""
 
 
-class TrialFailedError(RuntimeError):
+class TrialFailedError(KneepointError, RuntimeError):
     """A trial's server failed: the status it means and the device time already spent."""
 
     def __init__(self, status: TrialStatus, cause: str, device_s: float) -> None:

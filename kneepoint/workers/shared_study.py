@@ -26,6 +26,7 @@ from optuna.exceptions import UpdateFinishedTrialError
 from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
 from optuna.trial import FrozenTrial, TrialState, create_trial
 
+from kneepoint.records.errors import KneepointError
 from kneepoint.records.ledger import Finished
 from kneepoint.records.study import StudySpec
 from kneepoint.records.task import Task, TaskResult
@@ -38,7 +39,7 @@ SPEC, STARTED, FINISHED = "kneepoint.study", "kneepoint.started_at", "kneepoint.
 SEEN = "kneepoint.seen."
 
 
-class SharedStudyError(ValueError):
+class SharedStudyError(KneepointError, ValueError):
     """The storage or the study cannot be used: one line for the user, about one flag."""
 
     def __init__(self, flag: str, message: str) -> None:

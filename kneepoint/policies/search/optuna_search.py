@@ -42,6 +42,7 @@ from kneepoint.policies.search.optuna_space import (
 from kneepoint.policies.search.proposer import liar_batch
 from kneepoint.policies.search.space import build_config, changes_from_incumbent, effective, show
 from kneepoint.records.engine import EngineConfig
+from kneepoint.records.errors import KneepointError
 from kneepoint.records.proposal import Outcome, Proposal, SearchSpace
 
 KEY, INDEX, PROPOSER = "kneepoint_key", "kneepoint_index", "kneepoint_proposer"
@@ -52,7 +53,7 @@ INCUMBENT_INDEX = -1
 _GP_MODULES = ("torch", "scipy")
 
 
-class GpDependenciesError(ImportError):
+class GpDependenciesError(KneepointError, ImportError):
     """sampler='gp' was asked for without torch and scipy installed."""
 
 
