@@ -163,6 +163,25 @@ def test_a_miss_that_contradicts_an_earlier_leg_is_retaken_and_superseded() -> N
     assert [p.counted for p in stubborn.points if p.rate_rps == 24.0] == [True, True]
 
 
+def test_a_leg_whose_lowest_rate_fails_walks_down_to_a_pass() -> None:
+    """The agentic quickstart with fp8 KV broke its ITL p95 at 39 req/s and met it at 52-59
+    (full-chunk steps set the tail only at middling loads): a leg starting at 39 read no
+    capacity, 0 req/s. Walking down a fifth at a time to a pass reads the knee below it."""
+
+    def dip(rate: float, repeat: int, attempt: int = 0) -> LoadPoint:
+        return _point(rate, 120.0 if 35.0 < rate < 42.0 else 100.0 * rate / 65.0)
+
+    rates = [39.0, 52.0, 58.0, 65.0]
+    leg = measure_rates(dip, CONFIG, SLO, rates, descend=4)  # type: ignore[arg-type]
+    below = sorted(p.rate_rps for p in leg.points if p.rate_rps < 39.0)
+    assert below == [pytest.approx(39.0 / 1.2)]  # 32.5 req/s passes: the walk stops
+    assert leg.capacity_rps is not None
+    assert 39.0 / 1.2 < leg.capacity_rps < 39.0
+    # not told to descend (a peak-throughput leg belongs past the knee) nothing is added
+    flat = measure_rates(dip, CONFIG, SLO, rates)  # type: ignore[arg-type]
+    assert min(p.rate_rps for p in flat.points) == 39.0 and not flat.capacity_rps
+
+
 def test_a_miss_the_server_s_own_histograms_call_a_pass_is_the_client_s() -> None:
     # A starved client: 30% of its sends late, and a TTFT p99 it reads over the limit even
     # from the sends; vLLM's own histogram says 74 ms. The client decided it: not counted.

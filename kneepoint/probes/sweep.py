@@ -145,6 +145,7 @@ def measure_rates(
     arm: str = "incumbent",
     kind: SweepKind = "validate",
     climb: int = 0,
+    descend: int = 0,
     retakes: int = 1,
     reference: Sequence[SweepPoint] = (),
 ) -> SweepResult:
@@ -153,8 +154,10 @@ def measure_rates(
     the limit): the capacity reads off the first failure, and points deep in overload cost
     the most device time and say the least. When every rate met the SLO the knee lies above
     them all: up to ``climb`` more rates, each a fifth above the last, until one fails (else
-    the capacity is only a lower bound). ``reference``: the configuration's points from
-    earlier legs, which a point of this one must not contradict without a retake."""
+    the capacity is only a lower bound). When the lowest rate failed the knee lies below
+    them all: up to ``descend`` more rates, each a fifth below the last, until one passes (else
+    the repeat reads no capacity). ``reference``: the configuration's points from earlier
+    legs, which a point of this one must not contradict without a retake."""
     run, failed = SweepRun(slo, None, retakes=retakes, reference=reference), 0
     for rate in sorted(rates):
         entry = run.measure(probe, rate, repeat, arm)
@@ -167,7 +170,27 @@ def measure_rates(
             break
         rate *= CLIMB_STEP
         run.measure(probe, rate, repeat, arm)
+    rate = min(rates, default=0.0)
+    for _ in range(descend):
+        if not _lowest_failed(run.points):
+            break
+        rate /= CLIMB_STEP
+        run.measure(probe, rate, repeat, arm)
     return run.result(kind, config, arm)
+
+
+def _lowest_failed(points: Sequence[SweepPoint]) -> bool:
+    """Whether the lowest rate counted failed: a knee below the range, which interpolation
+    cannot read (a pass above that failure is taken for noise). On the agentic quickstart
+    fp8 KV's ITL p95 broke its limit at 39 req/s and met it at 52-59 (steps carrying a full
+    chunk set the tail only at middling loads), and a validation whose range began at 39 read
+    every repeat as 0 req/s: -100% against an incumbent at 46 (benchmarks/regret.py,
+    2026-11-29)."""
+    counted = [p for p in points if p.counted]
+    if not counted:
+        return False
+    lowest = min(p.rate_rps for p in counted)
+    return all(p.failed for p in counted if p.rate_rps == lowest)
 
 
 def merge(results: Sequence[SweepResult], kind: SweepKind = "validate") -> SweepResult:

@@ -146,6 +146,7 @@ class Bench:
                             rates,
                             repeat=repeat,
                             climb=self.climb,
+                            descend=self.descend,
                             retakes=self.retakes,
                             reference=earlier,
                         )
@@ -158,6 +159,12 @@ class Bench:
     def climb(self) -> int:
         """Rates a sweep may add above its range (none for an objective that does not climb)."""
         return CLIMB if rules(self.study.objective).climbs else 0
+
+    @property
+    def descend(self) -> int:
+        """Rates a sweep may add below its range where its lowest failed (an objective that
+        is the SLO knee only: past the knee is where a peak-throughput leg belongs)."""
+        return CLIMB if rules(self.study.objective).is_capacity else 0
 
     @property
     def retakes(self) -> int:
@@ -182,6 +189,7 @@ class Bench:
                     rates,
                     kind="screen",
                     climb=self.climb,
+                    descend=self.descend,
                     retakes=self.retakes,
                 )
             return result, target.clock.seconds()

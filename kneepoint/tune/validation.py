@@ -89,6 +89,7 @@ def _leg(
             repeat=repeat,
             arm=arm,
             climb=bench.climb,
+            descend=bench.descend,
             retakes=bench.retakes,
             reference=earlier,
         )
