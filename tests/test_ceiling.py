@@ -156,6 +156,27 @@ def test_the_chunk_budget_is_priced_from_the_tail_its_full_steps_set() -> None:
     assert "~29.9 ms" in move.reason
 
 
+def test_the_chunk_budget_is_priced_past_the_failing_rate_whatever_binds() -> None:
+    """The agentic quickstart read bandwidth-bound while its ITL p95 failed from full-chunk
+    steps: the knob, acting on compute and scheduling, was ruled out and priced at the
+    failing rate alone (1.03x); 2048 -> 512 measured 1.16x. Now it is a candidate, priced at
+    the failing rate passing (10 / 9.2, damped) times what the batch gains past it until the
+    halved tail (29.9 ms) reaches its 50 ms limit: steps grow (50 / 29.9)^(1 / 0.84), 1.85x."""
+    bandwidth = Diagnosis(binding="bandwidth", confidence=0.9)
+    found = prune(bandwidth, context_of(_chunked(53.5)), knob_catalogue())
+    move = next(c for c in found.candidates if c.knob.name == "max_num_batched_tokens")
+    assert move.direction == "down" and move.relieves == "scheduling"
+    halved = 53.5 * 0.5**0.84
+    growth = (50.0 / halved) ** (1 / 0.84)
+    assert move.predicted_ratio == pytest.approx((10.0 / 9.2) ** 0.6 * growth**0.16, abs=1e-3)
+    assert f"past it steps may grow {growth:.2f}x before the tail breaks again (1.10x)" in (
+        move.reason
+    )
+    # A tail far from its limit gives the knob nothing whatever binds: still ruled out.
+    idle = prune(bandwidth, context_of(_chunked(30.0)), knob_catalogue())
+    assert "max_num_batched_tokens" in {r.knob for r in idle.ruled_out}
+
+
 def test_a_tail_near_its_limit_binds_and_one_far_from_it_or_past_help_does_not() -> None:
     near = _budget(_prune_compute(_chunked(48.5)))  # 97%: the fp8 quickstart's knee
     assert isinstance(near, float)

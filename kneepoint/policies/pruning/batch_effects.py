@@ -5,13 +5,16 @@ points say a bigger step outruns its step time (``ServerResponse``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from kneepoint.policies.diagnosis.evidence import (
     PREEMPTIONS_PER_REQUEST,
     cap_pinned,
     preemptions_per_request,
 )
-from kneepoint.policies.pruning.ceiling import slo_limits, tightest_limit
+from kneepoint.policies.pruning.ceiling import compute_ceiling, slo_limits, tightest_limit
 from kneepoint.policies.pruning.knob_effects import NOTHING_GAINED, Effect, Rule, Situation, damped
+from kneepoint.records.diagnosis import Observation
 
 
 def seqs(sit: Situation) -> Effect | str:
@@ -110,15 +113,49 @@ def _chunk_tail(sit: Situation, current: int, tokens: float) -> Effect | str:
             f"{unfilled}; {label} {seen_ms:.1f} ms at {failing.rate_rps:.4g} req/s would "
             f"still break its {limit_ms:g} ms limit with half-sized chunks ({shortened_ms:.1f} ms)"
         )
-    ratio = damped(failing.rate_rps / below.rate_rps)
+    room, room_reading = _room_past(observation, shortened_ms, limit_ms)
+    ratio = damped(failing.rate_rps / below.rate_rps) * room
     reason = (
         f"{unfilled}, but the steps carrying a full {current}-token prefill chunk set "
         f"{label}, {seen_ms:.1f} ms at {failing.rate_rps:.4g} req/s against its {limit_ms:g} "
         f"ms limit ({seen_ms / limit_ms:.0%} of it): half-sized chunks would bring it to "
         f"~{shortened_ms:.1f} ms (step time grows as tokens^{elasticity:.2f}), letting "
-        f"{failing.rate_rps:.4g} req/s pass"
+        f"{failing.rate_rps:.4g} req/s pass{room_reading}"
     )
     return Effect("down", ratio, reason)
+
+
+def _room_past(observation: Observation, shortened_ms: float, limit_ms: float) -> tuple[float, str]:
+    """How much more than the failing rate half-sized chunks serve: with the full-chunk
+    steps no longer setting the tail, the batch may grow until the shortened tail reaches
+    its limit, and throughput grows as that bigger step outruns its own time (the latency
+    ceiling's reading), no further than the compute ceiling. Priced at the failing rate alone,
+    the agentic quickstart's 2048 -> 512 move read 1.03x and was never tried; it measured
+    1.16x (44.84 -> 52.12 req/s; 1,024 tokens 1.12x; benchmarks/regret.py's grid, 2026-11-29)."""
+    response = observation.response
+    if response is None or response.elasticity <= 0.0 or shortened_ms <= 0.0:
+        return 1.0, ""
+    growth = (limit_ms / shortened_ms) ** (1.0 / response.elasticity)
+    gain = response.batch_gain(growth)
+    words = f"; past it steps may grow {growth:.2f}x before the tail breaks again ({gain:.2f}x"
+    ceiling = compute_ceiling(observation)
+    if ceiling is not None and ceiling.ratio < gain:
+        gain, words = ceiling.ratio, f"{words}, capped at {ceiling.ratio:.2f}x: {ceiling.reading}"
+    return max(1.0, gain), f"{words})"
+
+
+def failed_tail(sit: Situation) -> Effect | None:
+    """The chunk budget's move where the knee failed on a per-token tail its full-chunk steps
+    set, whatever binds: the tail that failed is the SLO's own reading, not a share of GPU
+    time, and half-sized chunks mend it directly. The agentic quickstart read bandwidth-bound
+    (93% of its busy time on HBM reads) while agent's ITL p95 failed at 75 ms of 60 from
+    steps carrying a 2,048-token chunk; 512-token chunks measured 1.16x (issue "Step 16")."""
+    current = sit.engine.max_num_batched_tokens
+    tokens = sit.observation.saturated.signals.tokens_per_step_mean or 0.0
+    if tokens >= 0.9 * current:
+        return None
+    found = _chunk_tail(sit, current, tokens)
+    return found if isinstance(found, Effect) else None
 
 
 def prefill_cap(sit: Situation) -> Effect | str:
@@ -127,6 +164,11 @@ def prefill_cap(sit: Situation) -> Effect | str:
     reason = "capping one request's prefill tokens per step keeps long prompts from stalling"
     return Effect("down", 1.1, reason + " running decodes")
 
+
+TAIL_RULES: dict[str, Callable[[Situation], Effect | None]] = {
+    "max_num_batched_tokens": failed_tail,
+}
+"""Moves priced from the limit the knee failed on, tried whatever constraint binds."""
 
 BATCH_RULES: dict[str, Rule] = {
     "max_num_seqs": seqs,

@@ -22,7 +22,7 @@ from pydantic import JsonValue
 
 from kneepoint.policies.diagnosis.context import ConfigContext
 from kneepoint.policies.diagnosis.step_estimate import estimate_step
-from kneepoint.policies.pruning.batch_effects import BATCH_RULES
+from kneepoint.policies.pruning.batch_effects import BATCH_RULES, TAIL_RULES
 from kneepoint.policies.pruning.ceiling import bound_growth
 from kneepoint.policies.pruning.knob_effects import RULES, Effect, Rule, Situation, aimed_at
 from kneepoint.policies.pruning.kv_effects import memory_bytes, memory_fraction
@@ -229,6 +229,10 @@ def _best_effect(
     aimed = [t for t in targets if t in knob.acts_on]
     rule = _RULES.get(knob.name)
     if not aimed:
+        tail = TAIL_RULES.get(knob.name)
+        effect = tail(situation) if tail is not None else None
+        if effect is not None and _at_edge(knob, effect, situation) is None:
+            return _candidate(knob, effect, situation, "scheduling")
         acts = ", ".join(knob.acts_on)
         priced = _as_runner_up(knob, rule, situation)
         return f"acts on {acts}; {' or '.join(targets)} binds{priced}"
@@ -237,23 +241,29 @@ def _best_effect(
     reasons: list[str] = []
     for target in aimed:
         sit = situation if target == situation.diagnosis.constraint else aimed_at(situation, target)
-        effect = rule(sit)
-        if isinstance(effect, Effect) and (edge := _at_edge(knob, effect, sit)) is not None:
-            effect = edge
-        if isinstance(effect, Effect):
-            effect = bound_growth(knob.name, effect, sit.observation, target)
-        if isinstance(effect, Effect):
-            return KnobCandidate(
-                knob=knob,
-                direction=effect.direction,
-                target=_target(knob, effect, sit),
-                relieves=target,
-                predicted_ratio=round(effect.ratio, 3),
-                reason=effect.reason,
-                needs_quality_check=knob.changes_outputs,
-            )
-        reasons.append(effect)
+        found = rule(sit)
+        if isinstance(found, Effect) and (edge := _at_edge(knob, found, sit)) is not None:
+            found = edge
+        if isinstance(found, Effect):
+            found = bound_growth(knob.name, found, sit.observation, target)
+        if isinstance(found, Effect):
+            return _candidate(knob, found, sit, target)
+        reasons.append(found)
     return "; ".join(dict.fromkeys(reasons))  # two targets often give one reason
+
+
+def _candidate(
+    knob: Knob, effect: Effect, situation: Situation, relieves: Constraint
+) -> KnobCandidate:
+    return KnobCandidate(
+        knob=knob,
+        direction=effect.direction,
+        target=_target(knob, effect, situation),
+        relieves=relieves,
+        predicted_ratio=round(effect.ratio, 3),
+        reason=effect.reason,
+        needs_quality_check=knob.changes_outputs,
+    )
 
 
 def _at_edge(knob: Knob, effect: Effect, situation: Situation) -> str | None:
