@@ -278,11 +278,13 @@ class RunState:
             return 0.0
         return knee.capacity_rps or min(p.rate_rps for p in knee.points)
 
-    def earlier_incumbents(self) -> list[EngineConfig]:
-        """The incumbents before the current one, in order: the baseline's, then each promoted
-        configuration but the last."""
-        walk = [] if self.baseline is None else [self.baseline.config]
-        return [*walk, *(p.config for p in self.promotions)][: len(self.promotions)]
+    def earlier_incumbents(self) -> list[tuple[EngineConfig, SweepResult]]:
+        """The incumbents before the current one, in order, each with the repeats that
+        measured it while it held: the baseline's, then each promoted configuration but the
+        last."""
+        walk = [] if self.baseline is None else [(self.baseline.config, self.baseline.repeats)]
+        walk += [(p.config, p.repeats) for p in self.promotions]
+        return walk[: len(self.promotions)]
 
     def open_trials(self) -> list[TrialState]:
         """The trials with a step left, by number."""

@@ -98,7 +98,7 @@ def run_proposer(study: StudySpec, state: RunState, url: str | None) -> Proposer
 
     def long_shots() -> LongShots:
         shots = space(pruning.model_copy(update={"candidates": pruning.long_shots}))
-        return LongShots(shots, earlier=state.earlier_incumbents())
+        return LongShots(shots, earlier=[c for c, _ in state.earlier_incumbents()])
 
     def every_move() -> Combination:
         knobs = (*pruning.candidates, *pruning.long_shots)
@@ -125,11 +125,9 @@ def run_proposer(study: StudySpec, state: RunState, url: str | None) -> Proposer
 def left_behind(state: RunState) -> dict[str, Outcome]:
     """Each earlier incumbent's configuration (by fingerprint) with its objective as its
     repeats measured it while it was the incumbent (what ``Known`` answers from)."""
-    walk = [] if state.baseline is None else [(state.baseline.config, state.baseline.repeats)]
-    walk += [(p.config, p.repeats) for p in state.promotions]
     rule = rules(state.objective)
     left: dict[str, Outcome] = {}
-    for config, repeats in walk[: len(state.promotions)]:
+    for config, repeats in state.earlier_incumbents():
         objective = rule.value(repeats)
         if objective is not None:
             detail = "an incumbent earlier in this run, measured then and left"

@@ -12,7 +12,7 @@ batch a step takes (sequences, tokens, prefill chunks) in ``batch_effects``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
 from pydantic import JsonValue
@@ -75,6 +75,18 @@ def aimed_at(situation: Situation, target: Constraint) -> Situation:
     """The situation as if ``target`` bound (a runner-up's rule, an inconclusive verdict's)."""
     diagnosis = situation.diagnosis.model_copy(update={"binding": target})
     return replace(situation, diagnosis=diagnosis)
+
+
+def if_bound(
+    acts_on: Sequence[Constraint], rule: Rule | None, situation: Situation
+) -> Iterator[tuple[Constraint, Effect | str]]:
+    """What ``rule`` says were each constraint a knob acts on to bind, the runner-up first
+    (the one the ruled-out reason quotes), then the others in the knob's order."""
+    if rule is None:
+        return
+    runner = situation.diagnosis.runner_up
+    for constraint in sorted(acts_on, key=lambda c: c != runner):
+        yield constraint, rule(aimed_at(situation, constraint))
 
 
 def damped(resource_ratio: float) -> float:

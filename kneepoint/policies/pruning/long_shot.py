@@ -13,7 +13,7 @@ running cap the knee never came near (139 of 256 running) went to 512 and measur
 from __future__ import annotations
 
 from kneepoint.policies.diagnosis.evidence import CAP_PINNED_FROM
-from kneepoint.policies.pruning.knob_effects import Effect, Rule, Situation, aimed_at
+from kneepoint.policies.pruning.knob_effects import Effect, Rule, Situation, if_bound
 from kneepoint.records.knobs import Constraint, FloatDomain, IntDomain, Knob
 from kneepoint.records.proposal import Direction, KnobCandidate
 
@@ -41,10 +41,7 @@ def lean(knob: Knob, rule: Rule | None, situation: Situation) -> Direction:
         return "to"
     if knob.name == "max_num_seqs" and not _cap_reached(situation):
         return "down"
-    runner = situation.diagnosis.runner_up
-    aims = [c for c in knob.acts_on if c == runner] + [c for c in knob.acts_on if c != runner]
-    for constraint in aims:
-        effect = rule(aimed_at(situation, constraint))
+    for _, effect in if_bound(knob.acts_on, rule, situation):
         if isinstance(effect, Effect) and effect.direction in ("up", "down"):
             return effect.direction
     return "to"

@@ -24,7 +24,14 @@ from kneepoint.policies.diagnosis.context import ConfigContext
 from kneepoint.policies.diagnosis.step_estimate import estimate_step
 from kneepoint.policies.pruning.batch_effects import BATCH_RULES, TAIL_RULES
 from kneepoint.policies.pruning.ceiling import bound_growth
-from kneepoint.policies.pruning.knob_effects import RULES, Effect, Rule, Situation, aimed_at
+from kneepoint.policies.pruning.knob_effects import (
+    RULES,
+    Effect,
+    Rule,
+    Situation,
+    aimed_at,
+    if_bound,
+)
 from kneepoint.policies.pruning.kv_effects import memory_bytes, memory_fraction
 from kneepoint.policies.pruning.long_shot import long_shot
 from kneepoint.policies.pruning.quant_effects import held_conditions, quantization, w4a16_advice
@@ -289,9 +296,9 @@ def _as_runner_up(knob: Knob, rule: Rule | None, situation: Situation) -> str:
     """What the knob's rule says were the runner-up to bind, where the knob acts on it: the
     price of a move the verdict rules out, for whoever doubts the verdict."""
     runner = situation.diagnosis.runner_up
-    if rule is None or runner is None or runner not in knob.acts_on:
+    constraint, effect = next(if_bound(knob.acts_on, rule, situation), (None, ""))
+    if runner is None or constraint != runner:
         return ""
-    effect = rule(aimed_at(situation, runner))
     if isinstance(effect, Effect):
         return f" (were {runner} to bind: {effect.direction} predicted at {effect.ratio:.2f}x)"
     return f" (were {runner} to bind: {effect})"
