@@ -129,6 +129,25 @@ def test_library_code_never_prints(path: Path) -> None:
     assert not calls, f"{path} calls print()"
 
 
+DOMAINS = {"IntDomain", "FloatDomain", "BoolDomain", "ChoiceDomain"}
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_knob_domains_answer_for_themselves(path: Path) -> None:
+    """Outside records no code asks a knob domain its class (``isinstance`` or ``match``):
+    the domain answers what is asked of it (``kneepoint.records.knob_domains``)."""
+    if path.relative_to(PACKAGE).parts[0] == "records":
+        return
+    asked = [
+        node.lineno
+        for node in ast.walk(ast.parse(path.read_text()))
+        if (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "isinstance")
+        or isinstance(node, ast.MatchClass)
+        if {getattr(n, "id", None) for n in ast.walk(node)} & DOMAINS
+    ]
+    assert not asked, f"{path} asks a knob domain its class at lines {asked}"
+
+
 # Programs are started by argv lists, never through a shell: a value that reaches a command
 # line (a model name, a flag, a path) must not be able to become shell syntax.
 SHELL_CALLS = {"os.system", "os.popen", "subprocess.getoutput", "subprocess.getstatusoutput",

@@ -11,7 +11,6 @@ import pytest
 
 from kneepoint.cli.main import main
 from kneepoint.config import knob_catalogue
-from kneepoint.policies.search.space import contains
 from kneepoint.run.ledger import Ledger
 from kneepoint.run.state import RunState
 
@@ -69,7 +68,7 @@ def test_tune_finds_the_knob_an_engineer_would(name: str, tmp_path: Path) -> Non
     for trial in state.trials.values():  # no move outside its knob's domain
         for knob, value in trial.proposal.changes.items():
             domain = knob_catalogue().get(knob)
-            assert domain is not None and contains(domain.domain, value), (knob, value)
+            assert domain is not None and domain.domain.contains(value), (knob, value)
     if name == "scheduling-bound":
         # It stops by itself before the 12-trial budget: every knob ruled out, then every
         # long shot (the knobs the rules ruled out, one step each way) tried.

@@ -22,7 +22,7 @@ from kneepoint.config.yamlio import YamlDoc, read_mapping, read_text
 from kneepoint.records.base import Record
 from kneepoint.records.engine import EngineConfig, flag_for, knob_fields
 from kneepoint.records.hardware import GpuSpec, ModelSpec
-from kneepoint.records.knobs import ChoiceDomain, FloatDomain, IntDomain, KnobCatalogue
+from kneepoint.records.knobs import KnobCatalogue
 
 _PACKAGE = Path(__file__).resolve().parent.parent
 
@@ -88,13 +88,7 @@ class _CheckedKnobCatalogue(KnobCatalogue):
                 raise ValueError(f"knobs[{i}].name: {knob.name!r} is not an EngineConfig knob")
             if knob.flag != flag_for(knob.name):
                 raise ValueError(f"knobs[{i}].flag: must be {flag_for(knob.name)!r}")
-            domain = knob.domain
-            values: tuple[Any, ...] = ()
-            if isinstance(domain, IntDomain | FloatDomain):
-                values = (domain.low, domain.high)
-            elif isinstance(domain, ChoiceDomain):
-                values = domain.choices
-            for value in values:
+            for value in knob.domain.named_values:
                 try:
                     EngineConfig(model="check", **{knob.name: value})
                 except ValueError as exc:

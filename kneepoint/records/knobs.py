@@ -3,18 +3,39 @@
 A knob is named after its EngineConfig field. Its entry says which of the four constraints
 (compute, scheduling, bandwidth, cache) it can relieve, so pruning can drop knobs aimed at a
 resource that does not bind; whether it changes model outputs (and so needs a quality check);
-and which vLLM releases know the flag.
+and which vLLM releases know the flag. The domains (the values a knob can take) are in
+``kneepoint.records.knob_domains``, re-exported here.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Literal
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 from pydantic import Field, JsonValue, field_validator, model_validator
 
 from kneepoint.records.base import InputRecord
+from kneepoint.records.knob_domains import (
+    BoolDomain,
+    ChoiceDomain,
+    FloatDomain,
+    IntDomain,
+    KnobDomain,
+)
+
+__all__ = [
+    "CONSTRAINTS",
+    "BoolDomain",
+    "ChoiceDomain",
+    "Condition",
+    "Constraint",
+    "FloatDomain",
+    "IntDomain",
+    "Knob",
+    "KnobCatalogue",
+    "KnobDomain",
+]
 
 Constraint = Literal["compute", "scheduling", "bandwidth", "cache"]
 CONSTRAINTS: tuple[Constraint, ...] = ("compute", "scheduling", "bandwidth", "cache")
@@ -29,50 +50,6 @@ Condition = Literal[
 ]
 """Conditions outside the engine without which a knob (or one of its values) cannot help: the
 served checkpoint's own quantization decides which ``--quantization`` values load at all."""
-
-
-class IntDomain(InputRecord):
-    kind: Literal["int"] = "int"
-    low: int
-    high: int
-    log: bool = False
-    """Search on a log scale (sizes that matter in ratios, like batch caps)."""
-
-    @model_validator(mode="after")
-    def _ordered(self) -> IntDomain:
-        if self.high <= self.low:
-            raise ValueError(f"high ({self.high}) must be > low ({self.low})")
-        if self.log and self.low < 1:
-            raise ValueError("a log-scale domain needs low >= 1")
-        return self
-
-
-class FloatDomain(InputRecord):
-    kind: Literal["float"] = "float"
-    low: float
-    high: float
-    step: float | None = Field(default=None, gt=0.0)
-
-    @model_validator(mode="after")
-    def _ordered(self) -> FloatDomain:
-        if self.high <= self.low:
-            raise ValueError(f"high ({self.high}) must be > low ({self.low})")
-        return self
-
-
-class BoolDomain(InputRecord):
-    kind: Literal["bool"] = "bool"
-
-
-class ChoiceDomain(InputRecord):
-    kind: Literal["choice"] = "choice"
-    choices: tuple[JsonValue, ...] = Field(min_length=2)
-
-
-KnobDomain = Annotated[
-    IntDomain | FloatDomain | BoolDomain | ChoiceDomain,
-    Field(discriminator="kind"),
-]
 
 
 class Knob(InputRecord):
@@ -98,7 +75,7 @@ class Knob(InputRecord):
 
     @model_validator(mode="after")
     def _needs_name_choices(self) -> Knob:
-        choices = self.domain.choices if isinstance(self.domain, ChoiceDomain) else ()
+        choices = self.domain.choices_or_empty
         unknown = sorted(set(self.value_needs) - {c for c in choices if isinstance(c, str)})
         if unknown:
             raise ValueError(f"value_needs: {', '.join(unknown)} are not choices of the domain")
@@ -106,7 +83,7 @@ class Knob(InputRecord):
 
     def choices_under(self, held: frozenset[Condition]) -> tuple[JsonValue, ...]:
         """The domain's choices whose needs ``held`` conditions meet (empty unless a choice)."""
-        choices = self.domain.choices if isinstance(self.domain, ChoiceDomain) else ()
+        choices = self.domain.choices_or_empty
         needs = self.value_needs
         return tuple(c for c in choices if not isinstance(c, str) or set(needs.get(c, ())) <= held)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from kneepoint.policies.diagnosis.evidence import CAP_PINNED_FROM
 from kneepoint.policies.pruning.knob_effects import Effect, Rule, Situation, if_bound
-from kneepoint.records.knobs import Constraint, FloatDomain, IntDomain, Knob
+from kneepoint.records.knobs import Constraint, Knob
 from kneepoint.records.proposal import Direction, KnobCandidate
 
 
@@ -37,7 +37,7 @@ def lean(knob: Knob, rule: Rule | None, situation: Situation) -> Direction:
     runner-up first, as the ruled-out reason quotes it, then the others; the first that gives
     a direction), else ``to``. A running cap the knee never came near leans down: raising it
     changes nothing."""
-    if rule is None or not isinstance(knob.domain, IntDomain | FloatDomain):
+    if rule is None or not knob.domain.numeric:
         return "to"
     if knob.name == "max_num_seqs" and not _cap_reached(situation):
         return "down"

@@ -42,8 +42,6 @@ from kneepoint.records.knobs import (
     ChoiceDomain,
     Condition,
     Constraint,
-    FloatDomain,
-    IntDomain,
     Knob,
     KnobCatalogue,
 )
@@ -101,14 +99,14 @@ def prune(
         if knob.name == "tensor_parallel_size":
             narrowed, choices = _parallel_sizes(knob, gpus, observation.model.num_attention_heads)
         domain = narrowed.domain
-        floor = domain.low if isinstance(domain, IntDomain | FloatDomain) else None
+        floor = domain.low if domain.numeric else None
         sit = replace(situation, choices=choices, floor=floor)
         found = _best_effect(narrowed, targets, sit)
         if knob.name == "quantization" and left_out and "unquantized_checkpoint" in held:
             found = _with_note(found, w4a16_advice(sit, left_out))
         if isinstance(found, str):
             ruled.append(RuledOut(knob=knob.name, reason=found))
-            if not isinstance(narrowed.domain, ChoiceDomain) or len(choices) >= 2:
+            if not narrowed.domain.choices_or_empty or len(choices) >= 2:
                 shots.append(long_shot(narrowed, targets[0], found, _RULES.get(knob.name), sit))
         else:
             candidates.append(found)
@@ -119,14 +117,11 @@ def prune(
 def _parallel_sizes(knob: Knob, gpus: int, heads: int) -> tuple[Knob, tuple[JsonValue, ...]]:
     """Tensor-parallel sizes one server of the study can take: at most its GPUs, and dividing
     the model's attention heads (vLLM refuses the rest)."""
-    sizes = tuple(c for c in _choices(knob) if isinstance(c, int) and c <= gpus and heads % c == 0)
+    choices = knob.domain.choices_or_empty
+    sizes = tuple(c for c in choices if isinstance(c, int) and c <= gpus and heads % c == 0)
     if len(sizes) < 2:
         return knob, sizes
     return knob.model_copy(update={"domain": ChoiceDomain(choices=sizes)}), sizes
-
-
-def _choices(knob: Knob) -> tuple[JsonValue, ...]:
-    return knob.domain.choices if isinstance(knob.domain, ChoiceDomain) else ()
 
 
 def _with_note(found: KnobCandidate | str, note: str) -> KnobCandidate | str:
@@ -140,7 +135,7 @@ def _narrowed(knob: Knob, held: frozenset[Condition]) -> tuple[Knob, tuple[str, 
     other), and the choices left out. Fewer than two left: the knob as it is, nothing to search
     (its rule, told the one choice left, says why)."""
     allowed = knob.choices_under(held)
-    left_out = tuple(str(c) for c in _choices(knob) if c not in allowed)
+    left_out = tuple(str(c) for c in knob.domain.choices_or_empty if c not in allowed)
     if not left_out or len(allowed) < 2:
         return knob, left_out
     needs = {c: n for c, n in knob.value_needs.items() if c in allowed}
@@ -277,7 +272,7 @@ def _at_edge(knob: Knob, effect: Effect, situation: Situation) -> str | None:
     """Why an up or down move cannot be made: the incumbent is at its domain's bound (a move
     past the knob's ceiling is never proposed, whatever the rule would gain)."""
     domain = knob.domain
-    if effect.direction not in ("up", "down") or not isinstance(domain, IntDomain | FloatDomain):
+    if effect.direction not in ("up", "down") or not domain.numeric:
         return None
     value = getattr(situation.engine, knob.name, None)
     if value is None:

@@ -33,21 +33,10 @@ from typing import Literal
 
 from pydantic import JsonValue
 
-from kneepoint.policies.search.space import (
-    build_config,
-    changes_from_incumbent,
-    contains,
-    effective,
-    first_step,
-    from_coord,
-    midpoint,
-    same,
-    show,
-    to_coord,
-)
+from kneepoint.policies.search.space import build_config, changes_from_incumbent, effective, show
 from kneepoint.policies.search.worth import expected_gain, words, worth_a_trial
 from kneepoint.records.engine import EngineConfig
-from kneepoint.records.knobs import BoolDomain, ChoiceDomain
+from kneepoint.records.knob_domains import same
 from kneepoint.records.proposal import KnobCandidate, Outcome, Prediction, Proposal, SearchSpace
 
 Result = Literal["better", "onward", "flat", "wall"]
@@ -221,9 +210,9 @@ class CoordinateDescent:
         if index >= len(self.space.candidates):
             return None
         domain = self.space.candidates[index].knob.domain
-        if isinstance(domain, BoolDomain | ChoiceDomain):
+        if not domain.numeric:
             return _Walk(index=index, step=0.0)
-        return _Walk(index=index, step=first_step(domain))
+        return _Walk(index=index, step=domain.first_step())
 
     def _advance(self) -> None:
         """Consume every next step whose result is already known; stop at the first unknown."""
@@ -265,42 +254,31 @@ class CoordinateDescent:
         found: tuple[JsonValue, ...]
         if candidate.direction == "to":
             found = (candidate.target,)
-        elif isinstance(domain, BoolDomain):
-            found = (candidate.direction == "up",)
-        elif isinstance(domain, ChoiceDomain):
-            found, one_shot = self._next_choice(domain.choices, old, candidate), False
+        elif not domain.numeric:
+            # A choice walks on while it gains; a switch's next step is where it already is.
+            found, one_shot = domain.next_value(old, candidate.direction == "up"), False
         elif isinstance(old, bool) or not isinstance(old, int | float):
-            found = (midpoint(domain),)  # nothing known to step from: try the middle once
+            found = (domain.midpoint(),)  # nothing known to step from: try the middle once
         else:
             found, one_shot = self._next_number(walk, old, candidate), False
-        if not found or same(found[0], old) or not contains(domain, found[0]):
+        if not found or same(found[0], old) or not domain.contains(found[0]):
             return None
         value = found[0]
         config = build_config(self._centre, {candidate.knob.name: value}, self.space)
         return _Step(candidate, old, value, config, one_shot)
 
-    @staticmethod
-    def _next_choice(
-        choices: tuple[JsonValue, ...], old: JsonValue, candidate: KnobCandidate
-    ) -> tuple[JsonValue, ...]:
-        here = next((i for i, c in enumerate(choices) if same(c, old)), None)
-        if here is None:
-            return (choices[0] if candidate.direction == "up" else choices[-1],)
-        there = here + (1 if candidate.direction == "up" else -1)
-        return (choices[there],) if 0 <= there < len(choices) else ()
-
     def _next_number(self, walk: _Walk, old: float, candidate: KnobCandidate) -> tuple[float, ...]:
         domain = candidate.knob.domain
-        assert not isinstance(domain, BoolDomain | ChoiceDomain)
+        assert domain.numeric
         sign = 1.0 if candidate.direction == "up" else -1.0
-        centre = to_coord(domain, old)
+        centre = domain.to_coord(old)
         target = centre + sign * walk.step
         if walk.limit is not None and sign * (target - walk.limit) >= 0:
             target = (centre + walk.limit) / 2.0  # bisect toward the wall, never onto it
-        value = from_coord(domain, target)
+        value = domain.from_coord(target)
         if sign * (value - old) <= 0:
             return ()  # at the domain's edge, or the step rounds to nothing
-        if walk.limit is not None and sign * (to_coord(domain, value) - walk.limit) >= 0:
+        if walk.limit is not None and sign * (domain.to_coord(value) - walk.limit) >= 0:
             return ()
         return (value,)
 
@@ -338,11 +316,11 @@ class CoordinateDescent:
             walk.finished = step.one_shot
             return
         domain = step.candidate.knob.domain
-        if step.one_shot or isinstance(domain, BoolDomain | ChoiceDomain):
+        if step.one_shot or not domain.numeric:
             walk.finished = True
             return
         assert isinstance(step.value, int | float) and isinstance(step.old, int | float)
-        tried, centre = to_coord(domain, step.value), to_coord(domain, step.old)
+        tried, centre = domain.to_coord(step.value), domain.to_coord(step.old)
         if result == "wall":
             walk.limit = tried
         walk.step = abs(tried - centre) / 2.0

@@ -20,19 +20,10 @@ from itertools import pairwise
 from pydantic import JsonValue
 
 from kneepoint.policies.search.proposer import Proposer, liar_batch
-from kneepoint.policies.search.space import (
-    build_config,
-    changes_from_incumbent,
-    contains,
-    effective,
-    first_step,
-    from_coord,
-    same,
-    show,
-    to_coord,
-)
+from kneepoint.policies.search.space import build_config, changes_from_incumbent, effective, show
 from kneepoint.records.engine import EngineConfig
-from kneepoint.records.knobs import BoolDomain, ChoiceDomain, KnobDomain
+from kneepoint.records.knob_domains import same
+from kneepoint.records.knobs import KnobDomain
 from kneepoint.records.proposal import Outcome, Prediction, Proposal, SearchSpace
 
 
@@ -103,19 +94,6 @@ class ThenLongShots:
             self._first_spent = False
 
 
-def neighbours(domain: KnobDomain, value: JsonValue) -> list[JsonValue]:
-    """The values one step from ``value`` each way that the domain holds (up first)."""
-    if isinstance(domain, BoolDomain):
-        return [not value] if isinstance(value, bool) else [True, False]
-    if isinstance(domain, ChoiceDomain):
-        return [c for c in domain.choices if not same(c, value)]
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return []
-    centre, step = to_coord(domain, value), first_step(domain)
-    found = [from_coord(domain, centre + step), from_coord(domain, centre - step)]
-    return [v for v in dict.fromkeys(found) if v != value and contains(domain, v)]
-
-
 def _left_behind(
     walk: Sequence[EngineConfig], domains: dict[str, KnobDomain]
 ) -> dict[str, list[JsonValue]]:
@@ -130,9 +108,8 @@ def _left_behind(
 
 
 def _default_of(domain: KnobDomain | None) -> JsonValue:
-    if isinstance(domain, ChoiceDomain) and None not in domain.choices:
-        return domain.choices[0]
-    return None
+    choices = domain.choices_or_empty if domain is not None else ()
+    return choices[0] if choices and None not in choices else None
 
 
 def _reverts(proposal: Proposal, left: dict[str, list[JsonValue]]) -> bool:
@@ -147,7 +124,7 @@ def _moves(space: SearchSpace) -> Iterator[Proposal]:
     for candidate in space.candidates:
         name = candidate.knob.name
         old = effective(space.incumbent, name, space)
-        moves = [(name, old, new) for new in neighbours(candidate.knob.domain, old)]
+        moves = [(name, old, new) for new in candidate.knob.domain.neighbours(old)]
         if candidate.direction == "down":
             moves.reverse()  # its rule leans down (``prune._lean``): that way first
         per_knob.append(moves)

@@ -3,7 +3,8 @@
 Each candidate knob becomes one Optuna parameter named after it: integers and floats keep their
 range, log scale and step; bools and choices are categoricals. Optuna's categoricals hold only
 None, bools, numbers and strings, so a dict choice (a speculative_config) is stored as its
-canonical JSON text and decoded back by matching the domain's choices.
+canonical JSON text and decoded back by matching the domain's choices (the domains answer
+both: ``to_param``, ``from_param``).
 
 How outcomes are told, so that the samplers learn from failures instead of re-trying them:
 
@@ -33,17 +34,9 @@ from optuna.distributions import (
 from optuna.trial import TrialState
 from pydantic import JsonValue
 
-from kneepoint.policies.search.space import (
-    along,
-    canonical,
-    contains,
-    effective,
-    from_coord,
-    only_space_knobs_changed,
-    show,
-)
+from kneepoint.policies.search.space import along, effective, only_space_knobs_changed, show
 from kneepoint.records.engine import EngineConfig
-from kneepoint.records.knobs import BoolDomain, ChoiceDomain, IntDomain, KnobDomain
+from kneepoint.records.knob_domains import Categorical
 from kneepoint.records.proposal import Outcome, Prediction, SearchSpace
 
 FEASIBLE, INFEASIBLE, BROKEN = 0.0, 1.0, 2.0
@@ -56,39 +49,25 @@ class TrialResult(NamedTuple):
     constraint: float | None
 
 
-def distribution(domain: KnobDomain) -> BaseDistribution:
-    if isinstance(domain, BoolDomain):
-        return CategoricalDistribution((False, True))
-    if isinstance(domain, ChoiceDomain):
-        return CategoricalDistribution(tuple(encode(c) for c in domain.choices))
-    if isinstance(domain, IntDomain):
-        return IntDistribution(domain.low, domain.high, log=domain.log)
-    return FloatDistribution(domain.low, domain.high, step=domain.step)
+class _Optuna:
+    """Optuna's distribution of each kind of domain (``KnobDomain.distribution``)."""
+
+    def categorical(self, choices: tuple[Categorical, ...]) -> BaseDistribution:
+        return CategoricalDistribution(choices)
+
+    def integers(self, low: int, high: int, *, log: bool) -> BaseDistribution:
+        return IntDistribution(low, high, log=log)
+
+    def floats(self, low: float, high: float, *, step: float | None) -> BaseDistribution:
+        return FloatDistribution(low, high, step=step)
 
 
 def distributions(space: SearchSpace) -> dict[str, BaseDistribution]:
-    return {c.knob.name: distribution(c.knob.domain) for c in space.candidates}
-
-
-def encode(value: JsonValue) -> Any:
-    """A knob value as an Optuna categorical holds it (dicts and lists as canonical JSON)."""
-    return canonical(value) if isinstance(value, dict | list) else value
-
-
-def decode(domain: KnobDomain, param: Any) -> JsonValue:
-    """A sampled parameter as the knob's value."""
-    if isinstance(domain, ChoiceDomain):
-        return next(c for c in domain.choices if canonical(encode(c)) == canonical(param))
-    if isinstance(domain, BoolDomain):
-        return bool(param)
-    value: JsonValue = (
-        from_coord(domain, param) if not isinstance(domain, IntDomain) else int(param)
-    )
-    return value
+    return {c.knob.name: c.knob.domain.distribution(_Optuna()) for c in space.candidates}
 
 
 def values_of(params: dict[str, Any], space: SearchSpace) -> dict[str, JsonValue]:
-    return {c.knob.name: decode(c.knob.domain, params[c.knob.name]) for c in space.candidates}
+    return {c.knob.name: c.knob.domain.from_param(params[c.knob.name]) for c in space.candidates}
 
 
 def params_of(config: EngineConfig, space: SearchSpace) -> dict[str, Any] | None:
@@ -99,9 +78,9 @@ def params_of(config: EngineConfig, space: SearchSpace) -> dict[str, Any] | None
     params: dict[str, Any] = {}
     for candidate in space.candidates:
         value = effective(config, candidate.knob.name, space)
-        if not contains(candidate.knob.domain, value):
+        if not candidate.knob.domain.contains(value):
             return None
-        params[candidate.knob.name] = encode(value)
+        params[candidate.knob.name] = candidate.knob.domain.to_param(value)
     return params
 
 
