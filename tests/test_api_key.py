@@ -19,7 +19,7 @@ from kneepoint.cli.main import main
 from kneepoint.config import ConfigError, load_study
 from kneepoint.load.plan import PlannedRequest
 from kneepoint.probes import targets
-from kneepoint.probes.backends import AttachBackend, LaunchBackend, sim_argv
+from kneepoint.probes.backends import LaunchBackend, RunningServer, sim_argv
 from kneepoint.probes.clock import Clock
 from kneepoint.probes.credentials import server_env
 from kneepoint.probes.loadgen import LoadOptions, run_load
@@ -69,10 +69,10 @@ def test_the_key_travels_to_the_server_and_back_on_every_route(tmp_path: Path) -
             greedy_outputs(url, served, ["hi"], 2, api_key=KEY)
         with pytest.raises(QualityCheckError, match="401"):
             greedy_outputs(url, served, ["hi"], 2)
-        with AttachBackend(url, api_key=KEY).serve(CONFIG, tmp_path) as attached:
+        with RunningServer(url, api_key=KEY).serve(CONFIG, tmp_path) as attached:
             assert attached.served_model == served and attached.api_key == KEY
         locked_out = pytest.raises(ServerFailedError, match=r"HTTP 401.*backend\.api_key_env")
-        with locked_out, AttachBackend(url).serve(CONFIG, tmp_path):
+        with locked_out, RunningServer(url).serve(CONFIG, tmp_path):
             pass
     assert KEY not in (tmp_path / "server.log").read_text()
 

@@ -15,8 +15,8 @@ import pytest
 
 from kneepoint.load.plan import PlannedRequest
 from kneepoint.probes.backends import (
-    AttachBackend,
     LaunchBackend,
+    RunningServer,
     sim_argv,
     vllm_argv,
 )
@@ -94,7 +94,7 @@ def test_sim_serve_through_the_launcher_is_identified_and_stopped(tmp_path: Path
         assert endpoint.notes == ()
         assert endpoint.failure() is None
         pid = endpoint.process.pid if endpoint.process else 0
-        attached = AttachBackend(endpoint.url)
+        attached = RunningServer(endpoint.url)
         with attached.serve(CONFIG, tmp_path) as seen:
             assert seen.served_model == endpoint.served_model
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from kneepoint.load.plan import PlannedRequest
-from kneepoint.probes.backends import AttachBackend
+from kneepoint.probes.backends import RunningServer
 from kneepoint.probes.capped import PageTooLargeError, capped_text
 from kneepoint.probes.identity import check_identity
 from kneepoint.probes.loadgen import LoadOptions, run_load
@@ -69,7 +69,7 @@ def test_a_huge_metrics_page_is_not_read() -> None:
 def test_an_odd_models_answer_is_one_clear_failure(mode: str, tmp_path: Path) -> None:
     with HostileServer(mode) as url:
         odd = pytest.raises(ServerFailedError, match=r"does not answer as vLLM does|no model")
-        with odd, AttachBackend(url).serve(EngineConfig(model="m"), tmp_path):
+        with odd, RunningServer(url).serve(EngineConfig(model="m"), tmp_path):
             pass
         with pytest.raises(ServerFailedError, match="does not answer as vLLM does"):
             check_identity(url, "m", EngineConfig(model="m"))

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from kneepoint.cli.main import main
-from kneepoint.probes.backends import AttachBackend, LaunchBackend
+from kneepoint.probes.backends import LaunchBackend, RunningServer
 from kneepoint.probes.identity import ModelCard, model_cards
 from kneepoint.probes.server_failure import ServerFailedError, classify
 from kneepoint.records.engine import EngineConfig
@@ -50,7 +50,7 @@ def test_an_attached_server_of_another_model_is_refused(tmp_path: Path) -> None:
     with (
         HostileServer("nan_metrics") as url,
         pytest.raises(ServerFailedError) as info,
-        AttachBackend(url).serve(seventy, tmp_path),
+        RunningServer(url).serve(seventy, tmp_path),
     ):
         pass
     assert info.value.failure.kind == "wrong_server"
@@ -62,14 +62,14 @@ def test_an_attached_server_at_another_max_model_len_is_refused(tmp_path: Path) 
     with (
         HostileServer("nan_metrics") as url,
         pytest.raises(ServerFailedError) as info,
-        AttachBackend(url).serve(short, tmp_path),
+        RunningServer(url).serve(short, tmp_path),
     ):
         pass
     assert "runs max_model_len 131,072, the study says 8,192" in str(info.value)
     other_path = EngineConfig(model="/m/llama-3.1-8b")
     with (
         HostileServer("nan_metrics") as url,
-        AttachBackend(url).serve(other_path, tmp_path) as seen,
+        RunningServer(url).serve(other_path, tmp_path) as seen,
     ):
         assert seen.served_model == "m"
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from kneepoint.load.plan import PlannedRequest
-from kneepoint.probes.backends import AttachBackend, Endpoint, LaunchBackend, vllm_argv
+from kneepoint.probes.backends import Endpoint, LaunchBackend, RunningServer, vllm_argv
 from kneepoint.probes.loadgen import LoadOptions
 from kneepoint.probes.measure import measure
 from kneepoint.probes.quality import PROMPTS, greedy_outputs, token_agreement
@@ -72,7 +72,7 @@ def test_an_attached_real_server_is_checked_against_the_study(
     """vLLM's own /v1/models names the path it loaded (its root) and its max_model_len: an
     attach to it under the study's model path proceeds, another model or another
     max_model_len is refused before any load."""
-    with AttachBackend(endpoint.url).serve(_config(tiny_model), tmp_path) as seen:
+    with RunningServer(endpoint.url).serve(_config(tiny_model), tmp_path) as seen:
         assert seen.served_model == endpoint.served_model
     seventy = EngineConfig(model="meta-llama/Llama-3.1-70B-Instruct")
     shorter = _config(tiny_model).model_copy(update={"max_model_len": 1024})
@@ -80,7 +80,7 @@ def test_an_attached_real_server_is_checked_against_the_study(
                         (shorter, "runs max_model_len 2,048, the study says 1,024")):  # fmt: skip
         with (
             pytest.raises(ServerFailedError, match=said),
-            AttachBackend(endpoint.url).serve(wrong, tmp_path),
+            RunningServer(endpoint.url).serve(wrong, tmp_path),
         ):
             pass
 

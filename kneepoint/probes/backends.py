@@ -5,7 +5,7 @@
   started with this config, reads the KV capacity from the startup log, and stops the whole
   process group on the way out. Start failures raise ``ServerFailedError`` with the failure
   classified from the server's own output.
-- ``AttachBackend``: a server someone else runs; measure and diagnose only.
+- ``RunningServer``: a server someone else runs; measure and diagnose only.
 """
 
 from __future__ import annotations
@@ -201,7 +201,7 @@ def server_version(url: str, api_key: str | None = None) -> str | None:
         return None
 
 
-class AttachBackend:
+class RunningServer:
     """A running server: every configuration is whatever it runs."""
 
     def __init__(

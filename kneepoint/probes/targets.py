@@ -22,10 +22,10 @@ from kneepoint.load.plan import PlannedRequest, plan_requests, point_seed, rate_
 from kneepoint.load.size import PointSize
 from kneepoint.load.trust import Trust
 from kneepoint.probes.backends import (
-    AttachBackend,
     Backend,
     Endpoint,
     LaunchBackend,
+    RunningServer,
     sim_argv,
     vllm_argv,
 )
@@ -45,8 +45,7 @@ from kneepoint.probes.target import (
 )
 from kneepoint.probes.virtual_target import virtual_target
 from kneepoint.probes.warmup import warm_up
-from kneepoint.records.backend_spec import AttachBackend as AttachSpec
-from kneepoint.records.backend_spec import SimBackend
+from kneepoint.records.backend_spec import AttachBackend, SimBackend
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.faults import fault_flags
 from kneepoint.records.loadpoint import LoadPoint
@@ -91,7 +90,7 @@ def _sim_server(o: Opening) -> Backend:
 
 def _vllm_server(o: Opening) -> Backend:
     spec = o.study.backend
-    assert not isinstance(spec, SimBackend | AttachSpec)
+    assert not isinstance(spec, SimBackend | AttachBackend)
     key = api_key(o.study)
     nvml = None if o.study.gpu.is_cpu else spec.gpu_index or 0  # a CPU host has no NVML
     return LaunchBackend(
@@ -108,8 +107,8 @@ def _vllm_server(o: Opening) -> Backend:
 
 def _attached(o: Opening) -> Backend:
     spec = o.study.backend
-    assert isinstance(spec, AttachSpec)
-    return AttachBackend(spec.url, api_key=api_key(o.study))
+    assert isinstance(spec, AttachBackend)
+    return RunningServer(spec.url, api_key=api_key(o.study))
 
 
 def _over_http(
