@@ -1,4 +1,4 @@
-"""The package's import direction (``ALLOWED`` below; the README's Layout table says what each
+"""The package's import direction (``ALLOWED`` below; docs/development.md's Layout table says what each
 part is for) holds: policies stay pure, records depend on nothing, and no library module
 prints."""
 

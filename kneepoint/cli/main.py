@@ -61,7 +61,8 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_BAD_INPUT, f"kneepoint: {message} (see {self.prog} --help)\n")
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
+    """The whole command line, every subcommand's options included (what `main` parses)."""
     parser: argparse.ArgumentParser = _Parser(  # its subcommands are _Parsers too
         prog="kneepoint",
         description="Autonomous tuning agent for LLM serving engines (vLLM first). The GPUs, "
@@ -209,7 +210,7 @@ def _terminate_as_interrupt() -> Iterator[None]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = _parser()
+    parser = build_parser()
     args, unknown = parser.parse_known_args(argv)
     if unknown and not getattr(args, "takes_unknown", False):
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")

@@ -1,0 +1,78 @@
+"""Every `kneepoint` command the README and docs/ show in a shell block stays true: the
+command line parses as written (subcommand, flags, their values), every file it names under
+configs/ exists, and the quick ones (checking and listing the catalogues and study files)
+run to exit 0. A page whose command drifts from the program fails here, not in a user's
+terminal."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from kneepoint.cli.main import build_parser, main
+from tests.conftest import REPO
+
+PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+PLACEHOLDERS = {"N": "0", '"$gpu"': "0", "$gpu": "0"}
+"""Placeholder words of the pages, as a value the option takes (``--gpu N``)."""
+SHELL = {"&", "&&", "|", ";", "2>&1"}
+"""Where the shell takes over from the command (redirections, pipes, background jobs)."""
+RUN = ("config check", "config list", "config schema")
+"""Subcommands quick enough to run for real here (seconds, no server)."""
+
+
+def _commands(page: Path) -> list[str]:
+    """The `kneepoint ...` lines of the page's shell blocks, continuations joined and
+    trailing comments cut."""
+    found: list[str] = []
+    for block in re.findall(r"```(?:sh|bash)\n(.*?)```", page.read_text(), re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            command = re.split(r"\s+#\s", line, maxsplit=1)[0].strip()
+            if re.match(r"^(\.venv/bin/)?kneepoint\s", command):
+                found.append(command)
+    return found
+
+
+COMMANDS = [(page, c) for page in PAGES for c in _commands(page)]
+
+
+def _argv(command: str) -> list[str]:
+    """The argument vector, optional parts ``[--flag X]`` kept as written but unbracketed."""
+    words = shlex.split(command.replace("[", " ").replace("]", " "), posix=False)
+    ends = [i for i, w in enumerate(words) if w in SHELL or w.startswith(">")]
+    return [PLACEHOLDERS.get(w, w) for w in words[1 : min(ends, default=len(words))]]
+
+
+def test_the_pages_show_commands() -> None:
+    assert len(COMMANDS) >= 10
+    assert any(page.name == "README.md" for page, _ in COMMANDS)
+
+
+@pytest.mark.parametrize(
+    ("page", "command"), COMMANDS, ids=[f"{p.name}:{c[:60]}" for p, c in COMMANDS]
+)
+def test_a_documented_command_parses_and_names_files_that_exist(page: Path, command: str) -> None:
+    argv = _argv(command)
+    args, unknown = build_parser().parse_known_args(argv)
+    assert not unknown or getattr(args, "takes_unknown", False), f"{page.name}: {unknown}"
+    for word in argv:
+        if word.startswith("configs/"):
+            assert (REPO / word).exists(), f"{page.name} names {word}, which is not there"
+
+
+@pytest.mark.parametrize(
+    ("page", "command"),
+    [(p, c) for p, c in COMMANDS if " ".join(_argv(c)[:2]) in RUN],
+    ids=lambda v: v.name if isinstance(v, Path) else v[:60],
+)
+def test_a_quick_documented_command_runs(
+    page: Path, command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    for name in ("configs",):
+        (tmp_path / name).symlink_to(REPO / name)
+    (tmp_path / "STUDY.yaml").symlink_to(REPO / "configs" / "studies" / "quickstart.yaml")
+    assert main(_argv(command)) == 0, f"{page.name}: {command}"
