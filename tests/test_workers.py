@@ -32,10 +32,13 @@ from .conftest import QUICKSTART, SMALL, TuneRun
 
 WORKER_OPTIONS = ["--heartbeat-s", "1", "--grace-s", "4", "--poll-s", "0.3"]
 WALK_ONLY = "tuning.stop=predicted"
-"""The kill test compares the workers' winner with tune's on the walk both take. Under the
-budget's stop each goes on into Optuna, whose proposals depend on the history each has (the
-rounds' order), so one run's lucky combination is not the other's (the sequential run found
-53.70 req/s at its ninth trial, three workers stopped at 44.75: issue "Step 16", part 3)."""
+"""The kill test compares the workers' first promotion with tune's, on the walk alone. Past
+their first round the two walks part: three workers validate the first round's finalists
+side by side and promote the best (fp8 weights, +8.4%, over 1,024-token chunks, +6.6%),
+where tune promotes the first it validates (the chunks), and from fp8 each of the chunks
+and 512 sequences measures flat alone (44.75 req/s) while after the chunks 512 sequences
+gains 13.7% (53.80; 2026-11-29). Under the budget's stop each goes on into Optuna, whose
+proposals depend on the history each has (issue "Step 16", part 3)."""
 
 
 @pytest.mark.parametrize(
@@ -106,14 +109,16 @@ def _kill_one_mid_screen(
     raise AssertionError("no worker ever ran a screen")
 
 
-def _sequential(tmp_path: Path) -> float:
+def _sequential_first_promotion(tmp_path: Path) -> float:
+    """What the sequential tune's first promotion measured: the first round is the one both
+    runs judge against the same incumbent (past it their walks part, see ``WALK_ONLY``)."""
     argv = ["tune", str(QUICKSTART), "--runs-dir", str(tmp_path / "sequential"), "--set", WALK_ONLY]
     assert main(argv) == 0
     [run] = list((tmp_path / "sequential").iterdir())
     folder = RunFolder.existing(run)
     state = RunState.replay(folder.ledger.recover(), folder.study().objective)
-    assert state.incumbent_objective is not None
-    return state.incumbent_objective
+    assert state.promotions
+    return state.promotions[0].objective
 
 
 @pytest.mark.slow
@@ -149,8 +154,10 @@ def test_three_workers_one_killed_mid_trial(postgres_db: str, tmp_path: Path) ->
     final = shared_state(study, shared.started_at(), shared.attempts(now), shared.finished())
     best = final.state.incumbent_objective
     assert best is not None and final.state.finished is not None
-    sequential = _sequential(tmp_path)
-    assert best >= sequential * (1 - study.tuning.min_effect_rel), (best, sequential)
+    first = _sequential_first_promotion(tmp_path)
+    assert final.state.promotions, "the run promoted nothing"
+    won_first = final.state.promotions[0].objective
+    assert won_first >= first * (1 - study.tuning.min_effect_rel), (won_first, first)
     for output in outputs.values():
         assert f"-> {best:.2f} after" in output
     for run in (tmp_path / "runs").iterdir():  # the killed worker's folder has no report
