@@ -1,7 +1,8 @@
 """A knob its rule ruled out, as the long shots move it (``Pruning.long_shots``): priced at
 1.0, nothing vouching for a gain, and leaning the way its rule would move it were another
 constraint it acts on to bind, so the long shots try that way first
-(``kneepoint.policies.search.long_shots``).
+(``kneepoint.policies.search.long_shots``); and the price its rule gives it were the runner-up
+to bind, which the ruled-out reason quotes for whoever doubts the verdict.
 
 On the agentic quickstart (bandwidth-bound) the long shots moved every knob up first: the
 running cap the knee never came near (139 of 256 running) went to 512 and measured the start's
@@ -53,3 +54,15 @@ def _cap_reached(situation: Situation) -> bool:
     signals = situation.observation.saturated.signals
     running = signals.running_max if signals.running_max is not None else signals.running_mean
     return running is None or running >= CAP_PINNED_FROM * situation.engine.max_num_seqs
+
+
+def as_runner_up(knob: Knob, rule: Rule | None, situation: Situation) -> str:
+    """What the knob's rule says were the runner-up to bind, where the knob acts on it: the
+    price of a move the verdict rules out, for whoever doubts the verdict."""
+    runner = situation.diagnosis.runner_up
+    constraint, effect = next(if_bound(knob.acts_on, rule, situation), (None, ""))
+    if runner is None or constraint != runner:
+        return ""
+    if isinstance(effect, Effect):
+        return f" (were {runner} to bind: {effect.direction} predicted at {effect.ratio:.2f}x)"
+    return f" (were {runner} to bind: {effect})"

@@ -24,16 +24,9 @@ from kneepoint.policies.diagnosis.context import ConfigContext
 from kneepoint.policies.diagnosis.step_estimate import estimate_step
 from kneepoint.policies.pruning.batch_effects import BATCH_RULES, TAIL_RULES
 from kneepoint.policies.pruning.ceiling import bound_growth
-from kneepoint.policies.pruning.knob_effects import (
-    RULES,
-    Effect,
-    Rule,
-    Situation,
-    aimed_at,
-    if_bound,
-)
+from kneepoint.policies.pruning.knob_effects import RULES, Effect, Rule, Situation, aimed_at
 from kneepoint.policies.pruning.kv_effects import memory_bytes, memory_fraction
-from kneepoint.policies.pruning.long_shot import long_shot
+from kneepoint.policies.pruning.long_shot import as_runner_up, long_shot
 from kneepoint.policies.pruning.quant_effects import held_conditions, quantization, w4a16_advice
 from kneepoint.policies.pruning.tp_effect import tensor_parallel
 from kneepoint.records.backend_spec import BackendSpec, SimBackend
@@ -236,7 +229,7 @@ def _best_effect(
         if effect is not None and _at_edge(knob, effect, situation) is None:
             return _candidate(knob, effect, situation, "scheduling")
         acts = ", ".join(knob.acts_on)
-        priced = _as_runner_up(knob, rule, situation)
+        priced = as_runner_up(knob, rule, situation)
         return f"acts on {acts}; {' or '.join(targets)} binds{priced}"
     if rule is None:
         return "no rule says how it moves this constraint"
@@ -285,18 +278,6 @@ def _at_edge(knob: Knob, effect: Effect, situation: Situation) -> str | None:
     if effect.direction == "down" and value == domain.low:
         return f"already at its floor ({value:g}, the bottom of its domain): {effect.reason}"
     return None
-
-
-def _as_runner_up(knob: Knob, rule: Rule | None, situation: Situation) -> str:
-    """What the knob's rule says were the runner-up to bind, where the knob acts on it: the
-    price of a move the verdict rules out, for whoever doubts the verdict."""
-    runner = situation.diagnosis.runner_up
-    constraint, effect = next(if_bound(knob.acts_on, rule, situation), (None, ""))
-    if runner is None or constraint != runner:
-        return ""
-    if isinstance(effect, Effect):
-        return f" (were {runner} to bind: {effect.direction} predicted at {effect.ratio:.2f}x)"
-    return f" (were {runner} to bind: {effect})"
 
 
 def _target(knob: Knob, effect: Effect, situation: Situation) -> JsonValue:
