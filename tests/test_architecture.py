@@ -1,6 +1,6 @@
-"""The package's import direction (``ALLOWED`` below; docs/development.md's Layout table says what each
-part is for) holds: policies stay pure, records depend on nothing, and no library module
-prints."""
+"""The package's import direction (``ALLOWED`` below; docs/development.md's Layout table says
+what each part is for) holds: policies stay pure, records depend on nothing, and no library
+module prints."""
 
 from __future__ import annotations
 
