@@ -10,7 +10,7 @@ objective. The sequential run's critical path is its device time. Wall time on t
 says nothing here: the simulated GPUs share its CPU cores.
 
 Run: .venv/bin/python benchmarks/workers.py [--study configs/studies/quickstart.yaml]
-     [--workers 1,3,6] [--set tuning.proposer=optuna ...]
+     [--workers 1,3,6] [--set tuning.proposer=optuna ...] [--batches]
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ from kneepoint.config import load_study  # noqa: E402
 from kneepoint.records.ledger import Baseline, Promoted  # noqa: E402
 from kneepoint.run.folder import RunFolder  # noqa: E402
 from kneepoint.run.state import RunState  # noqa: E402
-from kneepoint.workers.shared_study import SharedStudy  # noqa: E402
-from kneepoint.workers.state import shared_state  # noqa: E402
+from kneepoint.workers.shared_study import Attempts, SharedStudy  # noqa: E402
+from kneepoint.workers.state import shared_state, side_by_side  # noqa: E402
 from tests.postgres_server import MISSING, PostgresServer, find_bindir, running_server  # noqa: E402
 
 CLI = [sys.executable, "-m", "kneepoint.cli.main"]
@@ -49,6 +49,8 @@ class Row:
     """The critical path up to the winner's promotion (the baseline's end with none)."""
     objective: float | None
     finished: str
+    batches_seen: tuple[str, ...] = ()
+    """Each batch's tasks and their device time (``--batches``)."""
 
 
 def _shared(
@@ -77,7 +79,19 @@ def _shared(
     to_winner = shared_state(spec, shared.started_at(), before, None).makespan_s
     return Row(f"{workers} worker{'s' if workers > 1 else ''}", state.trials_run,
                final.batches, state.device_s / 3600, final.makespan_s / 3600,
-               to_winner / 3600, state.incumbent_objective, state.finished.reason)  # fmt: skip
+               to_winner / 3600, state.incumbent_objective, state.finished.reason,
+               _batch_lines(attempts))  # fmt: skip
+
+
+def _batch_lines(attempts: list[Attempts]) -> tuple[str, ...]:
+    """Each batch: its hours on the critical path, then every task's device hours."""
+    lines = []
+    for batch in sorted({a.task.batch for a in attempts}):
+        mine = [a for a in attempts if a.task.batch == batch]
+        tasks = ", ".join(f"{a.task.key} {a.result.device_s / 3600 if a.result else 0:.2f}"
+                          for a in mine)  # fmt: skip
+        lines.append(f"  batch {batch:>2} {side_by_side(mine) / 3600:.2f} h: {tasks}")
+    return tuple(lines)
 
 
 def _sets(overrides: list[str]) -> list[str]:
@@ -120,6 +134,8 @@ def main() -> None:
     parser.add_argument("--workers", default="1,3,6")
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         help="override a study field, as kneepoint tune --set")  # fmt: skip
+    parser.add_argument("--batches", action="store_true",
+                        help="print each shared run's batches: tasks and device hours")  # fmt: skip
     args = parser.parse_args()
     bindir = find_bindir()
     if bindir is None:
@@ -131,6 +147,8 @@ def main() -> None:
             print(f"... {n} workers done", file=sys.stderr, flush=True)
     print(f"study: {args.study} {' '.join(_sets(args.overrides))}")
     _print(rows)
+    for row in rows[1:] if args.batches else ():
+        print(f"{row.label}:", *row.batches_seen, sep="\n")
 
 
 if __name__ == "__main__":

@@ -108,16 +108,30 @@ def real_capacity_rps(
     study: Path, out: Path, vllm_python: Path, tiny_model: Path, sized: Sequence[str] = ()
 ) -> float:
     """The SLO capacity `kneepoint sweep` measures for ``study``'s starting configuration on
-    vLLM's CPU build serving the tiny model (its knee search, as tune's baseline runs it)."""
-    done = subprocess.run(
-        [KNEEPOINT, "sweep", str(study), "--out", str(out),
-         *_on_tiny_model(vllm_python, tiny_model, [*sized, "objective={kind: slo_capacity}"])],
-        capture_output=True, text=True, timeout=1200, check=False,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-4000:]
-    capacity = json.loads(out.read_text()).get("capacity_rps")
-    assert capacity, done.stderr[-4000:]
-    return float(capacity)
+    vLLM's CPU build serving the tiny model (its knee search, as tune's baseline runs it).
+    A knee the host could not measure past (work beside the server stalled the CPU build's
+    threads: its sweep says so, ``floor_reason``) is no capacity: it is measured again."""
+    for _ in range(HOST_BUSY_ATTEMPTS):
+        done = subprocess.run(
+            [KNEEPOINT, "sweep", str(study), "--out", str(out),
+             *_on_tiny_model(vllm_python, tiny_model, [*sized, "objective={kind: slo_capacity}"])],
+            capture_output=True, text=True, timeout=1200, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-4000:]
+        result = json.loads(out.read_text())
+        floor = result.get("floor_reason") or ""
+        if not floor.startswith("the host cannot measure"):
+            break
+    assert result.get("capacity_rps") and not floor.startswith("the host"), (
+        floor or done.stderr[-4000:]
+    )
+    return float(result["capacity_rps"])
+
+
+HOST_BUSY_ATTEMPTS = 3
+"""Knee searches a real-tier capacity gets while the host cannot measure the server (the
+multi-turn fixture's two knees read 5.02 and 2.51 req/s, "the host is busy: 1.5 cores used
+by other work", with a benchmark beside the tier on the 2-core AMD host, 2026-11-29)."""
 
 
 def _only_run(runs: Path) -> Path:

@@ -1,9 +1,10 @@
 """A unit of GPU work in a shared study (``kneepoint worker``), and what it gave.
 
 Workers on many GPUs share one Optuna study in PostgreSQL; each Optuna trial there is one
-task: the baseline, the screen of one proposal, the validation of one finalist (the
-incumbent and the challenger interleaved on one GPU, so the pair is one task), or the burst
-check of the winner once the search has stopped. A task's key
+task: the baseline, the screen of one proposal, a finalist's quality check, part of its
+validation (some of its repeats, the incumbent and the challenger interleaved on one GPU, so a
+repeat's pair is never split), its promotion, or the burst check of the winner once the search
+has stopped. A task's key
 names the work, not the attempt: a dead worker's trial is re-queued by Optuna with the same
 task, and at most one attempt of a key ever completes.
 """
@@ -23,20 +24,51 @@ from kneepoint.records.ledger import (
     Promoted,
     QualityChecked,
     Screened,
-    Validated,
 )
-from kneepoint.records.proposal import Proposal
+from kneepoint.records.proposal import Outcome, Proposal
+from kneepoint.records.sweep import SweepResult
 
-Recorded = Baseline | Screened | QualityChecked | Validated | Promoted | BurstChecked
+Recorded = Baseline | Screened | QualityChecked | Promoted | BurstChecked
 _FIELD: dict[type, str] = {
     Baseline: "baseline",
     Screened: "screened",
     QualityChecked: "quality",
-    Validated: "validated",
     Promoted: "promoted",
     BurstChecked: "burst",
 }
-TaskKind = Literal["baseline", "screen", "validate", "promote", "burst"]
+TaskKind = Literal[
+    "knee", "repeats", "baseline", "screen", "quality", "validate", "promote", "burst"
+]  # fmt: skip
+
+
+class BaselinePart(Record):
+    """Part of the starting configuration's measurement, on one GPU: its knee search
+    (``repeats`` 0), or repeats ``first_repeat`` onwards around the knee. The run's Baseline
+    is made of them once all are in (``kneepoint.tune.steps.Steps.baseline_of``)."""
+
+    first_repeat: int = Field(default=0, ge=0)
+    repeats: int = Field(default=0, ge=0)
+    sweep: SweepResult
+    device_s: float = Field(ge=0.0)
+
+
+class ValidationPart(Record):
+    """Repeats ``first_repeat`` to ``first_repeat + repeats - 1`` of a finalist's validation,
+    measured on one GPU (each repeat the incumbent and the challenger in turn), or why they
+    could not be. A validation is judged on all its parts (``kneepoint.tune.verdict``)."""
+
+    trial: int = Field(ge=1)
+    first_repeat: int = Field(ge=0)
+    repeats: int = Field(ge=1)
+    incumbent: SweepResult | None = None
+    challenger: SweepResult | None = None
+    failure: Outcome | None = None
+    device_s: float = Field(default=0.0, ge=0.0)
+
+    @property
+    def after(self) -> int:
+        """The first repeat past this part."""
+        return self.first_repeat + self.repeats
 
 
 class Task(Record):
@@ -52,29 +84,36 @@ class Task(Record):
     """What a screen measures (None for the baseline; a validation's is its screen's)."""
     quality_check: bool = False
     """A knob it changes alters model outputs: the validation checks greedy outputs first."""
+    workers: int = Field(default=1, ge=1)
+    """The live workers its batch was planned for (tasks past them wait for a free one)."""
+    repeats: tuple[int, int] | None = None
+    """A validation part's repeats: the first, and how many."""
     stopped: Finished | None = None
     """Why the search stopped, for the burst check that follows it (its budget stops skip it,
     as in ``kneepoint tune``); the run finishes with it once the check is in."""
 
     @property
     def key(self) -> str:
-        if self.kind in ("baseline", "burst"):
-            return self.kind
-        return f"trial-{self.trial}-{self.kind}"
+        name = self.kind if self.trial == 0 else f"trial-{self.trial}-{self.kind}"
+        return name if self.repeats is None else f"{name}-r{self.repeats[0]}"
 
 
 class TaskResult(Record):
-    """What a finished task recorded: the baseline; a screen; or a validation's quality
-    check (if it had one), its judgement and, when the judge promoted it, the promotion."""
+    """What a finished task recorded: the baseline, a screen, a quality check, part of a
+    validation, a promotion or the burst check."""
 
     baseline: Baseline | None = None
     screened: Screened | None = None
     quality: QualityChecked | None = None
-    validated: Validated | None = None
+    part: ValidationPart | None = None
+    """Not a ledger event: the run's Validated is judged on all of a validation's parts."""
+    baseline_part: BaselinePart | None = None
+    """Not a ledger event: the run's Baseline is made of its knee search and repeats."""
     promoted: Promoted | None = None
     burst: BurstChecked | None = None
     failure: str | None = None
-    """Why the baseline could not be measured (its server would not start, or died)."""
+    """Why the baseline or part of it could not be measured (its server would not start,
+    or died)."""
     worker: str
     """The worker that ran it (``host/gpuN``)."""
 
@@ -96,7 +135,6 @@ class TaskResult(Record):
             self.baseline,
             self.screened,
             self.quality,
-            self.validated,
             self.promoted,
             self.burst,
         )
@@ -104,5 +142,7 @@ class TaskResult(Record):
 
     @property
     def device_s(self) -> float:
-        events = (self.baseline, self.screened, self.quality, self.validated, self.burst)
-        return sum(e.device_s for e in events if e is not None)
+        """The device time this task spent (a Baseline's was spent by the tasks that
+        measured its parts)."""
+        spent = (self.screened, self.quality, self.burst, self.part, self.baseline_part)
+        return sum(e.device_s for e in spent if e is not None)

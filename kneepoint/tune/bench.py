@@ -122,21 +122,22 @@ class Bench:
         config: EngineConfig,
         trial_dir: Path,
         rates: list[float],
-        reference: Sequence[SweepPoint] = (),
+        reference: Sequence[SweepPoint],
+        repeats: range,
     ) -> tuple[SweepResult, float]:
-        """One configuration over ``rates``, repeated: its capacity and its noise
-        (``reference``: its points measured before, its knee search's, which these must not
-        contradict without a retake)."""
+        """One configuration over ``rates``, ``repeats`` on one server: its capacity and its
+        noise (``reference``: its points measured before, its knee search's, which these must
+        not contradict without a retake)."""
         tuning, label = self.study.tuning, "repeats"
 
         def attempt() -> tuple[SweepResult, float]:
             legs: list[SweepResult] = []
-            self.progress.sweep(label, tuning.validate_repeats * len(rates))
+            self.progress.sweep(label, len(repeats) * len(rates))
             with self.session(config, trial_dir, label, tuning.validate_seconds) as (
                 probe,
                 target,
             ):
-                for repeat in range(tuning.validate_repeats):
+                for repeat in repeats:
                     earlier = [*reference, *(p for leg in legs for p in leg.points)]
                     legs.append(
                         sweep.measure_rates(
@@ -153,7 +154,8 @@ class Bench:
                     )
             return sweep.merge(legs), target.clock.seconds()
 
-        return self._kept(trial_dir, label, *self.retrying("repeats", attempt))
+        kept = label if repeats.start == 0 else f"{label}-r{repeats.start}"
+        return self._kept(trial_dir, kept, *self.retrying("repeats", attempt))
 
     @property
     def climb(self) -> int:

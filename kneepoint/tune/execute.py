@@ -1,6 +1,7 @@
 """Carrying out a run's actions (``kneepoint.tune.decide``): what each one records. The
-measuring ones (the baseline, a trial's screen, quality check, validation and promotion, the
-winner's burst check) run the study's steps on a GPU; a round's proposals become its trials.
+measuring ones (the baseline, a trial's screen, quality check, validation or part of one, and
+promotion, the winner's burst check) run the study's steps on a GPU; a round's proposals become
+its trials.
 ``kneepoint tune`` records each event as it comes; a worker of a shared study returns its
 task's events to the study. One executor for both: a step exists once.
 """
@@ -15,8 +16,9 @@ from kneepoint.records.knobs import KnobCatalogue
 from kneepoint.records.ledger import Event, Finished, Proposed
 from kneepoint.records.proposal import Proposal
 from kneepoint.records.study import StopRule, StudySpec
+from kneepoint.records.task import ValidationPart
 from kneepoint.run.progress import Progress
-from kneepoint.run.state import RunState
+from kneepoint.run.state import RunState, TrialState
 from kneepoint.tune.burst_step import check_burst
 from kneepoint.tune.decide import (
     CheckBurst,
@@ -136,6 +138,28 @@ class Executor:
                 return promoted
             case _:
                 assert_never(action)
+
+    def validation_part(
+        self, trial: TrialState, state: RunState, repeats: range, earlier: list[ValidationPart]
+    ) -> ValidationPart:
+        """Some of a finalist's validation repeats (a worker's share of them; ``earlier``:
+        its parts measured before)."""
+        assert state.incumbent is not None and state.incumbent_repeats is not None
+        assert trial.screened is not None
+        n = trial.trial
+        last = repeats.stop - 1
+        self.progress.phase(
+            "validate", f"trial {n}: repeats {repeats.start}-{last} interleaved with the incumbent"
+        )
+        return self.steps.validate_part(
+            n,
+            (state.incumbent, state.incumbent_knee_rps),
+            trial.screened,
+            trial.proposal.config,
+            incumbent_points=state.incumbent_repeats.points,
+            repeats=repeats,
+            earlier=earlier,
+        )
 
 
 def reason_once(state: RunState, n: int) -> str:

@@ -15,7 +15,7 @@ from kneepoint.physics.memory import plan_memory
 from kneepoint.policies.diagnosis.context import context_of
 from kneepoint.policies.diagnosis.diagnose import diagnose
 from kneepoint.policies.diagnosis.observe import observe_study
-from kneepoint.policies.judge.promotion import is_finalist, judge
+from kneepoint.policies.judge.promotion import is_finalist
 from kneepoint.policies.pruning.prune import prune
 from kneepoint.probes.sweep import merge
 from kneepoint.records.diagnosis import Diagnosis
@@ -25,10 +25,12 @@ from kneepoint.records.ledger import Baseline, Promoted, QualityChecked, Screene
 from kneepoint.records.proposal import Outcome, Proposal, Pruning
 from kneepoint.records.study import StudySpec
 from kneepoint.records.sweep import SweepPoint, SweepResult, nothing_met
+from kneepoint.records.task import BaselinePart, ValidationPart
 from kneepoint.tune.bench import Bench
 from kneepoint.tune.quality_step import quality_check
 from kneepoint.tune.trial_failure import TrialFailedError
 from kneepoint.tune.validation import validate_pair
+from kneepoint.tune.verdict import judged
 
 log = structlog.get_logger(__name__)
 
@@ -60,36 +62,50 @@ class Steps:
         return diagnosis, pruning
 
     def baseline(self) -> Baseline:
+        """The starting configuration: its knee search, then its repeats around the knee."""
+        knee = self.baseline_knee()
+        n = self.study.tuning.validate_repeats
+        parts = [self.baseline_repeats(knee, range(n))] if repeats_wanted(self.study, knee) else []
+        return self.baseline_of(knee, parts)
+
+    def baseline_knee(self) -> BaselinePart:
         config = self.study.engine
-        trial_dir = self.bench.folder.trial_dir(0, config)
         self.bench.progress.phase("baseline", "knee search of the starting configuration")
-        knee, knee_s = self.bench.knee(config, trial_dir)
-        if knee.capacity_rps is None and rules(self.study.objective).is_capacity:
-            # no rate met the SLO: repeats around nothing would only spend device time
-            diagnosis, pruning = self.findings(config, knee)
-            return Baseline(
-                config=config,
-                knee=knee,
-                repeats=knee,
-                diagnosis=diagnosis,
-                pruning=pruning,
-                device_s=knee_s,
-            )
-        around = knee.capacity_rps or min(p.rate_rps for p in knee.points)
+        knee, knee_s = self.bench.knee(config, self.bench.folder.trial_dir(0, config))
+        return BaselinePart(sweep=knee, device_s=knee_s)
+
+    def baseline_repeats(self, knee: BaselinePart, repeats: range) -> BaselinePart:
+        """``repeats`` of the starting configuration around its knee (on one server)."""
+        config = self.study.engine
+        around = knee.sweep.capacity_rps or min(p.rate_rps for p in knee.sweep.points)
         self.bench.progress.phase("baseline", "the starting configuration, repeated")
         rates = rules(self.study.objective).repeat_rates(around)
-        repeats, repeats_s = self.bench.repeats(config, trial_dir, rates, knee.points)
+        trial_dir = self.bench.folder.trial_dir(0, config)
+        result, spent = self.bench.repeats(config, trial_dir, rates, knee.sweep.points, repeats)
+        first, n = repeats.start, len(repeats)
+        return BaselinePart(first_repeat=first, repeats=n, sweep=result, device_s=spent)
+
+    def baseline_of(self, knee: BaselinePart, parts: Sequence[BaselinePart]) -> Baseline:
+        """The Baseline its knee search and repeats make, diagnosed. With no repeats (no
+        rate met the SLO: repeats around nothing would only spend device time) its knee
+        search stands for them."""
+        config, ordered = self.study.engine, sorted(parts, key=lambda p: p.first_repeat)
+        repeats = knee.sweep if not ordered else ordered[0].sweep
+        if len(ordered) > 1:
+            repeats = merge([p.sweep for p in ordered])
         # what binds is read at the knee: the repeats' points where the knee search never
         # saw a counted failure and they did (they climb past their range)
-        seen = knee if knee.floor_reason is None else merge([knee, repeats], kind="knee")
+        seen = knee.sweep
+        if knee.sweep.floor_reason is not None and ordered:
+            seen = merge([knee.sweep, repeats], kind="knee")
         diagnosis, pruning = self.findings(config, seen)
         return Baseline(
             config=config,
-            knee=knee,
+            knee=knee.sweep,
             repeats=repeats,
             diagnosis=diagnosis,
             pruning=pruning,
-            device_s=knee_s + repeats_s,
+            device_s=knee.device_s + sum(p.device_s for p in ordered),
         )
 
     def preflight(self, trial: int, proposal: Proposal) -> Screened | None:
@@ -176,55 +192,68 @@ class Steps:
         """The finalist and the incumbent (``against``: its config and its knee; its
         measured points, ``incumbent_points``), interleaved, over the objective's rates; when
         the gain looks worth having but the repeats cannot tell it from noise, as many
-        repeats again (once), then the judge decides on all of them."""
-        incumbent, incumbent_knee = against
-        objective = self.study.objective
-        screened_knee = screened.sweep.capacity_rps if screened.sweep is not None else None
-        rates = rules(objective).validation_arms(incumbent_knee, screened_knee or incumbent_knee)
-        tuning = self.study.tuning
-        trial_dir = self.bench.folder.trial_dir(trial, challenger)
-        n, spent = tuning.validate_repeats, 0.0
-        legs: list[tuple[SweepResult, SweepResult]] = []
-        known = {
-            "incumbent": list(incumbent_points),
-            "challenger": list(screened.sweep.points if screened.sweep else ()),
-        }
+        repeats again (once), then the judge decides on all of them (``verdict.judged``)."""
+        n = self.study.tuning.validate_repeats
+        parts: list[ValidationPart] = []
         for repeats in (range(n), range(n, 2 * n)):
-            try:
-                inc, chal, cost = validate_pair(
-                    self.bench,
-                    incumbent,
-                    challenger,
-                    trial_dir,
-                    rates=rates,
-                    repeats=repeats,
-                    known=known,
-                )
-            except TrialFailedError as exc:
-                failure = Outcome(status=exc.status, detail=f"during validation: {exc.cause}")
-                return Validated(trial=trial, failure=failure, device_s=spent + exc.device_s)
-            legs.append((inc, chal))
-            known = {
-                "incumbent": [*known["incumbent"], *inc.points],
-                "challenger": [*known["challenger"], *chal.points],
-            }
-            spent += cost
-            inc, chal = merge([a for a, _ in legs]), merge([b for _, b in legs])
-            verdict = judge(
-                list(rules(objective).by_repeat(inc)),
-                list(rules(objective).by_repeat(chal)),
-                min_effect=tuning.min_effect_rel,
-                confidence=tuning.confidence,
-                seed=self.study.seed,
+            part = self.validate_part(
+                trial,
+                against,
+                screened,
+                challenger,
+                incumbent_points=incumbent_points,
+                repeats=repeats,
+                earlier=parts,
             )
-            worth = (verdict.gain_rel or 0.0) >= tuning.min_effect_rel
-            underpowered = not verdict.promote and worth and (verdict.gain_low_rel or 0.0) <= 0.0
-            if not underpowered:
-                break
-            log.info("validate.more_repeats", trial=trial, reason=verdict.reason)
-        return Validated(
-            trial=trial, incumbent=inc, challenger=chal, judgement=verdict, device_s=spent
-        )
+            parts.append(part)
+            validated = judged(self.study, trial, parts)
+            if validated is not None:
+                return validated
+            log.info("validate.more_repeats", trial=trial)
+        raise AssertionError("a validation of twice its repeats is always judged")
+
+    def validate_part(
+        self,
+        trial: int,
+        against: tuple[EngineConfig, float],
+        screened: Screened,
+        challenger: EngineConfig,
+        *,
+        incumbent_points: Sequence[SweepPoint],
+        repeats: range,
+        earlier: Sequence[ValidationPart] = (),
+    ) -> ValidationPart:
+        """``repeats`` of the validation on this GPU, both arms over the full range around
+        their own knees (``earlier``: parts measured before, which these must not contradict
+        without a retake)."""
+        incumbent, incumbent_knee = against
+        screened_knee = screened.sweep.capacity_rps if screened.sweep is not None else None
+        rule = rules(self.study.objective)
+        rates = rule.validation_arms(incumbent_knee, screened_knee or incumbent_knee)
+        known = {
+            "incumbent": [*incumbent_points, *_points(earlier, "incumbent")],
+            "challenger": [
+                *(screened.sweep.points if screened.sweep else ()),
+                *_points(earlier, "challenger"),
+            ],
+        }
+        trial_dir = self.bench.folder.trial_dir(trial, challenger)
+        part = ValidationPart(trial=trial, first_repeat=repeats.start, repeats=len(repeats))
+        try:
+            inc, chal, spent = validate_pair(
+                self.bench,
+                incumbent,
+                challenger,
+                trial_dir,
+                rates=rates,
+                repeats=repeats,
+                known=known,
+            )
+        except TrialFailedError as exc:
+            failure = Outcome(status=exc.status, detail=f"during validation: {exc.cause}")
+            return part.model_copy(update={"failure": failure, "device_s": exc.device_s})
+        update = {"incumbent": inc, "challenger": chal, "device_s": spent}
+        return part.model_copy(update=update)
 
     def promote(self, trial: int, config: EngineConfig, validated: Validated) -> Promoted:
         repeats = validated.challenger
@@ -238,3 +267,14 @@ class Steps:
             diagnosis=diagnosis,
             pruning=pruning,
         )
+
+
+def _points(parts: Sequence[ValidationPart], arm: str) -> list[SweepPoint]:
+    results = (p.incumbent if arm == "incumbent" else p.challenger for p in parts)
+    return [point for r in results if r is not None for point in r.points]
+
+
+def repeats_wanted(study: StudySpec, knee: BaselinePart) -> bool:
+    """The baseline's repeats are worth measuring: its knee search found a rate that met
+    the SLO, or the objective is not the SLO capacity."""
+    return knee.sweep.capacity_rps is not None or not rules(study.objective).is_capacity

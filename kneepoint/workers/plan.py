@@ -1,14 +1,17 @@
 """What the workers of a shared study queue next: ``kneepoint.tune.decide``'s actions for as
 many GPUs as there are live workers, each measuring action a task (``kneepoint.records.task``).
 
-The decisions are ``kneepoint tune``'s (``next_actions``): the baseline, then rounds of up to
+The decisions are ``kneepoint tune``'s (``next_actions``): the baseline (its knee search, then
+its repeats split over the live workers, then its Baseline made of them), then rounds of up to
 one proposal per live worker, screened side by side against the incumbent; a round's finalists
-validated side by side, up to one per live worker, best screened first, each as one task (its
-quality check, the incumbent and the challenger interleaved on one GPU); the best winner's
-promotion as a task of its own once they are in; budgets and "nothing
-left worth trying" stop the search as they stop ``tune``, and the winner's burst check runs as
-one last task. An action already queued is waited for: nothing new is planned while a task is
-out, so every screen of a round is judged against one incumbent.
+checked and validated side by side, up to one per live worker, best screened first, the GPUs
+left over splitting the validations' repeats (each repeat's pair, the incumbent and the
+challenger interleaved, on one GPU; a validation's critical path was its repeats in a row,
+benchmarks/README.md's workers.py); the best winner's promotion as a task of its own once
+they are in; budgets and "nothing left worth trying" stop the search as they stop ``tune``,
+and the winner's burst check runs as one last task. An action already queued is waited for:
+nothing new is planned while a task is out, so every screen of a round is judged against one
+incumbent.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from kneepoint.records.knobs import KnobCatalogue
 from kneepoint.records.ledger import Finished
 from kneepoint.records.study import StudySpec
 from kneepoint.records.task import Task, TaskKind
+from kneepoint.run.state import TrialState
 from kneepoint.tune.decide import (
     Action,
     CheckBurst,
@@ -37,6 +41,8 @@ from kneepoint.tune.decide import (
 )
 from kneepoint.tune.execute import Measure, proposed
 from kneepoint.tune.proposers import run_proposer
+from kneepoint.tune.steps import repeats_wanted
+from kneepoint.tune.verdict import measured_repeats
 from kneepoint.workers.state import Shared
 
 
@@ -54,12 +60,13 @@ def plan(
     if shared.pending:
         return Plan()  # a batch is judged whole: the next is planned once all of it is in
     actions = next_actions(shared.state, study, now, max(1, workers))
-    plans = [_plan(shared, study, catalogue, action) for action in actions]
+    gpus = _gpus(actions, max(1, workers), study.tuning.validate_repeats)
+    plans = [_plan(shared, study, catalogue, a, k) for a, k in zip(actions, gpus, strict=True)]
     finished = next((p.finished for p in plans if p.finished is not None), None)
     if finished is not None:
         return Plan(finished=finished)
     fresh = [t for p in plans for t in p.tasks if _fresh(t, shared.planned)]
-    return Plan(tuple(fresh))
+    return Plan(tuple(t.model_copy(update={"workers": max(1, workers)}) for t in fresh))
 
 
 def _fresh(task: Task, planned: frozenset[str]) -> bool:
@@ -68,7 +75,25 @@ def _fresh(task: Task, planned: frozenset[str]) -> bool:
     return task.key not in planned or task.kind == "promote"
 
 
-def _plan(shared: Shared, study: StudySpec, catalogue: KnobCatalogue, action: Action) -> Plan:
+def _gpus(actions: list[Action], workers: int, repeats: int) -> list[int]:
+    """GPUs for each action: one each, and those left over to the validations, best
+    finalist first, each up to one per repeat. A quality check takes none of them: it is a
+    few greedy answers from each configuration, a fraction of one repeat's pair, and its GPU
+    takes the next part waiting once it is done."""
+    gpus = [1] * len(actions)
+    spare = workers - sum(not isinstance(a, CheckQuality) for a in actions)
+    splits = [i for i, a in enumerate(actions) if isinstance(a, Validate | MeasureBaseline)]
+    while spare > 0 and any(gpus[i] < repeats for i in splits):
+        for i in splits:
+            if spare > 0 and gpus[i] < repeats:
+                gpus[i] += 1
+                spare -= 1
+    return gpus
+
+
+def _plan(
+    shared: Shared, study: StudySpec, catalogue: KnobCatalogue, action: Action, gpus: int
+) -> Plan:
     match action:
         case Propose(n):
             return _round(shared, study, catalogue, n)
@@ -76,7 +101,11 @@ def _plan(shared: Shared, study: StudySpec, catalogue: KnobCatalogue, action: Ac
             return _stopped(shared, finished)
         case Done():
             return Plan(finished=shared.state.finished)
-        case MeasureBaseline() | Screen() | CheckQuality() | Validate() | Promote() | CheckBurst():
+        case Validate(trial):
+            return Plan(_validation(shared, study, trial, gpus))
+        case MeasureBaseline():
+            return Plan(_baseline(shared, study, gpus))
+        case Screen() | CheckQuality() | Promote() | CheckBurst():
             return Plan((_task(shared, action),))
         case Start():
             raise AssertionError("a shared study starts when its study file is published")
@@ -85,19 +114,18 @@ def _plan(shared: Shared, study: StudySpec, catalogue: KnobCatalogue, action: Ac
 
 
 def _task(shared: Shared, action: Measure) -> Task:
-    """The task that carries out an action. A validation's task takes its trial's quality
-    check and validation on one GPU; a promotion is its own task, queued once every
-    validation side by side with it is in; a screen's was queued with its round."""
+    """The task that carries out an action (a promotion is queued once every validation
+    side by side with it is in; a screen's was queued with its round)."""
     state, batch = shared.state, shared.batches + 1
     generation = len(state.promotions)
     match action:
-        case MeasureBaseline():
-            return Task(kind="baseline", trial=0, generation=0, batch=1)
         case CheckBurst():
             return Task(
                 kind="burst", trial=0, generation=generation, batch=batch, stopped=state.finished
             )
-        case Screen(trial) | CheckQuality(trial) | Validate(trial) | Promote(trial):
+        case Validate() | MeasureBaseline():
+            raise AssertionError("queued in parts (_validation, _baseline)")
+        case Screen(trial) | CheckQuality(trial) | Promote(trial):
             return Task(
                 kind=_KINDS[type(action)],
                 trial=trial.trial,
@@ -111,8 +139,50 @@ def _task(shared: Shared, action: Measure) -> Task:
 
 
 _KINDS: dict[type, TaskKind] = {
-    Screen: "screen", CheckQuality: "validate", Validate: "validate", Promote: "promote"
+    Screen: "screen", CheckQuality: "quality", Promote: "promote"
 }  # fmt: skip
+
+
+def _baseline(shared: Shared, study: StudySpec, gpus: int) -> tuple[Task, ...]:
+    """The baseline's next task: its knee search; then its repeats around the knee, split
+    over ``gpus`` GPUs; then its Baseline made of them (no device time)."""
+    batch = shared.batches + 1
+    knee = next((p for p in shared.baseline_parts if p.repeats == 0), None)
+    if knee is None:
+        return (Task(kind="knee", trial=0, generation=0, batch=batch),)
+    if len(shared.baseline_parts) > 1 or not repeats_wanted(study, knee):
+        return (Task(kind="baseline", trial=0, generation=0, batch=batch),)
+    return tuple(
+        Task(kind="repeats", trial=0, generation=0, batch=batch, repeats=r)
+        for r in _split(0, study.tuning.validate_repeats, gpus)
+    )
+
+
+def _split(first: int, n: int, gpus: int) -> list[tuple[int, int]]:
+    """Repeats ``first`` to ``first + n - 1`` in runs of repeats in a row, one per GPU."""
+    k, runs = min(gpus, n), []
+    for size in (n // k + (i < n % k) for i in range(k)):
+        runs.append((first, size))
+        first += size
+    return runs
+
+
+def _validation(shared: Shared, study: StudySpec, trial: TrialState, gpus: int) -> tuple[Task, ...]:
+    """A finalist's next phase of validation repeats (``kneepoint.tune.verdict``), split in
+    runs of repeats in a row over ``gpus`` GPUs."""
+    first = measured_repeats(shared.parts.get(trial.trial, ()))
+    return tuple(
+        Task(
+            kind="validate",
+            trial=trial.trial,
+            generation=len(shared.state.promotions),
+            proposal=trial.proposal,
+            quality_check=trial.quality_check,
+            batch=shared.batches + 1,
+            repeats=r,
+        )
+        for r in _split(first, study.tuning.validate_repeats, gpus)
+    )
 
 
 def _round(shared: Shared, study: StudySpec, catalogue: KnobCatalogue, n: int) -> Plan:

@@ -6,13 +6,16 @@ worth trying exactly as ``kneepoint tune`` does, and the events are the run's le
 The order: batch by batch (a batch is queued by one planning and the next is planned once all
 of it is in), each round's trials proposed first, then what each task recorded, by trial. A
 task every attempt of which failed (its workers died ``max_retry + 1`` times) is read as a
-crashed trial: the configuration may be what kills them. Promotions close the finalists of
-their round still waiting, superseded (``RunState.apply``).
+crashed trial: the configuration may be what kills them. A validation split over GPUs is
+judged once all its parts are in (``kneepoint.tune.verdict``, as ``kneepoint tune`` judges
+it), its Validated recorded after its last part. Promotions close the finalists of their
+round still waiting, superseded (``RunState.apply``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from kneepoint import __version__
@@ -27,10 +30,11 @@ from kneepoint.records.ledger import (
 )
 from kneepoint.records.proposal import Outcome
 from kneepoint.records.study import StudySpec
-from kneepoint.records.task import Task
+from kneepoint.records.task import BaselinePart, Task, ValidationPart
 from kneepoint.run.folder import study_digest
 from kneepoint.run.state import RunState
 from kneepoint.tune.burst_step import unmeasured
+from kneepoint.tune.verdict import judged
 from kneepoint.workers.shared_study import Attempts
 
 
@@ -47,8 +51,12 @@ class Shared:
     batches: int = 0
     """Plannings so far (each queued one batch of tasks)."""
     makespan_s: float = 0.0
-    """Device time along the run's critical path: each batch's longest task, summed (its
-    tasks ran side by side). With one worker it is the device time itself."""
+    """Device time along the run's critical path: each batch's tasks side by side on its
+    workers (``side_by_side``), summed. With one worker it is the device time itself."""
+    parts: Mapping[int, tuple[ValidationPart, ...]] = field(default_factory=dict)
+    """The validation parts measured so far, by trial."""
+    baseline_parts: tuple[BaselinePart, ...] = ()
+    """The baseline's knee search and repeats measured so far, before its Baseline."""
 
 
 def shared_state(
@@ -62,47 +70,99 @@ def shared_state(
         study_sha256=study_digest(study),
     )
     events: list[Event] = [started]
-    for batch in sorted({a.task.batch for a in tasks}):
-        events += _batch_events(study, sorted(_of_batch(tasks, batch), key=_order), events)
+    parts = _Parts({}, [])
+    batches = sorted({a.task.batch for a in tasks})
+    for batch in batches:
+        events += _batch_events(study, sorted(_of_batch(tasks, batch), key=_order), events, parts)
     if finished is not None and not any(isinstance(e, Finished) for e in events):
         events.append(finished)  # a stop with no burst check after it
     state = RunState.replay(events, study.objective)
-    longest: dict[int, float] = {}
-    for a in tasks:
-        if a.result is not None:
-            longest[a.task.batch] = max(longest.get(a.task.batch, 0.0), a.result.device_s)
     return Shared(
         state,
         tuple(events),
         tuple(a.task for a in tasks if a.pending),
         frozenset(a.task.key for a in tasks),
         max((a.task.batch for a in tasks), default=0),
-        sum(longest.values()),
+        sum(side_by_side(_of_batch(tasks, b)) for b in batches),
+        parts.validation,
+        tuple(parts.baseline),
     )
+
+
+@dataclass(frozen=True)
+class _Parts:
+    """Measurements that become events once all of their kind are in."""
+
+    validation: dict[int, tuple[ValidationPart, ...]]
+    baseline: list[BaselinePart]
+
+
+def side_by_side(batch: list[Attempts]) -> float:
+    """How long a batch's tasks took on its workers: each, in the order queued, on the GPU
+    free first (as workers claim them); with no more tasks than GPUs, the longest task."""
+    free = [0.0] * max(a.task.workers for a in batch)
+    for a in batch:
+        spent = a.result.device_s if a.result is not None else 0.0
+        free[free.index(min(free))] += spent
+    return max(free)
 
 
 def _of_batch(tasks: list[Attempts], batch: int) -> list[Attempts]:
     return [a for a in tasks if a.task.batch == batch]
 
 
-def _order(attempts: Attempts) -> int:
-    return attempts.task.trial
+def _order(attempts: Attempts) -> tuple[int, int]:
+    repeats = attempts.task.repeats
+    return attempts.task.trial, repeats[0] if repeats is not None else 0
 
 
-def _batch_events(study: StudySpec, batch: list[Attempts], before: list[Event]) -> list[Event]:
-    """A batch's events: its round's trials proposed, then each task's record."""
+def _batch_events(
+    study: StudySpec,
+    batch: list[Attempts],
+    before: list[Event],
+    parts: _Parts,
+) -> list[Event]:
+    """A batch's events: its round's trials proposed, then each task's record; a trial's
+    validation parts (added to ``parts``), judged after its last one in the batch; the
+    baseline's parts (added to ``parts``: a task of its own makes the Baseline of them)."""
     events: list[Event] = [
         Proposed(trial=a.task.trial, proposal=a.task.proposal, quality_check=a.task.quality_check)
         for a in batch
         if a.task.kind == "screen" and a.task.proposal is not None
     ]
     for attempts in batch:
-        if attempts.task.kind == "burst":
-            assert attempts.task.stopped is not None
-            events.append(attempts.task.stopped)
-        if not attempts.pending:
+        task = attempts.task
+        if task.kind == "burst":
+            assert task.stopped is not None
+            events.append(task.stopped)
+        if attempts.pending:
+            continue
+        result = attempts.result
+        if result is not None and result.baseline_part is not None:
+            parts.baseline.append(result.baseline_part)
+            continue
+        if task.kind != "validate":
             events += recorded(study, attempts, [*before, *events])
+            continue
+        validation = parts.validation
+        validation[task.trial] = (*validation.get(task.trial, ()), part_of(attempts))
+        mine = [a for a in batch if (a.task.kind, a.task.trial) == ("validate", task.trial)]
+        if attempts is mine[-1] and not any(a.pending for a in mine):
+            validated = judged(study, task.trial, validation[task.trial])
+            events += [validated] if validated is not None else []
     return events
+
+
+def part_of(attempts: Attempts) -> ValidationPart:
+    """A validation task's part; for one every attempt of which died, its failure."""
+    task, result = attempts.task, attempts.result
+    if result is not None and result.part is not None:
+        return result.part
+    assert task.repeats is not None
+    why = _lost(attempts) if result is None else (result.failure or "not measured")
+    failed = Outcome(status="crashed", detail=f"during validation: {why}")
+    first, n = task.repeats
+    return ValidationPart(trial=task.trial, first_repeat=first, repeats=n, failure=failed)
 
 
 def _lost(attempts: Attempts) -> str:
@@ -119,18 +179,19 @@ def recorded(study: StudySpec, attempts: Attempts, before: list[Event]) -> list[
         return list(result.events())
     why = _lost(attempts) if result is None else (result.failure or "not measured")
     match task.kind:
-        case "baseline":
+        case "knee" | "repeats" | "baseline":
             return [Finished(reason="baseline_failed", detail=why)]
         case "screen":
             lost = Outcome(status="crashed", detail=why)
             return [Screened(trial=task.trial, outcome=lost, reason=why)]
-        case "validate":
-            failed = Outcome(status="crashed", detail=f"during validation: {why}")
+        case "quality":  # the trial ends: its configuration may be what kills workers
+            failed = Outcome(status="crashed", detail=f"during its quality check: {why}")
             skipped = QualityChecked(
                 trial=task.trial, verdict="skipped", threshold=1.0, reason=f"not checked: {why}"
             )
-            validated = Validated(trial=task.trial, failure=failed)
-            return [skipped, validated] if task.quality_check else [validated]
+            return [skipped, Validated(trial=task.trial, failure=failed)]
+        case "validate":
+            raise AssertionError("a validation's parts are judged together (part_of)")
         case "promote":
             return []  # nothing measured is lost: the planner queues the promotion again
         case "burst":

@@ -16,7 +16,6 @@ import structlog
 
 from kneepoint.load.objective import rules
 from kneepoint.records.knobs import KnobCatalogue
-from kneepoint.records.ledger import Event
 from kneepoint.records.study import StudySpec
 from kneepoint.records.task import Task, TaskResult
 from kneepoint.report import write_report
@@ -24,10 +23,12 @@ from kneepoint.run.folder import RunFolder
 from kneepoint.run.progress import Progress
 from kneepoint.run.state import RunState
 from kneepoint.tune.bench import Bench
-from kneepoint.tune.decide import CheckBurst, MeasureBaseline, Promote, Screen, trial_action
+from kneepoint.tune.decide import CheckBurst, CheckQuality, Promote, Screen
 from kneepoint.tune.execute import Executor, Measure
 from kneepoint.tune.loop import Now, local_now
+from kneepoint.tune.standing import baseline_words
 from kneepoint.tune.steps import Steps
+from kneepoint.tune.trial_failure import TrialFailedError
 from kneepoint.workers.plan import plan
 from kneepoint.workers.shared_study import Claimed, SharedStudy
 from kneepoint.workers.state import Shared, shared_state
@@ -119,7 +120,7 @@ class Worker:
         task = claimed.task
         log.info("worker.claimed", task=task.key, optuna_trial=claimed.number)
         try:
-            result, value = self._measure(task, self.state().state)
+            result, value = self._measure(task, self.state())
         except BaseException:
             self.shared.abandon(claimed)  # another worker takes it at once
             raise
@@ -133,56 +134,76 @@ class Worker:
                 reason="this attempt was presumed dead and queued again",
             )
 
-    def _measure(self, task: Task, state: RunState) -> tuple[TaskResult, float]:
-        """The task's events, measured by ``kneepoint tune``'s executor, and its value to Optuna
-        (the objective it measured)."""
+    def _measure(self, task: Task, shared: Shared) -> tuple[TaskResult, float]:
+        """The task's events (or validation part), measured by ``kneepoint tune``'s executor,
+        and its value to Optuna (the objective it measured)."""
+        state = shared.state
         if task.kind != "baseline" and task.generation != len(state.promotions):
             raise RuntimeError(
                 f"{task.key} was planned against incumbent {task.generation}, "
                 f"the study is at {len(state.promotions)}"
             )
-        if task.kind == "validate":
-            events = self._trial_steps(state, task.trial)
-        elif task.kind == "promote":
-            events = [self.executor.event(Promote(state.trials[task.trial]), state)]
+        if task.kind in ("knee", "repeats", "baseline"):
+            result = self._baseline_task(task, shared)
+        elif task.kind == "validate":
+            assert task.repeats is not None
+            first, n = task.repeats
+            earlier = [p for p in shared.parts.get(task.trial, ()) if p.after <= first]
+            trial = state.trials[task.trial]
+            part = self.executor.validation_part(trial, state, range(first, first + n), earlier)
+            result = TaskResult(part=part, worker=self.name)
         else:
             events = [self.executor.event(self._action(task, state), state)]
-        result = TaskResult.from_events(events, worker=self.name)
+            result = TaskResult.from_events(events, worker=self.name)
         if result.screened is not None:
             self.progress.status(f"trial {task.trial}: {result.screened.reason}")
         return result, _value(result, self.study)
 
+    def _baseline_task(self, task: Task, shared: Shared) -> TaskResult:
+        """The baseline's knee search, some of its repeats, or its Baseline made of them; a
+        server that failed them is the run's failure, as in ``kneepoint tune``."""
+        steps = self.executor.steps
+        knee = next((p for p in shared.baseline_parts if p.repeats == 0), None)
+        try:
+            if task.kind == "knee":
+                return TaskResult(baseline_part=steps.baseline_knee(), worker=self.name)
+            assert knee is not None
+            if task.kind == "repeats":
+                assert task.repeats is not None
+                first, n = task.repeats
+                part = steps.baseline_repeats(knee, range(first, first + n))
+                return TaskResult(baseline_part=part, worker=self.name)
+        except TrialFailedError as exc:
+            return TaskResult(failure=str(exc), worker=self.name)
+        repeats = [p for p in shared.baseline_parts if p.repeats > 0]
+        baseline = steps.baseline_of(knee, repeats)
+        self.progress.status(baseline_words(baseline, self.study))
+        return TaskResult(baseline=baseline, worker=self.name)
+
     @staticmethod
     def _action(task: Task, state: RunState) -> Measure:
-        if task.kind == "baseline":
-            return MeasureBaseline()
-        if task.kind == "burst":
-            return CheckBurst()
-        return Screen(state.trials[task.trial])
-
-    def _trial_steps(self, state: RunState, number: int) -> list[Event]:
-        """A finalist's steps on this GPU: quality check and validation (its promotion is
-        the planner's to queue: other finalists may be validating beside it)."""
-        events: list[Event] = []
-        trial = state.trials[number]
-        while trial.next_step() not in (None, "promote"):
-            event = self.executor.event(trial_action(trial), state)
-            state.apply(event)
-            events.append(event)
-        return events
+        match task.kind:
+            case "burst":
+                return CheckBurst()
+            case "quality":
+                return CheckQuality(state.trials[task.trial])
+            case "promote":
+                return Promote(state.trials[task.trial])
+            case "screen":
+                return Screen(state.trials[task.trial])
+        raise AssertionError(f"{task.kind} is not one action")
 
 
 def _value(result: TaskResult, study: StudySpec) -> float:
     """What a task measured, for Optuna's view of the shared study."""
     rule = rules(study.objective)
-    if result.baseline is not None:
-        return rule.value(result.baseline.repeats) or 0.0
-    if result.screened is not None:
-        return result.screened.outcome.objective or 0.0
-    if result.validated is not None and result.validated.challenger is not None:
-        return rule.value(result.validated.challenger) or 0.0
-    if result.promoted is not None:
-        return result.promoted.objective
-    if result.burst is not None:
-        return result.burst.recovery_s or 0.0
-    return 0.0
+    part = result.part
+    values = (
+        rule.value(result.baseline.repeats) if result.baseline else None,
+        rule.value(result.baseline_part.sweep) if result.baseline_part else None,
+        result.screened.outcome.objective if result.screened else None,
+        rule.value(part.challenger) if part and part.challenger else None,
+        result.promoted.objective if result.promoted else None,
+        result.burst.recovery_s if result.burst else None,
+    )
+    return next((v for v in values if v is not None), 0.0)

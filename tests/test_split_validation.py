@@ -1,0 +1,205 @@
+"""A validation's repeats split over GPUs (issue "Step 16", part 3: a validation's critical
+path was its repeats in a row): the workers' planner gives the GPUs a round leaves over to its
+validations, best finalist first; the parts' judgement is ``kneepoint tune``'s on the same
+repeats, its second phase is queued only when the first cannot tell, and a part every attempt
+of which died fails the trial. The baseline's repeats are split alike, after its knee search.
+Built from a real small-tune ledger (two repeats a phase;
+trial 1 went on to a second phase, trial 3 did not)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+
+from kneepoint.config import knob_catalogue, load_study
+from kneepoint.probes.sweep import merge
+from kneepoint.records.ledger import Baseline, Event, Proposed, Screened, Validated
+from kneepoint.records.study import StudySpec
+from kneepoint.records.sweep import SweepResult
+from kneepoint.records.task import BaselinePart, Task, TaskResult, ValidationPart
+from kneepoint.run.ledger import Ledger
+from kneepoint.run.state import RunState
+from kneepoint.tune.verdict import judged
+from kneepoint.workers.plan import plan
+from kneepoint.workers.shared_study import Attempts
+from kneepoint.workers.state import Shared, shared_state
+
+from .conftest import TuneRun
+
+NOW = datetime(2026, 11, 23, 8, 0).astimezone()
+
+
+def _ledger(small_run: TuneRun) -> tuple[list[Event], StudySpec]:
+    events = list(Ledger(small_run.folder / "ledger.jsonl").read())
+    return events, load_study(small_run.folder / "study.yaml")
+
+
+def _validated(events: list[Event], trial: int) -> Validated:
+    [found] = [e for e in events if isinstance(e, Validated) and e.trial == trial]
+    return found
+
+
+def _repeat(result: SweepResult | None, repeat: int) -> SweepResult:
+    assert result is not None
+    one = result.model_copy(update={"points": [p for p in result.points if p.repeat == repeat]})
+    return merge([one])
+
+
+def _parts(validated: Validated) -> list[ValidationPart]:
+    """The ledger's validation, one part per repeat (as three or more GPUs measure it)."""
+    assert validated.challenger is not None
+    repeats = sorted({p.repeat for p in validated.challenger.points})
+    return [
+        ValidationPart(
+            trial=validated.trial,
+            first_repeat=r,
+            repeats=1,
+            incumbent=_repeat(validated.incumbent, r),
+            challenger=_repeat(validated.challenger, r),
+            device_s=validated.device_s / len(repeats),
+        )
+        for r in repeats
+    ]
+
+
+@pytest.mark.parametrize("trial", [1, 3])
+def test_parts_are_judged_as_tune_judged_the_same_repeats(small_run: TuneRun, trial: int) -> None:
+    events, study = _ledger(small_run)
+    validated = _validated(events, trial)
+    parts = _parts(validated)
+    again = judged(study, trial, parts)
+    assert again is not None and again.judgement is not None and validated.judgement is not None
+    assert again.judgement.reason == validated.judgement.reason
+    assert again.device_s == pytest.approx(validated.device_s)
+    first = study.tuning.validate_repeats
+    if len(parts) > first:  # tune measured a second phase: the first alone could not tell
+        assert judged(study, trial, parts[:first]) is None
+
+
+def _attempts(task: Task, **result: object) -> Attempts:
+    done = TaskResult.model_validate({"worker": "h/gpu0", **result})
+    return Attempts(task, done, pending=False, failed=0)
+
+
+def _screened_trial_1(events: list[Event]) -> list[Attempts]:
+    baseline, proposed, screened = events[1], events[2], events[3]
+    assert isinstance(baseline, Baseline) and isinstance(proposed, Proposed)
+    assert isinstance(screened, Screened) and screened.finalist
+    return [
+        _attempts(Task(kind="baseline", trial=0, generation=0), baseline=baseline),
+        _attempts(
+            Task(kind="screen", trial=1, generation=0, batch=2, proposal=proposed.proposal),
+            screened=screened,
+        ),
+    ]
+
+
+def _part_task(first: int, batch: int) -> Task:
+    return Task(kind="validate", trial=1, generation=0, batch=batch, repeats=(first, 1))
+
+
+def test_spare_gpus_split_a_finalists_repeats_and_the_second_phase_follows(
+    small_run: TuneRun,
+) -> None:
+    events, study = _ledger(small_run)
+    tasks = _screened_trial_1(events)
+    started = NOW
+    shared = shared_state(study, started, tasks, None)
+    queued = plan(shared, study, knob_catalogue(), 3, NOW).tasks
+    assert [(t.kind, t.repeats) for t in queued] == [("validate", (0, 1)), ("validate", (1, 1))]
+    assert [t.key for t in queued] == ["trial-1-validate-r0", "trial-1-validate-r1"]
+
+    parts = _parts(_validated(events, 1))
+    tasks += [_attempts(_part_task(p.first_repeat, 3), part=p) for p in parts[:2]]
+    shared = shared_state(study, started, tasks, None)
+    assert not any(isinstance(e, Validated) for e in shared.events), "phase 1 cannot tell"
+    queued = plan(shared, study, knob_catalogue(), 3, NOW).tasks
+    assert [t.repeats for t in queued] == [(2, 1), (3, 1)], "the second phase, split"
+
+    tasks += [_attempts(_part_task(p.first_repeat, 4), part=p) for p in parts[2:]]
+    shared = shared_state(study, started, tasks, None)
+    assert isinstance(shared.events[-1], Validated), "judged after its last part"
+    judgement = shared.events[-1].judgement
+    assert judgement is not None and judgement.promote
+    assert judgement.reason == _validated(events, 1).judgement.reason  # type: ignore[union-attr]
+    [promote] = plan(shared, study, knob_catalogue(), 3, NOW).tasks
+    assert promote.key == "trial-1-promote"
+    assert RunState.replay(list(shared.events), study.objective).trials[1].validated is not None
+
+
+def test_two_finalists_share_three_gpus_best_screened_split_first(small_run: TuneRun) -> None:
+    events, study = _ledger(small_run)
+    state = RunState.replay(list(events[:2]), study.objective)
+    first, second = events[2], events[6]
+    assert isinstance(first, Proposed) and isinstance(second, Proposed)
+    for event in (first, second, events[3], events[7]):
+        state.apply(event)
+    best = max(state.open_trials(), key=lambda t: t.measured_objective() or 0.0).trial
+    shared = Shared(state, (), (), frozenset({"baseline", "trial-1-screen", "trial-2-screen"}), 2)
+    queued = plan(shared, study, knob_catalogue(), 3, NOW).tasks
+    assert sorted((t.trial, t.repeats) for t in queued if t.trial == best) == [
+        (best, (0, 1)),
+        (best, (1, 1)),
+    ]
+    [other] = [t for t in queued if t.trial != best]
+    assert other.repeats == (0, 2), "the other finalist's phase on one GPU"
+
+
+def test_a_part_every_attempt_of_which_died_fails_the_trial(small_run: TuneRun) -> None:
+    events, study = _ledger(small_run)
+    tasks = _screened_trial_1(events)
+    [kept, _] = _parts(_validated(events, 1))[:2]
+    tasks += [
+        _attempts(_part_task(0, 3), part=kept),
+        Attempts(_part_task(1, 3), None, pending=False, failed=3),
+    ]
+    shared = shared_state(study, NOW, tasks, None)
+    validated = shared.events[-1]
+    assert isinstance(validated, Validated) and validated.failure is not None
+    assert validated.failure.status == "crashed" and "3 workers" in validated.failure.detail
+    assert validated.device_s == pytest.approx(kept.device_s), "what the kept part spent"
+    assert shared.state.trials[1].next_step() is None, "the trial is over"
+
+
+def test_the_baseline_is_its_knee_search_then_its_repeats_split_then_made_of_them(
+    small_run: TuneRun,
+) -> None:
+    events, study = _ledger(small_run)
+    baseline = events[1]
+    assert isinstance(baseline, Baseline)
+    catalogue, n = knob_catalogue(), study.tuning.validate_repeats
+
+    def planned(tasks: list[Attempts]) -> list[Task]:
+        return list(plan(shared_state(study, NOW, tasks, None), study, catalogue, 3, NOW).tasks)
+
+    [knee] = planned([])
+    assert knee.key == "knee"
+    knee_part = BaselinePart(sweep=baseline.knee, device_s=100.0)
+    tasks = [_attempts(knee, baseline_part=knee_part)]
+    repeats = planned(tasks)
+    assert [(t.key, t.repeats) for t in repeats] == [(f"repeats-r{i}", (i, 1)) for i in range(n)], (
+        "one repeat a GPU, up to the study's repeats"
+    )
+    for task in repeats:
+        part = BaselinePart(
+            first_repeat=task.repeats[0],  # type: ignore[index]
+            repeats=1,
+            sweep=_repeat(baseline.repeats, task.repeats[0]),  # type: ignore[index]
+            device_s=50.0,
+        )
+        tasks.append(_attempts(task, baseline_part=part))
+    [made] = planned(tasks)
+    assert made.key == "baseline" and made.batch == 3
+    shared = shared_state(study, NOW, [*tasks, _attempts(made, baseline=baseline)], None)
+    assert shared.state.baseline == baseline and len(shared.baseline_parts) == 1 + n
+    assert shared.makespan_s == 150.0, "the knee search, then the repeats side by side"
+
+
+def test_a_knee_search_whose_server_failed_fails_the_run(small_run: TuneRun) -> None:
+    _, study = _ledger(small_run)
+    knee = Task(kind="knee", trial=0, generation=0)
+    shared = shared_state(study, NOW, [_attempts(knee, failure="server died: exit 1")], None)
+    assert shared.state.finished is not None
+    assert shared.state.finished.reason == "baseline_failed"
+    assert shared.state.finished.detail == "server died: exit 1"
