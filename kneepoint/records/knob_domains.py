@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Annotated, Any, ClassVar, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Protocol, TypeVar
 
 from pydantic import Field, JsonValue, model_validator
 
@@ -68,13 +68,55 @@ class _Domain(InputRecord):
         return value
 
 
-class IntDomain(_Domain):
+class _Range(_Domain):
+    """What a numeric range answers alike, from its coordinates (its kind maps them)."""
+
+    if TYPE_CHECKING:  # each kind declares its own (so its fields keep their order)
+        low: float
+        high: float
+    numeric: ClassVar[Literal[True]] = True
+
+    # each kind maps its own coordinates and says what it holds
+    def to_coord(self, value: float) -> float:
+        raise NotImplementedError
+
+    def from_coord(self, coord: float) -> float:
+        raise NotImplementedError
+
+    def first_step(self) -> float:
+        raise NotImplementedError
+
+    def contains(self, value: object) -> bool:
+        raise NotImplementedError
+
+    def rank(self, value: JsonValue) -> float | None:
+        """A value's place in the order: any number itself (None for anything else)."""
+        return _number_rank(value)
+
+    def midpoint(self) -> float:
+        """The middle (geometric on a log scale): where to start when nothing is known."""
+        return self.from_coord((self.to_coord(self.low) + self.to_coord(self.high)) / 2)
+
+    def neighbours(self, value: JsonValue) -> list[JsonValue]:
+        """The values one first step from ``value`` each way that the range holds (up first)."""
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return []
+        centre, step = self.to_coord(value), self.first_step()
+        found = [self.from_coord(centre + step), self.from_coord(centre - step)]
+        return [v for v in dict.fromkeys(found) if v != value and self.contains(v)]
+
+    @property
+    def named_values(self) -> tuple[JsonValue, ...]:
+        """The range's ends."""
+        return (self.low, self.high)
+
+
+class IntDomain(_Range):
     kind: Literal["int"] = "int"
     low: int
     high: int
     log: bool = False
     """Search on a log scale (sizes that matter in ratios, like batch caps)."""
-    numeric: ClassVar[Literal[True]] = True
 
     @model_validator(mode="after")
     def _ordered(self) -> IntDomain:
@@ -90,10 +132,6 @@ class IntDomain(_Domain):
             return False
         return self.low <= value <= self.high
 
-    def rank(self, value: JsonValue) -> float | None:
-        """A value's place in the order: any number itself (None for anything else)."""
-        return _number_rank(value)
-
     def to_coord(self, value: float) -> float:
         """The search coordinate of a value (log2 on a log scale)."""
         return math.log2(max(value, 1e-300)) if self.log else float(value)
@@ -108,19 +146,6 @@ class IntDomain(_Domain):
         else."""
         return 1.0 if self.log else (self.high - self.low) / 4.0
 
-    def midpoint(self) -> int:
-        """The middle (geometric on a log scale): where to start when nothing is known."""
-        return self.from_coord((self.to_coord(self.low) + self.to_coord(self.high)) / 2)
-
-    def neighbours(self, value: JsonValue) -> list[JsonValue]:
-        """The values one first step from ``value`` each way that the range holds (up first)."""
-        return _range_neighbours(self, value)
-
-    @property
-    def named_values(self) -> tuple[JsonValue, ...]:
-        """The range's ends."""
-        return (self.low, self.high)
-
     def distribution(self, make: Distributions[T]) -> T:
         return make.integers(self.low, self.high, log=self.log)
 
@@ -129,12 +154,11 @@ class IntDomain(_Domain):
         return int(param)
 
 
-class FloatDomain(_Domain):
+class FloatDomain(_Range):
     kind: Literal["float"] = "float"
     low: float
     high: float
     step: float | None = Field(default=None, gt=0.0)
-    numeric: ClassVar[Literal[True]] = True
 
     @model_validator(mode="after")
     def _ordered(self) -> FloatDomain:
@@ -149,10 +173,6 @@ class FloatDomain(_Domain):
         if self.step is None:
             return self.low <= value <= self.high
         return self.from_coord(float(value)) == value
-
-    def rank(self, value: JsonValue) -> float | None:
-        """A value's place in the order: any number itself (None for anything else)."""
-        return _number_rank(value)
 
     def to_coord(self, value: float) -> float:
         """The search coordinate of a value: the value itself."""
@@ -169,19 +189,6 @@ class FloatDomain(_Domain):
     def first_step(self) -> float:
         """The first step in coordinates: a quarter of the range."""
         return (self.high - self.low) / 4.0
-
-    def midpoint(self) -> float:
-        """The middle: where to start when nothing is known."""
-        return self.from_coord((self.to_coord(self.low) + self.to_coord(self.high)) / 2)
-
-    def neighbours(self, value: JsonValue) -> list[JsonValue]:
-        """The values one first step from ``value`` each way that the range holds (up first)."""
-        return _range_neighbours(self, value)
-
-    @property
-    def named_values(self) -> tuple[JsonValue, ...]:
-        """The range's ends."""
-        return (self.low, self.high)
 
     def distribution(self, make: Distributions[T]) -> T:
         return make.floats(self.low, self.high, step=self.step)
@@ -280,11 +287,3 @@ def _number_rank(value: JsonValue) -> float | None:
     if isinstance(value, bool):
         return None
     return float(value) if isinstance(value, int | float) else None
-
-
-def _range_neighbours(domain: IntDomain | FloatDomain, value: JsonValue) -> list[JsonValue]:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return []
-    centre, step = domain.to_coord(value), domain.first_step()
-    found = [domain.from_coord(centre + step), domain.from_coord(centre - step)]
-    return [v for v in dict.fromkeys(found) if v != value and domain.contains(v)]
