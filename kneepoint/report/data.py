@@ -18,7 +18,8 @@ from kneepoint.records.loadpoint import LoadPoint
 from kneepoint.records.study import StudySpec
 from kneepoint.records.sweep import SweepPoint, SweepResult
 from kneepoint.run.folder import RunFolder, serve_command
-from kneepoint.run.state import RunState, TrialState
+from kneepoint.run.state import RunState
+from kneepoint.run.trial_state import TrialState
 
 
 @dataclass(frozen=True)

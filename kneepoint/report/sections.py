@@ -23,7 +23,7 @@ from kneepoint.report.document import (
 )
 from kneepoint.report.fleet import fleet
 from kneepoint.report.measured import objective_text
-from kneepoint.run.state import TrialState
+from kneepoint.run.trial_state import TrialState
 
 
 def _pct(value: float | None) -> str:

@@ -25,7 +25,8 @@ from kneepoint.records.ledger import Finished
 from kneepoint.records.objective import GoodputAtRate
 from kneepoint.records.study import StudySpec
 from kneepoint.records.sweep import nothing_met
-from kneepoint.run.state import RunState, TrialState
+from kneepoint.run.state import RunState
+from kneepoint.run.trial_state import TrialState
 from kneepoint.tune.budget import diminishing_returns, floor_rel, long_shots_only
 
 

@@ -18,7 +18,8 @@ from kneepoint.records.proposal import Proposal
 from kneepoint.records.study import StopRule, StudySpec
 from kneepoint.records.task import ValidationPart
 from kneepoint.run.progress import Progress
-from kneepoint.run.state import RunState, TrialState
+from kneepoint.run.state import RunState
+from kneepoint.run.trial_state import TrialState
 from kneepoint.tune.burst_step import check_burst
 from kneepoint.tune.decide import (
     CheckBurst,

@@ -27,7 +27,8 @@ from kneepoint.records.ledger import Event, Promoted, RunStarted
 from kneepoint.records.study import StudySpec
 from kneepoint.run.folder import RunFolder, study_digest
 from kneepoint.run.progress import Progress
-from kneepoint.run.state import RunState, TrialState
+from kneepoint.run.state import RunState
+from kneepoint.run.trial_state import TrialState
 from kneepoint.tune.bench import Bench
 from kneepoint.tune.decide import (
     Action,

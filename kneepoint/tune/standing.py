@@ -11,7 +11,8 @@ from kneepoint.load.objective import rules
 from kneepoint.records.ledger import Baseline
 from kneepoint.records.study import StudySpec
 from kneepoint.run.progress import duration
-from kneepoint.run.state import RunState, TrialState
+from kneepoint.run.state import RunState
+from kneepoint.run.trial_state import TrialState
 
 
 def baseline_words(baseline: Baseline, study: StudySpec) -> str:

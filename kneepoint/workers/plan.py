@@ -24,7 +24,7 @@ from kneepoint.records.knobs import KnobCatalogue
 from kneepoint.records.ledger import Finished
 from kneepoint.records.study import StudySpec
 from kneepoint.records.task import Task, TaskKind
-from kneepoint.run.state import TrialState
+from kneepoint.run.trial_state import TrialState
 from kneepoint.tune.decide import (
     Action,
     CheckBurst,
