@@ -1,9 +1,9 @@
 """A validation's repeats split over GPUs (issue "Step 16", part 3: a validation's critical
-path was its repeats in a row): the workers' planner gives the GPUs a round leaves over to its
-validations, best finalist first; the parts' judgement is ``kneepoint tune``'s on the same
-repeats, its second phase is queued only when the first cannot tell, and a part every attempt
-of which died fails the trial. The baseline's repeats are split alike, after its knee search.
-Built from a real small-tune ledger (two repeats a phase;
+path was its repeats in a row): with several workers the planner queues a round's
+validations a repeat a task, best finalist first; the parts' judgement is ``kneepoint
+tune``'s on the same repeats, its second phase is queued only when the first cannot tell,
+and a part every attempt of which died fails the trial. The baseline's repeats are split
+alike, after its knee search. Built from a real small-tune ledger (two repeats a phase;
 trial 1 went on to a second phase, trial 3 did not)."""
 
 from __future__ import annotations
@@ -128,7 +128,9 @@ def test_spare_gpus_split_a_finalists_repeats_and_the_second_phase_follows(
     assert RunState.replay(list(shared.events), study.objective).trials[1].validated is not None
 
 
-def test_two_finalists_share_three_gpus_best_screened_split_first(small_run: TuneRun) -> None:
+def test_two_finalists_repeats_are_a_task_each_best_screened_first(small_run: TuneRun) -> None:
+    """Six repeats on three GPUs take two repeats' time as tasks of one repeat each, where
+    a split by finalist (two GPUs for the best, one for the other) took three."""
     events, study = _ledger(small_run)
     state = RunState.replay(list(events[:2]), study.objective)
     first, second = events[2], events[6]
@@ -136,14 +138,15 @@ def test_two_finalists_share_three_gpus_best_screened_split_first(small_run: Tun
     for event in (first, second, events[3], events[7]):
         state.apply(event)
     best = max(state.open_trials(), key=lambda t: t.measured_objective() or 0.0).trial
+    other = 3 - best
     shared = Shared(state, (), (), frozenset({"baseline", "trial-1-screen", "trial-2-screen"}), 2)
     queued = plan(shared, study, knob_catalogue(), 3, NOW).tasks
-    assert sorted((t.trial, t.repeats) for t in queued if t.trial == best) == [
-        (best, (0, 1)),
-        (best, (1, 1)),
-    ]
-    [other] = [t for t in queued if t.trial != best]
-    assert other.repeats == (0, 2), "the other finalist's phase on one GPU"
+    assert [(t.trial, t.repeats) for t in queued] == [
+        (best, (0, 1)), (best, (1, 1)), (other, (0, 1)), (other, (1, 1))
+    ]  # fmt: skip
+    assert {t.workers for t in queued} == {3}
+    [alone] = plan(shared, study, knob_catalogue(), 1, NOW).tasks
+    assert (alone.trial, alone.repeats) == (best, (0, 2)), "one worker: tune's order"
 
 
 def test_a_part_every_attempt_of_which_died_fails_the_trial(small_run: TuneRun) -> None:

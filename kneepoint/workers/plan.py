@@ -2,14 +2,14 @@
 many GPUs as there are live workers, each measuring action a task (``kneepoint.records.task``).
 
 The decisions are ``kneepoint tune``'s (``next_actions``): the baseline (its knee search, then
-its repeats split over the live workers, then its Baseline made of them), then rounds of up to
-one proposal per live worker, screened side by side against the incumbent; a round's finalists
-checked and validated side by side, up to one per live worker, best screened first, the GPUs
-left over splitting the validations' repeats (each repeat's pair, the incumbent and the
-challenger interleaved, on one GPU; a validation's critical path was its repeats in a row,
-benchmarks/README.md's workers.py); the best winner's promotion as a task of its own once
-they are in; budgets and "nothing left worth trying" stop the search as they stop ``tune``,
-and the winner's burst check runs as one last task. An action already queued is waited for:
+its repeats side by side, then its Baseline made of them), then rounds of up to one proposal
+per live worker, screened side by side against the incumbent; a round's finalists checked and
+validated side by side, up to one per live worker, best screened first, their repeats a task
+each (each repeat's pair, the incumbent and the challenger in turn, on one GPU: a
+validation's critical path was its repeats in a row, benchmarks/README.md's workers.py); the
+best winner's promotion as a task of its own once they are in; budgets and "nothing left
+worth trying" stop the search as they stop ``tune``, and the winner's burst check runs as one
+last task. An action already queued is waited for:
 nothing new is planned while a task is out, so every screen of a round is judged against one
 incumbent.
 """
@@ -59,14 +59,14 @@ def plan(
 ) -> Plan:
     if shared.pending:
         return Plan()  # a batch is judged whole: the next is planned once all of it is in
-    actions = next_actions(shared.state, study, now, max(1, workers))
-    gpus = _gpus(actions, max(1, workers), study.tuning.validate_repeats)
-    plans = [_plan(shared, study, catalogue, a, k) for a, k in zip(actions, gpus, strict=True)]
+    workers = max(1, workers)
+    actions = next_actions(shared.state, study, now, workers)
+    plans = [_plan(shared, study, catalogue, action, workers) for action in actions]
     finished = next((p.finished for p in plans if p.finished is not None), None)
     if finished is not None:
         return Plan(finished=finished)
     fresh = [t for p in plans for t in p.tasks if _fresh(t, shared.planned)]
-    return Plan(tuple(t.model_copy(update={"workers": max(1, workers)}) for t in fresh))
+    return Plan(tuple(t.model_copy(update={"workers": workers}) for t in fresh))
 
 
 def _fresh(task: Task, planned: frozenset[str]) -> bool:
@@ -75,24 +75,8 @@ def _fresh(task: Task, planned: frozenset[str]) -> bool:
     return task.key not in planned or task.kind == "promote"
 
 
-def _gpus(actions: list[Action], workers: int, repeats: int) -> list[int]:
-    """GPUs for each action: one each, and those left over to the validations, best
-    finalist first, each up to one per repeat. A quality check takes none of them: it is a
-    few greedy answers from each configuration, a fraction of one repeat's pair, and its GPU
-    takes the next part waiting once it is done."""
-    gpus = [1] * len(actions)
-    spare = workers - sum(not isinstance(a, CheckQuality) for a in actions)
-    splits = [i for i, a in enumerate(actions) if isinstance(a, Validate | MeasureBaseline)]
-    while spare > 0 and any(gpus[i] < repeats for i in splits):
-        for i in splits:
-            if spare > 0 and gpus[i] < repeats:
-                gpus[i] += 1
-                spare -= 1
-    return gpus
-
-
 def _plan(
-    shared: Shared, study: StudySpec, catalogue: KnobCatalogue, action: Action, gpus: int
+    shared: Shared, study: StudySpec, catalogue: KnobCatalogue, action: Action, workers: int
 ) -> Plan:
     match action:
         case Propose(n):
@@ -102,9 +86,9 @@ def _plan(
         case Done():
             return Plan(finished=shared.state.finished)
         case Validate(trial):
-            return Plan(_validation(shared, study, trial, gpus))
+            return Plan(_validation(shared, study, trial, workers))
         case MeasureBaseline():
-            return Plan(_baseline(shared, study, gpus))
+            return Plan(_baseline(shared, study, workers))
         case Screen() | CheckQuality() | Promote() | CheckBurst():
             return Plan((_task(shared, action),))
         case Start():
@@ -143,9 +127,9 @@ _KINDS: dict[type, TaskKind] = {
 }  # fmt: skip
 
 
-def _baseline(shared: Shared, study: StudySpec, gpus: int) -> tuple[Task, ...]:
-    """The baseline's next task: its knee search; then its repeats around the knee, split
-    over ``gpus`` GPUs; then its Baseline made of them (no device time)."""
+def _baseline(shared: Shared, study: StudySpec, workers: int) -> tuple[Task, ...]:
+    """The baseline's next task: its knee search; then its repeats around the knee
+    (``_split``); then its Baseline made of them (no device time)."""
     batch = shared.batches + 1
     knee = next((p for p in shared.baseline_parts if p.repeats == 0), None)
     if knee is None:
@@ -154,22 +138,25 @@ def _baseline(shared: Shared, study: StudySpec, gpus: int) -> tuple[Task, ...]:
         return (Task(kind="baseline", trial=0, generation=0, batch=batch),)
     return tuple(
         Task(kind="repeats", trial=0, generation=0, batch=batch, repeats=r)
-        for r in _split(0, study.tuning.validate_repeats, gpus)
+        for r in _split(0, study.tuning.validate_repeats, workers)
     )
 
 
-def _split(first: int, n: int, gpus: int) -> list[tuple[int, int]]:
-    """Repeats ``first`` to ``first + n - 1`` in runs of repeats in a row, one per GPU."""
-    k, runs = min(gpus, n), []
-    for size in (n // k + (i < n % k) for i in range(k)):
-        runs.append((first, size))
-        first += size
-    return runs
+def _split(first: int, n: int, workers: int) -> list[tuple[int, int]]:
+    """Repeats ``first`` to ``first + n - 1`` as tasks: one a repeat where several workers
+    share them (a batch's tasks go to whichever GPU is free, so two finalists' six repeats
+    on three GPUs take two repeats' time, where a split by finalist took three: rag's batch
+    12, benchmarks/README.md), all in one on one worker (``kneepoint tune``'s order)."""
+    if workers == 1:
+        return [(first, n)]
+    return [(first + i, 1) for i in range(n)]
 
 
-def _validation(shared: Shared, study: StudySpec, trial: TrialState, gpus: int) -> tuple[Task, ...]:
-    """A finalist's next phase of validation repeats (``kneepoint.tune.verdict``), split in
-    runs of repeats in a row over ``gpus`` GPUs."""
+def _validation(
+    shared: Shared, study: StudySpec, trial: TrialState, workers: int
+) -> tuple[Task, ...]:
+    """A finalist's next phase of validation repeats (``kneepoint.tune.verdict``, split by
+    ``_split``)."""
     first = measured_repeats(shared.parts.get(trial.trial, ()))
     return tuple(
         Task(
@@ -181,7 +168,7 @@ def _validation(shared: Shared, study: StudySpec, trial: TrialState, gpus: int) 
             batch=shared.batches + 1,
             repeats=r,
         )
-        for r in _split(first, study.tuning.validate_repeats, gpus)
+        for r in _split(first, study.tuning.validate_repeats, workers)
     )
 
 
