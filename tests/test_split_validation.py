@@ -14,7 +14,7 @@ import pytest
 
 from kneepoint.config import knob_catalogue, load_study
 from kneepoint.probes.sweep import merge
-from kneepoint.records.ledger import Baseline, Event, Proposed, Screened, Validated
+from kneepoint.records.ledger import Baseline, Event, Finished, Proposed, Screened, Validated
 from kneepoint.records.study import StudySpec
 from kneepoint.records.sweep import SweepResult
 from kneepoint.records.task import BaselinePart, Task, TaskResult, ValidationPart
@@ -206,3 +206,44 @@ def test_a_knee_search_whose_server_failed_fails_the_run(small_run: TuneRun) -> 
     assert shared.state.finished is not None
     assert shared.state.finished.reason == "baseline_failed"
     assert shared.state.finished.detail == "server died: exit 1"
+
+
+def test_a_finalist_whose_first_repeats_could_not_tell_goes_on_before_a_promotion(
+    small_run: TuneRun,
+) -> None:
+    """Trial 1 won while trial 2's first repeats could not tell: trial 2's second phase is
+    measured before the promotion that would close it (its parts' device time would be
+    lost with it, and it may be the better winner)."""
+    events, study = _ledger(small_run)
+    state = RunState.replay(list(events[:2]), study.objective)
+    first, second = events[2], events[6]
+    assert isinstance(first, Proposed) and isinstance(second, Proposed)
+    for event in (first, second, events[3], events[7]):
+        state.apply(event)
+    state.apply(_validated(events, 1))  # trial 1: promote
+    begun = _parts(_validated(events, 2))[:2]  # trial 2: its first phase, underpowered
+    assert judged(study, 2, begun) is None
+    planned = frozenset({"baseline", "trial-1-screen", "trial-2-screen"})
+    shared = Shared(state, (), (), planned, 3, parts={2: tuple(begun)})
+    queued = plan(shared, study, knob_catalogue(), 3, NOW).tasks
+    assert [(t.kind, t.trial, t.repeats) for t in queued] == [
+        ("validate", 2, (2, 1)), ("validate", 2, (3, 1))
+    ]  # fmt: skip
+    alone = Shared(state, (), (), planned, 3)
+    [promote] = plan(alone, study, knob_catalogue(), 3, NOW).tasks
+    assert promote.key == "trial-1-promote", "nothing begun: the winner is promoted"
+
+
+def test_two_failed_baseline_repeats_fail_the_run_once(small_run: TuneRun) -> None:
+    events, study = _ledger(small_run)
+    baseline = events[1]
+    assert isinstance(baseline, Baseline)
+    knee = Task(kind="knee", trial=0, generation=0)
+    tasks = [_attempts(knee, baseline_part=BaselinePart(sweep=baseline.knee, device_s=1.0))]
+    for first in (0, 1):
+        part = Task(kind="repeats", trial=0, generation=0, batch=2, repeats=(first, 1))
+        tasks.append(_attempts(part, failure=f"repeat {first}: server died"))
+    shared = shared_state(study, NOW, tasks, None)
+    finished = [e for e in shared.events if isinstance(e, Finished)]
+    assert [f.detail for f in finished] == ["repeat 0: server died"]
+    assert shared.state.finished is not None

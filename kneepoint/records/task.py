@@ -1,10 +1,11 @@
 """A unit of GPU work in a shared study (``kneepoint worker``), and what it gave.
 
 Workers on many GPUs share one Optuna study in PostgreSQL; each Optuna trial there is one
-task: the baseline, the screen of one proposal, a finalist's quality check, part of its
-validation (some of its repeats, the incumbent and the challenger interleaved on one GPU, so a
-repeat's pair is never split), its promotion, or the burst check of the winner once the search
-has stopped. A task's key
+task: the baseline's knee search, some of its repeats, or its Baseline made of them; the
+screen of one proposal, a finalist's quality check, part of its validation (some of its
+repeats, the incumbent and the challenger interleaved on one GPU, so a repeat's pair is never
+split), its promotion; or the burst check of the winner once the search has stopped. A task's
+key
 names the work, not the attempt: a dead worker's trial is re-queued by Optuna with the same
 task, and at most one attempt of a key ever completes.
 """
@@ -83,7 +84,8 @@ class Task(Record):
     proposal: Proposal | None = None
     """What a screen measures (None for the baseline; a validation's is its screen's)."""
     quality_check: bool = False
-    """A knob it changes alters model outputs: the validation checks greedy outputs first."""
+    """A knob it changes alters model outputs: a quality task checks greedy outputs before
+    its validation."""
     workers: int = Field(default=1, ge=1)
     """The live workers its batch was planned for (tasks past them wait for a free one)."""
     repeats: tuple[int, int] | None = None

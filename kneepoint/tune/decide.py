@@ -128,8 +128,7 @@ def finalist_steps(trials: list[TrialState], slots: int) -> list[Action]:
     first (it closes the rest of the round); else the next step of the ``slots`` best, best
     measured first. One GPU takes them one at a time, the sequential order; several validate
     that many finalists side by side against the one incumbent, and the best that wins is
-    promoted once all are in (issue "Step 16" asks for it; benchmarks/workers.py, 2026-11-28:
-    it has not yet shortened a run's critical path, see benchmarks/README.md)."""
+    promoted once all are in (issue "Step 16", part 3; benchmarks/workers.py)."""
     ranked = sorted(trials, key=lambda t: (-(t.measured_objective() or 0.0), t.trial))
     winners = [t for t in ranked if t.next_step() == "promote"]
     if winners:

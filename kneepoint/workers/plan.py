@@ -2,16 +2,15 @@
 many GPUs as there are live workers, each measuring action a task (``kneepoint.records.task``).
 
 The decisions are ``kneepoint tune``'s (``next_actions``): the baseline (its knee search, then
-its repeats side by side, then its Baseline made of them), then rounds of up to one proposal
-per live worker, screened side by side against the incumbent; a round's finalists checked and
-validated side by side, up to one per live worker, best screened first, their repeats a task
-each (each repeat's pair, the incumbent and the challenger in turn, on one GPU: a
-validation's critical path was its repeats in a row, benchmarks/README.md's workers.py); the
-best winner's promotion as a task of its own once they are in; budgets and "nothing left
-worth trying" stop the search as they stop ``tune``, and the winner's burst check runs as one
-last task. An action already queued is waited for:
-nothing new is planned while a task is out, so every screen of a round is judged against one
-incumbent.
+its repeats, side by side where several workers share them, then its Baseline made of them),
+then rounds of up to one proposal per live worker, screened side by side against the incumbent;
+a round's finalists checked and validated side by side, up to one per live worker, best screened
+first, their repeats a task each (each repeat's pair, the incumbent and the challenger in turn,
+on one GPU: a validation's critical path was its repeats in a row, benchmarks/README.md's
+workers.py); the best winner's promotion as a task of its own once they are in; budgets and
+"nothing left worth trying" stop the search as they stop ``tune``, and the winner's burst check
+runs as one last task. An action already queued is waited for: nothing new is planned while a
+task is out, so every screen of a round is judged against one incumbent.
 """
 
 from __future__ import annotations
@@ -60,13 +59,29 @@ def plan(
     if shared.pending:
         return Plan()  # a batch is judged whole: the next is planned once all of it is in
     workers = max(1, workers)
-    actions = next_actions(shared.state, study, now, workers)
+    actions = _begun_first(shared, next_actions(shared.state, study, now, workers))
     plans = [_plan(shared, study, catalogue, action, workers) for action in actions]
     finished = next((p.finished for p in plans if p.finished is not None), None)
     if finished is not None:
         return Plan(finished=finished)
     fresh = [t for p in plans for t in p.tasks if _fresh(t, shared.planned)]
     return Plan(tuple(t.model_copy(update={"workers": workers}) for t in fresh))
+
+
+def _begun_first(shared: Shared, actions: list[Action]) -> list[Action]:
+    """A promotion closes the rest of its round, so it waits for the round's finalists whose
+    steps have begun: one whose quality check passed, or whose first repeats could not tell,
+    takes its next step first. (A finalist's steps were one task before its repeats were
+    split, all in before any promotion; ``tune`` takes one finalist at a time and never has
+    such a trial.)"""
+    if not any(isinstance(a, Promote) for a in actions):
+        return actions
+    begun = [
+        t
+        for t in shared.state.open_trials()
+        if t.next_step() == "validate" and (t.quality is not None or t.trial in shared.parts)
+    ]
+    return [Validate(t) for t in begun] or actions
 
 
 def _fresh(task: Task, planned: frozenset[str]) -> bool:

@@ -179,8 +179,9 @@ def recorded(study: StudySpec, attempts: Attempts, before: list[Event]) -> list[
         return list(result.events())
     why = _lost(attempts) if result is None else (result.failure or "not measured")
     match task.kind:
-        case "knee" | "repeats" | "baseline":
-            return [Finished(reason="baseline_failed", detail=why)]
+        case "knee" | "repeats" | "baseline":  # the run's failure, said once
+            finished = any(isinstance(e, Finished) for e in before)
+            return [] if finished else [Finished(reason="baseline_failed", detail=why)]
         case "screen":
             lost = Outcome(status="crashed", detail=why)
             return [Screened(trial=task.trial, outcome=lost, reason=why)]

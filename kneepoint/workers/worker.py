@@ -148,7 +148,10 @@ class Worker:
         elif task.kind == "validate":
             assert task.repeats is not None
             first, n = task.repeats
-            earlier = [p for p in shared.parts.get(task.trial, ()) if p.after <= first]
+            # the phases before this one (not a part of this phase that happened to finish
+            # first: what a repeat's retakes compare with must not depend on timing)
+            phase = first - first % self.study.tuning.validate_repeats
+            earlier = [p for p in shared.parts.get(task.trial, ()) if p.after <= phase]
             trial = state.trials[task.trial]
             part = self.executor.validation_part(trial, state, range(first, first + n), earlier)
             result = TaskResult(part=part, worker=self.name)
