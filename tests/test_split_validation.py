@@ -95,6 +95,16 @@ def _screened_trial_1(events: list[Event]) -> list[Attempts]:
     ]
 
 
+def _two_finalists(events: list[Event], study: StudySpec) -> RunState:
+    """Trials 1 and 2 proposed in one round against the baseline, both screened finalists."""
+    state = RunState.replay(list(events[:2]), study.objective)
+    first, second = events[2], events[6]
+    assert isinstance(first, Proposed) and isinstance(second, Proposed)
+    for event in (first, second, events[3], events[7]):
+        state.apply(event)
+    return state
+
+
 def _part_task(first: int, batch: int) -> Task:
     return Task(kind="validate", trial=1, generation=0, batch=batch, repeats=(first, 1))
 
@@ -132,11 +142,7 @@ def test_two_finalists_repeats_are_a_task_each_best_screened_first(small_run: Tu
     """Six repeats on three GPUs take two repeats' time as tasks of one repeat each, where
     a split by finalist (two GPUs for the best, one for the other) took three."""
     events, study = _ledger(small_run)
-    state = RunState.replay(list(events[:2]), study.objective)
-    first, second = events[2], events[6]
-    assert isinstance(first, Proposed) and isinstance(second, Proposed)
-    for event in (first, second, events[3], events[7]):
-        state.apply(event)
+    state = _two_finalists(events, study)
     best = max(state.open_trials(), key=lambda t: t.measured_objective() or 0.0).trial
     other = 3 - best
     shared = Shared(state, (), (), frozenset({"baseline", "trial-1-screen", "trial-2-screen"}), 2)
@@ -215,11 +221,7 @@ def test_a_finalist_whose_first_repeats_could_not_tell_goes_on_before_a_promotio
     measured before the promotion that would close it (its parts' device time would be
     lost with it, and it may be the better winner)."""
     events, study = _ledger(small_run)
-    state = RunState.replay(list(events[:2]), study.objective)
-    first, second = events[2], events[6]
-    assert isinstance(first, Proposed) and isinstance(second, Proposed)
-    for event in (first, second, events[3], events[7]):
-        state.apply(event)
+    state = _two_finalists(events, study)
     state.apply(_validated(events, 1))  # trial 1: promote
     begun = _parts(_validated(events, 2))[:2]  # trial 2: its first phase, underpowered
     assert judged(study, 2, begun) is None
