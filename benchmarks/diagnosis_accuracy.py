@@ -36,10 +36,10 @@ from scenario_grid import SESSION_ARCHETYPES, Scenario, scenarios
 from kneepoint.calibration.recorded import RecordedSweep, find_recorded
 from kneepoint.load.plan import point_seed
 from kneepoint.load.size import PointSize
+from kneepoint.measure.sweep import knee_search
 from kneepoint.policies.diagnosis.context import context_of
 from kneepoint.policies.diagnosis.diagnose import diagnose
 from kneepoint.policies.diagnosis.observe import knee_points, observe
-from kneepoint.probes.sweep import knee_search
 from kneepoint.records.diagnosis import Observation
 from kneepoint.records.knobs import CONSTRAINTS
 from kneepoint.records.loadpoint import LoadPoint

@@ -28,10 +28,12 @@ ALLOWED = {
     "sim": {"records", "config", "physics", "load"},
     "probes": {"records", "config", "physics", "load", "sim"},
     "calibration": {"records", "config", "physics", "load", "sim", "policies"},
-    # the plan runs knee searches (probes.sweep) on the virtual clock, never a server
-    "planning": {"records", "config", "physics", "load", "sim", "probes"},
     # the run's record: its folder, ledger and state, written by whoever runs it
     "run": {"records", "config", "load", "probes"},
+    # how one configuration is measured: the sweep protocol and the harness that runs it
+    "measure": {"records", "config", "physics", "load", "sim", "probes", "run"},
+    # the plan runs knee searches (measure.sweep) on the virtual clock, never a server
+    "planning": {"records", "config", "physics", "load", "sim", "probes", "measure"},
     "report": {"records", "config", "load", "policies", "run"},
     # the one loop, its steps and checks
     "tune": {
@@ -44,14 +46,16 @@ ALLOWED = {
         "sim",
         "report",
         "run",
+        "measure",
     },
-    "workers": {"records", "config", "load", "policies", "report", "run", "tune"},
+    "workers": {"records", "config", "load", "policies", "report", "run", "measure", "tune"},
     "cli": {
         "records",
         "config",
         "physics",
         "load",
         "probes",
+        "measure",
         "policies",
         "sim",
         "calibration",

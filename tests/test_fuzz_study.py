@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 
 from kneepoint.cli.main import main
 from kneepoint.config import load_study
-from kneepoint.probes import study_knee
+from kneepoint.measure import study_knee
 from kneepoint.records.limits import MAX_POINT_REQUESTS
 from kneepoint.run.folder import RunFolder
 

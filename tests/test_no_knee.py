@@ -10,7 +10,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from kneepoint.probes.sweep import LOWEST_SHARE
+from kneepoint.measure.sweep import LOWEST_SHARE
 from tests.conftest import KNEEPOINT, SMALL
 
 

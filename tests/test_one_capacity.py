@@ -1,6 +1,6 @@
 """One capacity: `tune`'s baseline knee search, `kneepoint sweep`, `kneepoint diagnose` and
 `kneepoint diagnose --from` (of the sweep's file and of the tune's run) run the study's one
-knee search (kneepoint.probes.study_knee) and read the same SLO capacity from the same points;
+knee search (kneepoint.measure.study_knee) and read the same SLO capacity from the same points;
 what `sweep` writes, `diagnose --from` reads."""
 
 from __future__ import annotations

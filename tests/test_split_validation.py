@@ -13,7 +13,7 @@ from datetime import datetime
 import pytest
 
 from kneepoint.config import knob_catalogue, load_study
-from kneepoint.probes.sweep import merge
+from kneepoint.measure.sweep import merge
 from kneepoint.records.ledger import Baseline, Event, Finished, Proposed, Screened, Validated
 from kneepoint.records.study import StudySpec
 from kneepoint.records.sweep import SweepResult

@@ -15,7 +15,7 @@ import pytest
 
 from kneepoint.load.capacity import interpolate_capacity, mean_interval
 from kneepoint.load.point import load_point
-from kneepoint.probes.sweep import knee_search, measure_rates, screen
+from kneepoint.measure.sweep import knee_search, measure_rates, screen
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.loadpoint import LoadPoint, Signals
 from kneepoint.records.measure import Dist, RequestRecord

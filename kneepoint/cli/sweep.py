@@ -19,10 +19,10 @@ from kneepoint.config import arguments
 from kneepoint.config.overrides import add_overrides_argument
 
 if TYPE_CHECKING:
+    from kneepoint.measure.watch import Watched
     from kneepoint.records.measure import RequestRecord
     from kneepoint.records.study import StudySpec
     from kneepoint.records.sweep import SweepResult
-    from kneepoint.tune.watch import Watched
 
 EXIT_SERVER_FAILED = 1
 """The run failed (a server that would not start or died), as vLLM exits when it refuses."""
@@ -63,14 +63,14 @@ def run_sweep(args: argparse.Namespace) -> int:
     from kneepoint.config import load_study
     from kneepoint.config.overrides import parse_override
     from kneepoint.load.score import stable_window
+    from kneepoint.measure.study_knee import study_knee_search
+    from kneepoint.measure.watch import Watched
     from kneepoint.probes.server_failure import ServerFailedError
-    from kneepoint.probes.study_knee import study_knee_search
     from kneepoint.probes.targets import PointArtifacts, PointSize, open_target
     from kneepoint.report.intervals import TRIM
     from kneepoint.run.files import check_output
     from kneepoint.run.folder import write_point
     from kneepoint.tune.feasibility import launch_checks
-    from kneepoint.tune.watch import Watched
 
     knobs = [parse_override(text, "--config-set", ("engine",)) for text in args.knobs]
     overrides = [*args.overrides, *knobs]

@@ -9,7 +9,7 @@ from kneepoint.config.trace import workload_trace
 from kneepoint.load.fleet import output_per_request
 from kneepoint.load.plan import point_seed
 from kneepoint.load.size import PointSize
-from kneepoint.probes.sweep import knee_search
+from kneepoint.measure.sweep import knee_search
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.hardware import GpuSpec
 from kneepoint.records.loadpoint import LoadPoint

@@ -8,12 +8,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from kneepoint.load.plan import PlannedRequest
 from kneepoint.load.size import PointSize
 from kneepoint.probes.backends import Endpoint
 from kneepoint.probes.server_failure import Failure
-from kneepoint.probes.sweep_run import Prober
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.faults import Faults
 from kneepoint.records.loadpoint import LoadPoint
@@ -34,6 +34,13 @@ class PointArtifacts:
     """``/metrics`` before and after the load (HTTP backends only)."""
     attempt: int = 0
     """Which retake of the point this was (0: the first measurement)."""
+
+
+class Prober(Protocol):
+    """Measures one offered rate: ``repeat`` picks the requests drawn, ``attempt`` > 0 is a
+    retake of a point that could not tell."""
+
+    def __call__(self, rate_rps: float, repeat: int, attempt: int = 0, /) -> LoadPoint: ...
 
 
 Keep = Callable[[PointArtifacts], None]

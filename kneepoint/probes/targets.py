@@ -33,12 +33,12 @@ from kneepoint.probes.credentials import api_key, server_env
 from kneepoint.probes.loadgen import LoadOptions
 from kneepoint.probes.measure import Instruments, measure
 from kneepoint.probes.server_failure import ServerFailedError
-from kneepoint.probes.sweep_run import Prober
 from kneepoint.probes.target import (
     DeviceClock,
     Keep,
     Opening,
     PointArtifacts,
+    Prober,
     Sender,
     Target,
     rejected,

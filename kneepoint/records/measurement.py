@@ -1,5 +1,5 @@
 """When a load point can tell what it measured: the study's rules for trusting a point, and how
-a point that cannot tell is measured again (``kneepoint.load.trust``, ``kneepoint.probes.sweep``).
+a point that cannot tell is measured again (``kneepoint.load.trust``, ``kneepoint.measure.sweep``).
 
 A point that cannot tell (a client too late to keep its schedule, a server whose own counts
 describe another load) is *unknown*: never a pass, never a failure. The defaults come from

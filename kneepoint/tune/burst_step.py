@@ -16,12 +16,12 @@ from kneepoint.load.burst import (
 )
 from kneepoint.load.objective import rules
 from kneepoint.load.size import PointSize
+from kneepoint.measure.bench import Bench
+from kneepoint.measure.trial_failure import TrialFailedError
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.ledger import BurstChecked, Finished
 from kneepoint.records.study import StudySpec
 from kneepoint.records.sweep import SweepResult
-from kneepoint.tune.bench import Bench
-from kneepoint.tune.trial_failure import TrialFailedError
 
 BUDGET_STOPS = ("max_device_hours", "deadline")
 """Stops after which nothing more is measured: the budget the person set is spent."""

@@ -12,13 +12,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kneepoint.load.objective import rules
+from kneepoint.measure import sweep
+from kneepoint.measure.study_knee import study_knee_search
+from kneepoint.measure.watch import Watched
 from kneepoint.policies.diagnosis.context import context_of
 from kneepoint.policies.diagnosis.diagnose import diagnose
 from kneepoint.policies.diagnosis.observe import observe_study
 from kneepoint.policies.pruning.prune import prune
-from kneepoint.probes import sweep
-from kneepoint.probes.study_knee import study_knee_search
-from kneepoint.probes.sweep_run import Prober
+from kneepoint.probes.target import Prober
 from kneepoint.probes.targets import PointArtifacts, PointSize, open_target
 from kneepoint.records.backend_spec import VllmBackend
 from kneepoint.records.diagnosis import Diagnosis
@@ -32,7 +33,6 @@ from kneepoint.report.measured import objective_text, slo
 from kneepoint.run.files import write_atomically
 from kneepoint.run.folder import write_point
 from kneepoint.run.progress import Progress
-from kneepoint.tune.watch import Watched
 
 
 @dataclass(frozen=True)

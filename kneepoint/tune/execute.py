@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import assert_never
 
 from kneepoint.load.objective import rules
+from kneepoint.measure.trial_failure import TrialFailedError
 from kneepoint.policies.judge.screen_bias import screen_bias
 from kneepoint.records.knobs import KnobCatalogue
 from kneepoint.records.ledger import Event, Finished, Proposed
@@ -32,7 +33,6 @@ from kneepoint.tune.decide import (
 )
 from kneepoint.tune.standing import baseline_words
 from kneepoint.tune.steps import Steps
-from kneepoint.tune.trial_failure import TrialFailedError
 
 Measure = MeasureBaseline | TrialAction | CheckBurst
 """The actions that run on a GPU."""

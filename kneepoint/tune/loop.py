@@ -18,6 +18,7 @@ from typing import assert_never
 import structlog
 
 from kneepoint import __version__
+from kneepoint.measure.bench import Bench
 from kneepoint.policies.search.long_shots import LongShots
 from kneepoint.policies.search.proposer import Proposer
 from kneepoint.probes.host_info import describe_host
@@ -29,7 +30,6 @@ from kneepoint.run.folder import RunFolder, study_digest
 from kneepoint.run.progress import Progress
 from kneepoint.run.state import RunState
 from kneepoint.run.trial_state import TrialState
-from kneepoint.tune.bench import Bench
 from kneepoint.tune.decide import (
     Action,
     CheckBurst,

@@ -9,12 +9,12 @@ import itertools
 
 import structlog
 
+from kneepoint.measure.bench import Bench
+from kneepoint.measure.trial_failure import TrialFailedError
 from kneepoint.probes.quality import PROMPTS, QualityCheckError, greedy_outputs, token_agreement
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.ledger import QualityChecked
 from kneepoint.records.study import StudySpec
-from kneepoint.tune.bench import Bench
-from kneepoint.tune.trial_failure import TrialFailedError
 
 log = structlog.get_logger(__name__)
 

@@ -10,6 +10,10 @@ from dataclasses import dataclass
 import structlog
 
 from kneepoint.load.objective import rules
+from kneepoint.measure.bench import Bench
+from kneepoint.measure.sweep import merge
+from kneepoint.measure.trial_failure import TrialFailedError
+from kneepoint.measure.validation import validate_pair
 from kneepoint.physics.defaults import UnmodeledSettingError, resolve_engine
 from kneepoint.physics.memory import plan_memory
 from kneepoint.policies.diagnosis.context import context_of
@@ -17,7 +21,6 @@ from kneepoint.policies.diagnosis.diagnose import diagnose
 from kneepoint.policies.diagnosis.observe import observe_study
 from kneepoint.policies.judge.promotion import is_finalist
 from kneepoint.policies.pruning.prune import prune
-from kneepoint.probes.sweep import merge
 from kneepoint.records.diagnosis import Diagnosis
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.knobs import KnobCatalogue
@@ -26,10 +29,7 @@ from kneepoint.records.proposal import Outcome, Proposal, Pruning
 from kneepoint.records.study import StudySpec
 from kneepoint.records.sweep import SweepPoint, SweepResult, nothing_met
 from kneepoint.records.task import BaselinePart, ValidationPart
-from kneepoint.tune.bench import Bench
 from kneepoint.tune.quality_step import quality_check
-from kneepoint.tune.trial_failure import TrialFailedError
-from kneepoint.tune.validation import validate_pair
 from kneepoint.tune.verdict import judged
 
 log = structlog.get_logger(__name__)

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kneepoint.load.objective import rules
+from kneepoint.measure.sweep import merge
 from kneepoint.policies.judge.promotion import judge
-from kneepoint.probes.sweep import merge
 from kneepoint.records.judgement import Judgement
 from kneepoint.records.ledger import Validated
 from kneepoint.records.study import StudySpec

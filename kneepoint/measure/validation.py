@@ -9,11 +9,11 @@ import functools
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from kneepoint.probes import sweep
+from kneepoint.measure import sweep
+from kneepoint.measure.bench import Bench
+from kneepoint.measure.trial_failure import TrialFailedError
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.sweep import SweepPoint, SweepResult
-from kneepoint.tune.bench import Bench
-from kneepoint.tune.trial_failure import TrialFailedError
 
 
 def validate_pair(

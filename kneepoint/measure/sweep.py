@@ -24,7 +24,8 @@ from collections.abc import Sequence
 import structlog
 
 from kneepoint.load.knee import Verdict, find_capacity
-from kneepoint.probes.sweep_run import Clock, Prober, SweepRun
+from kneepoint.measure.sweep_run import Clock, SweepRun
+from kneepoint.probes.target import Prober
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.limits import MAX_SEARCH_RPS
 from kneepoint.records.slo import Slo

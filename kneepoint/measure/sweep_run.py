@@ -6,24 +6,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Protocol
 
 import structlog
 
 from kneepoint.load.capacity import interpolate_capacity, mean_interval, slo_margin
+from kneepoint.probes.target import Prober
 from kneepoint.records.engine import EngineConfig
-from kneepoint.records.loadpoint import LoadPoint
 from kneepoint.records.slo import Slo
 from kneepoint.records.sweep import SweepKind, SweepPoint, SweepResult
 
 log = structlog.get_logger(__name__)
-
-
-class Prober(Protocol):
-    """Measures one offered rate: ``repeat`` picks the requests drawn, ``attempt`` > 0 is a
-    retake of a point that could not tell."""
-
-    def __call__(self, rate_rps: float, repeat: int, attempt: int = 0, /) -> LoadPoint: ...
 
 
 Clock = Callable[[], float]

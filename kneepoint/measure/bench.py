@@ -2,8 +2,8 @@
 with every point's records kept in the trial's folder and the device time it cost.
 
 A server that will not start, dies or hangs becomes a ``TrialFailedError`` carrying the trial
-status it means and the device time already spent (``kneepoint.tune.trial_failure``); the
-loop records it as an outcome. Validation's interleaved legs: ``kneepoint.tune.validation``.
+status it means and the device time already spent (``kneepoint.measure.trial_failure``); the
+loop records it as an outcome. Validation's interleaved legs: ``kneepoint.measure.validation``.
 """
 
 from __future__ import annotations
@@ -18,11 +18,12 @@ import structlog
 
 from kneepoint.load.objective import rules
 from kneepoint.load.plan import PlannedRequest
+from kneepoint.measure import sweep
+from kneepoint.measure.study_knee import study_knee_search
+from kneepoint.measure.trial_failure import FAILURE_STATUS, TrialFailedError, retrying
 from kneepoint.physics.defaults import UnmodeledSettingError
-from kneepoint.probes import sweep
 from kneepoint.probes.server_failure import ServerFailedError
-from kneepoint.probes.study_knee import study_knee_search
-from kneepoint.probes.sweep_run import Prober
+from kneepoint.probes.target import Prober
 from kneepoint.probes.targets import PointArtifacts, PointSize, Target, open_target
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.loadpoint import LoadPoint
@@ -32,7 +33,6 @@ from kneepoint.records.sweep import SweepPoint, SweepResult
 from kneepoint.run.folder import RunFolder
 from kneepoint.run.progress import Progress
 from kneepoint.sim.engine import EngineRefusedError
-from kneepoint.tune.trial_failure import FAILURE_STATUS, TrialFailedError, retrying
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")

@@ -5,8 +5,8 @@ still writes what it measured, as a sweep marked interrupted."""
 from __future__ import annotations
 
 from kneepoint.load.capacity import slo_margin
-from kneepoint.probes.sweep import result_of
-from kneepoint.probes.sweep_run import Prober
+from kneepoint.measure.sweep import result_of
+from kneepoint.probes.target import Prober
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.loadpoint import LoadPoint
 from kneepoint.records.slo import Slo

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import time
 
-from kneepoint.probes.sweep import knee_search
-from kneepoint.probes.sweep_run import Clock, Prober
+from kneepoint.measure.sweep import knee_search
+from kneepoint.measure.sweep_run import Clock
+from kneepoint.probes.target import Prober
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.study import StudySpec
 from kneepoint.records.sweep import SweepResult
