@@ -1,9 +1,11 @@
-"""The loop's measuring hand: each kind of sweep the loop asks for, on the study's backend,
-with every point's records kept in the trial's folder and the device time it cost.
+"""The measuring harness every command measures a configuration through: a fresh server for
+the configuration (the study's backend), its points reported and kept, the device time it
+cost, and the same measurement again on a fresh server after a transient failure.
 
 A server that will not start, dies or hangs becomes a ``TrialFailedError`` carrying the trial
 status it means and the device time already spent (``kneepoint.measure.trial_failure``); the
-loop records it as an outcome. Validation's interleaved legs: ``kneepoint.measure.validation``.
+loop records it as an outcome, ``sweep`` and ``diagnose`` say it in one line. Validation's
+interleaved legs: ``kneepoint.measure.validation``.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import structlog
 
@@ -21,16 +23,17 @@ from kneepoint.load.plan import PlannedRequest
 from kneepoint.measure import sweep
 from kneepoint.measure.study_knee import study_knee_search
 from kneepoint.measure.trial_failure import FAILURE_STATUS, TrialFailedError, retrying
+from kneepoint.measure.watch import Watched
 from kneepoint.physics.defaults import UnmodeledSettingError
 from kneepoint.probes.server_failure import ServerFailedError
 from kneepoint.probes.target import Prober
 from kneepoint.probes.targets import PointArtifacts, PointSize, Target, open_target
 from kneepoint.records.engine import EngineConfig
-from kneepoint.records.loadpoint import LoadPoint
 from kneepoint.records.measure import RequestRecord
 from kneepoint.records.study import StudySpec
 from kneepoint.records.sweep import SweepPoint, SweepResult
-from kneepoint.run.folder import RunFolder
+from kneepoint.run.files import write_atomically
+from kneepoint.run.folder import write_point
 from kneepoint.run.progress import Progress
 from kneepoint.sim.engine import EngineRefusedError
 
@@ -42,28 +45,70 @@ CLIMB = 4
 """Rates a leg may add above its range when the range never reached its knee."""
 
 
+def keep_sweep(trial_dir: Path, label: str, result: SweepResult) -> None:
+    """A sweep's result beside its points, as ``<label>.json``."""
+    write_atomically(trial_dir / f"{label}.json", result.model_dump_json(indent=1) + "\n")
+
+
 @dataclass
 class Bench:
     study: StudySpec
-    folder: RunFolder
     progress: Progress
     launches: int = 0
     """Servers this agent has started (the simulator's injected faults pick by it)."""
+    watched: Watched | None = None
+    """The last server's points as they landed: what an interrupted command still writes."""
+
+    @property
+    def retries(self) -> int:
+        """Fresh servers a transient failure gets: the study's where kneepoint starts the
+        server; none for an attached one, which has no fresh server to give."""
+        return self.study.tuning.transient_retries if self.study.backend.owns_knobs else 0
 
     def retrying(
         self, what: str, attempt: Callable[[], tuple[T, float]]
     ) -> tuple[T, float, tuple[str, ...]]:
         """``attempt`` again on a fresh server after a transient failure (the study's retries)."""
-        return retrying(what, attempt, self.study.tuning.transient_retries, self.progress)
+        return retrying(what, attempt, self.retries, self.progress)
+
+    def on_server(
+        self,
+        what: str,
+        config: EngineConfig,
+        where: tuple[Path, str, float],
+        body: Callable[[Prober, Target], T],
+        *,
+        planned: int | None = None,
+        points_dir: Path | None = None,
+    ) -> tuple[T, float, tuple[str, ...]]:
+        """``body`` on a server of ``config``, again on a fresh one after a transient failure:
+        its answer, the device time of every attempt and why the failed ones ended. ``where``:
+        the server's folder, the label its points are kept under and their seconds of
+        arrivals; ``planned``: the points it plans, told to the progress."""
+        trial_dir, label, seconds = where
+
+        def attempt() -> tuple[T, float]:
+            self.progress.sweep(label, planned)
+            with self.session(config, trial_dir, label, seconds, points_dir) as (probe, target):
+                answer = body(probe, target)
+            return answer, target.clock.seconds()
+
+        return self.retrying(what, attempt)
 
     @contextmanager
     def session(
-        self, config: EngineConfig, trial_dir: Path, label: str, seconds: float
+        self,
+        config: EngineConfig,
+        trial_dir: Path,
+        label: str,
+        seconds: float,
+        points_dir: Path | None = None,
     ) -> Iterator[tuple[Prober, Target]]:
-        """The backend serving ``config``; every point it measures is kept under ``label``."""
+        """The backend serving ``config``; every point it measures is reported and kept
+        under ``label`` (in ``points_dir``, else the server's ``trial_dir``)."""
 
         def keep(artifacts: PointArtifacts) -> None:
-            self.folder.keep_point(trial_dir, label, artifacts)
+            write_point(points_dir or trial_dir, label, artifacts)
 
         target: Target | None = None
         self.launches += 1
@@ -72,37 +117,29 @@ class Bench:
             with open_target(
                 self.study, config, trial_dir, size, keep, launch=self.launches
             ) as target:
-                yield self._reporting(target.probe, label), target
+                self.watched = Watched(target.probe, self.progress, label, self.study.slo)
+                yield self.watched, target
         except ServerFailedError as exc:
             spent = target.clock.seconds() if target is not None else 0.0
             raise TrialFailedError(
-                FAILURE_STATUS[exc.failure.kind], str(exc.failure), spent
+                FAILURE_STATUS[exc.failure.kind],
+                str(exc.failure),
+                spent,
+                sentence=exc.failure.sentence(),
             ) from exc
         except (EngineRefusedError, UnmodeledSettingError) as exc:
             raise TrialFailedError("startup_failed", str(exc), 0.0) from exc
 
-    def _reporting(self, probe: Prober, label: str) -> Prober:
-        def reported(rate: float, repeat: int, attempt: int = 0) -> LoadPoint:
-            point = probe(rate, repeat, attempt)
-            self.progress.point(label, rate, repeat, point)
-            return point
-
-        return reported
-
-    def knee(self, config: EngineConfig, trial_dir: Path) -> tuple[SweepResult, float]:
+    def knee(
+        self, config: EngineConfig, trial_dir: Path, start_rps: float | None = None
+    ) -> tuple[SweepResult, float]:
         """A coarse knee search for a configuration whose knee is unknown."""
-        tuning = self.study.tuning
 
-        def attempt() -> tuple[SweepResult, float]:
-            self.progress.sweep("knee", None)
-            with self.session(config, trial_dir, "knee", tuning.screen_seconds) as (
-                probe,
-                target,
-            ):
-                result = study_knee_search(probe, self.study, config)
-            return result, target.clock.seconds()
+        def search(probe: Prober, _: Target) -> SweepResult:
+            return study_knee_search(probe, self.study, config, start_rps=start_rps)
 
-        return self._kept(trial_dir, "knee", *self.retrying("knee search", attempt))
+        where = (trial_dir, "knee", self.study.tuning.screen_seconds)
+        return self._kept(trial_dir, "knee", *self.on_server("knee search", config, where, search))
 
     def _kept(
         self,
@@ -114,7 +151,7 @@ class Bench:
     ) -> tuple[SweepResult, float]:
         """The sweep with the causes of its failed attempts, kept in the trial's folder."""
         result = result.model_copy(update={"retried": retried}) if retried else result
-        self.folder.keep_sweep(trial_dir, label, result)
+        keep_sweep(trial_dir, label, result)
         return result, seconds
 
     def repeats(
@@ -128,34 +165,38 @@ class Bench:
         """One configuration over ``rates``, ``repeats`` on one server: its capacity and its
         noise (``reference``: its points measured before, its knee search's, which these must
         not contradict without a retake)."""
-        tuning, label = self.study.tuning, "repeats"
 
-        def attempt() -> tuple[SweepResult, float]:
-            legs: list[SweepResult] = []
-            self.progress.sweep(label, len(repeats) * len(rates))
-            with self.session(config, trial_dir, label, tuning.validate_seconds) as (
-                probe,
-                target,
-            ):
-                for repeat in repeats:
-                    earlier = [*reference, *(p for leg in legs for p in leg.points)]
-                    legs.append(
-                        sweep.measure_rates(
-                            probe,
-                            config,
-                            self.study.slo,
-                            rates,
-                            repeat=repeat,
-                            climb=self.climb,
-                            descend=self.descend,
-                            retakes=self.retakes,
-                            reference=earlier,
-                        )
-                    )
-            return sweep.merge(legs), target.clock.seconds()
+        def legs(probe: Prober, _: Target) -> SweepResult:
+            done: list[SweepResult] = []
+            for repeat in repeats:
+                earlier = [*reference, *(p for leg in done for p in leg.points)]
+                done.append(self.at(probe, config, rates, repeat=repeat, reference=earlier))
+            return sweep.merge(done)
 
-        kept = label if repeats.start == 0 else f"{label}-r{repeats.start}"
-        return self._kept(trial_dir, kept, *self.retrying("repeats", attempt))
+        where = (trial_dir, "repeats", self.study.tuning.validate_seconds)
+        measured = self.on_server("repeats", config, where, legs, planned=len(repeats) * len(rates))
+        kept = "repeats" if repeats.start == 0 else f"repeats-r{repeats.start}"
+        return self._kept(trial_dir, kept, *measured)
+
+    def at(
+        self,
+        probe: Prober,
+        config: EngineConfig,
+        rates: list[float],
+        **how: Any,
+    ) -> SweepResult:
+        """``rates`` measured once by ``probe``, climbing and descending as the objective
+        reads (``how``: ``measure_rates``'s repeat, arm, kind and reference)."""
+        return sweep.measure_rates(
+            probe,
+            config,
+            self.study.slo,
+            rates,
+            climb=self.climb,
+            descend=self.descend,
+            retakes=self.retakes,
+            **how,
+        )
 
     @property
     def climb(self) -> int:
@@ -178,25 +219,12 @@ class Bench:
     ) -> tuple[SweepResult, float]:
         """One configuration at ``rates``, once (a screen that needs no knee)."""
 
-        def attempt() -> tuple[SweepResult, float]:
-            self.progress.sweep(label, len(rates))
-            with self.session(config, trial_dir, label, self.study.tuning.screen_seconds) as (
-                probe,
-                target,
-            ):
-                result = sweep.measure_rates(
-                    probe,
-                    config,
-                    self.study.slo,
-                    rates,
-                    kind="screen",
-                    climb=self.climb,
-                    descend=self.descend,
-                    retakes=self.retakes,
-                )
-            return result, target.clock.seconds()
+        def once(probe: Prober, _: Target) -> SweepResult:
+            return self.at(probe, config, rates, kind="screen")
 
-        return self._kept(trial_dir, label, *self.retrying(label, attempt))
+        where = (trial_dir, label, self.study.tuning.screen_seconds)
+        measured = self.on_server(label, config, where, once, planned=len(rates))
+        return self._kept(trial_dir, label, *measured)
 
     def screen(
         self, config: EngineConfig, trial_dir: Path, around_rps: float
@@ -211,62 +239,58 @@ class Bench:
         cap = max(tuning.screen_time_cap_s, SCREEN_MIN_POINTS * point_s)
         if cap > tuning.screen_time_cap_s:
             log.info("screen.cap_raised", cap_s=round(cap), point_s=round(point_s))
-        retried = self.retrying("screen", lambda: self._screen(config, trial_dir, around_rps, cap))
-        return self._kept(trial_dir, "screen", *retried)
+
+        def capped(probe: Prober, target: Target) -> SweepResult:
+            return self._screen(probe, target, config, around_rps, cap)
+
+        where = (trial_dir, "screen", tuning.screen_seconds)
+        planned = len(sweep.SCREEN_FRACTIONS)
+        measured = self.on_server("screen", config, where, capped, planned=planned)
+        return self._kept(trial_dir, "screen", *measured)
 
     def _screen(
-        self, config: EngineConfig, trial_dir: Path, around_rps: float, cap: float
-    ) -> tuple[SweepResult, float]:
-        slo = self.study.slo
-        self.progress.sweep("screen", len(sweep.SCREEN_FRACTIONS))
-        with self.session(config, trial_dir, "screen", self.study.tuning.screen_seconds) as (
-            probe,
-            target,
-        ):
-            # the cap is on the server's time: a wider server spends device time faster
-            # (every GPU counts in the budget) but needs as long per point
-            gpus = config.tensor_parallel_size or 1
+        self, probe: Prober, target: Target, config: EngineConfig, around_rps: float, cap: float
+    ) -> SweepResult:
+        # the cap is on the server's time: a wider server spends device time faster
+        # (every GPU counts in the budget) but needs as long per point
+        gpus = config.tensor_parallel_size or 1
 
-            def clock() -> float:
-                return target.clock.seconds() / gpus
+        def clock() -> float:
+            return target.clock.seconds() / gpus
 
-            first = sweep.screen(
-                probe, config, slo, around_rps, time_cap_s=cap, clock=clock, retakes=self.retakes
-            )
-            legs = [first]
-            left = cap - first.elapsed_s
-            passes = [p.rate_rps for p in first.points if p.passed]
-            if not any(p.failed for p in first.points) and left > 0 and passes:
-                legs.append(
-                    sweep.knee_search(
-                        probe,
-                        config,
-                        slo,
-                        max(passes) * 1.25,
-                        time_cap_s=left,
-                        clock=clock,
-                        retakes=self.retakes,
-                        max_rps=self.study.tuning.max_rate_rps,
-                        passing_rps=max(passes),
-                    )
+        slo, retakes = self.study.slo, self.retakes
+        first = sweep.screen(
+            probe, config, slo, around_rps, time_cap_s=cap, clock=clock, retakes=retakes
+        )
+        legs = [first]
+        left = cap - first.elapsed_s
+        passes = [p.rate_rps for p in first.points if p.passed]
+        if not any(p.failed for p in first.points) and left > 0 and passes:
+            legs.append(
+                sweep.knee_search(
+                    probe,
+                    config,
+                    slo,
+                    max(passes) * 1.25,
+                    time_cap_s=left,
+                    clock=clock,
+                    retakes=retakes,
+                    max_rps=self.study.tuning.max_rate_rps,
+                    passing_rps=max(passes),
                 )
-        return sweep.merge(legs, kind="screen"), target.clock.seconds()
+            )
+        return sweep.merge(legs, kind="screen")
 
     def burst(
         self, config: EngineConfig, trial_dir: Path, plan: Sequence[PlannedRequest], rate: float
     ) -> tuple[tuple[RequestRecord, ...], float]:
         """A plan shaped over time (``kneepoint.load.burst``) sent to ``config`` as one load."""
 
-        def attempt() -> tuple[tuple[RequestRecord, ...], float]:
-            self.progress.sweep("burst", None)
-            with self.session(config, trial_dir, "burst", self.study.tuning.validate_seconds) as (
-                _,
-                target,
-            ):
-                if target.send is None:
-                    raise TrialFailedError("startup_failed", "the backend cannot send a plan", 0)
-                records = target.send(plan, rate)
-            return records, target.clock.seconds()
+        def send(_: Prober, target: Target) -> tuple[RequestRecord, ...]:
+            if target.send is None:
+                raise TrialFailedError("startup_failed", "the backend cannot send a plan", 0)
+            return target.send(plan, rate)
 
-        records, seconds, _ = self.retrying("burst", attempt)
+        where = (trial_dir, "burst", self.study.tuning.validate_seconds)
+        records, seconds, _ = self.on_server("burst", config, where, send)
         return records, seconds

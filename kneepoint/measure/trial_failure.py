@@ -36,9 +36,13 @@ TRANSIENT: frozenset[TrialStatus] = frozenset({"crashed", "timed_out"})
 class TrialFailedError(KneepointError, RuntimeError):
     """A trial's server failed: the status it means and the device time already spent."""
 
-    def __init__(self, status: TrialStatus, cause: str, device_s: float) -> None:
+    def __init__(
+        self, status: TrialStatus, cause: str, device_s: float, sentence: str | None = None
+    ) -> None:
         super().__init__(f"{status}: {cause}")
         self.status, self.cause, self.device_s = status, cause, device_s
+        self.sentence = sentence or cause
+        """What a person reads (the server's failure in words)."""
 
 
 def retrying(
@@ -57,7 +61,10 @@ def retrying(
             spent += exc.device_s
             if exc.status not in TRANSIENT or tries == retries:
                 cause = "; ".join([*(f"first {c}" for c in causes[:1]), exc.cause])
-                raise TrialFailedError(exc.status, cause, spent) from exc
+                sentence = exc.sentence + "".join(
+                    f" (on a fresh server, after {c})" for c in causes
+                )
+                raise TrialFailedError(exc.status, cause, spent, sentence) from exc
             causes.append(f"{exc.status}: {exc.cause}")
             log.warning(
                 "bench.retry",

@@ -10,8 +10,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from kneepoint.measure import sweep
-from kneepoint.measure.bench import Bench
+from kneepoint.measure.bench import Bench, keep_sweep
 from kneepoint.measure.trial_failure import TrialFailedError
+from kneepoint.probes.target import Prober
+from kneepoint.probes.targets import Target
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.sweep import SweepPoint, SweepResult
 
@@ -40,57 +42,36 @@ def validate_pair(
             label = f"validate-{arm}"
             before = [p.model_copy(update={"arm": arm}) for p in (known or {}).get(arm, ())]
             earlier = [*before, *(p for leg in legs[arm] for p in leg.points)]
-            attempt = functools.partial(
-                _leg,
-                bench,
-                arms[arm],
-                trial_dir,
-                rates[arm],
-                repeat=repeat,
-                arm=arm,
-                earlier=earlier,
+            where = (trial_dir, label, bench.study.tuning.validate_seconds)
+            one_leg = functools.partial(
+                _leg, bench, arms[arm], rates[arm], repeat=repeat, arm=arm, earlier=earlier
             )
             try:
-                leg, seconds, retried = bench.retrying(label, attempt)
+                measured, seconds, retried = bench.on_server(
+                    label, arms[arm], where, one_leg, planned=len(rates[arm])
+                )
             except TrialFailedError as exc:
                 exc.device_s += spent
                 raise
-            legs[arm].append(leg.model_copy(update={"retried": retried}))
+            legs[arm].append(measured.model_copy(update={"retried": retried}))
             spent += seconds
     results = {arm: sweep.merge(legs[arm]) for arm in arms}
     for arm, result in results.items():
-        bench.folder.keep_sweep(trial_dir, f"validate-{arm}-r{repeats.start}", result)
+        keep_sweep(trial_dir, f"validate-{arm}-r{repeats.start}", result)
     return results["incumbent"], results["challenger"], spent
 
 
 def _leg(
     bench: Bench,
     config: EngineConfig,
-    trial_dir: Path,
     rates: list[float],
+    probe: Prober,
+    _: Target,
     *,
     repeat: int,
     arm: str,
     earlier: Sequence[SweepPoint] = (),
-) -> tuple[SweepResult, float]:
+) -> SweepResult:
     """One arm of one validation repeat, on its own server (``earlier``: the arm's points
     from the repeats before, which its points must not contradict without a retake)."""
-    label = f"validate-{arm}"
-    bench.progress.sweep(label, len(rates))
-    with bench.session(config, trial_dir, label, bench.study.tuning.validate_seconds) as (
-        probe,
-        target,
-    ):
-        leg = sweep.measure_rates(
-            probe,
-            config,
-            bench.study.slo,
-            rates,
-            repeat=repeat,
-            arm=arm,
-            climb=bench.climb,
-            descend=bench.descend,
-            retakes=bench.retakes,
-            reference=earlier,
-        )
-    return leg, target.clock.seconds()
+    return bench.at(probe, config, rates, repeat=repeat, arm=arm, reference=earlier)

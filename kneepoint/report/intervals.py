@@ -1,6 +1,7 @@
 """Bootstrap intervals for the report's latency percentiles, from the request records the run
-kept for every load point (``RunFolder.keep_point``): the same stable window and classes the
-point was scored on, requests resampled with replacement (``kneepoint.load.bootstrap``)."""
+kept for every load point (``kneepoint.run.folder.write_point``): the same stable window and
+classes the point was scored on, requests resampled with replacement
+(``kneepoint.load.bootstrap``)."""
 
 from __future__ import annotations
 

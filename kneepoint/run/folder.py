@@ -33,7 +33,6 @@ from kneepoint.records.engine import EngineConfig
 from kneepoint.records.errors import KneepointError
 from kneepoint.records.ledger import RunStarted
 from kneepoint.records.study import StudySpec
-from kneepoint.records.sweep import SweepResult
 from kneepoint.run.files import write_atomically
 from kneepoint.run.ledger import Ledger, LedgerError
 from kneepoint.run.lock import RunLock, RunLockedError, try_lock
@@ -155,13 +154,6 @@ class RunFolder:
         path = self.path / "trials" / name
         path.mkdir(parents=True, exist_ok=True)
         return path
-
-    def keep_sweep(self, trial_dir: Path, label: str, result: SweepResult) -> None:
-        write_atomically(trial_dir / f"{label}.json", result.model_dump_json(indent=1) + "\n")
-
-    def keep_point(self, trial_dir: Path, label: str, artifacts: PointArtifacts) -> None:
-        """A point's request records (gzip JSON lines) and metric snapshots."""
-        write_point(trial_dir, label, artifacts)
 
     def write_best(self, study: StudySpec, config: EngineConfig) -> None:
         body = {"engine": config.model_dump(mode="json", exclude_defaults=True)}

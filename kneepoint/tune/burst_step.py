@@ -5,6 +5,8 @@ times that rate, then back; the event says how long TTFT took to come back withi
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from kneepoint.config.trace import workload_trace
 from kneepoint.load.burst import (
     BurstPlan,
@@ -45,8 +47,15 @@ def unmeasured(study: StudySpec, config: EngineConfig, skipped: str = "") -> Bur
 
 
 def check_burst(
-    study: StudySpec, bench: Bench, config: EngineConfig, repeats: SweepResult, finished: Finished
+    bench: Bench,
+    trial_dir: Path,
+    config: EngineConfig,
+    repeats: SweepResult,
+    finished: Finished,
 ) -> BurstChecked:
+    """``trial_dir``: where the check's server and points go (not under trials/, which
+    holds the search's)."""
+    study = bench.study
     spec = study.tuning.burst
     base = unmeasured(study, config)
     limits = ttft_limits(study.slo, study.workload.class_names())
@@ -65,7 +74,6 @@ def check_burst(
     if skipped or rate is None:
         return base.model_copy(update={"skipped": skipped})
     plan = _plan(study, rate)
-    trial_dir = bench.folder.path / "burst"  # not a trial: trials/ holds the search's
     trial_dir.mkdir(parents=True, exist_ok=True)
     try:
         records, device_s = bench.burst(config, trial_dir, plan.requests, rate)

@@ -101,7 +101,11 @@ class Executor:
         assert state.finished is not None
         self.progress.phase("burst", "the winner: a burst past its operating rate, then back")
         checked = check_burst(
-            self.study, self.steps.bench, state.incumbent, state.incumbent_repeats, state.finished
+            self.steps.bench,
+            self.steps.folder.path / "burst",
+            state.incumbent,
+            state.incumbent_repeats,
+            state.finished,
         )
         self.progress.status(checked.summary())
         return checked

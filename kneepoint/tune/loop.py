@@ -70,7 +70,7 @@ class Tuner:
     ) -> None:
         self.folder, self.study, self.progress, self.now = folder, study, progress, now
         self.state = RunState.replay(folder.ledger.recover(), study.objective)
-        self.steps = Steps(study, Bench(study, folder, progress), catalogue, vllm_version)
+        self.steps = Steps(study, folder, Bench(study, progress), catalogue, vllm_version)
         self.executor = Executor(study, self.steps, progress)
         self._proposer: Proposer | None = None
         self._built_for, self._told = -1, 0

@@ -6,6 +6,7 @@ weights) cannot be judged so: the check is skipped and says why."""
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import structlog
 
@@ -31,9 +32,10 @@ def _no_real_outputs(study: StudySpec, config: EngineConfig) -> str | None:
 
 
 def quality_check(
-    bench: Bench, trial: int, incumbent: EngineConfig, challenger: EngineConfig
+    bench: Bench, trial_dir: Path, trial: int, incumbent: EngineConfig, challenger: EngineConfig
 ) -> QualityChecked:
-    """Greedy answers to fixed prompts from both configurations, compared token by token."""
+    """Greedy answers to fixed prompts from both configurations, compared token by token
+    (their servers' logs in ``trial_dir``)."""
     tuning = bench.study.tuning
     threshold = tuning.quality_threshold
     unjudgeable = _no_real_outputs(bench.study, challenger) or _no_real_outputs(
@@ -45,7 +47,6 @@ def quality_check(
         return QualityChecked(trial=trial, verdict="skipped", threshold=threshold, reason=reason)
     prompts = [PROMPTS[i % len(PROMPTS)] for i in range(tuning.quality_prompts)]
     outputs, spent = [], 0.0
-    trial_dir = bench.folder.trial_dir(trial, challenger)
     for arm, config in (("incumbent", incumbent), ("challenger", challenger)):
         try:
             with bench.session(config, trial_dir, f"quality-{arm}", 1.0) as (_, target):

@@ -29,6 +29,7 @@ from kneepoint.records.proposal import Outcome, Proposal, Pruning
 from kneepoint.records.study import StudySpec
 from kneepoint.records.sweep import SweepPoint, SweepResult, nothing_met
 from kneepoint.records.task import BaselinePart, ValidationPart
+from kneepoint.run.folder import RunFolder
 from kneepoint.tune.quality_step import quality_check
 from kneepoint.tune.verdict import judged
 
@@ -38,6 +39,7 @@ log = structlog.get_logger(__name__)
 @dataclass
 class Steps:
     study: StudySpec
+    folder: RunFolder
     bench: Bench
     catalogue: KnobCatalogue
     vllm_version: str | None = None
@@ -71,7 +73,7 @@ class Steps:
     def baseline_knee(self) -> BaselinePart:
         config = self.study.engine
         self.bench.progress.phase("baseline", "knee search of the starting configuration")
-        knee, knee_s = self.bench.knee(config, self.bench.folder.trial_dir(0, config))
+        knee, knee_s = self.bench.knee(config, self.folder.trial_dir(0, config))
         return BaselinePart(sweep=knee, device_s=knee_s)
 
     def baseline_repeats(self, knee: BaselinePart, repeats: range) -> BaselinePart:
@@ -80,7 +82,7 @@ class Steps:
         around = knee.sweep.capacity_rps or min(p.rate_rps for p in knee.sweep.points)
         self.bench.progress.phase("baseline", "the starting configuration, repeated")
         rates = rules(self.study.objective).repeat_rates(around)
-        trial_dir = self.bench.folder.trial_dir(0, config)
+        trial_dir = self.folder.trial_dir(0, config)
         result, spent = self.bench.repeats(config, trial_dir, rates, knee.sweep.points, repeats)
         first, n = repeats.start, len(repeats)
         return BaselinePart(first_repeat=first, repeats=n, sweep=result, device_s=spent)
@@ -135,7 +137,7 @@ class Steps:
         """One short look at the proposal; a finalist where it beats the incumbent beyond
         the noise, read on the validations' yardstick (``bias``: ``screen_bias``)."""
         config, objective = proposal.config, self.study.objective
-        trial_dir = self.bench.folder.trial_dir(trial, config)
+        trial_dir = self.folder.trial_dir(trial, config)
         # per GPU, a server twice as wide ties the incumbent at twice its knee: look there
         around = (
             incumbent_knee
@@ -179,7 +181,9 @@ class Steps:
         self, trial: int, incumbent: EngineConfig, challenger: EngineConfig
     ) -> QualityChecked:
         """Greedy answers to fixed prompts from both configurations, compared token by token."""
-        return quality_check(self.bench, trial, incumbent, challenger)
+        return quality_check(
+            self.bench, self.folder.trial_dir(trial, challenger), trial, incumbent, challenger
+        )
 
     def validate(
         self,
@@ -237,7 +241,7 @@ class Steps:
                 *_points(earlier, "challenger"),
             ],
         }
-        trial_dir = self.bench.folder.trial_dir(trial, challenger)
+        trial_dir = self.folder.trial_dir(trial, challenger)
         part = ValidationPart(trial=trial, first_repeat=repeats.start, repeats=len(repeats))
         try:
             inc, chal, spent = validate_pair(

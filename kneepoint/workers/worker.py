@@ -52,7 +52,7 @@ class Worker:
     ) -> None:
         self.shared, self.study, self.folder, self.name = shared, study, folder, name
         self.progress, self.catalogue, self.poll_s, self.now = progress, catalogue, poll_s, now
-        steps = Steps(study, Bench(study, folder, progress), catalogue, vllm_version)
+        steps = Steps(study, folder, Bench(study, progress), catalogue, vllm_version)
         self.executor = Executor(study, steps, progress)
         self.tasks_done = 0
 
