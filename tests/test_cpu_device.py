@@ -14,9 +14,10 @@ from kneepoint.policies.diagnosis.context import context_of
 from kneepoint.records.diagnosis import Observation
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.loadpoint import LoadPoint, Signals
+from kneepoint.report.diagnosis_document import findings_document
 from kneepoint.report.document import to_markdown
 from kneepoint.run.progress import LogProgress
-from kneepoint.tune.diagnose import findings_document, measure_and_diagnose
+from kneepoint.tune.diagnose import measure_and_diagnose
 
 from .conftest import REPO
 
@@ -63,7 +64,7 @@ def test_a_cpu_study_is_diagnosed_and_reported_as_a_cpu(tmp_path: Path) -> None:
     findings = measure_and_diagnose(study, tmp_path, knob_catalogue(), LogProgress())
     saturated = max(findings.result.points, key=lambda p: p.rate_rps).point
     assert saturated.signals.gpu_util_pct is None and saturated.signals.sm_util_pct is None
-    text = to_markdown(findings_document(study, findings), tmp_path)
+    text = to_markdown(findings_document(study, *findings), tmp_path)
     assert "on cpu (CPU, sim)" in text
     readings = " ".join(e.reading for e in findings.diagnosis.evidence)
     assert "GPU" not in readings and "HBM" not in readings

@@ -119,10 +119,11 @@ def _write_study(folder: Path, study: StudySpec) -> None:
 def run_diagnose(args: argparse.Namespace) -> int:
     from kneepoint.cli.console import progress_for
     from kneepoint.config import knob_catalogue
-    from kneepoint.probes.server_failure import ServerFailedError
+    from kneepoint.measure.trial_failure import TrialFailedError
+    from kneepoint.report.diagnosis_document import findings_document
     from kneepoint.report.document import to_markdown
     from kneepoint.run.files import check_output, write_atomically
-    from kneepoint.tune.diagnose import findings_document, findings_of, measure_and_diagnose
+    from kneepoint.tune.diagnose import measure_and_diagnose, recorded
 
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     check_output("--runs-dir", args.runs_dir, directory=True)
@@ -132,7 +133,7 @@ def run_diagnose(args: argparse.Namespace) -> int:
             raise ConfigError([Problem("kneepoint diagnose", None, (), message)])
         study, result = _recording(args.recorded)
         folder = args.runs_dir / f"diagnose-{study.name}-{stamp}"
-        findings = findings_of(study, result, knob_catalogue())
+        findings = recorded(study, result, knob_catalogue())
         write_atomically(folder / "sweep.json", result.model_dump_json(indent=1) + "\n")
     else:
         study = _study(args)
@@ -142,8 +143,8 @@ def run_diagnose(args: argparse.Namespace) -> int:
             findings = measure_and_diagnose(
                 study, folder, knob_catalogue(), progress_for(sys.stderr), args.knee_rps
             )
-        except ServerFailedError as exc:
-            print(f"kneepoint: {exc.failure.sentence()}", file=sys.stderr)
+        except TrialFailedError as exc:
+            print(f"kneepoint: {exc.sentence}", file=sys.stderr)
             return EXIT_SERVER_FAILED
         except KeyboardInterrupt:
             kept = folder / "sweep.json"
@@ -154,7 +155,7 @@ def run_diagnose(args: argparse.Namespace) -> int:
             )
             print(f"\nkneepoint: interrupted{where}", file=sys.stderr)
             return EXIT_INTERRUPTED
-    text = to_markdown(findings_document(study, findings), folder)
+    text = to_markdown(findings_document(study, *findings), folder)
     write_atomically(folder / "diagnosis.md", text)
     body = {
         "diagnosis": findings.diagnosis.model_dump(mode="json"),

@@ -20,6 +20,8 @@ from kneepoint.config.overrides import add_overrides_argument
 
 if TYPE_CHECKING:
     from kneepoint.measure.watch import Watched
+    from kneepoint.probes.target import Prober
+    from kneepoint.probes.targets import Target
     from kneepoint.records.measure import RequestRecord
     from kneepoint.records.study import StudySpec
     from kneepoint.records.sweep import SweepResult
@@ -63,10 +65,10 @@ def run_sweep(args: argparse.Namespace) -> int:
     from kneepoint.config import load_study
     from kneepoint.config.overrides import parse_override
     from kneepoint.load.score import stable_window
+    from kneepoint.measure.bench import Bench
     from kneepoint.measure.study_knee import study_knee_search
-    from kneepoint.measure.watch import Watched
-    from kneepoint.probes.server_failure import ServerFailedError
-    from kneepoint.probes.targets import PointArtifacts, PointSize, open_target
+    from kneepoint.measure.trial_failure import TrialFailedError
+    from kneepoint.probes.targets import PointArtifacts, PointSize
     from kneepoint.report.intervals import TRIM
     from kneepoint.run.files import check_output
     from kneepoint.run.folder import write_point
@@ -79,31 +81,35 @@ def run_sweep(args: argparse.Namespace) -> int:
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     out = args.out or Path("runs") / f"sweep-{study.name}-{stamp}" / "sweep.json"
     check_output("--out", out)
-    trial_dir = out.parent / f"{out.stem}-server"
     kept: dict[float, tuple[RequestRecord, ...]] = {}
 
     def keep(artifacts: PointArtifacts) -> None:
         kept[artifacts.rate_rps] = artifacts.records
         write_point(out.parent, out.stem, artifacts)
 
-    size = PointSize.for_study(study, args.seconds or study.tuning.screen_seconds)
+    def search(probe: Prober, _: Target) -> SweepResult:
+        kept.clear()  # a retry on a fresh server measures every rate again
+        return study_knee_search(probe, study, config, start_rps=args.start_rps)
+
+    seconds = args.seconds or study.tuning.screen_seconds
     progress = progress_for(sys.stderr)
     progress.phase("sweep", f"{study.name}: knee search of {config.fingerprint()}")
-    watched: Watched | None = None
+    bench = Bench(study, progress)
+    where = (out.parent / f"{out.stem}-server", out.stem, seconds)
     try:
-        with open_target(study, config, trial_dir, size, keep) as target:
-            watched = Watched(target.probe, progress, "sweep", study.slo)
-            result = study_knee_search(watched, study, config, start_rps=args.start_rps)
-    except ServerFailedError as exc:
-        print(f"kneepoint: {exc.failure.sentence()}{_kept(watched, out, study)}", file=sys.stderr)
+        result, _, retried = bench.on_server("sweep", config, where, search, keep=keep)
+    except TrialFailedError as exc:
+        print(f"kneepoint: {exc.sentence}{_kept(bench.watched, out, study)}", file=sys.stderr)
         return EXIT_SERVER_FAILED
     except KeyboardInterrupt:
-        if watched is None or not watched.points:
+        if bench.watched is None or not bench.watched.points:
             raise
-        print(f"\nkneepoint: interrupted{_kept(watched, out, study)}", file=sys.stderr)
+        print(f"\nkneepoint: interrupted{_kept(bench.watched, out, study)}", file=sys.stderr)
         return EXIT_INTERRUPTED
+    result = result.model_copy(update={"retried": retried}) if retried else result
     write_recording(out, study, result)
-    windows = {rate: stable_window(records, TRIM, size.warmup_s) for rate, records in kept.items()}
+    warmup_s = PointSize.for_study(study, seconds).warmup_s
+    windows = {rate: stable_window(records, TRIM, warmup_s) for rate, records in kept.items()}
     text = render_curve(study, result) + knee_intervals(study, result, windows)
     sys.stdout.write(text + f"\nwritten: {out}\n")
     return 0

@@ -26,7 +26,7 @@ from kneepoint.measure.trial_failure import FAILURE_STATUS, TrialFailedError, re
 from kneepoint.measure.watch import Watched
 from kneepoint.physics.defaults import UnmodeledSettingError
 from kneepoint.probes.server_failure import ServerFailedError
-from kneepoint.probes.target import Prober
+from kneepoint.probes.target import Keep, Prober
 from kneepoint.probes.targets import PointArtifacts, PointSize, Target, open_target
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.measure import RequestRecord
@@ -79,17 +79,18 @@ class Bench:
         body: Callable[[Prober, Target], T],
         *,
         planned: int | None = None,
-        points_dir: Path | None = None,
+        keep: Keep | None = None,
     ) -> tuple[T, float, tuple[str, ...]]:
         """``body`` on a server of ``config``, again on a fresh one after a transient failure:
         its answer, the device time of every attempt and why the failed ones ended. ``where``:
         the server's folder, the label its points are kept under and their seconds of
-        arrivals; ``planned``: the points it plans, told to the progress."""
+        arrivals; ``planned``: the points it plans, told to the progress; ``keep``: where each
+        point's artifacts go instead of the server's folder."""
         trial_dir, label, seconds = where
 
         def attempt() -> tuple[T, float]:
             self.progress.sweep(label, planned)
-            with self.session(config, trial_dir, label, seconds, points_dir) as (probe, target):
+            with self.session(config, trial_dir, label, seconds, keep) as (probe, target):
                 answer = body(probe, target)
             return answer, target.clock.seconds()
 
@@ -102,20 +103,20 @@ class Bench:
         trial_dir: Path,
         label: str,
         seconds: float,
-        points_dir: Path | None = None,
+        keep: Keep | None = None,
     ) -> Iterator[tuple[Prober, Target]]:
-        """The backend serving ``config``; every point it measures is reported and kept
-        under ``label`` (in ``points_dir``, else the server's ``trial_dir``)."""
+        """The backend serving ``config``; every point it measures is reported, and kept
+        by ``keep`` or else under ``label`` in the server's ``trial_dir``."""
 
-        def keep(artifacts: PointArtifacts) -> None:
-            write_point(points_dir or trial_dir, label, artifacts)
+        def kept(artifacts: PointArtifacts) -> None:
+            write_point(trial_dir, label, artifacts)
 
         target: Target | None = None
         self.launches += 1
         size = PointSize.for_study(self.study, seconds)
         try:
             with open_target(
-                self.study, config, trial_dir, size, keep, launch=self.launches
+                self.study, config, trial_dir, size, keep or kept, launch=self.launches
             ) as target:
                 self.watched = Watched(target.probe, self.progress, label, self.study.slo)
                 yield self.watched, target

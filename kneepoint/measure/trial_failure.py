@@ -54,6 +54,7 @@ def retrying(
     with the earlier causes and all the time spent."""
     spent = 0.0
     causes: list[str] = []
+    said: list[str] = []
     for tries in range(retries + 1):
         try:
             result, seconds = attempt()
@@ -61,11 +62,10 @@ def retrying(
             spent += exc.device_s
             if exc.status not in TRANSIENT or tries == retries:
                 cause = "; ".join([*(f"first {c}" for c in causes[:1]), exc.cause])
-                sentence = exc.sentence + "".join(
-                    f" (on a fresh server, after {c})" for c in causes
-                )
+                sentence = exc.sentence + _after(said)
                 raise TrialFailedError(exc.status, cause, spent, sentence) from exc
             causes.append(f"{exc.status}: {exc.cause}")
+            said.append(exc.sentence)
             log.warning(
                 "bench.retry",
                 what=what,
@@ -78,3 +78,10 @@ def retrying(
             continue
         return result, seconds + spent, tuple(causes)
     raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def _after(said: list[str]) -> str:
+    """The earlier attempts' failures, as the last one's sentence ends (nothing: none)."""
+    if not said:
+        return ""
+    return f" (on a fresh server; the first failed: {said[0]})"

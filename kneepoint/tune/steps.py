@@ -20,7 +20,7 @@ from kneepoint.policies.diagnosis.context import context_of
 from kneepoint.policies.diagnosis.diagnose import diagnose
 from kneepoint.policies.diagnosis.observe import observe_study
 from kneepoint.policies.judge.promotion import is_finalist
-from kneepoint.policies.pruning.prune import prune
+from kneepoint.policies.pruning.findings import findings
 from kneepoint.records.diagnosis import Diagnosis
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.knobs import KnobCatalogue
@@ -48,20 +48,8 @@ class Steps:
         return diagnose(context_of(observe_study(self.study, config, result)))
 
     def findings(self, config: EngineConfig, result: SweepResult) -> tuple[Diagnosis, Pruning]:
-        """What binds on ``config`` and the knobs worth trying, from one observation and
-        one resolution of the configuration."""
-        context = context_of(observe_study(self.study, config, result))
-        diagnosis = diagnose(context)
-        pruning = prune(
-            diagnosis,
-            context,
-            self.catalogue,
-            allowed=self.study.search.knobs,
-            vllm_version=self.vllm_version,
-            backend=self.study.backend,
-            gpus=self.study.gpus,
-        )
-        return diagnosis, pruning
+        """What binds on ``config`` and the knobs worth trying."""
+        return findings(self.study, config, result, self.catalogue, self.vllm_version)
 
     def baseline(self) -> Baseline:
         """The starting configuration: its knee search, then its repeats around the knee."""

@@ -1,0 +1,46 @@
+"""What one sweep of a configuration says, pure: what binds there (the diagnosis) and the
+knobs worth trying for it (the pruning). ``kneepoint tune`` reads every baseline and promoted
+configuration this way; ``kneepoint diagnose`` reads a server it measured, or a recording."""
+
+from __future__ import annotations
+
+from kneepoint.policies.diagnosis.context import context_of
+from kneepoint.policies.diagnosis.diagnose import diagnose
+from kneepoint.policies.diagnosis.observe import observe_study
+from kneepoint.policies.pruning.prune import prune
+from kneepoint.records.backend_spec import VllmBackend
+from kneepoint.records.diagnosis import Diagnosis
+from kneepoint.records.engine import EngineConfig
+from kneepoint.records.knobs import KnobCatalogue
+from kneepoint.records.proposal import Pruning
+from kneepoint.records.study import StudySpec
+from kneepoint.records.sweep import SweepResult
+
+
+def findings(
+    study: StudySpec,
+    config: EngineConfig,
+    result: SweepResult,
+    catalogue: KnobCatalogue,
+    vllm_version: str | None = None,
+) -> tuple[Diagnosis, Pruning]:
+    """What binds on ``config`` and the knobs worth trying, from one observation of
+    ``result`` (``vllm_version``: the release the server runs, else the one the study states).
+    An attached server's knobs are advice for whoever runs it: judged as the vLLM server it
+    is, though kneepoint cannot change them."""
+    context = context_of(observe_study(study, config, result))
+    diagnosis = diagnose(context)
+    backend = study.backend
+    version = backend.stated_vllm_version if vllm_version is None else vllm_version
+    if not backend.owns_knobs:
+        backend = VllmBackend(vllm_version=version)
+    pruning = prune(
+        diagnosis,
+        context,
+        catalogue,
+        allowed=study.search.knobs,
+        vllm_version=version,
+        backend=backend,
+        gpus=study.gpus,
+    )
+    return diagnosis, pruning
