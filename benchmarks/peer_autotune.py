@@ -3,8 +3,8 @@ procedure (benchmarks/autotune_port.py) and `kneepoint tune` on one study and on
 (vLLM's CPU build serving the tests' tiny Llama), their winners judged by an independent tool.
 
 The study is the real tier's KV-starved one (tests/fixtures/studies/cpu-tiny-kv.yaml) sized to
-this host as the tier sizes it (tests/real_vllm/host_speed.py: 128 / 32-token requests, a pool
-of a quarter of the knee's sequences, a TTFT p99 limit from the host's speed); ``--roomy``
+this host as the tier sizes it (tests/support/real_vllm/host_speed.py: 128 / 32-token requests,
+a pool of a quarter of the knee's sequences, a TTFT p99 limit from the host's speed); ``--roomy``
 serves the same study with a pool that does not bind (the host probe's 64 MiB). The work
 (the model, kneepoint's run folder, results.json) stays in ``--work``; a rerun resumes there.
 kneepoint searches the KV pool, max_num_seqs and max_num_batched_tokens, with auto_tune's
@@ -44,7 +44,7 @@ from kneepoint.config import load_study
 from kneepoint.load.capacity import interpolate_capacity
 from kneepoint.records.engine import EngineConfig
 from kneepoint.run.logs import configure_logging
-from tests.real_vllm.host_speed import (
+from tests.support.real_vllm.host_speed import (
     ANSWER_TOKENS,
     PROMPT_TOKENS,
     HostSpeed,

@@ -33,8 +33,9 @@ def vllm_venv() -> Path:
 
 
 def tiny_model(venv: Path, folder: Path) -> Path:
-    """The tests' tiny Llama (tests/real_vllm/make_tiny_model.py) written into ``folder``."""
-    maker = REPO / "tests" / "real_vllm" / "make_tiny_model.py"
+    """The tests' tiny Llama (tests/support/real_vllm/make_tiny_model.py), written into
+    ``folder``."""
+    maker = REPO / "tests" / "support" / "real_vllm" / "make_tiny_model.py"
     subprocess.run([str(venv / "bin" / "python"), str(maker), str(folder)], check=True)
     return folder
 

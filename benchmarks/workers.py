@@ -25,7 +25,8 @@ from datetime import datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))  # the test suite's PostgreSQL server (tests/postgres_server.py)
+# the test suite's PostgreSQL server (tests/support/postgres_server.py)
+sys.path.insert(0, str(REPO))
 
 from kneepoint.config import load_study  # noqa: E402
 from kneepoint.records.ledger import Baseline, Promoted  # noqa: E402
@@ -33,7 +34,7 @@ from kneepoint.run.folder import RunFolder  # noqa: E402
 from kneepoint.run.state import RunState  # noqa: E402
 from kneepoint.workers.shared_study import Attempts, SharedStudy  # noqa: E402
 from kneepoint.workers.state import shared_state, side_by_side  # noqa: E402
-from tests.postgres_server import MISSING, PostgresServer, find_bindir, running_server  # noqa: E402
+from tests.support.postgres_server import MISSING, PostgresServer, find_bindir, running_server  # noqa: E402
 
 CLI = [sys.executable, "-m", "kneepoint.cli.main"]
 

@@ -19,8 +19,8 @@ import pytest
 from _pytest.terminal import TerminalReporter
 
 from kneepoint.probes.measure import Measured
-from tests.postgres_server import postgres_db, postgres_server, postgres_url  # noqa: F401
-from tests.real_vllm.host_speed import HostSpeed, measure_host
+from tests.support.postgres_server import postgres_db, postgres_server, postgres_url  # noqa: F401
+from tests.support.real_vllm.host_speed import HostSpeed, measure_host
 
 REPO = Path(__file__).resolve().parent.parent
 CONFIGS = REPO / "configs"
@@ -49,16 +49,16 @@ def vllm_python() -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_model(vllm_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A tiny dummy-weight Llama and its tokenizer (tests/real_vllm/make_tiny_model.py)."""
+    """A tiny dummy-weight Llama and its tokenizer (tests/support/real_vllm/make_tiny_model.py)."""
     folder = tmp_path_factory.mktemp("tiny-llama")
-    maker = REPO / "tests" / "real_vllm" / "make_tiny_model.py"
+    maker = REPO / "tests" / "support" / "real_vllm" / "make_tiny_model.py"
     subprocess.run([str(vllm_python), str(maker), str(folder)], check=True)
     return folder
 
 
 @pytest.fixture(scope="session")
 def host_speed(vllm_python: Path, tiny_model: Path) -> HostSpeed:
-    """The tiny model's speed on this host (tests/real_vllm/host_speed.py), which sizes the
+    """The tiny model's speed on this host (tests/support/real_vllm/host_speed.py), which sizes the
     real tier's studies; its summary goes to the terminal report."""
     speed = measure_host(vllm_python.parent.parent, tiny_model)
     _host_lines.append(f"vLLM's CPU build on this host: {speed.summary()}")

@@ -30,9 +30,9 @@ from kneepoint.probes.server_failure import ServerFailedError
 from kneepoint.records.backend_spec import AttachBackend as AttachSpec
 from kneepoint.records.study import StudySpec
 from kneepoint.run.folder import RunFolder
+from tests.support.openings import CONFIG, opening
 
 from .conftest import QUICKSTART
-from .openings import CONFIG, opening
 
 KEY = "kp-key-3c9b1e7a52"
 PLAN = [PlannedRequest(i, i * 0.05, "c", (5, 6, 7), 4) for i in range(6)]

@@ -246,3 +246,23 @@ def test_an_error_of_its_own_that_reaches_the_command_line_is_one_line(
     assert capsys.readouterr().err == (
         "kneepoint: runs/x/ledger.jsonl:3: a promotion of trial 9, never proposed\n"
     )
+
+
+TESTS = REPO / "tests"
+
+
+def test_tests_share_helpers_only_through_support() -> None:
+    """A test module imports no other test module: what two share lives in tests/support/
+    (or is a conftest fixture), so moving or deleting a test never breaks another."""
+    found = []
+    for path in sorted(TESTS.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ImportFrom) or not node.module:
+                continue
+            package = path.parent.relative_to(REPO).parts
+            base = package[: len(package) - node.level + 1] if node.level else ()
+            name = ".".join([*base, node.module])
+            parts = name.split(".")
+            if parts[0] == "tests" and len(parts) > 1 and parts[1] not in {"support", "conftest"}:
+                found.append(f"{path.relative_to(REPO)}: from {name}")
+    assert not found, found

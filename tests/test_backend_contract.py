@@ -15,9 +15,8 @@ from kneepoint.records.backend_spec import Backend, BackendSpec, SimBackend
 from kneepoint.records.engine import EngineConfig
 from kneepoint.run.folder import serve_command
 from tests.conftest import QUICKSTART
-
-from .pruned import run
-from .readings import COMPUTE
+from tests.support.pruned import run
+from tests.support.readings import COMPUTE
 
 KINDS: tuple[type[BackendSpec], ...] = typing.get_args(typing.get_args(Backend)[0])
 REQUIRED = {"url": "http://127.0.0.1:8000"}

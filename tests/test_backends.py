@@ -26,7 +26,7 @@ from kneepoint.probes.server_failure import ServerFailedError, classify, kv_capa
 from kneepoint.records.backend_spec import VllmBackend
 from kneepoint.records.engine import EngineConfig
 
-FAKE = Path(__file__).resolve().parent / "fakes" / "fake_vllm.py"
+FAKE = Path(__file__).resolve().parent / "support" / "fakes" / "fake_vllm.py"
 CONFIG = EngineConfig(model="llama-3.2-1b", max_num_seqs=32, block_size=16)
 
 

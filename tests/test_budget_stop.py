@@ -29,9 +29,9 @@ from kneepoint.run.state import RunState
 from kneepoint.tune.budget import cost_share, own_errors, trial_price
 from kneepoint.tune.decide import Propose, Stop, next_action
 from kneepoint.tune.proposers import run_proposer
+from tests.support.synthetic_space import candidate, drive, make_space
 
 from .conftest import TuneRun
-from .synthetic_space import candidate, drive, make_space
 
 NOW = datetime(2026, 11, 23, 8, 0).astimezone()
 

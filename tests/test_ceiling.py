@@ -25,9 +25,8 @@ from kneepoint.records.objective import GoodputAtRate, SloCapacity
 from kneepoint.records.proposal import Pruning
 from kneepoint.records.slo import Slo
 from tests.conftest import REPO
-
-from .pruned import CHAT
-from .readings import A100, CACHE, LLAMA_1B, point
+from tests.support.pruned import CHAT
+from tests.support.readings import A100, CACHE, LLAMA_1B, point
 
 POOL = {"kv_cache_memory_bytes": 2**30, "max_model_len": 32768}
 

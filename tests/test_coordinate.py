@@ -12,8 +12,15 @@ from kneepoint.policies.search.learning import learned_factors
 from kneepoint.policies.search.space import effective
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.proposal import Outcome, SearchSpace, TrialPrice
-
-from .synthetic_space import CURRENT, OPTIMUM, PEAK_RPS, candidate, capacity, drive, make_space
+from tests.support.synthetic_space import (
+    CURRENT,
+    OPTIMUM,
+    PEAK_RPS,
+    candidate,
+    capacity,
+    drive,
+    make_space,
+)
 
 
 def _flat(config: EngineConfig) -> Outcome:

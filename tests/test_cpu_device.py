@@ -24,7 +24,7 @@ from .conftest import REPO
 CPU, H100 = gpu_catalogue()["cpu"], gpu_catalogue()["h100-sxm"]
 LLAMA_1B = model_catalogue()["llama-3.2-1b"]
 STUDY = REPO / "tests" / "fixtures" / "studies" / "cpu-tiny-kv.yaml"
-TINY_LLAMA = {  # tests/real_vllm/make_tiny_model.py's
+TINY_LLAMA = {  # tests/support/real_vllm/make_tiny_model.py's
     "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 256,
     "intermediate_size": 512, "num_hidden_layers": 4, "num_attention_heads": 4,
     "num_key_value_heads": 2, "head_dim": 64, "vocab_size": 4096,

@@ -35,9 +35,9 @@ from kneepoint.tune.decide import (
     budget_stop,
     next_action,
 )
+from tests.support.synthetic_space import candidate
 
 from .conftest import QUICKSTART, TuneRun
-from .synthetic_space import candidate
 
 NOW = datetime(2026, 11, 23, 8, 0).astimezone()
 

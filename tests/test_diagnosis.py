@@ -16,8 +16,7 @@ from kneepoint.policies.diagnosis.gpu_time import roofline_reading
 from kneepoint.policies.diagnosis.step_estimate import StepEstimate
 from kneepoint.records.diagnosis import Diagnosis, Observation
 from kneepoint.records.engine import EngineConfig
-
-from .readings import (
+from tests.support.readings import (
     A100,
     BANDWIDTH,
     BANDWIDTH_H100,

@@ -1,4 +1,4 @@
-"""Hostile servers (tests/hostile_server.py on 127.0.0.1): a stream that is not what vLLM
+"""Hostile servers (tests/support/hostile_server.py on 127.0.0.1): a stream that is not what vLLM
 sends is a counted failed request, a /metrics page with NaN or tens of megabytes costs its
 signals, an odd /v1/models is one clear failure, and `kneepoint diagnose --url` ends each in
 a result or one ``kneepoint:`` line, never a traceback or a hang."""
@@ -24,7 +24,7 @@ from kneepoint.probes.server_failure import ServerFailedError
 from kneepoint.probes.target import rejected
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.measure import RequestRecord
-from tests.hostile_server import MODELS_MODES, STREAM_MODES, HostileServer
+from tests.support.hostile_server import MODELS_MODES, STREAM_MODES, HostileServer
 
 
 @pytest.mark.parametrize("mode", STREAM_MODES)

@@ -13,7 +13,7 @@ from kneepoint.probes.backends import LaunchBackend, RunningServer
 from kneepoint.probes.identity import ModelCard, model_cards
 from kneepoint.probes.server_failure import ServerFailedError, classify
 from kneepoint.records.engine import EngineConfig
-from tests.hostile_server import HostileServer
+from tests.support.hostile_server import HostileServer
 
 EIGHT_B = "meta-llama/Llama-3.1-8B-Instruct"
 

@@ -24,8 +24,7 @@ from kneepoint.records.backend_spec import SimBackend, VllmBackend
 from kneepoint.records.diagnosis import Diagnosis, Observation, ServerResponse
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.sweep import SweepPoint
-
-from .readings import CAPPED, H100, LLAMA_1B, point
+from tests.support.readings import CAPPED, H100, LLAMA_1B, point
 
 REAL = Path(__file__).parent / "fixtures" / "real"
 

@@ -12,8 +12,7 @@ from pydantic import JsonValue
 
 from kneepoint.records.knob_domains import Categorical, canonical, same
 from kneepoint.records.knobs import BoolDomain, ChoiceDomain, FloatDomain, IntDomain
-
-from .synthetic_space import SPEC
+from tests.support.synthetic_space import SPEC
 
 SEQS = IntDomain(low=8, high=1024, log=True)
 MEMORY = FloatDomain(low=0.8, high=0.96, step=0.01)

@@ -13,8 +13,7 @@ from kneepoint.policies.search.learning import (
 )
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.proposal import Prediction, Proposal
-
-from .synthetic_space import candidate
+from tests.support.synthetic_space import candidate
 
 
 def proposal(changes: dict[str, JsonValue], predicted: float, repriced_by: float = 1.0) -> Proposal:

@@ -13,9 +13,7 @@ from pathlib import Path
 from kneepoint.config import load_study
 from kneepoint.measure.bench import Bench
 from kneepoint.run.progress import LogProgress
-from tests.conftest import QUICKSTART
-
-SMALL = QUICKSTART.parent.parent.parent / "tests" / "fixtures" / "studies" / "small-tune.yaml"
+from tests.conftest import SMALL
 
 
 def _run(command: str, tmp_path: Path, launches: list[int]) -> subprocess.CompletedProcess[str]:

@@ -13,8 +13,7 @@ from kneepoint.load.objective import ObjectiveRules, rules
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.objective import Objective
 from kneepoint.records.sweep import SweepPoint, SweepResult
-
-from .readings import point
+from tests.support.readings import point
 
 KINDS = typing.get_args(typing.get_args(Objective)[0])
 VARIANTS = [

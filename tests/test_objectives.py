@@ -18,9 +18,9 @@ from kneepoint.records.objective import GoodputAtRate, PeakThroughput, SloCapaci
 from kneepoint.records.sweep import SweepPoint, SweepResult
 from kneepoint.run.ledger import Ledger
 from kneepoint.run.state import RunState
+from tests.support.readings import point
 
 from .conftest import SMALL
-from .readings import point
 
 SETTINGS = ["--set", "budget.max_trials=2"]
 SMALL_CONFIG = EngineConfig(model="meta-llama/Llama-3.1-8B-Instruct")

@@ -27,8 +27,7 @@ from kneepoint.policies.search.optuna_space import distributions, params_of, pre
 from kneepoint.policies.search.proposer import replay
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.proposal import Outcome, Prediction, Proposal, TrialStatus
-
-from .synthetic_space import SPEC, candidate, capacity, drive, make_space
+from tests.support.synthetic_space import SPEC, candidate, capacity, drive, make_space
 
 History = list[tuple[Proposal, Outcome]]
 STATUSES: tuple[TrialStatus, ...] = (

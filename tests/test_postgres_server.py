@@ -1,4 +1,4 @@
-"""The PostgreSQL test server (tests/postgres_server.py) under Optuna's RDB storage: what
+"""The PostgreSQL test server (tests/support/postgres_server.py) under Optuna's RDB storage: what
 the scale-out workers rely on, a claim only one of them wins, heartbeats that go stale on
 the server's clock, and a database of each test's own."""
 
@@ -14,7 +14,7 @@ import sqlalchemy
 from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
 from optuna.trial import TrialState
 
-from tests.postgres_server import SUPERUSER, PostgresServer, require_bindir
+from tests.support.postgres_server import SUPERUSER, PostgresServer, require_bindir
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 # Heartbeats and their retry callback are marked experimental in Optuna.

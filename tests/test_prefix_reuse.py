@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kneepoint.policies.pruning.prefix_reuse import prefix_reuse
-
-from .pruned import CHAT, RAG
+from tests.support.pruned import CHAT, RAG
 
 
 def test_a_resident_corpus_serves_its_whole_prefix_share() -> None:

@@ -25,9 +25,8 @@ from kneepoint.policies.search.proposer import Proposer, replay
 from kneepoint.policies.search.space import effective
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.proposal import Outcome, Prediction, Proposal, SearchSpace, TrialPrice
-
-from . import synthetic_space
-from .synthetic_space import CANDIDATES, CURRENT, capacity, drive, make_space
+from tests.support import synthetic_space
+from tests.support.synthetic_space import CANDIDATES, CURRENT, capacity, drive, make_space
 
 Factory = Callable[[SearchSpace, int], Proposer]
 

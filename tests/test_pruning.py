@@ -11,9 +11,8 @@ from kneepoint.records.backend_spec import AttachBackend, SimBackend
 from kneepoint.records.diagnosis import Diagnosis, Observation
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.proposal import Outcome, Proposal, Pruning
-
-from .pruned import CATALOGUE, CHAT, RAG, run
-from .readings import (
+from tests.support.pruned import CATALOGUE, CHAT, RAG, run
+from tests.support.readings import (
     A100,
     BANDWIDTH,
     CACHE,

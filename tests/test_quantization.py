@@ -16,9 +16,8 @@ from kneepoint.physics.quantization import packed_bytes_per_weight
 from kneepoint.physics.roofline import BatchShape, Roofline
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.knobs import Condition, Knob
-
-from .pruned import run
-from .readings import CACHE, COMPUTE
+from tests.support.pruned import run
+from tests.support.readings import CACHE, COMPUTE
 
 ADA = gpu_catalogue()["rtx-6000-ada"]
 A100 = gpu_catalogue()["a100-80gb-sxm"]

@@ -3,7 +3,7 @@ build (tests/fixtures/studies/cpu-tiny-multiturn.yaml: prefix caching off, one r
 2-core machine that also runs the load generator. Each session's turns go over HTTP one after
 another; the tune must propose prefix caching from the workload's computable reuse, measure
 it, promote it, and report the server's own hit rate beside the prediction. Its TTFT limit is
-sized from the host's measured prefill speed (tests/real_vllm/host_speed.py: at least three
+sized from the host's measured prefill speed (tests/support/real_vllm/host_speed.py: at least three
 times its longest prompt's prefill alone), and its one rate from its capacity with caching,
 measured first with `kneepoint sweep` (with its capacity without caching). The real_vllm tier
 (installs vLLM's CPU build)."""
@@ -20,7 +20,7 @@ import yaml
 from kneepoint.records.workload import Workload, max_length_tokens, mean_length_tokens
 from tests.conftest import REPO, TuneRun, real_capacity_rps
 from tests.conftest import real_tune as run_tune
-from tests.real_vllm.host_speed import REAL_TUNE_CI, HostSpeed, prompt_ttft_limit_ms
+from tests.support.real_vllm.host_speed import REAL_TUNE_CI, HostSpeed, prompt_ttft_limit_ms
 
 pytestmark = pytest.mark.real_vllm
 STUDY = REPO / "tests" / "fixtures" / "studies" / "cpu-tiny-multiturn.yaml"

@@ -1,7 +1,7 @@
 """The whole loop on a real engine: `kneepoint tune` of a KV-starved tiny Llama on vLLM's CPU
 build (tests/fixtures/studies/cpu-tiny-kv.yaml), on the 2-core machine that also runs the load
 generator, its pool, rates and SLO sized from the host's measured speed
-(tests/real_vllm/host_speed.py: a pool of a quarter of the sequences the host's closed-loop
+(tests/support/real_vllm/host_speed.py: a pool of a quarter of the sequences the host's closed-loop
 knee runs). It must name the cache as what binds, promote a larger KV budget that measures at
 least 1.3x the start (vLLM bench on an AVX-512 host: 16 MiB -> 1 GiB gave 1.6-1.7x the output
 ceiling; on an AVX2-only host a 4-request pool's capacity was 3.5 req/s where a 36 MiB one
@@ -18,7 +18,7 @@ import pytest
 
 from tests.conftest import REPO, TuneRun
 from tests.conftest import real_tune as run_tune
-from tests.real_vllm.host_speed import HostSpeed, kv_study_sizing
+from tests.support.real_vllm.host_speed import HostSpeed, kv_study_sizing
 
 pytestmark = pytest.mark.real_vllm
 STUDY = REPO / "tests" / "fixtures" / "studies" / "cpu-tiny-kv.yaml"

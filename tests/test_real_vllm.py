@@ -22,7 +22,7 @@ from kneepoint.probes.server_failure import ServerFailedError
 from kneepoint.records.backend_spec import VllmBackend
 from kneepoint.records.engine import EngineConfig
 from tests.conftest import client_server_gaps
-from tests.real_vllm.host_speed import HostSpeed
+from tests.support.real_vllm.host_speed import HostSpeed
 
 pytestmark = pytest.mark.real_vllm
 KV_BYTES = 64 * 2**20

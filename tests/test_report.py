@@ -20,8 +20,8 @@ from kneepoint.report.plots import plain_log_y
 from kneepoint.run.folder import RunFolder
 from kneepoint.run.ledger import Ledger
 from kneepoint.run.state import RunState
+from tests.support.chromium import HEADLESS, chromium
 
-from .chromium import HEADLESS, chromium
 from .conftest import SMALL, TuneRun
 
 

@@ -9,8 +9,7 @@ from kneepoint.policies.search.coordinate import CoordinateDescent
 from kneepoint.policies.search.optuna_search import OptunaProposer
 from kneepoint.policies.search.proposer import Proposer, replay
 from kneepoint.records.proposal import Outcome, Proposal, SearchSpace
-
-from .synthetic_space import CANDIDATES, capacity, make_space
+from tests.support.synthetic_space import CANDIDATES, capacity, make_space
 
 History = list[tuple[Proposal, Outcome]]
 

@@ -16,9 +16,9 @@ from kneepoint.records.backend_spec import VllmBackend
 from kneepoint.records.engine import EngineConfig
 from kneepoint.sim.access import is_loopback
 from kneepoint.sim.serve_args import add_serve_arguments
+from tests.support.openings import opening as opened
 
 from .conftest import QUICKSTART
-from .openings import opening as opened
 
 CONFIG = EngineConfig(model="meta-llama/Llama-3.1-8B-Instruct", max_num_seqs=64)
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from kneepoint.policies.search.space import build_config, changes_from_incumbent
 from kneepoint.records.engine import EngineConfig
-
-from .synthetic_space import make_space
+from tests.support.synthetic_space import make_space
 
 
 def test_a_value_equal_to_the_incumbents_keeps_the_incumbents_own_setting() -> None:

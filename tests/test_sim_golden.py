@@ -11,7 +11,7 @@ import json
 import math
 from typing import Any
 
-from .sim_golden import FIXTURE, figures
+from tests.support.sim_golden import FIXTURE, figures
 
 
 def _differences(expected: Any, actual: Any, path: str) -> list[str]:

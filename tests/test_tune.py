@@ -26,8 +26,8 @@ from kneepoint.records.ledger import (
 from kneepoint.records.measure import RequestRecord
 from kneepoint.run.ledger import Ledger
 from kneepoint.run.state import RunState
+from tests.support.chromium import HEADLESS, chromium
 
-from .chromium import HEADLESS, chromium
 from .conftest import CONFIGS, KNEEPOINT, QUICKSTART, SMALL, TuneRun
 
 REPORT_SECTIONS = (

@@ -4,7 +4,7 @@
 engine: the decode cohort and eager stepping, prefix caching, sliding windows, preemption and
 a quantised model. ``tests/fixtures/sim_golden.json`` holds what they gave when written;
 ``test_sim_golden.py`` compares. A change that is meant to move the physics rewrites the file
-(``python -m tests.sim_golden --write``) and says why in its commit message.
+(``python -m tests.support.sim_golden --write``) and says why in its commit message.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from kneepoint.config.study import load_study
 from kneepoint.sim.engine import SimEngine
 from kneepoint.sim.loadpoint import simulate_load_point
 
-ROOT = Path(__file__).resolve().parent.parent
-FIXTURE = Path(__file__).resolve().parent / "fixtures" / "sim_golden.json"
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURE = ROOT / "tests" / "fixtures" / "sim_golden.json"
 
 _PREFIX = ("engine.enable_prefix_caching=true",)
 # (name, study file, overrides, offered req/s, requests, eager): the quickstart at its knee

@@ -28,7 +28,8 @@ from benchmarks.vllm_cpu import bench_serve, engine, served
 CONCURRENCIES = (1, 4, 16, 32)
 PROMPT_TOKENS, ANSWER_TOKENS = 128, 32
 PREFILL_PROMPT_TOKENS = 1024
-KV_BYTES_PER_TOKEN = 2048  # tests/real_vllm/make_tiny_model.py: 2 x 4 layers x 2 heads x 64 x 2 B
+# make_tiny_model.py beside this file: 2 x 4 layers x 2 heads x 64 x 2 B
+KV_BYTES_PER_TOKEN = 2048
 BLOCK_TOKENS = 128  # the CPU build's default block size
 REAL_TUNE_CI = ("tuning.burst.enabled=false",)
 """What the real tier's tunes leave out to fit CI's time on a slow host: the burst check

@@ -13,8 +13,7 @@ from kneepoint.records.diagnosis import Diagnosis, Observation
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.proposal import Pruning
 from kneepoint.records.workload import Workload
-
-from .readings import H100, LLAMA_8B, point
+from tests.support.readings import H100, LLAMA_8B, point
 
 CATALOGUE = knob_catalogue()
 CHAT = Workload.model_validate({

@@ -129,7 +129,7 @@ class PostgresServer:
             "max_connections": "200",
         }
         with (self.data / "postgresql.conf").open("a") as conf:
-            conf.write("\n# tests/postgres_server.py\n")
+            conf.write("\n# tests/support/postgres_server.py\n")
             conf.writelines(f"{key} = {value}\n" for key, value in settings.items())
 
     def start(self, attempts: int = 3) -> None:

@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
 
-PAGE = (Path(__file__).parent / "fixtures" / "metrics" / "vllm-0.32.0-cpu.prom").read_text()
+PAGE = (Path(__file__).parent.parent / "fixtures" / "metrics" / "vllm-0.32.0-cpu.prom").read_text()
 
 STREAM_MODES = ("str_chunk", "list_chunk", "garbage", "bad_choices", "no_done", "all_500",
                 "reset", "hang", "trickle")  # fmt: skip
