@@ -16,8 +16,9 @@ from kneepoint.records.engine import EngineConfig
 from kneepoint.records.ledger import Screened
 from kneepoint.records.proposal import Outcome, Prediction, Proposal
 from kneepoint.records.task import Task, TaskResult
-from kneepoint.workers.shared_study import Claimed, SharedStudy, SharedStudyError
+from kneepoint.workers.shared_study import Claimed, SharedStudy
 from kneepoint.workers.state import recorded
+from kneepoint.workers.storage import SharedStudyError
 
 from .conftest import CONFIGS
 

@@ -86,7 +86,8 @@ def _bad(field: str, message: str) -> ConfigError:
 
 def _open(args: argparse.Namespace, now: datetime) -> tuple[SharedStudy, StudySpec]:
     from kneepoint.tune.feasibility import study_checks
-    from kneepoint.workers.shared_study import SharedStudy, SharedStudyError
+    from kneepoint.workers.shared_study import SharedStudy
+    from kneepoint.workers.storage import SharedStudyError
 
     url = args.storage or os.environ.get(STORAGE_VARIABLE)
     if not url:

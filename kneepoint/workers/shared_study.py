@@ -13,38 +13,26 @@ time, under a PostgreSQL advisory lock that dies with its connection.
 from __future__ import annotations
 
 import threading
-import warnings
-from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import optuna
-import sqlalchemy
 import structlog
 from optuna.exceptions import UpdateFinishedTrialError
-from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
 from optuna.trial import FrozenTrial, TrialState, create_trial
 
-from kneepoint.records.errors import KneepointError
 from kneepoint.records.ledger import Finished
 from kneepoint.records.study import StudySpec
 from kneepoint.records.task import Task, TaskResult
-from kneepoint.workers.advisory_lock import SCHEMA_LOCK, advisory_lock, lock_key
+from kneepoint.workers.advisory_lock import advisory_lock, lock_key
+from kneepoint.workers.storage import SharedStudyError, first_line, opened, quiet
 
 log = structlog.get_logger(__name__)
 
 TASK, RESULT, WORKER = "kneepoint.task", "kneepoint.result", "kneepoint.worker"
 SPEC, STARTED, FINISHED = "kneepoint.study", "kneepoint.started_at", "kneepoint.finished"
 SEEN = "kneepoint.seen."
-
-
-class SharedStudyError(KneepointError, ValueError):
-    """The storage or the study cannot be used: one line for the user, about one flag."""
-
-    def __init__(self, flag: str, message: str) -> None:
-        super().__init__(f"{flag}: {message}")
-        self.flag, self.message = flag, message
 
 
 class StudyNotFoundError(SharedStudyError):
@@ -82,39 +70,11 @@ class SharedStudy:
         max_retry: int,
         create: bool = False,
     ) -> None:
-        if not url.startswith("postgresql"):
-            raise SharedStudyError(
-                "--storage",
-                f"{url.split(':', 1)[0]}: workers share a "
-                "PostgreSQL study (postgresql+psycopg://...); a run on "
-                "one machine is kneepoint tune",
-            )
-        with _quiet():
-            self.retry = RetryHeartbeatStaleTrialCallback(max_retry=max_retry)
         self.max_retry, self.grace_s, self.heartbeat_s = max_retry, grace_s, heartbeat_s
         self.name = name
-        engine = None
-        try:
-            # Workers started together would race to create Optuna's tables: one at a time.
-            engine = sqlalchemy.create_engine(url)
-            with advisory_lock(engine, SCHEMA_LOCK), _quiet():
-                self.storage = RDBStorage(
-                    url,
-                    heartbeat_interval=heartbeat_s,
-                    grace_period=grace_s,
-                    heartbeat_stale_trial_callback=self.retry,
-                )
-                self.study = self._study(create)
-        except sqlalchemy.exc.SQLAlchemyError as exc:  # said in one line, driver's words
-            raise SharedStudyError("--storage", f"cannot open it: {_first_line(exc)}") from exc
-        except ImportError as exc:
-            raise SharedStudyError(
-                "--storage",
-                f"its driver is not installed ({exc.name}): pip install 'kneepoint[workers]'",
-            ) from exc
-        finally:
-            if engine is not None:
-                engine.dispose()
+        how = {"heartbeat_s": heartbeat_s, "grace_s": grace_s, "max_retry": max_retry}
+        with opened(url, **how) as (self.storage, self.retry):
+            self.study = self._study(create)
 
     def _study(self, create: bool) -> optuna.Study:
         if create:
@@ -207,7 +167,7 @@ class SharedStudy:
 
     def fail_stale(self) -> None:
         """Fail every task whose worker went silent; Optuna queues each again."""
-        with _quiet():
+        with quiet():
             optuna.storages.fail_stale_trials(self.study)
 
     def claim(self, worker: str) -> Claimed | None:
@@ -237,7 +197,7 @@ class SharedStudy:
                 try:
                     self.storage.record_heartbeat(trial._trial_id)
                 except Exception as exc:  # a blip: the grace period covers missed beats
-                    log.warning("worker.heartbeat_failed", error=_first_line(exc))
+                    log.warning("worker.heartbeat_failed", error=first_line(exc))
 
         thread = threading.Thread(target=beat, name=f"heartbeat-{trial.number}", daemon=True)
         thread.start()
@@ -276,15 +236,6 @@ class SharedStudy:
         return advisory_lock(self.storage.engine, lock_key(self.name))
 
 
-@contextmanager
-def _quiet() -> Iterator[None]:
-    """Optuna marks heartbeats experimental; the warning says nothing to a worker's user."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        warnings.simplefilter("ignore", FutureWarning)
-        yield
-
-
 def _absent(name: str) -> str:
     return (
         f"{name}: no kneepoint study of this name in the storage; give the study file to publish it"
@@ -294,8 +245,3 @@ def _absent(name: str) -> str:
 def _stop(claimed: Claimed) -> None:
     claimed._stop.set()
     claimed._beat.join()
-
-
-def _first_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines() or [type(exc).__name__]
-    return lines[0]

@@ -27,47 +27,22 @@ history stands exactly where the live one does, and no told configuration is pro
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
-from typing import Literal
-
 from pydantic import JsonValue
 
 from kneepoint.policies.search.space import build_config, changes_from_incumbent, effective, show
+from kneepoint.policies.search.walk import (
+    Result,
+    Step,
+    Walk,
+    next_number,
+    result_of,
+    shrink,
+    start,
+)
 from kneepoint.policies.search.worth import expected_gain, words, worth_a_trial
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.knob_domains import same
 from kneepoint.records.proposal import KnobCandidate, Outcome, Prediction, Proposal, SearchSpace
-
-Result = Literal["better", "onward", "flat", "wall"]
-_WALLS = frozenset({"startup_failed", "crashed", "timed_out"})
-
-
-@dataclass
-class _Walk:
-    """Where the walk along one candidate knob stands."""
-
-    index: int
-    step: float
-    """The next numeric step, in the domain's coordinate (log2 on a log scale)."""
-    halvings: int = 0
-    limit: float | None = None
-    """Coordinate of a wall (a configuration that failed): never go this far again."""
-    tries: int = 0
-    finished: bool = False
-    bracketed: bool = False
-    """The last step started and measured no gain: the next, a halving back toward the centre,
-    lies between two measurements."""
-
-
-@dataclass(frozen=True)
-class _Step:
-    candidate: KnobCandidate
-    old: JsonValue
-    value: JsonValue
-    config: EngineConfig | None
-    one_shot: bool
-    """A single try (a target, a bool, a numeric knob with no known value), not a walk."""
 
 
 class CoordinateDescent:
@@ -100,8 +75,8 @@ class CoordinateDescent:
         self._factors: dict[str, float] = dict(space.learned_factors)
         """Per knob, measured over predicted ratio of its last measured step (see
         ``kneepoint.policies.search.learning``), starting from what the run measured before."""
-        self._walk = self._start(0)
-        self._pending: _Step | None = None
+        self._walk = start(self.space.candidates, 0)
+        self._pending: Step | None = None
         self._advance()
 
     @property
@@ -183,19 +158,19 @@ class CoordinateDescent:
         self._advance()
 
     @staticmethod
-    def _raw(step: _Step, walk: _Walk) -> float:
+    def _raw(step: Step, walk: Walk) -> float:
         """The step's ratio from its candidate: later steps on one knob are expected to give
         less than the first did."""
         return 1.0 + (step.candidate.predicted_ratio - 1.0) * 0.5**walk.tries
 
-    def _priced(self, step: _Step, walk: _Walk) -> float:
+    def _priced(self, step: Step, walk: Walk) -> float:
         """The step's ratio re-priced by what the knob's last measured move gave."""
         return self._raw(step, walk) * self._factors.get(step.candidate.knob.name, 1.0)
 
-    def _worth_a_trial(self, step: _Step) -> bool:
+    def _worth_a_trial(self, step: Step) -> bool:
         """Its expected gain pays for its share of the budget left (``space.price``), or
         without a price, it is predicted beyond ``min_gain``. A step between two measurements
-        (``_Walk.bracketed``) must be predicted beyond ``min_gain`` either way: the price's
+        (``Walk.bracketed``) must be predicted beyond ``min_gain`` either way: the price's
         spread is the price list's error on moves never measured, and the points on each side
         of this one were. On the quickstart four of twelve trials went to such halvings, each
         re-priced below 1 (0.95-0.99x) and each measured inside the noise (-1.6% to +0.5%,
@@ -206,14 +181,6 @@ class CoordinateDescent:
             return ratio > 1.0
         return worth_a_trial(None if walk.bracketed else self.space.price, ratio, self.min_gain)
 
-    def _start(self, index: int) -> _Walk | None:
-        if index >= len(self.space.candidates):
-            return None
-        domain = self.space.candidates[index].knob.domain
-        if not domain.numeric:
-            return _Walk(index=index, step=0.0)
-        return _Walk(index=index, step=domain.first_step())
-
     def _advance(self) -> None:
         """Consume every next step whose result is already known; stop at the first unknown."""
         while (step := self._next_step()) is not None:
@@ -223,7 +190,9 @@ class CoordinateDescent:
             key = step.config.fingerprint()
             outcome = self._known.get(key)
             if outcome is not None:
-                self._apply(step, self._result(outcome), outcome)
+                self._apply(
+                    step, result_of(outcome, self._centre_objective, self.min_gain), outcome
+                )
             elif key == self._incumbent_key:
                 self._apply(step, "flat", None)
             elif not self._worth_a_trial(step):
@@ -233,19 +202,19 @@ class CoordinateDescent:
                 return
         self._pending = None
 
-    def _walk_now(self) -> _Walk:
+    def _walk_now(self) -> Walk:
         assert self._walk is not None
         return self._walk
 
-    def _next_step(self) -> _Step | None:
+    def _next_step(self) -> Step | None:
         while self._walk is not None:
             step = None if self._walk.finished else self._step_of(self._walk)
             if step is not None:
                 return step
-            self._walk = self._start(self._walk.index + 1)
+            self._walk = start(self.space.candidates, self._walk.index + 1)
         return None
 
-    def _step_of(self, walk: _Walk) -> _Step | None:
+    def _step_of(self, walk: Walk) -> Step | None:
         candidate = self.space.candidates[walk.index]
         domain = candidate.knob.domain
         old = effective(self._centre, candidate.knob.name, self.space)
@@ -260,42 +229,14 @@ class CoordinateDescent:
         elif isinstance(old, bool) or not isinstance(old, int | float):
             found = (domain.midpoint(),)  # nothing known to step from: try the middle once
         else:
-            found, one_shot = self._next_number(walk, old, candidate), False
+            found, one_shot = next_number(walk, old, candidate), False
         if not found or same(found[0], old) or not domain.contains(found[0]):
             return None
         value = found[0]
         config = build_config(self._centre, {candidate.knob.name: value}, self.space)
-        return _Step(candidate, old, value, config, one_shot)
+        return Step(candidate, old, value, config, one_shot)
 
-    def _next_number(self, walk: _Walk, old: float, candidate: KnobCandidate) -> tuple[float, ...]:
-        domain = candidate.knob.domain
-        assert domain.numeric
-        sign = 1.0 if candidate.direction == "up" else -1.0
-        centre = domain.to_coord(old)
-        target = centre + sign * walk.step
-        if walk.limit is not None and sign * (target - walk.limit) >= 0:
-            target = (centre + walk.limit) / 2.0  # bisect toward the wall, never onto it
-        value = domain.from_coord(target)
-        if sign * (value - old) <= 0:
-            return ()  # at the domain's edge, or the step rounds to nothing
-        if walk.limit is not None and sign * (domain.to_coord(value) - walk.limit) >= 0:
-            return ()
-        return (value,)
-
-    def _result(self, outcome: Outcome) -> Result:
-        if outcome.status in _WALLS:
-            return "wall"
-        if outcome.status != "ok" or outcome.objective is None:
-            return "flat"
-        if outcome.gain_shown:
-            return "onward"
-        reference = self._centre_objective
-        if reference is None:
-            return "better"  # nothing measured to compare with: any measurement is a start
-        threshold = reference + abs(reference) * self.min_gain
-        return "better" if outcome.objective > threshold else "flat"
-
-    def _apply(self, step: _Step, result: Result, outcome: Outcome | None) -> None:
+    def _apply(self, step: Step, result: Result, outcome: Outcome | None) -> None:
         walk = self._walk
         assert walk is not None
         measured = outcome.objective if outcome is not None and outcome.status == "ok" else None
@@ -315,14 +256,4 @@ class CoordinateDescent:
                 self._centre_objective = outcome.objective
             walk.finished = step.one_shot
             return
-        domain = step.candidate.knob.domain
-        if step.one_shot or not domain.numeric:
-            walk.finished = True
-            return
-        assert isinstance(step.value, int | float) and isinstance(step.old, int | float)
-        tried, centre = domain.to_coord(step.value), domain.to_coord(step.old)
-        if result == "wall":
-            walk.limit = tried
-        walk.step = abs(tried - centre) / 2.0
-        walk.halvings += 1
-        walk.finished = walk.halvings > self.max_halvings or math.isclose(walk.step, 0.0)
+        shrink(walk, step, result, self.max_halvings)
