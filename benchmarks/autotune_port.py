@@ -38,7 +38,7 @@ import psutil
 import vllm_cpu
 
 from kneepoint.probes.backends import Endpoint
-from kneepoint.probes.server_failure import ServerFailedError
+from kneepoint.probes.server.server_failure import ServerFailedError
 from kneepoint.records.engine import EngineConfig
 
 SHARES = tuple(round(0.95 - 0.05 * i, 2) for i in range(19))

@@ -65,7 +65,7 @@ from guidellm_driver import GuideLLM
 from loadgen_figures import Search, Step, Timing, log_step, report, report_loose, score
 
 from kneepoint.load.plan import PlannedRequest
-from kneepoint.probes.loadgen import LoadOptions, run_load
+from kneepoint.probes.client.loadgen import LoadOptions, run_load
 
 REPO = Path(__file__).resolve().parent.parent
 SERVER = REPO / "benchmarks" / "fast_sse_server.py"
@@ -139,7 +139,7 @@ Measure = Callable[[float, float], list[Timing]]
 
 
 class Ours:
-    """kneepoint.probes.loadgen.run_load, in this process (pinned to the client core)."""
+    """kneepoint.probes.client.loadgen.run_load, in this process (pinned to the client core)."""
 
     def __init__(self, url: str, args: argparse.Namespace) -> None:
         self.url, self.args = url, args

@@ -31,9 +31,9 @@ from kneepoint.load.size import PointSize
 from kneepoint.physics.defaults import resolve_engine
 from kneepoint.physics.memory import plan_memory
 from kneepoint.policies.pruning.prefix_reuse import prefix_reuse
-from kneepoint.probes.loadgen import LoadOptions
+from kneepoint.probes.client.loadgen import LoadOptions
 from kneepoint.probes.measure import measure
-from kneepoint.probes.prom import parse_metrics
+from kneepoint.probes.telemetry.prom import parse_metrics
 from kneepoint.records.study import StudySpec
 from kneepoint.run.logs import configure_logging
 from kneepoint.sim.engine import SimEngine

@@ -38,8 +38,9 @@ from pathlib import Path
 
 from kneepoint.config import load_study
 from kneepoint.load.objective import rules
+from kneepoint.load.size import PointSize
 from kneepoint.measure.study_knee import study_knee_search
-from kneepoint.probes.targets import PointSize, open_target
+from kneepoint.probes.backends import open_target
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.study import StudySpec
 from kneepoint.run.logs import configure_logging

@@ -7,7 +7,7 @@ Per run it prints vLLM bench's own TTFT mean and p99 and output tok/s, the serve
 mean and preemptions over the run (vLLM's histograms and counters, read before and after),
 and, with the scraper, how many scrapes landed and how long they took. Then the median of each
 figure over the pairs, scraped over alone. The scrape's own cost is what kneepoint's adaptive
-sampler waits out (``kneepoint.probes.samplers.COST_FACTOR``).
+sampler waits out (``kneepoint.probes.telemetry.samplers.COST_FACTOR``).
 
 Run: .venv/bin/python benchmarks/scrape_cost.py [--pairs 3] [--rate 36] [--interval 0.5]
 (about 6 minutes with the defaults)
@@ -27,7 +27,7 @@ import httpx
 import vllm_cpu
 
 from kneepoint.probes.backends import Endpoint
-from kneepoint.probes.prom import Scrape, parse_metrics
+from kneepoint.probes.telemetry.prom import Scrape, parse_metrics
 from kneepoint.run.logs import configure_logging
 
 RUNS_SEEN: list[bool] = []

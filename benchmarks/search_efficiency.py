@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kneepoint.config import knob_catalogue, load_study
+from kneepoint.load.size import PointSize
 from kneepoint.measure.sweep import knee_search
 from kneepoint.policies.diagnosis.context import context_of
 from kneepoint.policies.diagnosis.diagnose import diagnose
@@ -50,7 +51,7 @@ from kneepoint.policies.search.optuna_search import OptunaProposer
 from kneepoint.policies.search.phased import Phased
 from kneepoint.policies.search.proposer import Proposer, replay
 from kneepoint.policies.search.search_space import search_space
-from kneepoint.probes.targets import PointSize, open_target
+from kneepoint.probes.backends import open_target
 from kneepoint.records.backend_spec import SimBackend
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.knobs import ChoiceDomain, Knob

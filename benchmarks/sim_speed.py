@@ -23,7 +23,7 @@ from pathlib import Path
 
 from kneepoint.config.study import load_study
 from kneepoint.load.plan import plan_requests
-from kneepoint.probes.loadgen import LoadOptions
+from kneepoint.probes.client.loadgen import LoadOptions
 from kneepoint.probes.measure import Instruments, measure_async
 from kneepoint.run.logs import configure_logging
 from kneepoint.sim.engine import Arrival, SimEngine

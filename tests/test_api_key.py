@@ -18,15 +18,15 @@ from kneepoint.cli.diagnose import _study
 from kneepoint.cli.main import main
 from kneepoint.config import ConfigError, load_study
 from kneepoint.load.plan import PlannedRequest
-from kneepoint.probes import targets
 from kneepoint.probes.backends import LaunchBackend, RunningServer, sim_argv
+from kneepoint.probes.backends.vllm import vllm_server
+from kneepoint.probes.client.loadgen import LoadOptions, run_load
+from kneepoint.probes.client.quality import QualityCheckError, greedy_outputs
 from kneepoint.probes.clock import Clock
-from kneepoint.probes.credentials import server_env
-from kneepoint.probes.loadgen import LoadOptions, run_load
 from kneepoint.probes.measure import Instruments, measure
-from kneepoint.probes.quality import QualityCheckError, greedy_outputs
-from kneepoint.probes.samplers import HttpSampler
-from kneepoint.probes.server_failure import ServerFailedError
+from kneepoint.probes.server.credentials import server_env
+from kneepoint.probes.server.server_failure import ServerFailedError
+from kneepoint.probes.telemetry.samplers import HttpSampler
 from kneepoint.records.backend_spec import AttachBackend as AttachSpec
 from kneepoint.records.study import StudySpec
 from kneepoint.run.folder import RunFolder
@@ -105,7 +105,7 @@ def test_a_launched_vllm_gets_its_secrets_in_its_environment(
     monkeypatch.setenv("KP_TEST_HF", "hf_secretsecretsecretsecret")
     env = {"HF_TOKEN": "${KP_TEST_HF}", "VLLM_LOGGING_LEVEL": "INFO"}
     study = _vllm_study(api_key_env="KP_TEST_KEY", env=env)
-    launcher = targets._vllm_server(opening(study, tmp_path))
+    launcher = vllm_server(opening(study, tmp_path))
     assert isinstance(launcher, LaunchBackend) and launcher.api_key == KEY
     assert launcher.env == {"HF_TOKEN": "hf_secretsecretsecretsecret", "VLLM_API_KEY": KEY,
                             "VLLM_LOGGING_LEVEL": "INFO"}  # fmt: skip
@@ -130,7 +130,7 @@ def test_a_missing_variable_is_one_line_naming_the_field_and_exit_2(
         server_env(study, study.backend, None)  # type: ignore[arg-type]
     keyed = _vllm_study(api_key_env="KP_UNSET_KEY")
     with pytest.raises(ConfigError, match=r"backend\.api_key_env: KP_UNSET_KEY is not set"):
-        targets._vllm_server(opening(keyed, tmp_path))
+        vllm_server(opening(keyed, tmp_path))
 
 
 @pytest.mark.parametrize(

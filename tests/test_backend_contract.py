@@ -5,16 +5,27 @@ the ``Backend`` union is held to it without a line added here."""
 from __future__ import annotations
 
 import shlex
+import sys
 import typing
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
 from kneepoint.config import load_study
-from kneepoint.probes.targets import BACKENDS
-from kneepoint.records.backend_spec import Backend, BackendSpec, SimBackend
+from kneepoint.load.size import PointSize
+from kneepoint.probes.backends import BACKENDS, LaunchBackend, open_target, sim_argv
+from kneepoint.records.backend_spec import (
+    AttachBackend,
+    Backend,
+    BackendSpec,
+    SimBackend,
+    VllmBackend,
+)
 from kneepoint.records.engine import EngineConfig
 from kneepoint.run.folder import serve_command
-from tests.conftest import QUICKSTART
+from tests.conftest import QUICKSTART, SMALL
 from tests.support.pruned import run
 from tests.support.readings import COMPUTE
 
@@ -41,6 +52,42 @@ def backend(request: pytest.FixtureRequest) -> BackendSpec:
 def test_every_kind_opens_through_the_one_registry(backend: BackendSpec) -> None:
     kind = typing.cast(str, getattr(backend, "kind"))  # noqa: B009 - every kind has one
     assert ("sim-virtual" if backend.virtual_clock else kind) in BACKENDS
+
+
+FAKE_VLLM = Path(__file__).resolve().parent / "support" / "fakes" / "fake_vllm.py"
+
+
+@contextmanager
+def _serving(kind: str, folder: Path) -> Iterator[BackendSpec]:
+    """A backend of ``kind`` for the small study; attach gets a launched simulator to reach."""
+    if kind != "attach":
+        yield {
+            "sim-virtual": SimBackend(),
+            "sim": SimBackend(clock="http"),
+            "vllm": VllmBackend(command=(sys.executable, str(FAKE_VLLM), "serve")),
+        }[kind]
+        return
+    study = load_study(SMALL)
+    with LaunchBackend(sim_argv(study.gpu.name, study.model.name)).serve(
+        study.engine, folder
+    ) as running:
+        yield AttachBackend(url=running.url)
+
+
+@pytest.mark.parametrize("kind", sorted(BACKENDS))
+def test_every_kind_serves_the_study_and_measures_one_point(kind: str, tmp_path: Path) -> None:
+    kept = []
+    with _serving(kind, tmp_path / "attached") as backend:
+        study = load_study(SMALL).model_copy(update={"backend": backend})
+        size = PointSize(seconds=3.0, min_requests=6)
+        with open_target(study, study.engine, tmp_path, size, kept.append) as target:
+            point = target.probe(2.0, 0)
+            seconds = target.clock.seconds()
+    assert point.completed == point.sent > 0 and point.failed == 0  # the stable window's
+    assert [(k.rate_rps, k.attempt) for k in kept] == [(2.0, 0)]
+    records = kept[0].records
+    assert len(records) == size.requests(2.0) and all(r.ok for r in records)
+    assert seconds > 0.0
 
 
 def test_its_clock_and_outputs_follow_from_what_it_runs(backend: BackendSpec) -> None:

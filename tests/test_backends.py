@@ -20,9 +20,9 @@ from kneepoint.probes.backends import (
     sim_argv,
     vllm_argv,
 )
-from kneepoint.probes.identity import config_mismatches
-from kneepoint.probes.loadgen import LoadOptions, run_load
-from kneepoint.probes.server_failure import ServerFailedError, classify, kv_capacity_tokens
+from kneepoint.probes.client.loadgen import LoadOptions, run_load
+from kneepoint.probes.server.identity import config_mismatches
+from kneepoint.probes.server.server_failure import ServerFailedError, classify, kv_capacity_tokens
 from kneepoint.records.backend_spec import VllmBackend
 from kneepoint.records.engine import EngineConfig
 
@@ -132,7 +132,7 @@ def test_startup_log_readers() -> None:
 def test_orphans_are_reaped_even_when_their_group_leader_is_dead(tmp_path: Path) -> None:
     import subprocess
 
-    from kneepoint.probes.process import _started, reap_orphans
+    from kneepoint.probes.server.process import _started, reap_orphans
 
     # A leader that forks a long-lived child into its group and exits: what an agent killed
     # mid-run leaves when vLLM's API server died before its engine core.

@@ -10,7 +10,7 @@ import socket
 import pytest
 
 from kneepoint.cli.main import main
-from kneepoint.probes.server_failure import address_in_use
+from kneepoint.probes.server.server_failure import address_in_use
 
 from .conftest import QUICKSTART
 

@@ -7,7 +7,7 @@ import pytest
 
 from kneepoint.config import load_study
 from kneepoint.load.plan import plan_requests
-from kneepoint.probes.openai_wire import request_body
+from kneepoint.probes.client.openai_wire import request_body
 from kneepoint.sim.loadpoint import simulate_load_point
 
 from .conftest import QUICKSTART, SMALL

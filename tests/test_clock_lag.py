@@ -16,8 +16,8 @@ from kneepoint.config.catalog import gpu_catalogue, model_catalogue
 from kneepoint.load.point import load_point
 from kneepoint.physics.defaults import resolve_engine
 from kneepoint.physics.memory import plan_memory
-from kneepoint.probes.prom import parse_metrics
-from kneepoint.probes.signals import summarize_signals
+from kneepoint.probes.telemetry.prom import parse_metrics
+from kneepoint.probes.telemetry.signals import summarize_signals
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.loadpoint import Signals
 from kneepoint.records.measure import RequestRecord

@@ -14,7 +14,7 @@ import pytest
 from kneepoint.calibration.recorded import load_recorded
 from kneepoint.cli.main import main
 from kneepoint.config import load_study
-from kneepoint.probes.process import ServerProcess, free_port
+from kneepoint.probes.server.process import ServerProcess, free_port
 from kneepoint.run.folder import RunFolder
 
 from .conftest import CONFIGS

@@ -17,13 +17,13 @@ import pytest
 
 from kneepoint.config.study import load_study
 from kneepoint.load.plan import PlannedRequest
-from kneepoint.probes.backends import LaunchBackend, sim_argv
+from kneepoint.load.size import PointSize
+from kneepoint.probes.backends import LaunchBackend, open_target, sim_argv
+from kneepoint.probes.client.loadgen import LoadOptions
 from kneepoint.probes.clock import Clock
-from kneepoint.probes.loadgen import LoadOptions
 from kneepoint.probes.measure import Instruments, measure
-from kneepoint.probes.samplers import HttpSampler
-from kneepoint.probes.server_failure import ServerFailedError
-from kneepoint.probes.targets import PointSize, open_target
+from kneepoint.probes.server.server_failure import ServerFailedError
+from kneepoint.probes.telemetry.samplers import HttpSampler
 from kneepoint.records.backend_spec import SimBackend
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.faults import Faults, fault_flags

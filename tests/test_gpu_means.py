@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from kneepoint.probes.signals import summarize_signals
+from kneepoint.probes.telemetry.signals import summarize_signals
 from kneepoint.records.telemetry import GpuSample
 
 

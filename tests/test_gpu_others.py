@@ -13,7 +13,7 @@ import pytest
 
 from kneepoint.load.point import load_point
 from kneepoint.probes.clock import Clock
-from kneepoint.probes.nvml import NvmlSampler
+from kneepoint.probes.telemetry.nvml import NvmlSampler
 from kneepoint.records.loadpoint import Signals
 from kneepoint.records.measure import RequestRecord
 from kneepoint.records.slo import ClassSlo, Slo

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kneepoint.probes.host_info import describe_host
+from kneepoint.probes.telemetry.host_info import describe_host
 from kneepoint.records.host import HostInfo
 from kneepoint.records.ledger import RunStarted
 from kneepoint.run.ledger import Ledger

@@ -17,9 +17,9 @@ import pytest
 
 from kneepoint.load.point import load_point
 from kneepoint.load.trust import Trust
-from kneepoint.probes import cpu
-from kneepoint.probes.cpu import HostLoad, listener
-from kneepoint.probes.server_failure import bound_cores
+from kneepoint.probes.server.server_failure import bound_cores
+from kneepoint.probes.telemetry import cpu
+from kneepoint.probes.telemetry.cpu import HostLoad, listener
 from kneepoint.records.loadpoint import Signals
 from kneepoint.records.measure import RequestRecord
 from kneepoint.records.measurement import MeasurementSpec

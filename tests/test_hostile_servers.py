@@ -16,12 +16,12 @@ import pytest
 
 from kneepoint.load.plan import PlannedRequest
 from kneepoint.probes.backends import RunningServer
-from kneepoint.probes.capped import PageTooLargeError, capped_text
-from kneepoint.probes.identity import check_identity
-from kneepoint.probes.loadgen import LoadOptions, run_load
-from kneepoint.probes.prom import parse_metrics
-from kneepoint.probes.server_failure import ServerFailedError
-from kneepoint.probes.target import rejected
+from kneepoint.probes.backends.base import rejected
+from kneepoint.probes.client.capped import PageTooLargeError, capped_text
+from kneepoint.probes.client.loadgen import LoadOptions, run_load
+from kneepoint.probes.server.identity import check_identity
+from kneepoint.probes.server.server_failure import ServerFailedError
+from kneepoint.probes.telemetry.prom import parse_metrics
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.measure import RequestRecord
 from tests.support.hostile_server import MODELS_MODES, STREAM_MODES, HostileServer

@@ -12,9 +12,9 @@ import httpx
 import pytest
 
 from kneepoint.load.plan import PlannedRequest
-from kneepoint.probes import http1
-from kneepoint.probes.loadgen import LoadOptions, run_load
-from kneepoint.probes.process import free_port
+from kneepoint.probes.client import http1
+from kneepoint.probes.client.loadgen import LoadOptions, run_load
+from kneepoint.probes.server.process import free_port
 
 SSE = b'data: {"choices":[{"text":"a"}]}\n\ndata: [DONE]\n\n'
 CLOSE = b"<then close>"

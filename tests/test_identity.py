@@ -10,8 +10,8 @@ import pytest
 
 from kneepoint.cli.main import main
 from kneepoint.probes.backends import LaunchBackend, RunningServer
-from kneepoint.probes.identity import ModelCard, model_cards
-from kneepoint.probes.server_failure import ServerFailedError, classify
+from kneepoint.probes.server.identity import ModelCard, model_cards
+from kneepoint.probes.server.server_failure import ServerFailedError, classify
 from kneepoint.records.engine import EngineConfig
 from tests.support.hostile_server import HostileServer
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kneepoint.probes.priority import autogroup_nice, lower_priority
+from kneepoint.probes.server.priority import autogroup_nice, lower_priority
 
 
 def test_a_server_in_its_own_session_runs_lower_and_so_does_its_group() -> None:

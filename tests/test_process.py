@@ -13,8 +13,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from kneepoint.probes import process
-from kneepoint.probes.process import ServerProcess, group_alive, reap_orphans
+from kneepoint.probes.server import process
+from kneepoint.probes.server.process import ServerProcess, group_alive, reap_orphans
 
 
 def test_a_stale_pid_file_does_not_name_a_process_that_reused_the_pid(tmp_path: Path) -> None:
@@ -104,7 +104,7 @@ def test_an_agent_killed_outright_leaves_no_socket_folder(tmp_path: Path) -> Non
     agent = (
         "import sys, time\n"
         "from pathlib import Path\n"
-        "from kneepoint.probes.process import ServerProcess\n"
+        "from kneepoint.probes.server.process import ServerProcess\n"
         f"ServerProcess([sys.executable, '-c', {server!r}], Path({str(tmp_path / 's.log')!r}))\n"
         "time.sleep(120)\n"
     )

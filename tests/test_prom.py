@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from kneepoint.probes.identity import config_mismatches
-from kneepoint.probes.prom import Histogram, parse_metrics, quantile
+from kneepoint.probes.server.identity import config_mismatches
+from kneepoint.probes.telemetry.prom import Histogram, parse_metrics, quantile
 from kneepoint.records.engine import EngineConfig
 
 FIXTURES = sorted((Path(__file__).parent / "fixtures" / "metrics").glob("vllm-*.prom"))

@@ -15,8 +15,8 @@ from kneepoint.load.point import load_point
 from kneepoint.load.score import percentile, stable_window
 from kneepoint.load.size import PointSize
 from kneepoint.load.trust import Trust, meets_from_sends
-from kneepoint.probes.prom import parse_metrics
-from kneepoint.probes.signals import summarize_signals
+from kneepoint.probes.telemetry.prom import parse_metrics
+from kneepoint.probes.telemetry.signals import summarize_signals
 from kneepoint.records.loadpoint import LoadPoint
 from kneepoint.records.measure import RequestRecord
 from kneepoint.records.slo import ClassSlo, Slo

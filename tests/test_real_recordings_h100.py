@@ -17,7 +17,7 @@ from kneepoint.physics.memory import plan_memory
 from kneepoint.policies.diagnosis.context import context_of
 from kneepoint.policies.diagnosis.diagnose import diagnose
 from kneepoint.policies.diagnosis.observe import observe
-from kneepoint.probes.server_failure import kv_capacity_tokens
+from kneepoint.probes.server.server_failure import kv_capacity_tokens
 from kneepoint.records.engine import EngineConfig
 
 from .conftest import REPO

@@ -10,8 +10,9 @@ import pytest
 from structlog.testing import capture_logs
 
 from kneepoint.config import load_study
-from kneepoint.probes import backends, targets
-from kneepoint.probes.backends import LaunchBackend, sim_argv, vllm_argv
+from kneepoint.probes.backends import LaunchBackend, launch, sim_argv, vllm_argv
+from kneepoint.probes.backends.sim_http import sim_server
+from kneepoint.probes.backends.vllm import vllm_server
 from kneepoint.records.backend_spec import VllmBackend
 from kneepoint.records.engine import EngineConfig
 from kneepoint.sim.access import is_loopback
@@ -30,10 +31,10 @@ def _host_in(argv: list[str]) -> str:
 def test_launched_servers_listen_on_loopback_by_default(tmp_path: Path) -> None:
     study = load_study(QUICKSTART, ["backend={kind: vllm}"])
     opening = opened(study, tmp_path)
-    vllm = targets._vllm_server(opening)
+    vllm = vllm_server(opening)
     assert isinstance(vllm, LaunchBackend) and vllm.host == "127.0.0.1"
     assert _host_in(vllm.argv_for(CONFIG, vllm.host, 8000, "m")) == "127.0.0.1"
-    sim = targets._sim_server(opening)
+    sim = sim_server(opening)
     assert isinstance(sim, LaunchBackend) and sim.host == "127.0.0.1"
     assert _host_in(sim.argv_for(CONFIG, sim.host, 8000, "m")) == "127.0.0.1"
     assert VllmBackend().host == "127.0.0.1"
@@ -55,7 +56,7 @@ def test_loopback_addresses(host: str, loopback: bool) -> None:
 
 
 def test_a_non_loopback_host_is_warned_about_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(backends, "_WARNED_HOSTS", set())
+    monkeypatch.setattr(launch, "_WARNED_HOSTS", set())
     argv = vllm_argv(VllmBackend())
     with capture_logs() as events:
         LaunchBackend(argv, host="127.0.0.1")

@@ -20,8 +20,8 @@ from kneepoint.config.overrides import add_overrides_argument
 
 if TYPE_CHECKING:
     from kneepoint.measure.watch import Watched
-    from kneepoint.probes.target import Prober
-    from kneepoint.probes.targets import Target
+    from kneepoint.probes.backends import Target
+    from kneepoint.probes.backends.base import Prober
     from kneepoint.records.measure import RequestRecord
     from kneepoint.records.study import StudySpec
     from kneepoint.records.sweep import SweepResult
@@ -65,10 +65,11 @@ def run_sweep(args: argparse.Namespace) -> int:
     from kneepoint.config import load_study
     from kneepoint.config.overrides import parse_override
     from kneepoint.load.score import stable_window
+    from kneepoint.load.size import PointSize
     from kneepoint.measure.bench import Bench
     from kneepoint.measure.study_knee import study_knee_search
     from kneepoint.measure.trial_failure import TrialFailedError
-    from kneepoint.probes.targets import PointArtifacts, PointSize
+    from kneepoint.probes.backends import PointArtifacts
     from kneepoint.report.intervals import TRIM
     from kneepoint.run.files import check_output
     from kneepoint.run.folder import write_point

@@ -23,7 +23,7 @@ the cores, as they share a GPU host's CPUs):
   read it idler than it was. Judged on points that met their SLO, where the queue is steady.
 - **Something else held the host's CPUs.** Linux's pressure stall information says what share
   of the point some runnable task waited for a CPU, and the host's CPU accounting how much of
-  it went to work outside the measurement (``kneepoint.probes.cpu``); past both
+  it went to work outside the measurement (``kneepoint.probes.telemetry.cpu``); past both
   ``max_host_cpu_pressure`` and ``max_host_other_cores`` the point measured the host, whatever
   it met or missed. Pressure alone cannot tell: on two cores the measurement's own tasks queue
   behind each other. On a GPU, another process that ran on it (NVML) voids the point too.

@@ -20,14 +20,15 @@ import structlog
 
 from kneepoint.load.objective import rules
 from kneepoint.load.plan import PlannedRequest
+from kneepoint.load.size import PointSize
 from kneepoint.measure import sweep
 from kneepoint.measure.study_knee import study_knee_search
 from kneepoint.measure.trial_failure import FAILURE_STATUS, TrialFailedError, retrying
 from kneepoint.measure.watch import Watched
 from kneepoint.physics.defaults import UnmodeledSettingError
-from kneepoint.probes.server_failure import ServerFailedError
-from kneepoint.probes.target import Keep, Prober
-from kneepoint.probes.targets import PointArtifacts, PointSize, Target, open_target
+from kneepoint.probes.backends import PointArtifacts, Target, open_target
+from kneepoint.probes.backends.base import Keep, Prober
+from kneepoint.probes.server.server_failure import ServerFailedError
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.measure import RequestRecord
 from kneepoint.records.study import StudySpec

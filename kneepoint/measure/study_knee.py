@@ -8,7 +8,7 @@ import time
 
 from kneepoint.measure.sweep import knee_search
 from kneepoint.measure.sweep_run import Clock
-from kneepoint.probes.target import Prober
+from kneepoint.probes.backends.base import Prober
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.study import StudySpec
 from kneepoint.records.sweep import SweepResult

@@ -25,7 +25,7 @@ import structlog
 
 from kneepoint.load.knee import Verdict, find_capacity
 from kneepoint.measure.sweep_run import Clock, SweepRun
-from kneepoint.probes.target import Prober
+from kneepoint.probes.backends.base import Prober
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.limits import MAX_SEARCH_RPS
 from kneepoint.records.slo import Slo

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 import structlog
 
 from kneepoint.load.capacity import interpolate_capacity, mean_interval, slo_margin
-from kneepoint.probes.target import Prober
+from kneepoint.probes.backends.base import Prober
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.slo import Slo
 from kneepoint.records.sweep import SweepKind, SweepPoint, SweepResult

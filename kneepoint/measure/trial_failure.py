@@ -9,7 +9,7 @@ from typing import TypeVar
 
 import structlog
 
-from kneepoint.probes.server_failure import FailureKind
+from kneepoint.probes.server.server_failure import FailureKind
 from kneepoint.records.errors import KneepointError
 from kneepoint.records.proposal import TrialStatus
 from kneepoint.run.progress import Progress

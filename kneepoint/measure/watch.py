@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from kneepoint.load.capacity import slo_margin
 from kneepoint.measure.sweep import result_of
-from kneepoint.probes.target import Prober
+from kneepoint.probes.backends.base import Prober
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.loadpoint import LoadPoint
 from kneepoint.records.slo import Slo

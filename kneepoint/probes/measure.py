@@ -16,14 +16,14 @@ from typing import TypeVar
 from kneepoint.load.plan import PlannedRequest
 from kneepoint.load.point import load_point, window_bounds
 from kneepoint.load.trust import Trust
+from kneepoint.probes.client.loadgen import LoadOptions, run_load
 from kneepoint.probes.clock import Clock
-from kneepoint.probes.cpu import HostLoad
-from kneepoint.probes.loadgen import LoadOptions, run_load
-from kneepoint.probes.nvml import NvmlSampler
-from kneepoint.probes.prom import Scrape
-from kneepoint.probes.samplers import HttpSampler
-from kneepoint.probes.server_failure import Failure, ServerFailedError
-from kneepoint.probes.signals import summarize_signals
+from kneepoint.probes.server.server_failure import Failure, ServerFailedError
+from kneepoint.probes.telemetry.cpu import HostLoad
+from kneepoint.probes.telemetry.nvml import NvmlSampler
+from kneepoint.probes.telemetry.prom import Scrape
+from kneepoint.probes.telemetry.samplers import HttpSampler
+from kneepoint.probes.telemetry.signals import summarize_signals
 from kneepoint.records.loadpoint import LoadPoint
 from kneepoint.records.measure import RequestRecord
 from kneepoint.records.slo import Slo
@@ -39,7 +39,7 @@ class Instruments:
     scrape_interval_s: float = 1.0
     adaptive_scrapes: bool = False
     """Scrape at most every ``scrape_interval_s``, further apart where a scrape takes long
-    (``kneepoint.probes.samplers.COST_FACTOR``)."""
+    (``kneepoint.probes.telemetry.samplers.COST_FACTOR``)."""
     sim_telemetry: bool = False
     """The server is ``kneepoint sim serve``: read its ``/telemetry`` for GPU samples."""
     nvml_index: int | None = None

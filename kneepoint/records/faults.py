@@ -24,7 +24,7 @@ OOM_TEXT = (
     "total capacity of 79.19 GiB of which 1.06 GiB is free."
 )
 """vLLM's own words when the weights or activations do not fit (the failure classifier in
-``kneepoint.probes.process`` matches them, as it matches a real server's)."""
+``kneepoint.probes.server.process`` matches them, as it matches a real server's)."""
 CRASH_TEXT = "RuntimeError: CUDA error: an illegal memory access was encountered"
 """The line a real engine core dies with on an Xid fault: the commonest mid-run crash."""
 MARKER = "kneepoint-fault:"

@@ -49,7 +49,7 @@ class Signals(Record):
     host_cpu_others_cores: float | None = Field(default=None, ge=0.0)
     """Cores' worth of the host's CPU spent outside the measurement over the point (its busy
     time, a VM's steal included, less the measuring process's and the server's process
-    tree's); None where unread (``kneepoint.probes.cpu``)."""
+    tree's); None where unread (``kneepoint.probes.telemetry.cpu``)."""
     gpu_other_processes: int | None = Field(default=None, ge=0)
     """Processes outside the measurement that ran on the GPU over the point (NVML); None
     where unread or where NVML's pids cannot be matched to ours (a container)."""

@@ -51,8 +51,9 @@ class MeasurementSpec(InputRecord):
     cannot say whose tasks waited: a real-tier point past a 2-core host's capacity read 0.36
     with the server, its API front and the client queued on one core (CI, 2026-11-28).
     On the 2-core AMD host others read 0.00 cores with nothing else running, 1.00 beside one
-    CPU-bound process and 1.77 beside two (2026-11-28, ``kneepoint.probes.cpu.HostLoad`` over
-    5 s); a quarter core is load a neighbour's shell or a daemon does not reach."""
+    CPU-bound process and 1.77 beside two (2026-11-28,
+    ``kneepoint.probes.telemetry.cpu.HostLoad`` over 5 s); a quarter core is load a
+    neighbour's shell or a daemon does not reach."""
     latency_from: Literal["schedule", "slot"] = "schedule"
     """Where TTFT and end-to-end latency count from. ``schedule`` (the default): each
     request's scheduled send, so neither a slow client nor a slow server hides a wait.

@@ -28,7 +28,7 @@ import yaml
 from pydantic import ValidationError
 
 from kneepoint.config.errors import ConfigError, Problem, render_loc
-from kneepoint.probes.targets import PointArtifacts
+from kneepoint.probes.backends import PointArtifacts
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.errors import KneepointError
 from kneepoint.records.ledger import RunStarted

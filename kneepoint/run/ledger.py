@@ -18,7 +18,7 @@ from pathlib import Path
 import structlog
 from pydantic import TypeAdapter, ValidationError
 
-from kneepoint.probes.redact import redact
+from kneepoint.probes.server.redact import redact
 from kneepoint.records.errors import KneepointError
 from kneepoint.records.ledger import Event
 from kneepoint.run.state import RunState, StateError

@@ -5,7 +5,7 @@ Events go to stderr, readable on a terminal and as plain timestamped lines when 
 terminal (the same "HH:MM:SSZ text" lines as the run's progress: a raw JSON warning in the
 middle of a plain log read as a glitch), and to a JSON-lines file, the run's machine-readable
 record (``events.jsonl``).
-Every event has secrets taken out first (``kneepoint.probes.redact``), on the console and in
+Every event has secrets taken out first (``kneepoint.probes.server.redact``), on the console and in
 the file alike.
 """
 
@@ -19,7 +19,7 @@ from typing import Any
 import optuna
 import structlog
 
-from kneepoint.probes.redact import redact_all
+from kneepoint.probes.server.redact import redact_all
 
 _MARK = "_kneepoint_handler"
 

@@ -120,8 +120,7 @@ class RunState:
         if self.started is None:
             return "the run had not started"
         if isinstance(event, BurstChecked):
-            wants = self.finished is not None and self.finished.burst_follows
-            return None if wants and self.burst is None else "no burst check was due"
+            return None if self.burst_due else "no burst check was due"
         if self.finished is not None:
             return "the run had finished"
         return self._why_not_search(event)
@@ -250,6 +249,12 @@ class RunState:
             if trial.screened is not None and challenger is not None:
                 pairs.append((trial.screened.outcome.objective, rule.value(challenger)))
         return [(s, v) for s, v in pairs if s is not None and v is not None]
+
+    @property
+    def burst_due(self) -> bool:
+        """The winner's burst check is owed: the search stopped in a way a check follows
+        (``Finished.burst_follows``) and none is recorded."""
+        return self.finished is not None and self.finished.burst_follows and self.burst is None
 
     @property
     def trials_run(self) -> int:

@@ -87,7 +87,7 @@ REQUEST_LATENCY_BUCKETS = (
 ITERATION_TOKEN_BUCKETS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 CLOCK_LAG_METRIC = "kneepoint:sim_clock_lag_seconds"
 """Not a vLLM metric: how late each step's tokens left the simulator behind its own clock
-(``kneepoint.probes.signals`` reads the share later than ``CLOCK_LAG_LIMIT_S``)."""
+(``kneepoint.probes.telemetry.signals`` reads the share later than ``CLOCK_LAG_LIMIT_S``)."""
 CLOCK_LAG_LIMIT_S = 0.005
 CLOCK_LAG_BUCKETS = (0.0005, 0.001, 0.002, CLOCK_LAG_LIMIT_S, 0.01, 0.02, 0.05, 0.1, 0.5, 1.0)
 

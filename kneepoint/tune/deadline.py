@@ -13,9 +13,9 @@ from __future__ import annotations
 from datetime import datetime
 
 from kneepoint.load.ranges import VALIDATE_FRACTIONS
+from kneepoint.load.size import PointSize
 from kneepoint.physics.defaults import UnmodeledSettingError, resolve_engine
 from kneepoint.physics.startup import startup_seconds
-from kneepoint.probes.targets import PointSize
 from kneepoint.records.study import StudySpec
 
 KNEE_MIN_POINTS = 2

@@ -139,8 +139,7 @@ def finalist_steps(trials: list[TrialState], slots: int) -> list[Action]:
 def _run_step(state: RunState) -> Action | None:
     """The run's own steps around its trials: start, baseline, burst check, done."""
     if state.finished is not None:
-        wants_burst = state.finished.burst_follows and state.burst is None
-        return CheckBurst() if wants_burst else Done()
+        return CheckBurst() if state.burst_due else Done()
     if state.started is None:
         return Start()
     return MeasureBaseline() if state.baseline is None else None

@@ -18,8 +18,8 @@ from kneepoint.measure import sweep
 from kneepoint.measure.bench import Bench
 from kneepoint.measure.study_knee import study_knee_search
 from kneepoint.policies.pruning.findings import findings
-from kneepoint.probes.target import Prober
-from kneepoint.probes.targets import Target
+from kneepoint.probes.backends import Target
+from kneepoint.probes.backends.base import Prober
 from kneepoint.records.diagnosis import Diagnosis
 from kneepoint.records.knobs import KnobCatalogue
 from kneepoint.records.proposal import Pruning

@@ -27,7 +27,7 @@ from packaging.version import InvalidVersion, Version
 from kneepoint.config.catalog import knob_catalogue
 from kneepoint.config.errors import Loc
 from kneepoint.physics.defaults import UnmodeledSettingError, resolve_engine
-from kneepoint.probes.credentials import missing_variables
+from kneepoint.probes.server.credentials import missing_variables
 from kneepoint.records.knobs import KnobCatalogue
 from kneepoint.records.study import StudySpec
 from kneepoint.tune.deadline import deadline_problem

@@ -21,8 +21,8 @@ from kneepoint import __version__
 from kneepoint.measure.bench import Bench
 from kneepoint.policies.search.long_shots import LongShots
 from kneepoint.policies.search.proposer import Proposer
-from kneepoint.probes.host_info import describe_host
-from kneepoint.probes.process import reap_orphans
+from kneepoint.probes.server.process import reap_orphans
+from kneepoint.probes.telemetry.host_info import describe_host
 from kneepoint.records.knobs import KnobCatalogue
 from kneepoint.records.ledger import Event, Promoted, RunStarted
 from kneepoint.records.study import StudySpec

@@ -12,7 +12,12 @@ import structlog
 
 from kneepoint.measure.bench import Bench
 from kneepoint.measure.trial_failure import TrialFailedError
-from kneepoint.probes.quality import PROMPTS, QualityCheckError, greedy_outputs, token_agreement
+from kneepoint.probes.client.quality import (
+    PROMPTS,
+    QualityCheckError,
+    greedy_outputs,
+    token_agreement,
+)
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.ledger import QualityChecked
 from kneepoint.records.study import StudySpec

@@ -1,4 +1,4 @@
-"""What the backend openers are given (``kneepoint.probes.target.Opening``), built for tests
+"""What the backend openers are given (``kneepoint.probes.backends.base.Opening``), built for tests
 that open a backend kind from a study without running a trial."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kneepoint.load.size import PointSize
-from kneepoint.probes.target import Opening
+from kneepoint.probes.backends.base import Opening
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.study import StudySpec
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import structlog
 
-from kneepoint.probes.server_failure import Failure
+from kneepoint.probes.server.server_failure import Failure
 from kneepoint.records.faults import CRASH_TEXT, MARKER, Faults
 from kneepoint.records.loadpoint import Signals
 from kneepoint.records.measure import RequestRecord

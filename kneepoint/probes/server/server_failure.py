@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from kneepoint.probes.redact import redact
+from kneepoint.probes.server.redact import redact
 from kneepoint.records.errors import KneepointError
 
 FailureKind = Literal[

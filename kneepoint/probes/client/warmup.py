@@ -14,7 +14,7 @@ import asyncio
 import structlog
 
 from kneepoint.load.plan import plan_requests
-from kneepoint.probes.loadgen import LoadOptions, run_load
+from kneepoint.probes.client.loadgen import LoadOptions, run_load
 from kneepoint.records.study import StudySpec
 
 log = structlog.get_logger(__name__)

@@ -1,6 +1,6 @@
 """One request sent on schedule and streamed: what it left, as plain values.
 
-The request goes to ``/v1/completions`` as token ids (``kneepoint.probes.openai_wire``), with
+The request goes to ``/v1/completions`` as token ids (``kneepoint.probes.client.openai_wire``), with
 ``ignore_eos`` unless the workload lets a real model stop at its end-of-sequence token, under
 the load's cap on requests in flight if it has one, and is cut ``request_timeout_s`` after its
 scheduled time. Errors and timeouts are recorded, never raised. What it leaves until its load
@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 import httpx
 
 from kneepoint.load.plan import PlannedRequest
-from kneepoint.probes import http1
+from kneepoint.probes.client import http1
+from kneepoint.probes.client.openai_wire import Stream, error_message, request_body
 from kneepoint.probes.clock import Clock
-from kneepoint.probes.openai_wire import Stream, error_message, request_body
 from kneepoint.records.measure import RequestRecord
 
 _DRAIN_GRACE_S = 0.5

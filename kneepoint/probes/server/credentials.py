@@ -2,7 +2,7 @@
 
 The study names variables (``backend.api_key_env``; ``${NAME}`` values in ``backend.env``),
 never values (``kneepoint.records.secret_env``). Each value read here is remembered for
-redaction (``kneepoint.probes.redact``), so it never reaches a log, the ledger or a report.
+redaction (``kneepoint.probes.server.redact``), so it never reaches a log, the ledger or a report.
 A variable the study names but the environment lacks is a ConfigError naming the field and
 the variable: the CLI prints it as one line and exits 2, before any server starts.
 """
@@ -13,7 +13,7 @@ import os
 from collections.abc import Mapping
 
 from kneepoint.config.errors import ConfigError, Loc, Problem
-from kneepoint.probes.redact import remember_secret
+from kneepoint.probes.server.redact import remember_secret
 from kneepoint.records.backend_spec import VllmBackend
 from kneepoint.records.secret_env import referenced
 from kneepoint.records.study import StudySpec

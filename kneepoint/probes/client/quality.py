@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import httpx
 
-from kneepoint.probes.openai_wire import bearer
+from kneepoint.probes.client.openai_wire import bearer
 from kneepoint.records.errors import KneepointError
 
 PROMPTS = (

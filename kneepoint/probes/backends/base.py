@@ -1,25 +1,64 @@
-"""What a study's backend, opened for one configuration, hands the sweeps (``Target``: a
-prober, its endpoint, the device time it holds, a sender for shaped loads), what each
-measured point leaves behind, and what every backend's opener is given."""
+"""What every backend kind shares (httpx's transports are the model: one base, one module a
+kind): the ``Endpoint`` a served configuration is reached at, the ``Backend`` that serves one,
+what an opened backend hands the sweeps (``Target``: a prober, its endpoint, the device time
+it holds, a sender for shaped loads), what each measured point leaves behind, and what every
+kind's opener is given."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+import httpx
+import structlog
+from packaging.version import InvalidVersion, Version
+
 from kneepoint.load.plan import PlannedRequest
 from kneepoint.load.size import PointSize
-from kneepoint.probes.backends import Endpoint
-from kneepoint.probes.server_failure import Failure
+from kneepoint.probes.client.openai_wire import bearer
+from kneepoint.probes.measure import Instruments
+from kneepoint.probes.server.process import ServerProcess
+from kneepoint.probes.server.server_failure import Failure
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.faults import Faults
 from kneepoint.records.loadpoint import LoadPoint
 from kneepoint.records.measure import RequestRecord
 from kneepoint.records.study import StudySpec
 from kneepoint.records.workload import TraceEntry
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """A server ready for load: where, under which model name, and what measures it."""
+
+    url: str
+    served_model: str
+    instruments: Instruments = field(default_factory=Instruments)
+    process: ServerProcess | None = None
+    kv_capacity_tokens: int | None = None
+    notes: tuple[str, ...] = field(default=())
+    version: str | None = None
+    """The engine release the server reports at ``/version`` (None: it does not say)."""
+    api_key: str | None = field(default=None, repr=False)
+    """What every client sends as ``Authorization: Bearer`` (None: no key)."""
+
+    def failure(self) -> Failure | None:
+        """Why the server is gone, if its process has exited (None: still up, or not ours)."""
+        if self.process is None or self.process.alive():
+            return None
+        return self.process.failure()
+
+
+class Backend(Protocol):
+    def serve(self, config: EngineConfig, trial_dir: Path) -> AbstractContextManager[Endpoint]:
+        """The server for ``config``, up and checked, for the length of the ``with``."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,3 +160,19 @@ def rejected(records: Sequence[RequestRecord]) -> Failure | None:
         f"{len(errors)}; {errors.count(common)} of them: {common})"
     )
     return Failure("crashed", message, None, ())
+
+
+def server_version(url: str, api_key: str | None = None) -> str | None:
+    """The release a vLLM server reports at ``/version``; None where it has no such route or
+    answers something that is not a version (the knobs a release knows are read from it)."""
+    try:
+        with httpx.Client(timeout=5.0, headers=bearer(api_key)) as client:
+            response = client.get(f"{url}/version")
+        body = response.json() if response.status_code == 200 else None
+        version = str(body.get("version")) if isinstance(body, dict) else None
+        if version:
+            Version(version)  # raises InvalidVersion: "0.0-hostile" is no release
+        return version
+    except (httpx.HTTPError, ValueError, InvalidVersion) as exc:
+        log.warning("server.version_unread", url=url, error=str(exc))
+        return None

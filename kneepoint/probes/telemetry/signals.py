@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from statistics import fmean
 
-from kneepoint.probes.prom import Scrape, quantile
+from kneepoint.probes.telemetry.prom import Scrape, quantile
 from kneepoint.records.loadpoint import Signals
 from kneepoint.records.measure import Dist
 from kneepoint.records.telemetry import GpuSample

@@ -13,9 +13,9 @@ from kneepoint.load.point import load_point
 from kneepoint.load.trust import Trust
 from kneepoint.physics.defaults import resolve_engine
 from kneepoint.physics.startup import startup_seconds
-from kneepoint.probes.server_failure import ServerFailedError
-from kneepoint.probes.target import DeviceClock, Opening, PointArtifacts, Target, rejected
-from kneepoint.probes.virtual_faults import Lifetime, faulted_records, faulted_signals
+from kneepoint.probes.backends.base import DeviceClock, Opening, PointArtifacts, Target, rejected
+from kneepoint.probes.backends.virtual_faults import Lifetime, faulted_records, faulted_signals
+from kneepoint.probes.server.server_failure import ServerFailedError
 from kneepoint.records.faults import MARKER, Faults
 from kneepoint.records.loadpoint import LoadPoint
 from kneepoint.records.measure import RequestRecord

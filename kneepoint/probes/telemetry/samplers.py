@@ -2,7 +2,7 @@
 
 ``HttpSampler`` polls the server's ``/metrics`` (and, for the simulator, its ``/telemetry``)
 on a schedule, and keeps which of the scrapes due landed (CPU readings are
-``kneepoint.probes.cpu``'s). A source that fails or does not exist yields nothing: none of
+``kneepoint.probes.telemetry.cpu``'s). A source that fails or does not exist yields nothing: none of
 them raises into the measurement.
 
 Scraping is not free for a small server: vLLM's API server renders the page (about 50 KB
@@ -19,10 +19,10 @@ import contextlib
 import httpx
 import structlog
 
-from kneepoint.probes.capped import PageTooLargeError, capped_text_async
+from kneepoint.probes.client.capped import PageTooLargeError, capped_text_async
+from kneepoint.probes.client.openai_wire import bearer
 from kneepoint.probes.clock import Clock
-from kneepoint.probes.openai_wire import bearer
-from kneepoint.probes.prom import Scrape, parse_metrics
+from kneepoint.probes.telemetry.prom import Scrape, parse_metrics
 from kneepoint.records.telemetry import GpuSample
 
 log = structlog.get_logger(__name__)

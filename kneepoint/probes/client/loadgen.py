@@ -5,13 +5,14 @@ Each planned request is sent at its scheduled time whatever happened to the ones
 the answer before it and the think time (``PlannedRequest.after``), and latency counts from
 that moment. Every response is streamed and recorded as a ``RequestRecord``: scheduled,
 actual send, each token-carrying chunk and end times, token counts from the server's
-``usage``, and any error (``kneepoint.probes.one_request``: one request's part). Latency
+``usage``, and any error (``kneepoint.probes.client.one_request``: one request's part). Latency
 counts from the scheduled time; the client's own lag is kept so a load point the client
 could not keep up with is flagged, not blamed on the server.
 
-Requests travel on the lean HTTP/1.1 client of ``kneepoint.probes.http1`` (one core then keeps
-a schedule of a few thousand short requests a second), or on httpx where that client cannot
-go (a scripted transport, a proxy). Either way a connection carries request after request.
+Requests travel on the lean HTTP/1.1 client of ``kneepoint.probes.client.http1`` (one core
+then keeps a schedule of a few thousand short requests a second), or on httpx where that
+client cannot go (a scripted transport, a proxy). Either way a connection carries request
+after request.
 """
 
 from __future__ import annotations
@@ -25,10 +26,10 @@ from collections.abc import Callable, Iterator, Sequence
 import httpx
 
 from kneepoint.load.plan import PlannedRequest
-from kneepoint.probes import http1
+from kneepoint.probes.client import http1
+from kneepoint.probes.client.one_request import Client, LoadOptions, Outcome, record_of, send_one
+from kneepoint.probes.client.openai_wire import bearer
 from kneepoint.probes.clock import Clock
-from kneepoint.probes.one_request import Client, LoadOptions, Outcome, record_of, send_one
-from kneepoint.probes.openai_wire import bearer
 from kneepoint.records.measure import RequestRecord
 
 __all__ = ["LoadOptions", "run_load"]

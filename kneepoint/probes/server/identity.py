@@ -17,10 +17,10 @@ from pathlib import PurePosixPath
 
 import httpx
 
-from kneepoint.probes.capped import PageTooLargeError, capped_text
-from kneepoint.probes.openai_wire import bearer
-from kneepoint.probes.prom import parse_metrics
-from kneepoint.probes.server_failure import Failure, ServerFailedError
+from kneepoint.probes.client.capped import PageTooLargeError, capped_text
+from kneepoint.probes.client.openai_wire import bearer
+from kneepoint.probes.server.server_failure import Failure, ServerFailedError
+from kneepoint.probes.telemetry.prom import parse_metrics
 from kneepoint.records.engine import EngineConfig
 
 

@@ -12,7 +12,9 @@ left to stop.
 The server's socket folder (its ``VLLM_RPC_BASE_PATH``) goes with it: an agent killed with
 SIGKILL cannot remove it, and a night of such runs would leave one a server in /tmp.
 
-    python -m kneepoint.probes.watchdog PGID STARTED PIDFILE SOCKETS   (stdin: the agent's pipe)
+    python -m kneepoint.probes.server.watchdog PGID STARTED PIDFILE SOCKETS
+
+(stdin: the agent's pipe)
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import sys
 import time
 from pathlib import Path
 
-from kneepoint.probes.process import group_alive
+from kneepoint.probes.server.process import group_alive
 
 GRACE_S = 15.0
 """As ServerProcess.stop: vLLM frees the GPU and its workers on SIGTERM within seconds."""

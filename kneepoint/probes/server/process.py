@@ -3,7 +3,7 @@
 Used for real ``vllm serve`` and for ``kneepoint sim serve`` alike. The whole process group
 is the unit: vLLM forks engine-core and worker processes, and stopping only the parent
 leaves them holding the GPU. Output goes to a log file in the run folder, which is also what
-failures are classified from, in vLLM's own words (``kneepoint.probes.server_failure``).
+failures are classified from, in vLLM's own words (``kneepoint.probes.server.server_failure``).
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from pathlib import Path
 import httpx
 import structlog
 
-from kneepoint.probes.priority import lower_priority
-from kneepoint.probes.redact import redact_file
-from kneepoint.probes.server_failure import Failure, ServerFailedError, classify
+from kneepoint.probes.server.priority import lower_priority
+from kneepoint.probes.server.redact import redact_file
+from kneepoint.probes.server.server_failure import Failure, ServerFailedError, classify
 
 log = structlog.get_logger(__name__)
 
@@ -161,13 +161,13 @@ class ServerProcess:
 def _watch(
     pgid: int, started: str, pid_path: Path, sockets: Path
 ) -> tuple[int, subprocess.Popen[bytes]]:
-    """Start the group's watchdog (kneepoint.probes.watchdog); returns the pipe end whose
+    """Start the group's watchdog (kneepoint.probes.server.watchdog); returns the pipe end whose
     closing, by this process or by its death, tells the watchdog to act."""
     read_end, write_end = os.pipe()  # not inherited by later children (PEP 446)
     argv = [str(pgid), started, str(pid_path), str(sockets)]
     try:
         watchdog = subprocess.Popen(
-            [sys.executable, "-m", "kneepoint.probes.watchdog", *argv],
+            [sys.executable, "-m", "kneepoint.probes.server.watchdog", *argv],
             stdin=read_end,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
