@@ -66,7 +66,7 @@ def run_sweep(args: argparse.Namespace) -> int:
     from kneepoint.config.overrides import parse_override
     from kneepoint.load.score import stable_window
     from kneepoint.load.size import PointSize
-    from kneepoint.measure.bench import Bench
+    from kneepoint.measure.bench import Bench, with_retried
     from kneepoint.measure.study_knee import study_knee_search
     from kneepoint.measure.trial_failure import TrialFailedError
     from kneepoint.probes.backends import PointArtifacts
@@ -107,7 +107,7 @@ def run_sweep(args: argparse.Namespace) -> int:
             raise
         print(f"\nkneepoint: interrupted{_kept(bench.watched, out, study)}", file=sys.stderr)
         return EXIT_INTERRUPTED
-    result = result.model_copy(update={"retried": retried}) if retried else result
+    result = with_retried(result, retried)
     write_recording(out, study, result)
     warmup_s = PointSize.for_study(study, seconds).warmup_s
     windows = {rate: stable_window(records, TRIM, warmup_s) for rate, records in kept.items()}

@@ -46,6 +46,11 @@ CLIMB = 4
 """Rates a leg may add above its range when the range never reached its knee."""
 
 
+def with_retried(result: SweepResult, retried: tuple[str, ...]) -> SweepResult:
+    """The sweep with why its failed attempts ended (``retried``), where any did."""
+    return result.model_copy(update={"retried": retried}) if retried else result
+
+
 def keep_sweep(trial_dir: Path, label: str, result: SweepResult) -> None:
     """A sweep's result beside its points, as ``<label>.json``."""
     write_atomically(trial_dir / f"{label}.json", result.model_dump_json(indent=1) + "\n")
@@ -152,7 +157,7 @@ class Bench:
         retried: tuple[str, ...],
     ) -> tuple[SweepResult, float]:
         """The sweep with the causes of its failed attempts, kept in the trial's folder."""
-        result = result.model_copy(update={"retried": retried}) if retried else result
+        result = with_retried(result, retried)
         keep_sweep(trial_dir, label, result)
         return result, seconds
 
@@ -181,11 +186,7 @@ class Bench:
         return self._kept(trial_dir, kept, *measured)
 
     def at(
-        self,
-        probe: Prober,
-        config: EngineConfig,
-        rates: list[float],
-        **how: Any,
+        self, probe: Prober, config: EngineConfig, rates: list[float], **how: Any
     ) -> SweepResult:
         """``rates`` measured once by ``probe``, climbing and descending as the objective
         reads (``how``: ``measure_rates``'s repeat, arm, kind and reference)."""

@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 from kneepoint.load.objective import rules
 from kneepoint.measure import sweep
-from kneepoint.measure.bench import Bench
+from kneepoint.measure.bench import Bench, with_retried
 from kneepoint.measure.study_knee import study_knee_search
 from kneepoint.policies.pruning.findings import findings
 from kneepoint.probes.backends import Target
@@ -61,7 +61,7 @@ def measure_and_diagnose(
             interrupted = bench.watched.interrupted(config)
             write_atomically(folder / "sweep.json", interrupted.model_dump_json(indent=1))
         raise
-    result = result.model_copy(update={"retried": retried}) if retried else result
+    result = with_retried(result, retried)
     write_atomically(folder / "sweep.json", result.model_dump_json(indent=1) + "\n")
     return recorded(study, result, catalogue, version)
 
