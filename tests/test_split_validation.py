@@ -3,16 +3,19 @@ path was its repeats in a row): with several workers the planner queues a round'
 validations a repeat a task, best finalist first; the parts' judgement is ``kneepoint
 tune``'s on the same repeats, its second phase is queued only when the first cannot tell,
 and a part every attempt of which died fails the trial. The baseline's repeats are split
-alike, after its knee search. Built from a real small-tune ledger (two repeats a phase;
-trial 1 went on to a second phase, trial 3 did not)."""
+alike, after its knee search. Built from a real small-tune ledger without the early look
+(two repeats a phase; trial 1 went on to a second phase, trial 3 did not); the early look's
+one pair, judged against the incumbent's known repeats, on the early run's own ledger."""
 
 from __future__ import annotations
 
+import subprocess
 from datetime import datetime
 
 import pytest
 
 from kneepoint.config import knob_catalogue, load_study
+from kneepoint.load.objective import rules
 from kneepoint.measure.sweep import merge
 from kneepoint.records.ledger import Baseline, Event, Finished, Proposed, Screened, Validated
 from kneepoint.records.study import StudySpec
@@ -20,19 +23,42 @@ from kneepoint.records.sweep import SweepResult
 from kneepoint.records.task import BaselinePart, Task, TaskResult, ValidationPart
 from kneepoint.run.ledger import Ledger
 from kneepoint.run.state import RunState
-from kneepoint.tune.verdict import judged
+from kneepoint.tune.verdict import judged, next_repeats
 from kneepoint.workers.plan import plan
 from kneepoint.workers.shared_study import Attempts
 from kneepoint.workers.state import Shared, shared_state
 
-from .conftest import TuneRun
+from .conftest import KNEEPOINT, SMALL, TuneRun
 
 NOW = datetime(2026, 11, 23, 8, 0).astimezone()
 
 
-def _ledger(small_run: TuneRun) -> tuple[list[Event], StudySpec]:
-    events = list(Ledger(small_run.folder / "ledger.jsonl").read())
-    return events, load_study(small_run.folder / "study.yaml")
+def _ledger(run: TuneRun) -> tuple[list[Event], StudySpec]:
+    events = list(Ledger(run.folder / "ledger.jsonl").read())
+    return events, load_study(run.folder / "study.yaml")
+
+
+@pytest.fixture(scope="module")
+def phased_run(tmp_path_factory: pytest.TempPathFactory) -> TuneRun:
+    """small-tune without the early look: each validation measured in whole phases, as
+    several GPUs measure them (the runs these splits are built from)."""
+    runs = tmp_path_factory.mktemp("phased-runs")
+    done = subprocess.run(
+        [KNEEPOINT, "tune", str(SMALL), "--runs-dir", str(runs),
+         "--set", "tuning.early_look=false"],
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (folder,) = runs.iterdir()
+    return TuneRun(folder, done.stdout, done.stderr)
+
+
+def _known(events: list[Event], study: StudySpec, trial: int) -> tuple[float, ...]:
+    """The incumbent's objective over its repeats when ``trial`` was validated."""
+    before = events[: events.index(_validated(events, trial))]
+    repeats = RunState.replay(before, study.objective).incumbent_repeats
+    assert repeats is not None
+    return rules(study.objective).by_repeat(repeats)
 
 
 def _validated(events: list[Event], trial: int) -> Validated:
@@ -64,8 +90,8 @@ def _parts(validated: Validated) -> list[ValidationPart]:
 
 
 @pytest.mark.parametrize("trial", [1, 3])
-def test_parts_are_judged_as_tune_judged_the_same_repeats(small_run: TuneRun, trial: int) -> None:
-    events, study = _ledger(small_run)
+def test_parts_are_judged_as_tune_judged_the_same_repeats(phased_run: TuneRun, trial: int) -> None:
+    events, study = _ledger(phased_run)
     validated = _validated(events, trial)
     parts = _parts(validated)
     again = judged(study, trial, parts)
@@ -110,9 +136,9 @@ def _part_task(first: int, batch: int) -> Task:
 
 
 def test_spare_gpus_split_a_finalists_repeats_and_the_second_phase_follows(
-    small_run: TuneRun,
+    phased_run: TuneRun,
 ) -> None:
-    events, study = _ledger(small_run)
+    events, study = _ledger(phased_run)
     tasks = _screened_trial_1(events)
     started = NOW
     shared = shared_state(study, started, tasks, None)
@@ -138,10 +164,10 @@ def test_spare_gpus_split_a_finalists_repeats_and_the_second_phase_follows(
     assert RunState.replay(list(shared.events), study.objective).trials[1].validated is not None
 
 
-def test_two_finalists_repeats_are_a_task_each_best_screened_first(small_run: TuneRun) -> None:
+def test_two_finalists_repeats_are_a_task_each_best_screened_first(phased_run: TuneRun) -> None:
     """Six repeats on three GPUs take two repeats' time as tasks of one repeat each, where
     a split by finalist (two GPUs for the best, one for the other) took three."""
-    events, study = _ledger(small_run)
+    events, study = _ledger(phased_run)
     state = _two_finalists(events, study)
     best = max(state.open_trials(), key=lambda t: t.measured_objective() or 0.0).trial
     other = 3 - best
@@ -155,8 +181,8 @@ def test_two_finalists_repeats_are_a_task_each_best_screened_first(small_run: Tu
     assert (alone.trial, alone.repeats) == (best, (0, 2)), "one worker: tune's order"
 
 
-def test_a_part_every_attempt_of_which_died_fails_the_trial(small_run: TuneRun) -> None:
-    events, study = _ledger(small_run)
+def test_a_part_every_attempt_of_which_died_fails_the_trial(phased_run: TuneRun) -> None:
+    events, study = _ledger(phased_run)
     tasks = _screened_trial_1(events)
     [kept, _] = _parts(_validated(events, 1))[:2]
     tasks += [
@@ -172,9 +198,9 @@ def test_a_part_every_attempt_of_which_died_fails_the_trial(small_run: TuneRun) 
 
 
 def test_the_baseline_is_its_knee_search_then_its_repeats_split_then_made_of_them(
-    small_run: TuneRun,
+    phased_run: TuneRun,
 ) -> None:
-    events, study = _ledger(small_run)
+    events, study = _ledger(phased_run)
     baseline = events[1]
     assert isinstance(baseline, Baseline)
     catalogue, n = knob_catalogue(), study.tuning.validate_repeats
@@ -205,8 +231,8 @@ def test_the_baseline_is_its_knee_search_then_its_repeats_split_then_made_of_the
     assert shared.makespan_s == 150.0, "the knee search, then the repeats side by side"
 
 
-def test_a_knee_search_whose_server_failed_fails_the_run(small_run: TuneRun) -> None:
-    _, study = _ledger(small_run)
+def test_a_knee_search_whose_server_failed_fails_the_run(phased_run: TuneRun) -> None:
+    _, study = _ledger(phased_run)
     knee = Task(kind="knee", trial=0, generation=0)
     shared = shared_state(study, NOW, [_attempts(knee, failure="server died: exit 1")], None)
     assert shared.state.finished is not None
@@ -215,12 +241,12 @@ def test_a_knee_search_whose_server_failed_fails_the_run(small_run: TuneRun) -> 
 
 
 def test_a_finalist_whose_first_repeats_could_not_tell_goes_on_before_a_promotion(
-    small_run: TuneRun,
+    phased_run: TuneRun,
 ) -> None:
     """Trial 1 won while trial 2's first repeats could not tell: trial 2's second phase is
     measured before the promotion that would close it (its parts' device time would be
     lost with it, and it may be the better winner)."""
-    events, study = _ledger(small_run)
+    events, study = _ledger(phased_run)
     state = _two_finalists(events, study)
     state.apply(_validated(events, 1))  # trial 1: promote
     begun = _parts(_validated(events, 2))[:2]  # trial 2: its first phase, underpowered
@@ -236,8 +262,8 @@ def test_a_finalist_whose_first_repeats_could_not_tell_goes_on_before_a_promotio
     assert promote.key == "trial-1-promote", "nothing begun: the winner is promoted"
 
 
-def test_two_failed_baseline_repeats_fail_the_run_once(small_run: TuneRun) -> None:
-    events, study = _ledger(small_run)
+def test_two_failed_baseline_repeats_fail_the_run_once(phased_run: TuneRun) -> None:
+    events, study = _ledger(phased_run)
     baseline = events[1]
     assert isinstance(baseline, Baseline)
     knee = Task(kind="knee", trial=0, generation=0)
@@ -249,3 +275,40 @@ def test_two_failed_baseline_repeats_fail_the_run_once(small_run: TuneRun) -> No
     finished = [e for e in shared.events if isinstance(e, Finished)]
     assert [f.detail for f in finished] == ["repeat 0: server died"]
     assert shared.state.finished is not None
+
+
+def test_the_phases_one_pair_first_on_one_gpu_the_whole_phase_on_several(
+    small_run: TuneRun,
+) -> None:
+    _, study = _ledger(small_run)
+    n = study.tuning.validate_repeats
+    assert [next_repeats(study, c) for c in (0, 1, n)] == [range(1), range(1, n), range(n, 2 * n)]
+    assert next_repeats(study, 0, workers=3) == range(n)
+    off = study.model_copy(update={"tuning": study.tuning.model_copy(update={"early_look": False})})
+    assert next_repeats(off, 0) == range(n)
+
+
+@pytest.mark.parametrize("trial", [1, 3])
+def test_one_pair_is_judged_as_tune_judged_it_against_the_known_repeats(
+    small_run: TuneRun, trial: int
+) -> None:
+    """small-tune's trials 1 (+363%, against the baseline's two repeats) and 3 (+70%,
+    against its incumbent's four) were promoted from their first pair; without the known
+    repeats one pair is no verdict."""
+    events, study = _ledger(small_run)
+    validated = _validated(events, trial)
+    assert validated.judgement is not None and validated.judgement.method == "known_noise"
+    parts = _parts(validated)
+    assert len(parts) == 1
+    again = judged(study, trial, parts, _known(events, study, trial))
+    assert again is not None and again.judgement == validated.judgement
+    assert again.device_s == pytest.approx(validated.device_s)
+    assert judged(study, trial, parts) is None
+    assert judged(study, trial, parts, _known(events, study, trial)[:1]) is None
+
+
+def test_one_worker_measures_the_early_pair_first(small_run: TuneRun) -> None:
+    events, study = _ledger(small_run)
+    shared = shared_state(study, NOW, _screened_trial_1(events), None)
+    queued = plan(shared, study, knob_catalogue(), 1, NOW).tasks
+    assert [(t.kind, t.repeats) for t in queued] == [("validate", (0, 1))]

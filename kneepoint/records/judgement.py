@@ -15,9 +15,12 @@ from pydantic import Field
 
 from kneepoint.records.base import Record
 
-JudgeMethod = Literal["paired_t", "welch", "bootstrap"]
+RepeatsMethod = Literal["paired_t", "welch", "bootstrap"]
 """Paired t on repeat-by-repeat differences, Welch's unequal-variance t, or a percentile
 bootstrap (paired when the counts match)."""
+JudgeMethod = Literal[RepeatsMethod, "known_noise"]
+"""A test over repeats, or one pair against the incumbent's known noise (the validation's
+early look, ``kneepoint.policies.judge.early``)."""
 
 
 class Judgement(Record):

@@ -95,6 +95,11 @@ class TuningSpec(InputRecord):
     """Arrivals per validation load point, in seconds (at least 40 requests)."""
     validate_repeats: int = Field(default=3, ge=2, le=10)
     """Repeats of a validation: one run cannot tell signal from noise."""
+    early_look: bool = True
+    """Judge a validation after its first interleaved pair too, against the incumbent's
+    known noise, and promote a gain far beyond it without the other repeats
+    (``kneepoint.policies.judge.early``); with several workers the first phase's repeats
+    run side by side, and there is no early look."""
     min_effect_rel: float = Field(default=0.03, ge=0.0, lt=1.0)
     """Smallest relative gain worth promoting, whatever the noise."""
     confidence: float = Field(default=0.95, gt=0.5, lt=1.0)

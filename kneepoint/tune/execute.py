@@ -130,7 +130,12 @@ class Executor:
                 assert trial.screened is not None
                 progress.phase("validate", f"trial {n}: interleaved with the incumbent")
                 return steps.validate(
-                    n, (incumbent, knee), trial.screened, proposal.config, repeats.points
+                    n,
+                    (incumbent, knee),
+                    trial.screened,
+                    proposal.config,
+                    incumbent_points=repeats.points,
+                    known=rules(self.study.objective).by_repeat(repeats),
                 )
             case Promote():
                 assert trial.validated is not None

@@ -31,7 +31,7 @@ from kneepoint.records.sweep import SweepPoint, SweepResult, nothing_met
 from kneepoint.records.task import BaselinePart, ValidationPart
 from kneepoint.run.folder import RunFolder
 from kneepoint.tune.quality_step import quality_check
-from kneepoint.tune.verdict import judged
+from kneepoint.tune.verdict import judged, measured_repeats, next_repeats
 
 log = structlog.get_logger(__name__)
 
@@ -179,15 +179,18 @@ class Steps:
         against: tuple[EngineConfig, float],
         screened: Screened,
         challenger: EngineConfig,
+        *,
         incumbent_points: Sequence[SweepPoint] = (),
+        known: Sequence[float] = (),
     ) -> Validated:
         """The finalist and the incumbent (``against``: its config and its knee; its
-        measured points, ``incumbent_points``), interleaved, over the objective's rates; when
-        the gain looks worth having but the repeats cannot tell it from noise, as many
-        repeats again (once), then the judge decides on all of them (``verdict.judged``)."""
-        n = self.study.tuning.validate_repeats
+        measured points, ``incumbent_points``; ``known``: its objective over its repeats),
+        interleaved, over the objective's rates, phase by phase until the judge decides
+        (``kneepoint.tune.verdict``: the early look's one pair, the first
+        ``validate_repeats``, as many again)."""
         parts: list[ValidationPart] = []
-        for repeats in (range(n), range(n, 2 * n)):
+        while True:
+            repeats = next_repeats(self.study, measured_repeats(parts))
             part = self.validate_part(
                 trial,
                 against,
@@ -198,11 +201,11 @@ class Steps:
                 earlier=parts,
             )
             parts.append(part)
-            validated = judged(self.study, trial, parts)
+            validated = judged(self.study, trial, parts, known)
             if validated is not None:
                 return validated
-            log.info("validate.more_repeats", trial=trial)
-        raise AssertionError("a validation of twice its repeats is always judged")
+            if repeats.stop >= self.study.tuning.validate_repeats:
+                log.info("validate.more_repeats", trial=trial)
 
     def validate_part(
         self,

@@ -2,9 +2,12 @@
 validation's repeats on one GPU, the workers of a shared study split them over several
 (``kneepoint.workers.plan``); both judge what came back here, so they promote alike.
 
-The rule: the judge reads the first ``validate_repeats`` repeats; when the gain looks worth
+The rule: on one GPU the judge looks first at the first interleaved pair, against the
+incumbent's known noise (``kneepoint.policies.judge.early``: only a gain far beyond it is
+promoted there); then at the first ``validate_repeats`` repeats; when the gain looks worth
 having but they cannot tell it from noise, as many repeats again are measured (once), and the
-judge decides on all of them.
+judge decides on all of them. Several GPUs measure the first ``validate_repeats`` side by side,
+where an early look would save no time.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from collections.abc import Sequence
 
 from kneepoint.load.objective import rules
 from kneepoint.measure.sweep import merge
+from kneepoint.policies.judge.early import early_look
 from kneepoint.policies.judge.promotion import judge
 from kneepoint.records.judgement import Judgement
 from kneepoint.records.ledger import Validated
@@ -25,10 +29,23 @@ def measured_repeats(parts: Sequence[ValidationPart]) -> int:
     return max((p.after for p in parts), default=0)
 
 
-def judged(study: StudySpec, trial: int, parts: Sequence[ValidationPart]) -> Validated | None:
-    """The validation of ``trial`` once its parts are in: its failure, if a part failed;
-    else the judge's verdict on every repeat. None: the first phase cannot tell a gain worth
-    having from noise, and as many repeats again are wanted."""
+def next_repeats(study: StudySpec, covered: int, workers: int = 1) -> range:
+    """A validation's next phase of repeats, ``covered`` measured so far: the early look's
+    one pair (on one GPU), the rest of the first ``validate_repeats``, then as many again."""
+    tuning = study.tuning
+    if covered == 0 and workers == 1 and tuning.early_look:
+        return range(1)
+    n = tuning.validate_repeats
+    return range(covered, n) if covered < n else range(n, 2 * n)
+
+
+def judged(
+    study: StudySpec, trial: int, parts: Sequence[ValidationPart], known: Sequence[float] = ()
+) -> Validated | None:
+    """The validation of ``trial`` once a phase of its parts is in: its failure, if a part
+    failed; else the judge's verdict on every repeat (``known``: the incumbent's objective
+    over its own repeats, for the early look). None: the phase cannot tell a gain worth
+    having from noise, and the next phase is wanted."""
     ordered = sorted(parts, key=lambda p: p.first_repeat)
     spent = sum(p.device_s for p in ordered)
     failure = next((p.failure for p in ordered if p.failure is not None), None)
@@ -37,6 +54,18 @@ def judged(study: StudySpec, trial: int, parts: Sequence[ValidationPart]) -> Val
     incumbent = merge([p.incumbent for p in ordered if p.incumbent is not None])
     challenger = merge([p.challenger for p in ordered if p.challenger is not None])
     tuning, rule = study.tuning, rules(study.objective)
+    pairs = list(zip(rule.by_repeat(incumbent), rule.by_repeat(challenger), strict=False))
+    if measured_repeats(ordered) < tuning.validate_repeats:
+        early = _early(study, pairs, known)
+        if early is None:
+            return None
+        return Validated(
+            trial=trial,
+            incumbent=incumbent,
+            challenger=challenger,
+            judgement=early,
+            device_s=spent,
+        )
     verdict = judge(
         list(rule.by_repeat(incumbent)),
         list(rule.by_repeat(challenger)),
@@ -52,6 +81,22 @@ def judged(study: StudySpec, trial: int, parts: Sequence[ValidationPart]) -> Val
         challenger=challenger,
         judgement=verdict,
         device_s=spent,
+    )
+
+
+def _early(
+    study: StudySpec, pairs: Sequence[tuple[float, float]], known: Sequence[float]
+) -> Judgement | None:
+    """The early look's promotion, where its one pair measured both arms."""
+    if len(pairs) != 1:
+        return None
+    (incumbent, challenger), tuning = pairs[0], study.tuning
+    return early_look(
+        incumbent,
+        challenger,
+        known,
+        min_effect=tuning.min_effect_rel,
+        confidence=tuning.confidence,
     )
 
 

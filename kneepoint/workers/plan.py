@@ -41,7 +41,7 @@ from kneepoint.tune.decide import (
 from kneepoint.tune.execute import Measure, proposed
 from kneepoint.tune.proposers import run_proposer
 from kneepoint.tune.steps import repeats_wanted
-from kneepoint.tune.verdict import measured_repeats
+from kneepoint.tune.verdict import measured_repeats, next_repeats
 from kneepoint.workers.state import Shared
 
 
@@ -173,6 +173,7 @@ def _validation(
     """A finalist's next phase of validation repeats (``kneepoint.tune.verdict``, split by
     ``_split``)."""
     first = measured_repeats(shared.parts.get(trial.trial, ()))
+    phase = next_repeats(study, first, workers)
     return tuple(
         Task(
             kind="validate",
@@ -183,7 +184,7 @@ def _validation(
             batch=shared.batches + 1,
             repeats=r,
         )
-        for r in _split(first, study.tuning.validate_repeats, workers)
+        for r in _split(phase.start, len(phase), workers)
     )
 
 

@@ -150,7 +150,10 @@ class Worker:
             first, n = task.repeats
             # the phases before this one (not a part of this phase that happened to finish
             # first: what a repeat's retakes compare with must not depend on timing)
-            phase = first - first % self.study.tuning.validate_repeats
+            # (one worker measures whole phases; several, a phase's repeats one a task)
+            phase = (
+                first if task.workers == 1 else first - first % self.study.tuning.validate_repeats
+            )
             earlier = [p for p in shared.parts.get(task.trial, ()) if p.after <= phase]
             trial = state.trials[task.trial]
             part = self.executor.validation_part(trial, state, range(first, first + n), earlier)

@@ -22,7 +22,7 @@ from typing import Literal, NamedTuple
 import numpy as np
 
 from kneepoint.policies.judge.stats import t_quantile
-from kneepoint.records.judgement import FinalistCheck, Judgement, JudgeMethod
+from kneepoint.records.judgement import FinalistCheck, Judgement, RepeatsMethod
 
 _POWER = 0.8
 """The power at which the minimum detectable effect is quoted."""
@@ -44,7 +44,7 @@ def judge(
     *,
     min_effect: float = 0.03,
     confidence: float = 0.95,
-    method: Literal["auto"] | JudgeMethod = "auto",
+    method: Literal["auto"] | RepeatsMethod = "auto",
     seed: int = 0,
 ) -> Judgement:
     """Compare repeated objective measurements (higher is better) of two configurations."""
@@ -164,7 +164,7 @@ def _checked(arm: str, values: Sequence[float]) -> list[float]:
     return [float(v) for v in values]
 
 
-def _method(method: Literal["auto"] | JudgeMethod, n_base: int, n_chal: int) -> JudgeMethod:
+def _method(method: Literal["auto"] | RepeatsMethod, n_base: int, n_chal: int) -> RepeatsMethod:
     if method == "auto":
         return "paired_t" if n_base == n_chal else "welch"
     if method == "paired_t" and n_base != n_chal:
@@ -173,7 +173,7 @@ def _method(method: Literal["auto"] | JudgeMethod, n_base: int, n_chal: int) -> 
 
 
 def _estimate(
-    method: JudgeMethod, base: list[float], chal: list[float], confidence: float, seed: int
+    method: RepeatsMethod, base: list[float], chal: list[float], confidence: float, seed: int
 ) -> _Estimate:
     if method == "bootstrap":
         return _bootstrap(base, chal, confidence, seed)
@@ -217,7 +217,7 @@ def _bootstrap(base: list[float], chal: list[float], confidence: float, seed: in
     return _Estimate(float(c.mean() - b.mean()), float(low), float(high), detectable)
 
 
-def _over(method: JudgeMethod, n_base: int, n_chal: int) -> str:
+def _over(method: RepeatsMethod, n_base: int, n_chal: int) -> str:
     if method == "welch":
         return f"over {n_base} vs {n_chal} repeats (Welch)"
     if method == "bootstrap":
