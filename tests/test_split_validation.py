@@ -277,13 +277,13 @@ def test_two_failed_baseline_repeats_fail_the_run_once(phased_run: TuneRun) -> N
     assert shared.state.finished is not None
 
 
-def test_the_phases_one_pair_first_on_one_gpu_the_whole_phase_on_several(
+def test_the_phases_one_pair_first_on_one_free_gpu_the_whole_phase_on_several(
     small_run: TuneRun,
 ) -> None:
     _, study = _ledger(small_run)
     n = study.tuning.validate_repeats
     assert [next_repeats(study, c) for c in (0, 1, n)] == [range(1), range(1, n), range(n, 2 * n)]
-    assert next_repeats(study, 0, workers=3) == range(n)
+    assert next_repeats(study, 0, side_by_side=3) == range(n)
     off = study.model_copy(update={"tuning": study.tuning.model_copy(update={"early_look": False})})
     assert next_repeats(off, 0) == range(n)
 
@@ -312,3 +312,25 @@ def test_one_worker_measures_the_early_pair_first(small_run: TuneRun) -> None:
     shared = shared_state(study, NOW, _screened_trial_1(events), None)
     queued = plan(shared, study, knob_catalogue(), 1, NOW).tasks
     assert [(t.kind, t.repeats) for t in queued] == [("validate", (0, 1))]
+
+
+def test_validations_that_fill_the_workers_measure_their_early_pairs_first(
+    phased_run: TuneRun,
+) -> None:
+    """Two finalists on two or three GPUs: each its early pair (no GPU waits on it); on four,
+    each its first phase split, as without the early look."""
+    events, _ = _ledger(phased_run)
+    _, study = _ledger(phased_run)
+    early = study.model_copy(
+        update={"tuning": study.tuning.model_copy(update={"early_look": True})}
+    )
+    state = _two_finalists(events, early)
+    planned = frozenset({"baseline", "trial-1-screen", "trial-2-screen"})
+    shared = Shared(state, (), (), planned, 2)
+    for workers in (2, 3):
+        queued = plan(shared, early, knob_catalogue(), workers, NOW).tasks
+        assert sorted((t.trial, t.repeats) for t in queued) == [(1, (0, 1)), (2, (0, 1))]
+    queued = plan(shared, early, knob_catalogue(), 4, NOW).tasks
+    assert sorted((t.trial, t.repeats) for t in queued) == [
+        (1, (0, 1)), (1, (1, 1)), (2, (0, 1)), (2, (1, 1))
+    ]  # fmt: skip

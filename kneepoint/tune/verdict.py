@@ -6,8 +6,8 @@ The rule: on one GPU the judge looks first at the first interleaved pair, agains
 incumbent's known noise (``kneepoint.policies.judge.early``: only a gain far beyond it is
 promoted there); then at the first ``validate_repeats`` repeats; when the gain looks worth
 having but they cannot tell it from noise, as many repeats again are measured (once), and the
-judge decides on all of them. Several GPUs measure the first ``validate_repeats`` side by side,
-where an early look would save no time.
+judge decides on all of them. Several GPUs free for one validation measure its first
+``validate_repeats`` side by side, where an early look would save no time.
 """
 
 from __future__ import annotations
@@ -29,11 +29,12 @@ def measured_repeats(parts: Sequence[ValidationPart]) -> int:
     return max((p.after for p in parts), default=0)
 
 
-def next_repeats(study: StudySpec, covered: int, workers: int = 1) -> range:
+def next_repeats(study: StudySpec, covered: int, side_by_side: int = 1) -> range:
     """A validation's next phase of repeats, ``covered`` measured so far: the early look's
-    one pair (on one GPU), the rest of the first ``validate_repeats``, then as many again."""
+    one pair (where one GPU is free for it, ``side_by_side``, so that it costs no time), the
+    rest of the first ``validate_repeats``, then as many again."""
     tuning = study.tuning
-    if covered == 0 and workers == 1 and tuning.early_look:
+    if covered == 0 and side_by_side == 1 and tuning.early_look:
         return range(1)
     n = tuning.validate_repeats
     return range(covered, n) if covered < n else range(n, 2 * n)

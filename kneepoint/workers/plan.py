@@ -60,7 +60,9 @@ def plan(
         return Plan()  # a batch is judged whole: the next is planned once all of it is in
     workers = max(1, workers)
     actions = _begun_first(shared, next_actions(shared.state, study, now, workers))
-    plans = [_plan(shared, study, catalogue, action, workers) for action in actions]
+    # the GPUs each validation of this batch has to itself (one: its early pair first)
+    spare = workers // max(1, sum(isinstance(a, Validate) for a in actions))
+    plans = [_plan(shared, study, catalogue, action, workers, spare=spare) for action in actions]
     finished = next((p.finished for p in plans if p.finished is not None), None)
     if finished is not None:
         return Plan(finished=finished)
@@ -91,7 +93,13 @@ def _fresh(task: Task, planned: frozenset[str]) -> bool:
 
 
 def _plan(
-    shared: Shared, study: StudySpec, catalogue: KnobCatalogue, action: Action, workers: int
+    shared: Shared,
+    study: StudySpec,
+    catalogue: KnobCatalogue,
+    action: Action,
+    workers: int,
+    *,
+    spare: int,
 ) -> Plan:
     match action:
         case Propose(n):
@@ -101,7 +109,7 @@ def _plan(
         case Done():
             return Plan(finished=shared.state.finished)
         case Validate(trial):
-            return Plan(_validation(shared, study, trial, workers))
+            return Plan(_validation(shared, study, trial, workers, spare))
         case MeasureBaseline():
             return Plan(_baseline(shared, study, workers))
         case Screen() | CheckQuality() | Promote() | CheckBurst():
@@ -168,12 +176,13 @@ def _split(first: int, n: int, workers: int) -> list[tuple[int, int]]:
 
 
 def _validation(
-    shared: Shared, study: StudySpec, trial: TrialState, workers: int
+    shared: Shared, study: StudySpec, trial: TrialState, workers: int, spare: int
 ) -> tuple[Task, ...]:
-    """A finalist's next phase of validation repeats (``kneepoint.tune.verdict``, split by
+    """A finalist's next phase of validation repeats (``kneepoint.tune.verdict``: the early
+    look's pair first where this batch's validations leave it one GPU, ``spare``; split by
     ``_split``)."""
     first = measured_repeats(shared.parts.get(trial.trial, ()))
-    phase = next_repeats(study, first, workers)
+    phase = next_repeats(study, first, spare)
     return tuple(
         Task(
             kind="validate",

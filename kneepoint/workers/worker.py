@@ -150,7 +150,9 @@ class Worker:
             first, n = task.repeats
             # the phases before this one (not a part of this phase that happened to finish
             # first: what a repeat's retakes compare with must not depend on timing)
-            # (one worker measures whole phases; several, a phase's repeats one a task)
+            # (one worker measures whole phases; several, a phase's repeats one a task, and
+            # the first validate_repeats count as one phase: an early pair's part is then not
+            # among the earlier, whichever finished first)
             phase = (
                 first if task.workers == 1 else first - first % self.study.tuning.validate_repeats
             )
