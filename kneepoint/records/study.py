@@ -98,8 +98,8 @@ class TuningSpec(InputRecord):
     early_look: bool = True
     """Judge a validation after its first interleaved pair too, against the incumbent's
     known noise, and promote a gain far beyond it without the other repeats
-    (``kneepoint.policies.judge.early``); with several workers the first phase's repeats
-    run side by side, and there is no early look."""
+    (``kneepoint.policies.judge.early``). Several workers measure a validation's first
+    repeats side by side instead, unless the round's validations fill them."""
     min_effect_rel: float = Field(default=0.03, ge=0.0, lt=1.0)
     """Smallest relative gain worth promoting, whatever the noise."""
     confidence: float = Field(default=0.95, gt=0.5, lt=1.0)

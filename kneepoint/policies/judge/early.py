@@ -8,9 +8,8 @@ One pair's relative difference then has a spread of about sqrt(2) times that, th
 taken to be as noisy as the incumbent, and a Student t interval at that many degrees of
 freedom bounds the gain.
 
-The look is deliberately strict, so that only the gains a full validation could not fail to
-promote stop early (the real CPU tier's KV move measured +115-133% with 3-5% repeat noise;
-benchmarks/README.md, peer_autotune.py):
+The look is deliberately strict, so that only gains a full validation could hardly fail to
+promote stop early:
 
 - the interval is at twice the study's confidence (97.5% for 95%): by Bonferroni's bound the
   extra look adds at most half the study's false-promotion rate (the quickstart with the rag
