@@ -305,6 +305,11 @@ def test_one_pair_is_judged_as_tune_judged_it_against_the_known_repeats(
     assert again.device_s == pytest.approx(validated.device_s)
     assert judged(study, trial, parts) is None
     assert judged(study, trial, parts, _known(events, study, trial)[:1]) is None
+    said = f"trial {trial}: "
+    console = [line for line in small_run.stderr.splitlines() if said in line]
+    assert any("promoted from its first pair" in line for line in console), console
+    report = (small_run.folder / "report.md").read_text()
+    assert f"| {trial} | " in report and "| promoted from its first pair |" in report
 
 
 def test_one_worker_measures_the_early_pair_first(small_run: TuneRun) -> None:

@@ -134,6 +134,11 @@ class Validated(Record):
     def promote(self) -> bool:
         return self.judgement is not None and self.judgement.promote
 
+    @property
+    def early(self) -> bool:
+        """Promoted from its first pair by the early look (``kneepoint.policies.judge.early``)."""
+        return self.judgement is not None and self.judgement.method == "known_noise"
+
 
 class Promoted(Record):
     """A challenger became the incumbent; the wall moved, so it is diagnosed again."""

@@ -134,7 +134,9 @@ def _verdict(trial: TrialState) -> str:
 def _outcome_words(trial: TrialState) -> str:
     assert trial.screened is not None
     if trial.promoted is not None:
-        return "promoted, not quality-checked" if trial.unchecked_quality else "promoted"
+        early = trial.validated is not None and trial.validated.early
+        verdict = "promoted from its first pair" if early else "promoted"
+        return f"{verdict}, not quality-checked" if trial.unchecked_quality else verdict
     if trial.validated is not None and trial.validated.failure is not None:
         return f"failed {trial.validated.failure.detail}"
     if trial.validated is not None and trial.validated.judgement is not None:

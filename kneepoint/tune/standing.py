@@ -53,6 +53,8 @@ def standing(
     """``trial_wall_s``: this session's trials' wall times, for the time left."""
     measured, ratio = trial.measured_objective(), trial.measured_ratio()
     verdict = "promoted" if trial.promoted else "kept the incumbent"
+    if trial.promoted and trial.validated is not None and trial.validated.early:
+        verdict = "promoted from its first pair (the gain far beyond the incumbent's noise)"
     against = f"predicted {trial.proposal.prediction.capacity_ratio:.2f}x, measured " + (
         f"{ratio:.2f}x" if ratio is not None else "nothing"
     )
