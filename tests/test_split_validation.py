@@ -15,7 +15,6 @@ from datetime import datetime
 import pytest
 
 from kneepoint.config import knob_catalogue, load_study
-from kneepoint.load.objective import rules
 from kneepoint.measure.sweep import merge
 from kneepoint.records.ledger import Baseline, Event, Finished, Proposed, Screened, Validated
 from kneepoint.records.study import StudySpec
@@ -56,9 +55,7 @@ def phased_run(tmp_path_factory: pytest.TempPathFactory) -> TuneRun:
 def _known(events: list[Event], study: StudySpec, trial: int) -> tuple[float, ...]:
     """The incumbent's objective over its repeats when ``trial`` was validated."""
     before = events[: events.index(_validated(events, trial))]
-    repeats = RunState.replay(before, study.objective).incumbent_repeats
-    assert repeats is not None
-    return rules(study.objective).by_repeat(repeats)
+    return RunState.replay(before, study.objective).incumbent_by_repeat
 
 
 def _validated(events: list[Event], trial: int) -> Validated:

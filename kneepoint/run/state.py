@@ -186,6 +186,13 @@ class RunState:
         self.diagnosis, self.pruning = diagnosis, pruning
 
     @property
+    def incumbent_by_repeat(self) -> tuple[float, ...]:
+        """The incumbent's objective over its own repeats (the validation's early look reads
+        its known noise from them)."""
+        repeats = self.incumbent_repeats
+        return () if repeats is None else rules(self.objective).by_repeat(repeats)
+
+    @property
     def incumbent_knee_rps(self) -> float:
         """Where the incumbent's knee lies: its repeats' SLO capacity where they saw it fail,
         else the starting configuration's knee search (goodput at a fixed rate measures that

@@ -135,7 +135,7 @@ class Executor:
                     trial.screened,
                     proposal.config,
                     incumbent_points=repeats.points,
-                    known=rules(self.study.objective).by_repeat(repeats),
+                    known=state.incumbent_by_repeat,
                 )
             case Promote():
                 assert trial.validated is not None

@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from kneepoint import __version__
-from kneepoint.load.objective import rules
 from kneepoint.records.ledger import (
     Event,
     Finished,
@@ -149,10 +148,8 @@ def _batch_events(
         validation[task.trial] = (*validation.get(task.trial, ()), part_of(attempts))
         mine = [a for a in batch if (a.task.kind, a.task.trial) == ("validate", task.trial)]
         if attempts is mine[-1] and not any(a.pending for a in mine):
-            state = RunState.replay([*before, *events], study.objective)
-            known = state.incumbent_repeats
-            by_repeat = rules(study.objective).by_repeat(known) if known is not None else ()
-            validated = judged(study, task.trial, validation[task.trial], by_repeat)
+            known = RunState.replay([*before, *events], study.objective).incumbent_by_repeat
+            validated = judged(study, task.trial, validation[task.trial], known)
             events += [validated] if validated is not None else []
     return events
 
