@@ -19,7 +19,8 @@ PCIE_TP_LIMIT = 2
 """Largest tensor-parallel size laid out without NVLink: past 2 GPUs a PCIe all-reduce is
 several times the step's own time (32 GB/s against NVLink's 450, configs/gpus.yaml)."""
 WEIGHT_FORMATS = (None, "fp8", "awq_marlin")
-"""The weight formats the plan tries: as served, fp8 online, and 4-bit AWQ (w4a16)."""
+"""The weight formats the plan tries: as served, fp8 online, and 4-bit AWQ (w4a16) where
+vLLM's Marlin kernels run (``GpuSpec.runs_marlin``)."""
 
 
 def sized_engine(engine: EngineConfig, tp: int, lengths: PlanLengths) -> EngineConfig:
@@ -110,6 +111,8 @@ def weight_options(
     options = []
     served = checkpoint_of(engine.model, engine.quantization)
     for method in WEIGHT_FORMATS:
+        if method == "awq_marlin" and not gpu.runs_marlin:
+            continue
         if method is None and served is not None:
             continue  # the checkpoint is quantized already: it has no unquantized form here
         config = engine.model_copy(update={"quantization": method})

@@ -25,7 +25,7 @@ class GpuSpec(InputRecord):
     name: str = Field(min_length=1)
     """Catalogue key, e.g. h100-sxm."""
     display_name: str
-    architecture: Literal["ampere", "ada", "hopper", "blackwell", "cpu"]
+    architecture: Literal["ampere", "ada", "hopper", "blackwell", "cdna3", "cpu"]
     cores: int | None = Field(default=None, ge=1)
     """A CPU device's cores (None for a GPU)."""
     bf16_tflops: float = Field(gt=0.0)
@@ -39,12 +39,14 @@ class GpuSpec(InputRecord):
     interconnect_gb_s: float = Field(gt=0.0)
     """Per-GPU bandwidth for tensor-parallel all-reduce (NVLink or PCIe), GB/s."""
     nvlink: bool = False
-    """Whether the part has NVLink between the GPUs of a node (SXM/HGX boards do; PCIe cards
-    do not). Tensor parallelism past 2 GPUs runs its all-reduces over it."""
+    """Whether the GPUs of a node are joined by a GPU-to-GPU fabric: NVLink (SXM/HGX boards
+    do; PCIe cards do not) or AMD's Infinity Fabric between OAM parts. Tensor parallelism
+    past 2 GPUs runs its all-reduces over it."""
     has_gpm: bool
     """Whether NVML GPM metrics (SM, tensor, DRAM activity) exist on this GPU."""
     nvml_names: tuple[str, ...] = ()
-    """Substrings of nvmlDeviceGetName() that identify this GPU."""
+    """Substrings of nvmlDeviceGetName() that identify this GPU (none for AMD's parts,
+    which NVML does not see)."""
     usd_per_hour: float | None = Field(default=None, gt=0.0)
     """A typical on-demand price of one GPU-hour (None where the catalogue has no source);
     a study's ``budget.price_per_gpu_hour_usd`` overrides it."""
@@ -56,6 +58,19 @@ class GpuSpec(InputRecord):
     @property
     def is_cpu(self) -> bool:
         return self.architecture == "cpu"
+
+    @property
+    def has_nvml(self) -> bool:
+        """Whether NVML reads this device: NVIDIA's GPUs; not a CPU host, not AMD's parts
+        (ROCm's amd-smi, which kneepoint does not read)."""
+        return not self.is_cpu and self.architecture != "cdna3"
+
+    @property
+    def runs_marlin(self) -> bool:
+        """Whether vLLM's Marlin w4a16 kernels (awq_marlin, gptq_marlin) run here: NVIDIA
+        Ampere and newer (vLLM's quantization supported-hardware table: not on AMD GPUs or
+        the CPU)."""
+        return self.architecture in ("ampere", "ada", "hopper", "blackwell")
 
     @property
     def kind(self) -> str:

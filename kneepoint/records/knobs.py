@@ -47,9 +47,11 @@ Condition = Literal[
     "unquantized_checkpoint",
     "awq_checkpoint",
     "gptq_checkpoint",
+    "marlin_kernels",
 ]
 """Conditions outside the engine without which a knob (or one of its values) cannot help: the
-served checkpoint's own quantization decides which ``--quantization`` values load at all."""
+served checkpoint's own quantization decides which ``--quantization`` values load at all, and
+the GPU whether vLLM's Marlin kernels run on it."""
 
 
 class Knob(InputRecord):

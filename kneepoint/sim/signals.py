@@ -66,7 +66,7 @@ def virtual_signals(
     span = end_s - start_s
     if not inside or span <= 0:
         return Signals()
-    if engine.gpu.is_cpu:  # a CPU host has no NVML or GPM to read
+    if not engine.gpu.has_nvml:  # a CPU host or an AMD GPU: no NVML or GPM to read
         gpu = GpuSample(start_s=start_s, end_s=end_s)
     else:
         telemetry = GpuTelemetry(engine.gpu, engine.memory, engine.roofline.linear_peak_tflops)

@@ -28,20 +28,23 @@ W4A16_RISK = (
     "once steps carry more than a few hundred tokens, though it frees KV room"
 )
 """The latency risk stated wherever w4a16 comes up (the issue's measurement, above)."""
-_W4A16_PROBE = "awq_marlin"  # what vLLM serves an AWQ checkpoint with on Ampere and newer
 
 
 def held_conditions(observation: Observation) -> frozenset[Condition]:
-    """The checkpoint conditions the served model meets (what its name or flag says it is)."""
+    """The checkpoint conditions the served model meets (what its name or flag says it is),
+    and whether the GPU runs vLLM's Marlin kernels."""
+    device: frozenset[Condition] = frozenset(
+        {"marlin_kernels"} if observation.gpu.runs_marlin else set()
+    )
     engine = observation.engine
     checkpoint = checkpoint_of(engine.model, engine.quantization)
     if checkpoint is None:
-        return frozenset({"unquantized_checkpoint"})
+        return device | {"unquantized_checkpoint"}
     if checkpoint == "awq":
-        return frozenset({"awq_checkpoint"})
+        return device | {"awq_checkpoint"}
     if checkpoint == "gptq":
-        return frozenset({"gptq_checkpoint"})
-    return frozenset()  # an int8 W8A8 checkpoint: only vLLM's own detection loads it
+        return device | {"gptq_checkpoint"}
+    return device  # an int8 W8A8 checkpoint: only vLLM's own detection loads it
 
 
 def quantization(sit: Situation) -> Effect | str:
@@ -89,12 +92,14 @@ def w4a16_advice(sit: Situation, left_out: tuple[str, ...]) -> str:
     obs = sit.observation
     model = obs.engine.model
     head = f"{', '.join(left_out)} need a checkpoint quantized that way, which {model} is not"
+    # what vLLM serves an AWQ checkpoint with: Marlin on NVIDIA Ampere and newer
+    probe = "awq_marlin" if obs.gpu.runs_marlin else "awq"
     if sit.engine.kv_cache_memory_bytes is not None:
         room = "no KV room (the pool is pinned in bytes)"
     else:
-        ratio = kv_ratio(sit, quantization=_W4A16_PROBE)
+        ratio = kv_ratio(sit, quantization=probe)
         room = ratio if isinstance(ratio, str) else f"{ratio - 1:+.0%} KV tokens"
-    speed = step_ratio(sit, obs.engine.replace(quantization=_W4A16_PROBE))
+    speed = step_ratio(sit, obs.engine.replace(quantization=probe))
     step = "" if speed is None else f", the observed step {_slower(speed)}"
     return f"{head}; serving one would give {room}{step}: {W4A16_RISK}"
 

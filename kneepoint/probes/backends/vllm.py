@@ -15,7 +15,7 @@ def vllm_server(o: Opening) -> Backend:
     spec = o.study.backend
     assert not isinstance(spec, SimBackend | AttachBackend)
     key = api_key(o.study)
-    nvml = None if o.study.gpu.is_cpu else spec.gpu_index or 0  # a CPU host has no NVML
+    nvml = (spec.gpu_index or 0) if o.study.gpu.has_nvml else None  # CPU hosts, AMD: none
     return LaunchBackend(
         vllm_argv(spec),
         env=server_env(o.study, spec, key),
