@@ -18,6 +18,8 @@ from kneepoint.planning.lengths import request_lengths
 from kneepoint.planning.plan import make_plan, plan_lengths
 from kneepoint.policies.pruning.quant_effects import W4A16_RISK
 from kneepoint.records.plan import Plan
+from kneepoint.report.document import to_markdown
+from kneepoint.report.plan_document import plan_document
 
 from .conftest import CONFIGS
 
@@ -125,10 +127,15 @@ def test_the_command_writes_the_plan_and_refuses_bad_input_in_one_line(
 
 
 @pytest.mark.slow  # four knee searches up to 166 req/s on the virtual clock (~45 s)
-def test_llama_8b_on_h100_is_recommended_at_tp1() -> None:
+def test_llama_8b_on_h100_is_recommended_at_tp1_replicated_over_the_node(tmp_path: Path) -> None:
     study = load_study(QUICKSTART)
     plan = make_plan(study, [study.gpu], 8, {})
     ranked = plan.ranked()
     assert ranked[0].tensor_parallel_size == 1 and ranked[0].max_model_len == 5120
     per_gpu = [lay.prediction.per_gpu_rps(lay.tensor_parallel_size) for lay in ranked]  # type: ignore[union-attr]
     assert per_gpu == sorted(per_gpu, reverse=True)  # type: ignore[type-var]
+    # the node as TP x DP: eight TP 1 replicas serve more than one TP 8 server, and it says why
+    text = to_markdown(plan_document(plan), tmp_path)
+    assert "TP 1 x DP 8: " in text and "TP 8 x DP 1: " in text
+    assert "TP 8 gives one server 1." in text and "from 8x the GPUs" in text
+    assert "**TP 1 x DP 8** serves the node best" in text and "--data-parallel-size 8" in text

@@ -78,7 +78,7 @@ def _ranking(plan: Plan, doc: Document) -> None:
     header = [
         "rank",
         "layout",
-        f"replicas on {plan.gpus_per_node} GPUs",
+        f"data-parallel replicas on {plan.gpus_per_node} GPUs",
         "KV tokens",
         "requests in KV (p50 / p99 length)",
         "knee req/s",
@@ -106,6 +106,51 @@ def _ranking(plan: Plan, doc: Document) -> None:
             "peak runs below it."
         ),
     )
+    _node(plan, best, doc)
+
+
+def _node(plan: Plan, best: Layout, doc: Document) -> None:
+    """The node's GPUs laid out as TP x DP for the best layout's GPU kind: what each serves
+    in all, and why the best one beats the widest tensor-parallel layout."""
+    same = sorted(
+        (lay for lay in plan.ranked() if lay.gpu == best.gpu and lay.replicas),
+        key=lambda lay: lay.tensor_parallel_size,
+    )
+    if len(same) < 2:
+        return
+    rps = {lay.tensor_parallel_size: _node_rps(lay) for lay in same}
+    wide, top = same[-1], max(same, key=_node_rps)
+    sizes = ", ".join(
+        f"TP {lay.tensor_parallel_size} x DP {lay.replicas}: {rps[lay.tensor_parallel_size]:.1f}"
+        for lay in same
+    )
+    n, gpu = plan.gpus_per_node, _name(best.gpu)
+    head = f"On {n} {gpu} GPUs the layouts serve in all (req/s within the SLO): {sizes}."
+    if top is wide:
+        why = (
+            f"TP {wide.tensor_parallel_size} serves the node best: data parallelism over "
+            "smaller layouts serves less here."
+        )
+    else:
+        assert top.prediction is not None and wide.prediction is not None
+        gain = (wide.prediction.capacity_rps or 0.0) / (top.prediction.capacity_rps or 1.0)
+        gpus = wide.tensor_parallel_size // top.tensor_parallel_size
+        tp = top.tensor_parallel_size
+        flag = f" --tensor-parallel-size {tp}" if tp > 1 else ""
+        why = (
+            f"TP {wide.tensor_parallel_size} gives one server {gain:.2f}x the capacity of "
+            f"TP {tp} from {gpus}x the GPUs (an all-reduce in every layer, one scheduler for "
+            "all of them), while data-parallel replicas each keep their full capacity: "
+            f"**TP {tp} x DP {top.replicas}** serves the node best, as one `vllm serve{flag} "
+            f"--data-parallel-size {top.replicas}` or {top.replicas} servers behind a load "
+            "balancer."
+        )
+    doc.add(Paragraph(f"{head} {why}"))
+
+
+def _node_rps(lay: Layout) -> float:
+    assert lay.prediction is not None
+    return (lay.prediction.capacity_rps or 0.0) * lay.replicas
 
 
 def _per_gpu(lay: Layout) -> float:
