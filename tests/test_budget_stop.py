@@ -26,8 +26,8 @@ from kneepoint.records.ledger import Event, Proposed, Screened
 from kneepoint.records.proposal import Outcome, Prediction, Proposal, Pruning, TrialPrice
 from kneepoint.run.ledger import Ledger
 from kneepoint.run.state import RunState
-from kneepoint.tune.budget import cost_share, own_errors, trial_price
-from kneepoint.tune.decide import Propose, Stop, next_action
+from kneepoint.tune.budget import cost_share, expected_step_s, own_errors, trial_price
+from kneepoint.tune.decide import Propose, Stop, Validate, next_action
 from kneepoint.tune.proposers import run_proposer
 from tests.support.synthetic_space import candidate, drive, make_space
 
@@ -224,3 +224,23 @@ def test_long_shots_measured_alone_are_tried_together_with_the_walks_moves(
     assert kinds[-1] == "combination" and kinds.count("combination") == 1, kinds
     singles = {name for p in asked[:-1] for name in p.changes}
     assert set(asked[-1].changes) == singles and len(singles) == 3
+
+
+def test_a_step_the_budget_left_cannot_pay_for_is_not_begun(small_run: TuneRun) -> None:
+    """peer_autotune on vLLM's CPU build (2026-11-29): a validation begun with 32 s of the
+    device-hour budget left took 272 s and ended the run 24% past its budget."""
+    events = _events(small_run)
+    finalist = next(i for i, e in enumerate(events) if isinstance(e, Screened) and e.finalist)
+    study = load_study(small_run.folder / "study.yaml")
+    state = RunState.replay(events[: finalist + 1], study.objective)
+    assert isinstance(next_action(state, study, NOW), Validate)
+    expected = expected_step_s(state, study, "validation")
+    assert expected is not None and expected > 0
+    hours = (state.device_s + expected / 2) / 3600.0
+    short = load_study(small_run.folder / "study.yaml", [f"budget.max_device_hours={hours}"])
+    action = next_action(state, short, NOW)
+    assert isinstance(action, Stop) and action.finished.reason == "max_device_hours"
+    trial = events[finalist].trial  # type: ignore[attr-defined]
+    assert f"left do not cover trial {trial}'s validation (~{expected:.0f} s" in (
+        action.finished.detail
+    )

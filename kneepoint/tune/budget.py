@@ -94,3 +94,42 @@ def long_shots_only(study: StudySpec, state: RunState) -> bool:
     pruning = state.pruning
     assert pruning is not None
     return study.tuning.stop == "budget" and not pruning.candidates and bool(pruning.long_shots)
+
+
+def expected_step_s(state: RunState, study: StudySpec, step: str) -> float | None:
+    """What a screen or a validation is expected to cost in device time: the mean of this
+    run's own so far; a first validation, its repeats' pairs of server starts at the screens'
+    cost (a validation is ``validate_repeats`` pairs, each two starts and two sweeps: on
+    vLLM's CPU build 272-287 s against screens of 43-109 s, benchmarks/README.md's
+    peer_autotune.py). None where nothing has been measured to go by."""
+    trials = list(state.trials.values())
+    screens = [t.screened.device_s for t in trials if t.screened and t.screened.device_s > 0]
+    if step == "screen":
+        return sum(screens) / len(screens) if screens else None
+    done = [t.validated.device_s for t in trials if t.validated and t.validated.device_s > 0]
+    if done:
+        return sum(done) / len(done)
+    if not screens:
+        return None
+    return 2 * study.tuning.validate_repeats * sum(screens) / len(screens)
+
+
+def unaffordable(state: RunState, study: StudySpec, step: str, trial: int) -> Finished | None:
+    """A stop where the device-hour budget left does not cover the next step's expected cost
+    (``expected_step_s``): a run that started it would end past its budget (a validation
+    begun with 32 s left took 272 s and ended a run 24% over, benchmarks/README.md's
+    peer_autotune.py)."""
+    budget = study.budget.max_device_hours
+    cost = expected_step_s(state, study, step)
+    if budget is None or cost is None:
+        return None
+    left_s = budget * 3600.0 - state.device_s
+    if cost <= left_s:
+        return None
+    what = f"trial {trial}'s {step}" if trial else f"another trial's {step}"
+    spent_h, left = state.device_s / 3600.0, max(0.0, left_s)
+    detail = (
+        f"{spent_h:.2f} of {budget:g} device-hours spent: the {left:.0f} s left do not cover "
+        f"{what} (~{cost:.0f} s, as this run's have cost)"
+    )
+    return Finished(reason="max_device_hours", detail=detail)

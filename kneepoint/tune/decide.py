@@ -27,7 +27,7 @@ from kneepoint.records.study import StudySpec
 from kneepoint.records.sweep import nothing_met
 from kneepoint.run.state import RunState
 from kneepoint.run.trial_state import TrialState
-from kneepoint.tune.budget import diminishing_returns, floor_rel, long_shots_only
+from kneepoint.tune.budget import diminishing_returns, floor_rel, long_shots_only, unaffordable
 
 
 @dataclass(frozen=True)
@@ -108,11 +108,14 @@ def next_actions(state: RunState, study: StudySpec, now: datetime, slots: int = 
     if screens:
         return screens
     if trials:
-        return finalist_steps(trials, slots)
+        steps = finalist_steps(trials, slots)
+        over = next((s for a in steps if (s := _over_budget(state, study, a)) is not None), None)
+        return steps if over is None else [Stop(over)]
     stop = (
         no_knee(state, study)
         or rate_out_of_reach(state, study)
         or budget_stop(state, study, now)
+        or unaffordable(state, study, "screen", 0)
         or nothing_left(state, study)
     )
     if stop is not None:
@@ -121,6 +124,13 @@ def next_actions(state: RunState, study: StudySpec, now: datetime, slots: int = 
     if study.budget.max_trials is not None:
         n = min(n, study.budget.max_trials - state.trials_run)
     return [Propose(n)]
+
+
+def _over_budget(state: RunState, study: StudySpec, action: Action) -> Finished | None:
+    """A validation the device-hour budget left cannot pay for (``unaffordable``)."""
+    if not isinstance(action, Validate):
+        return None
+    return unaffordable(state, study, "validation", action.trial.trial)
 
 
 def finalist_steps(trials: list[TrialState], slots: int) -> list[Action]:
