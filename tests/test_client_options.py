@@ -36,6 +36,16 @@ def test_answers_may_end_at_eos_on_real_models() -> None:
     assert request_body(planned, "m")["ignore_eos"] is True  # exact lengths by default
 
 
+def test_a_workload_may_set_its_sampling_temperature() -> None:
+    study = load_study(QUICKSTART, ["workload.client.temperature=0"])
+    (planned,) = plan_requests(study.workload, 1.0, num_requests=1, seed=0)
+    assert (
+        request_body(planned, "m", temperature=study.workload.client.temperature)["temperature"]
+        == 0.0
+    )
+    assert "temperature" not in request_body(planned, "m")  # the server's default
+
+
 def test_the_client_timeout_fails_requests_on_the_virtual_clock_too() -> None:
     # Overloaded (a 2-sequence cap at 6 req/s): requests wait seconds for a slot.
     study = load_study(SMALL, ["workload.client.request_timeout_s=1.5"])

@@ -11,6 +11,41 @@ from kneepoint.records.measure import Dist
 from kneepoint.records.slo import GoodputRule
 
 
+class SpecReading(Record):
+    """Speculative decoding over a load point, from vLLM's spec-decode counters between the
+    scrapes that bracket its window (``vllm:spec_decode_num_drafts_total`` and its siblings;
+    vLLM's ``v1/spec_decode/metrics.py`` gives the PromQL these follow)."""
+
+    drafts: float = Field(ge=0.0)
+    """Drafts verified: sequence-steps that carried draft tokens."""
+    draft_tokens: float = Field(ge=0.0)
+    accepted_tokens: float = Field(ge=0.0)
+    generated_tokens: float = Field(ge=0.0)
+    """Output tokens over the same scrapes (``vllm:generation_tokens``): each sequence-step
+    yields one, plus what its draft had accepted."""
+    accepted_by_position: tuple[float, ...] = ()
+    """Share of drafts whose i-th draft token was accepted (a token is accepted only after
+    every one before it: the shares fall with the position)."""
+
+    @property
+    def acceptance_length(self) -> float | None:
+        """Tokens a verified draft yields on average, the target's own token included
+        (vLLM's "mean acceptance length")."""
+        return 1.0 + self.accepted_tokens / self.drafts if self.drafts > 0 else None
+
+    @property
+    def draft_share(self) -> float | None:
+        """Share of decoding sequence-steps that carried a draft (an n-gram draft needs its
+        pattern in the context; a model drafter drafts every step)."""
+        steps = self.generated_tokens - self.accepted_tokens
+        return min(1.0, self.drafts / steps) if steps > 0 else None
+
+    @property
+    def acceptance_rate(self) -> float | None:
+        """Accepted draft tokens over draft tokens proposed."""
+        return self.accepted_tokens / self.draft_tokens if self.draft_tokens > 0 else None
+
+
 class Signals(Record):
     """Engine and GPU signals over a load point's stable window; ``None`` where no source
     could tell (no GPU, an older vLLM, a backend without that instrument)."""
@@ -66,6 +101,9 @@ class Signals(Record):
     ``itl``, ``e2e``), from vLLM's histograms read before and after the load (percentiles
     interpolated within its buckets, as PromQL does): from its arrival stamp, so without
     the client's lag or its HTTP front; empty where it exports none."""
+    speculation: SpecReading | None = None
+    """Speculative decoding's counters over the window (None where the server does not
+    speculate or exports none)."""
     scrape_share: float | None = Field(default=None, ge=0.0, le=1.0)
     """Share of the ``/metrics`` scrapes due in the stable window that landed there (None
     where nothing was scraped on a schedule)."""

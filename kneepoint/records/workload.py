@@ -205,6 +205,11 @@ class ClientOptions(InputRecord):
     """Send ``ignore_eos`` so every answer runs to its drawn length (exact, comparable
     lengths); false lets a real model stop at its end-of-sequence token, and the lengths the
     server reports (its ``usage``) are what is counted. The simulator has no EOS."""
+    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
+    """Sampling temperature sent with every request (None: the server's default, 1.0 in
+    vLLM). Speculative decoding's acceptance rests on it: greedy decoding (0) accepts every
+    draft token the model would have picked itself, sampling accepts a one-token n-gram
+    draft only with the probability the model gives it. The simulator samples nothing."""
 
 
 class Workload(InputRecord):

@@ -9,7 +9,7 @@ import statistics
 from pathlib import Path
 
 from kneepoint.load.objective import rules
-from kneepoint.report import burst, measured, pareto, plots, traffic
+from kneepoint.report import burst, measured, pareto, plots, speculation, traffic
 from kneepoint.report.binding import bottleneck, pruned
 from kneepoint.report.data import ReportData
 from kneepoint.report.document import (
@@ -240,6 +240,7 @@ def build(data: ReportData) -> Document:
     measured.attainment(study, [c for c in (data.start, data.final) if c is not None], doc)
     measured.signals(data, doc, out)
     traffic.section(data, doc)
+    speculation.section(data, doc)
     fleet(data, doc)
     burst.section(data, doc)
     pareto.section(data, doc, out)

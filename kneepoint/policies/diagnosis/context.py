@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from kneepoint.physics.defaults import ResolvedEngine, UnmodeledSettingError, resolve_engine
 from kneepoint.physics.memory import MemoryPlan, plan_memory
+from kneepoint.physics.speculation import drafter_free
 from kneepoint.records.diagnosis import Observation
 
 
@@ -23,7 +24,9 @@ def context_of(observation: Observation) -> ConfigContext:
     """The observation's engine resolved: its defaults filled for the study's device, and
     the block size the server itself reported (``cache_config_info``) where it did."""
     try:
-        engine = resolve_engine(observation.engine, observation.gpu, observation.model)
+        engine = resolve_engine(
+            drafter_free(observation.engine), observation.gpu, observation.model
+        )
     except UnmodeledSettingError:
         return ConfigContext(observation, None, None)
     reported = observation.saturated.signals.block_size

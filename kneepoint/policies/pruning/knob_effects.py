@@ -20,6 +20,7 @@ from pydantic import JsonValue
 from kneepoint.physics.defaults import ResolvedEngine, resolve_engine
 from kneepoint.physics.memory import MemoryPlan, plan_memory
 from kneepoint.physics.roofline import BatchShape, Roofline
+from kneepoint.physics.speculation import drafter_free
 from kneepoint.policies.diagnosis.step_estimate import StepEstimate
 from kneepoint.policies.pruning.prefix_reuse import prefix_reuse
 from kneepoint.records.diagnosis import Diagnosis, Observation
@@ -60,12 +61,20 @@ class Situation:
         return constraint
 
 
+class _Unset:
+    """No value given: a ``to`` move then tries the first choice unlike the incumbent's."""
+
+
+UNSET = _Unset()
+
+
 @dataclass(frozen=True, slots=True)
 class Effect:
     direction: Direction
     ratio: float
     reason: str
-    target: object = None
+    target: object = UNSET
+    """The value a ``to`` move tries (None is a value: a choice switched off)."""
 
 
 Rule = Callable[[Situation], "Effect | str"]
@@ -107,7 +116,7 @@ def sped_up(sit: Situation, step_speedup: float) -> float:
 def kv_ratio(sit: Situation, **changes: object) -> float | str:
     """KV tokens after a change over KV tokens now, or why the change would not start."""
     obs = sit.observation
-    config = obs.engine.replace(**changes)
+    config = drafter_free(obs.engine).replace(**changes)
     plan = plan_memory(obs.gpu, obs.model, resolve_engine(config, obs.gpu, obs.model))
     if plan.refusal is not None:
         return f"it would not start ({plan.refusal.kind.replace('_', ' ')})"
@@ -129,7 +138,7 @@ def step_ratio(sit: Situation, config: EngineConfig) -> float | None:
         samples=round(running),
     )
     before = Roofline(obs.gpu, obs.model, sit.engine, obs.efficiency).step(shape).gpu_s
-    changed = resolve_engine(config, obs.gpu, obs.model)
+    changed = resolve_engine(drafter_free(config), obs.gpu, obs.model)
     after = Roofline(obs.gpu, obs.model, changed, obs.efficiency).step(shape)
     return before / after.gpu_s
 
@@ -244,16 +253,6 @@ def block(sit: Situation) -> Effect | str:
     return Effect("to", 1.03, reason + "; 16-token blocks waste less", target=16)
 
 
-def speculation(sit: Situation) -> Effect | str:
-    if sit.observation.engine.speculative_config is not None:
-        return "speculative decoding is already configured"
-    running = sit.observation.saturated.signals.running_mean or 0.0
-    if running > 16:
-        return f"{running:.0f} sequences run at once: speculation would waste compute and hurt"
-    reason = f"only {running:.0f} sequences per step: n-gram speculation turns weight reads"
-    return Effect("to", 1.15, reason + " into several tokens per step")
-
-
 RULES: dict[str, Rule] = {
     "kv_cache_dtype": kv_dtype,
     "async_scheduling": async_sched,
@@ -261,5 +260,4 @@ RULES: dict[str, Rule] = {
     "enable_prefix_caching": prefix,
     "stream_interval": stream_chunks,
     "block_size": block,
-    "speculative_config": speculation,
 }

@@ -24,10 +24,18 @@ from kneepoint.policies.diagnosis.context import ConfigContext
 from kneepoint.policies.diagnosis.step_estimate import estimate_step
 from kneepoint.policies.pruning.batch_effects import BATCH_RULES, TAIL_RULES
 from kneepoint.policies.pruning.ceiling import bound_growth
-from kneepoint.policies.pruning.knob_effects import RULES, Effect, Rule, Situation, aimed_at
+from kneepoint.policies.pruning.knob_effects import (
+    RULES,
+    UNSET,
+    Effect,
+    Rule,
+    Situation,
+    aimed_at,
+)
 from kneepoint.policies.pruning.kv_effects import memory_bytes, memory_fraction
 from kneepoint.policies.pruning.long_shot import as_runner_up, long_shot
 from kneepoint.policies.pruning.quant_effects import held_conditions, quantization, w4a16_advice
+from kneepoint.policies.pruning.spec_effects import speculation
 from kneepoint.policies.pruning.tp_effect import tensor_parallel
 from kneepoint.records.backend_spec import BackendSpec, SimBackend
 from kneepoint.records.diagnosis import Diagnosis
@@ -52,6 +60,7 @@ _RULES: dict[str, Rule] = {
     "tensor_parallel_size": tensor_parallel,
     "gpu_memory_utilization": memory_fraction,
     "kv_cache_memory_bytes": memory_bytes,
+    "speculative_config": speculation,
 }
 
 
@@ -282,8 +291,10 @@ def _at_edge(knob: Knob, effect: Effect, situation: Situation) -> str | None:
 
 def _target(knob: Knob, effect: Effect, situation: Situation) -> JsonValue:
     """The value a ``to`` move tries: the rule's, else the first choice unlike the incumbent's."""
-    if effect.direction != "to" or effect.target is not None:
+    if effect.target is not UNSET:
         return effect.target  # type: ignore[return-value]
+    if effect.direction != "to":
+        return None
     current = getattr(situation.observation.engine, knob.name)
     choices = getattr(knob.domain, "choices", ())
     return next((c for c in choices if c is not None and c != current), None)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from kneepoint.physics.defaults import resolve_engine
 from kneepoint.physics.roofline import BatchShape, Roofline
+from kneepoint.physics.speculation import drafter_free
 from kneepoint.policies.pruning.knob_effects import (
     MAX_RATIO,
     NOTHING_GAINED,
@@ -90,7 +91,9 @@ def _iso_latency_batch(sit: Situation, size: int, kv: float) -> float | None:
         )
 
     now = Roofline(obs.gpu, obs.model, sit.engine, obs.efficiency).step(shape(running)).gpu_s
-    changed = resolve_engine(obs.engine.replace(tensor_parallel_size=size), obs.gpu, obs.model)
+    changed = resolve_engine(
+        drafter_free(obs.engine).replace(tensor_parallel_size=size), obs.gpu, obs.model
+    )
     other = Roofline(obs.gpu, obs.model, changed, obs.efficiency)
     low, high = 0.0, running * kv  # the pool bounds the batch as it bounds today's
     if other.step(shape(high)).gpu_s <= now:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pydantic import JsonValue
 
 from kneepoint.physics.defaults import resolve_engine
+from kneepoint.physics.speculation import drafter_free
 from kneepoint.policies.diagnosis.context import ConfigContext
 from kneepoint.policies.search.worth import phi
 from kneepoint.records.proposal import KnobCandidate, Pruning, SearchSpace, TrialPrice
@@ -32,7 +33,7 @@ def search_space(
     observation = context.observation
     engine, memory = context.engine, context.memory
     if engine is None or memory is None:
-        resolve_engine(observation.engine, observation.gpu, observation.model)  # names why
+        resolve_engine(drafter_free(observation.engine), observation.gpu, observation.model)
         raise AssertionError("a configuration the physics resolves has a context")
     config = observation.engine
     resolved = engine.model_dump()

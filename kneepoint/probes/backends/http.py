@@ -63,6 +63,7 @@ def _options(study: StudySpec, endpoint: Endpoint) -> LoadOptions:
         request_timeout_s=client.request_timeout_s,
         max_concurrency=client.max_concurrency,
         ignore_eos=client.ignore_eos,
+        temperature=client.temperature,
         api_key=endpoint.api_key,
     )
 

@@ -48,6 +48,8 @@ class LoadOptions:
     """Cap on requests in flight; None: pure open loop."""
     ignore_eos: bool = True
     """Every answer runs to its max_tokens; false lets the model stop at EOS."""
+    temperature: float | None = None
+    """Sampling temperature sent (None: the server's default)."""
     api_key: str | None = field(default=None, repr=False)
     """Sent as ``Authorization: Bearer`` (None: no key); kept out of every repr."""
 
@@ -61,7 +63,7 @@ async def _send(
 ) -> None:
     """Send one request and read its stream into ``stream``."""
     stream.sent_s = clock.now()
-    body = request_body(planned, options.model, options.ignore_eos)
+    body = request_body(planned, options.model, options.ignore_eos, options.temperature)
     async with client.stream("POST", "/v1/completions", json=body) as response:
         if response.status_code != 200:
             raw = await response.aread()

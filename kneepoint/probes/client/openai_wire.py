@@ -85,10 +85,15 @@ def error_message(body: Any) -> str:
     return str(error if error is not None else body)[:300]
 
 
-def request_body(planned: PlannedRequest, model: str, ignore_eos: bool = True) -> dict[str, Any]:
+def request_body(
+    planned: PlannedRequest, model: str, ignore_eos: bool = True, temperature: float | None = None
+) -> dict[str, Any]:
     """A planned request as vLLM's ``/v1/completions`` takes it: token ids, streamed, with
-    usage in every chunk so each token-carrying chunk is known."""
+    usage in every chunk so each token-carrying chunk is known (and the workload's sampling
+    temperature where it sets one)."""
+    sampling = {} if temperature is None else {"temperature": temperature}
     return {
+        **sampling,
         "model": model,
         "prompt": list(planned.prompt),
         "max_tokens": planned.max_tokens,

@@ -33,6 +33,21 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "queue_time": ("vllm:request_queue_time_seconds",),
     "iteration_tokens": ("vllm:iteration_tokens_total",),
     "cache_config": ("vllm:cache_config_info",),
+    # speculative decoding's counters (prometheus_client names a counter's family without
+    # its _total; either spelling is found)
+    "spec_drafts": ("vllm:spec_decode_num_drafts", "vllm:spec_decode_num_drafts_total"),
+    "spec_draft_tokens": (
+        "vllm:spec_decode_num_draft_tokens",
+        "vllm:spec_decode_num_draft_tokens_total",
+    ),
+    "spec_accepted_tokens": (
+        "vllm:spec_decode_num_accepted_tokens",
+        "vllm:spec_decode_num_accepted_tokens_total",
+    ),
+    "spec_accepted_by_position": (
+        "vllm:spec_decode_num_accepted_tokens_per_pos",
+        "vllm:spec_decode_num_accepted_tokens_per_pos_total",
+    ),
     "sim_clock_lag": ("kneepoint:sim_clock_lag_seconds",),  # kneepoint sim serve only
 }
 # Gauges whose engines' values are averaged rather than summed.
@@ -63,6 +78,8 @@ class Scrape:
     """Family name -> one value per label set (counters and gauges)."""
     histograms: dict[str, Histogram] = field(default_factory=dict)
     info: dict[str, dict[str, str]] = field(default_factory=dict)
+    labelled: dict[str, list[tuple[dict[str, str], float]]] = field(default_factory=dict)
+    """Family name -> each sample's labels and value (counters and gauges)."""
 
     def _family(self, canonical: str, table: Mapping[str, object]) -> str | None:
         for name in ALIASES.get(canonical, (canonical,)):
@@ -76,6 +93,16 @@ class Scrape:
             return None
         values = self.values[name]
         return sum(values) / len(values) if canonical in _MEAN_GAUGES else sum(values)
+
+    def by_label(self, canonical: str, label: str) -> dict[str, float]:
+        """The family's values by one label's value, summed over the other labels (the
+        engines): ``{"0": 812.0, "1": 540.0}`` for ``position``."""
+        name = self._family(canonical, self.labelled)
+        found: dict[str, float] = {}
+        for labels, value in self.labelled.get(name or "", []):
+            if label in labels:
+                found[labels[label]] = found.get(labels[label], 0.0) + value
+        return found
 
     def histogram(self, canonical: str) -> Histogram | None:
         name = self._family(canonical, self.histograms)
@@ -105,6 +132,9 @@ def parse_metrics(text: str, at_s: float = 0.0) -> Scrape:
                     scrape.info[name] = dict(sample.labels)
                 if math.isfinite(sample.value):
                     scrape.values.setdefault(name, []).append(float(sample.value))
+                    scrape.labelled.setdefault(name, []).append(
+                        (dict(sample.labels), float(sample.value))
+                    )
     return scrape
 
 

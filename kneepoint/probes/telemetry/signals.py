@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from statistics import fmean
 
 from kneepoint.probes.telemetry.prom import Scrape, quantile
-from kneepoint.records.loadpoint import Signals
+from kneepoint.records.loadpoint import Signals, SpecReading
 from kneepoint.records.measure import Dist
 from kneepoint.records.telemetry import GpuSample
 from kneepoint.sim.metrics import CLOCK_LAG_LIMIT_S
@@ -127,6 +127,36 @@ def _server_latency(scrapes: Sequence[Scrape]) -> dict[str, Dist]:
     return found
 
 
+def _speculation(pair: tuple[Scrape, Scrape] | None) -> SpecReading | None:
+    """Speculative decoding's counters differenced over the window (None where the server
+    exports none, or verified no draft in it)."""
+    if pair is None:
+        return None
+    first, last = pair
+    deltas = {}
+    for name in ("spec_drafts", "spec_draft_tokens", "spec_accepted_tokens", "generation_tokens"):
+        a, b = first.value(name), last.value(name)
+        if a is None or b is None:
+            return None
+        deltas[name] = max(0.0, b - a)
+    drafts = deltas["spec_drafts"]
+    if drafts <= 0:
+        return None
+    before = first.by_label("spec_accepted_by_position", "position")
+    after = last.by_label("spec_accepted_by_position", "position")
+    positions = sorted(int(p) for p in after if p.isdigit())
+    shares = tuple(
+        min(1.0, max(0.0, after[str(p)] - before.get(str(p), 0.0)) / drafts) for p in positions
+    )
+    return SpecReading(
+        drafts=drafts,
+        draft_tokens=deltas["spec_draft_tokens"],
+        accepted_tokens=deltas["spec_accepted_tokens"],
+        generated_tokens=deltas["generation_tokens"],
+        accepted_by_position=shares,
+    )
+
+
 def _cache_config(scrapes: Sequence[Scrape]) -> dict[str, str]:
     for scrape in reversed(scrapes):
         labels = scrape.labels("cache_config")
@@ -201,6 +231,7 @@ def summarize_signals(
         server_e2e_sum_s=e2e_sum,
         server_requests=e2e_count,
         server_latency=_server_latency(scrapes),
+        speculation=_speculation(pair),
         scrape_share=scrape_share,
         metric_samples=len(inside),
         gpu_samples=len(in_window),

@@ -1,0 +1,123 @@
+"""Speculative decoding on a real engine: n-gram speculation on vLLM's CPU build serving the
+tests' tiny Llama, priced from the acceptance the server measured and checked against the
+capacity it measured.
+
+For each sampling temperature (greedy, where the model's own repetitive output feeds the
+n-gram lookup, and 1.0, where a dummy-weight model's near-uniform sampling accepts almost
+nothing), `kneepoint diagnose` measures the study with 3-token n-gram drafts and reads vLLM's
+spec-decode counters at its knee; the rule (``kneepoint.policies.pruning.spec_effects``)
+prices speculation against none from them; then `kneepoint sweep` measures the same study
+without speculation. One line per temperature: acceptance by position, tokens a draft, share
+of decoding steps that drafted, the predicted and the measured capacity ratio (speculation on
+over off).
+
+Run: .venv/bin/python benchmarks/speculation_cpu.py [--work DIR]   (~15 min, 2-core AVX-512 host)
+Goal (issue "Step 18"): high and near-zero acceptance priced on the sides of 1 the
+measurement finds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import vllm_cpu
+
+sys.path.insert(0, str(vllm_cpu.REPO))
+from kneepoint.config import load_study
+from kneepoint.policies.diagnosis.observe import observe_study
+from kneepoint.policies.pruning.spec_effects import draft_prices
+from kneepoint.records.sweep import SweepResult
+from tests.support.real_vllm.host_speed import kv_study_sizing, measure_host
+
+STUDY = vllm_cpu.REPO / "tests" / "fixtures" / "studies" / "cpu-tiny-kv.yaml"
+KNEEPOINT = str(vllm_cpu.REPO / ".venv" / "bin" / "kneepoint")
+K3 = "{method: ngram, num_speculative_tokens: 3, prompt_lookup_max: 4}"
+ANSWER_TOKENS = 128
+"""Longer answers than the tier's 32: most of a request's steps are then decodes."""
+
+
+def study_sets(model: Path, venv: Path, sized: list[str], temperature: float) -> list[str]:
+    command = f"[{venv / 'bin' / 'python'}, -m, vllm.entrypoints.openai.api_server]"
+    shape = f"{{kind: fixed, tokens: {ANSWER_TOKENS}}}"
+    return [
+        f"model={model / 'config.json'}", f"engine.model={model}", f"backend.command={command}",
+        *sized, "engine.kv_cache_memory_bytes=67108864",  # a pool that does not bind
+        f"workload.classes=[{{name: c, input_tokens: {{kind: fixed, tokens: 128}}, "
+        f"output_tokens: {shape}}}]",
+        f"workload.client.temperature={temperature}", "objective={kind: slo_capacity}",
+    ]  # fmt: skip
+
+
+def _argv(sets: list[str]) -> list[str]:
+    return [arg for override in sets for arg in ("--set", override)]
+
+
+def diagnose_on(sets: list[str], runs: Path) -> Path:
+    """`kneepoint diagnose` with 3-token n-gram drafts: the folder it wrote."""
+    spec = [*sets, f"engine.speculative_config={K3}", "search.knobs=[speculative_config]"]
+    shutil.rmtree(runs, ignore_errors=True)
+    done = subprocess.run([KNEEPOINT, "diagnose", str(STUDY), "--runs-dir", str(runs),
+                           *_argv(spec)], capture_output=True, text=True, check=False)  # fmt: skip
+    if done.returncode != 0:
+        raise SystemExit(f"kneepoint diagnose failed:\n{done.stderr[-3000:]}")
+    (folder,) = runs.iterdir()
+    return folder
+
+
+def sweep_off(sets: list[str], out: Path) -> float:
+    done = subprocess.run([KNEEPOINT, "sweep", str(STUDY), "--out", str(out), *_argv(sets)],
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    if done.returncode != 0:
+        raise SystemExit(f"kneepoint sweep failed:\n{done.stderr[-3000:]}")
+    return float(json.loads(out.read_text())["capacity_rps"])
+
+
+def priced(folder: Path) -> tuple[float, float, str]:
+    """The measured capacity with speculation, the rule's price of it over none, and the
+    acceptance it was priced from, in words."""
+    study = load_study(folder / "study.yaml")
+    result = SweepResult.model_validate_json((folder / "sweep.json").read_text())
+    observation = observe_study(study, study.engine, result)
+    reading = observation.saturated.signals.speculation
+    if reading is None:
+        raise SystemExit(f"{folder}: the server exported no spec-decode counters")
+    prices = draft_prices(observation, reading, 3, [None])
+    if isinstance(prices, str):
+        raise SystemExit(f"{folder}: {prices}")
+    ((off_over_on, _),) = prices
+    shares = ", ".join(f"{p:.2f}" for p in reading.accepted_by_position)
+    words = (f"accepted by position {shares}, {reading.acceptance_length or 1:.2f} tokens a "
+             f"draft, {reading.draft_share or 0:.0%} of decoding steps drafted")  # fmt: skip
+    return float(result.capacity_rps or 0.0), 1.0 / off_over_on, words
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--work", type=Path, default=Path("speculation-cpu"))
+    args = parser.parse_args()
+    args.work.mkdir(parents=True, exist_ok=True)
+    venv = vllm_cpu.vllm_venv()
+    model = args.work / "tiny-llama"
+    if not (model / "config.json").is_file():
+        vllm_cpu.tiny_model(venv, model)
+    speed = measure_host(venv, model)
+    print(f"host: {speed.summary()}", flush=True)
+    sized = [s for s in kv_study_sizing(speed) if not s.startswith("workload.")]
+    print(f"{'temperature':>11} {'predicted on/off':>16} {'measured on/off':>15}  acceptance")
+    for temperature in (0.0, 1.0):
+        sets = study_sets(model, venv, sized, temperature)
+        folder = diagnose_on(sets, args.work / f"t{temperature:g}-on")
+        on_rps, predicted, words = priced(folder)
+        off_rps = sweep_off(sets, args.work / f"t{temperature:g}-off.json")
+        measured = on_rps / off_rps if off_rps else float("nan")
+        print(f"{temperature:>11g} {predicted:>15.2f}x {measured:>14.2f}x  {words} "
+              f"({on_rps:.2f} against {off_rps:.2f} req/s)", flush=True)  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

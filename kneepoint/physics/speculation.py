@@ -1,0 +1,80 @@
+"""Speculative decoding's yield, from acceptance: tokens per verified draft, and what a draft
+of k tokens does to a step's throughput at a given batch.
+
+A draft of k tokens is verified in one target step; its i-th token counts only where every
+one before it was accepted. With per-position acceptance shares p_1 >= p_2 >= ... (vLLM's
+``spec_decode_num_accepted_tokens_per_pos`` over its drafts), a draft yields
+1 + p_1 + ... + p_k tokens, the target's own token included. With one acceptance rate a for
+every position, independent, that is (1 - a^(k+1)) / (1 - a) (Leviathan, Kalman and Matias
+2023, "Fast Inference from Transformers via Speculative Decoding", eq. 1).
+
+The price is paid in the step: each draft adds k tokens the target verifies. Where the step
+time grows as tokens^elasticity (the server's own points, ``ServerResponse``), a batch whose
+steps carry T tokens, d of whose B sequences draft, takes ((T + B d k) / T)^elasticity as long,
+for 1 + d (E - 1) times the output tokens. A small batch whose step streams the weights
+whatever it carries (elasticity near 0) gains nearly all of E; a full, compute-bound batch
+(elasticity near 1) pays for every verified token and loses what is rejected: the reason
+speculation helps latency-bound decode and hurts a full batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from kneepoint.records.engine import EngineConfig
+
+MIN_RATIO = 0.05
+"""The smallest ratio of successive positions' shares an extrapolation carries on (a draft
+whose second token is almost never accepted gains nothing from a third)."""
+
+
+def tokens_per_draft(accepted_by_position: Sequence[float], k: int) -> float:
+    """Tokens a verified draft of ``k`` yields: 1 + the first k positions' shares. Positions
+    past those measured carry on the last measured ratio between neighbours (a draft's
+    acceptance falls geometrically in the independent model)."""
+    shares = list(accepted_by_position)
+    if not shares:
+        return 1.0
+    ratio = shares[-1] / shares[-2] if len(shares) > 1 and shares[-2] > 0 else shares[-1]
+    ratio = min(1.0, max(MIN_RATIO, ratio))
+    while len(shares) < k:
+        shares.append(shares[-1] * ratio)
+    return 1.0 + sum(shares[:k])
+
+
+def uniform_tokens_per_draft(acceptance: float, k: int) -> float:
+    """Leviathan et al.'s expected tokens for acceptance rate ``acceptance`` and ``k`` draft
+    tokens: (1 - a^(k+1)) / (1 - a); k + 1 where every draft is accepted."""
+    if acceptance >= 1.0:
+        return float(k + 1)
+    return (1.0 - acceptance ** (k + 1)) / (1.0 - acceptance)
+
+
+def step_speedup(
+    tokens: float,
+    draft_share: float,
+    k: int,
+    *,
+    batch: float,
+    step_tokens: float,
+    elasticity: float,
+) -> float:
+    """Output tokens per second with drafts of ``k`` over without, at a step carrying
+    ``step_tokens`` tokens for ``batch`` decoding sequences, ``draft_share`` of which draft
+    each step, each verified draft yielding ``tokens`` (``tokens_per_draft``); the step time
+    grows as tokens^``elasticity``."""
+    if k <= 0 or draft_share <= 0.0 or step_tokens <= 0.0:
+        return 1.0
+    gained = 1.0 + draft_share * (tokens - 1.0)
+    verified = step_tokens + batch * draft_share * k
+    return gained / float((verified / step_tokens) ** max(0.0, elasticity))
+
+
+def drafter_free(engine: EngineConfig) -> EngineConfig:
+    """The engine as the memory model and the roofline resolve it: n-gram speculation looks
+    its drafts up in the context, so it adds no weights and no KV (its verified tokens are
+    read from the server's own step counters). A model drafter is left in, and refused."""
+    spec = engine.speculative_config
+    if spec is not None and spec.get("method") == "ngram":
+        return engine.replace(speculative_config=None)
+    return engine

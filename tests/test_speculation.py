@@ -1,0 +1,122 @@
+"""Speculative decoding priced from the acceptance the server measured: vLLM's spec-decode
+counters read per point (``SpecReading``), the tokens a draft yields (Leviathan et al. 2023's
+expectation where acceptance is one rate), and each draft length priced at the knee's batch
+against the step that verifies it."""
+
+from __future__ import annotations
+
+import pytest
+
+from kneepoint.config.catalog import knob_catalogue
+from kneepoint.physics.speculation import step_speedup, tokens_per_draft, uniform_tokens_per_draft
+from kneepoint.policies.diagnosis.context import context_of
+from kneepoint.policies.pruning.prune import prune
+from kneepoint.probes.telemetry.prom import parse_metrics
+from kneepoint.probes.telemetry.signals import summarize_signals
+from kneepoint.records.backend_spec import VllmBackend
+from kneepoint.records.diagnosis import Diagnosis, Observation, ServerResponse
+from kneepoint.records.engine import EngineConfig
+from kneepoint.records.loadpoint import SpecReading
+from kneepoint.report.speculation import reading_words
+from tests.support.readings import BANDWIDTH, H100, LLAMA_8B, point
+
+K3 = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4}
+
+
+def test_a_draft_yields_one_plus_its_accepted_positions() -> None:
+    a = 0.6
+    assert tokens_per_draft([a, a**2, a**3], 3) == pytest.approx(uniform_tokens_per_draft(a, 3))
+    # past the measured positions the last ratio carries on
+    assert tokens_per_draft([0.6, 0.36], 4) == pytest.approx(1 + 0.6 + 0.36 + 0.216 + 0.1296)
+    assert tokens_per_draft([0.6, 0.36, 0.2], 2) == pytest.approx(1.96)
+    assert uniform_tokens_per_draft(1.0, 3) == 4.0 and tokens_per_draft([], 3) == 1.0
+
+
+def test_a_small_batch_gains_what_a_full_one_pays_for() -> None:
+    tokens = tokens_per_draft([0.7, 0.5, 0.3], 3)  # 2.5 tokens a draft
+    # weights streamed once a step whatever it carries (elasticity 0): all of it gained
+    small = step_speedup(tokens, 1.0, 3, batch=4, step_tokens=4, elasticity=0.0)
+    assert small == pytest.approx(2.5)
+    # a compute-bound batch (elasticity 1) verifies 4 tokens a sequence for 2.5 of output
+    full = step_speedup(tokens, 1.0, 3, batch=256, step_tokens=256, elasticity=1.0)
+    assert full == pytest.approx(2.5 / 4) and full < 1.0
+    assert step_speedup(tokens, 0.0, 3, batch=4, step_tokens=4, elasticity=0.5) == 1.0
+
+
+def _metrics(drafts: float, tokens: float, accepted: float, by_pos: list[float], out: float) -> str:
+    """/metrics as vLLM 0.32 writes its counters (TYPE lines name them with _total)."""
+    counters = {
+        "generation_tokens": out,
+        "spec_decode_num_drafts": drafts,
+        "spec_decode_num_draft_tokens": tokens,
+        "spec_decode_num_accepted_tokens": accepted,
+    }
+    lines = []
+    for name, value in counters.items():
+        lines += [f"# TYPE vllm:{name}_total counter", f'vllm:{name}_total{{engine="0"}} {value}']
+    per_pos = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
+    lines.append(f"# TYPE {per_pos} counter")
+    lines += [f'{per_pos}{{engine="0",position="{i}"}} {n}' for i, n in enumerate(by_pos)]
+    return "\n".join(lines) + "\n"
+
+
+def test_the_counters_become_the_points_acceptance() -> None:
+    before = parse_metrics(_metrics(100, 300, 120, [70, 35, 15], 1000), at_s=0.0)
+    after = parse_metrics(_metrics(1100, 3300, 1320, [770, 385, 165], 4320), at_s=10.0)
+    spec = summarize_signals([before, after], [], 1.0, 9.0).speculation
+    assert spec is not None and spec.drafts == 1000 and spec.accepted_tokens == 1200
+    assert spec.accepted_by_position == pytest.approx((0.7, 0.35, 0.15))
+    assert spec.acceptance_length == pytest.approx(2.2) and spec.acceptance_rate == 0.4
+    # 3,320 tokens out, 1,200 of them accepted drafts: 2,120 decoding steps, 1,000 drafted
+    assert spec.draft_share == pytest.approx(1000 / 2120)
+    plain = parse_metrics("# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 3\n")
+    assert summarize_signals([plain, plain], [], 0.0, 1.0).speculation is None
+
+
+def _priced(spec: SpecReading, running: float, elasticity: float) -> tuple[str, object, float]:
+    signals = {**BANDWIDTH, "running_mean": running, "tokens_per_step_mean": running,
+               "speculation": spec}  # fmt: skip
+    response = ServerResponse(low_rate_rps=5, high_rate_rps=10, low_tokens_per_step=running / 2,
+                              high_tokens_per_step=running, low_step_ms=10,
+                              high_step_ms=10 * 2**elasticity, elasticity=elasticity)  # fmt: skip
+    observation = Observation(saturated=point(signals), gpu=H100, model=LLAMA_8B,
+                              engine=EngineConfig(model=LLAMA_8B.name, speculative_config=K3),
+                              response=response)  # fmt: skip
+    diagnosis = Diagnosis(binding="bandwidth", confidence=0.9)
+    pruning = prune(diagnosis, context_of(observation), knob_catalogue(), backend=VllmBackend())
+    found = next((c for c in pruning.candidates if c.knob.name == "speculative_config"), None)
+    if found is None:
+        ruled = {r.knob: r.reason for r in pruning.ruled_out}
+        return ruled["speculative_config"], None, 0.0
+    return found.reason, found.target, found.predicted_ratio
+
+
+def test_draft_lengths_are_priced_from_the_measured_acceptance() -> None:
+    high = SpecReading(drafts=1000, draft_tokens=3000, accepted_tokens=2100,
+                       generated_tokens=3100, accepted_by_position=(0.9, 0.7, 0.5))  # fmt: skip
+    reason, target, ratio = _priced(high, running=4, elasticity=0.1)
+    # well accepted, a small batch: a longer draft pays
+    assert target == {**K3, "num_speculative_tokens": 5} and ratio > 1.05
+    assert "drafts accepted by position 0.90, 0.70, 0.50" in reason and "5 draft tokens" in reason
+    low = SpecReading(drafts=1000, draft_tokens=3000, accepted_tokens=150,
+                      generated_tokens=1150, accepted_by_position=(0.12, 0.03, 0.0))  # fmt: skip
+    reason, target, ratio = _priced(low, running=64, elasticity=0.9)
+    # near-zero acceptance at a big batch: every verified token is paid for, turn it off
+    assert target is None and ratio > 1.5 and "speculation off" in reason
+
+
+def test_the_report_says_what_a_draft_yielded() -> None:
+    spec = SpecReading(drafts=1000, draft_tokens=3000, accepted_tokens=1200,
+                       generated_tokens=3320, accepted_by_position=(0.7, 0.35, 0.15))  # fmt: skip
+    text = reading_words("final", point({**BANDWIDTH, "speculation": spec}))
+    assert "accepted by position 0.70, 0.35, 0.15; 2.20 tokens a draft; 47% of decoding" in text
+
+
+def test_an_ngram_incumbent_is_resolved_as_its_plain_engine_and_a_drafter_is_not() -> None:
+    def context(spec: dict[str, object]) -> object:
+        engine = EngineConfig(model=LLAMA_8B.name, speculative_config=spec)
+        return context_of(Observation(saturated=point(BANDWIDTH), gpu=H100, model=LLAMA_8B,
+                                      engine=engine)).engine  # fmt: skip
+
+    assert context(K3) is not None  # n-gram lookup: no weights, no KV of its own
+    assert context({"method": "eagle", "model": "some/drafter"}) is None
