@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -28,9 +29,13 @@ from pathlib import Path
 import vllm_cpu
 
 sys.path.insert(0, str(vllm_cpu.REPO))
-from kneepoint.config import load_study
+from kneepoint.config import knob_catalogue, load_study
+from kneepoint.policies.diagnosis.context import context_of
+from kneepoint.policies.diagnosis.diagnose import diagnose
 from kneepoint.policies.diagnosis.observe import observe_study
-from kneepoint.policies.pruning.spec_effects import draft_prices
+from kneepoint.policies.pruning.prune import prune
+from kneepoint.records.knob_domains import ChoiceDomain
+from kneepoint.records.knobs import KnobCatalogue
 from kneepoint.records.sweep import SweepResult
 from tests.support.real_vllm.host_speed import kv_study_sizing, measure_host
 
@@ -77,23 +82,29 @@ def sweep_off(sets: list[str], out: Path) -> float:
     return float(json.loads(out.read_text())["capacity_rps"])
 
 
-def priced(folder: Path) -> tuple[float, float, str]:
-    """The measured capacity with speculation, the rule's price of it over none, and the
+def priced(folder: Path) -> tuple[float, float | None, str]:
+    """The measured capacity with speculation, the rule's price of it over none (the knob's
+    choices cut to these two, so that the rule's best other choice is off), and the
     acceptance it was priced from, in words."""
     study = load_study(folder / "study.yaml")
     result = SweepResult.model_validate_json((folder / "sweep.json").read_text())
-    observation = observe_study(study, study.engine, result)
-    reading = observation.saturated.signals.speculation
+    context = context_of(observe_study(study, study.engine, result))
+    reading = context.observation.saturated.signals.speculation
     if reading is None:
         raise SystemExit(f"{folder}: the server exported no spec-decode counters")
-    prices = draft_prices(observation, reading, 3, [None])
-    if isinstance(prices, str):
-        raise SystemExit(f"{folder}: {prices}")
-    ((off_over_on, _),) = prices
+    knob = knob_catalogue().get("speculative_config")
+    assert knob is not None and study.engine.speculative_config is not None
+    two = ChoiceDomain(choices=(None, study.engine.speculative_config))
+    catalogue = KnobCatalogue(knobs=(knob.model_copy(update={"domain": two}),))
+    pruning = prune(diagnose(context), context, catalogue, backend=study.backend)
+    said = " ".join([c.reason for c in pruning.candidates] + [r.reason for r in pruning.ruled_out])
+    found = re.search(r"speculation off (?:priced )?([0-9.]+)x", said)
     shares = ", ".join(f"{p:.2f}" for p in reading.accepted_by_position)
     words = (f"accepted by position {shares}, {reading.acceptance_length or 1:.2f} tokens a "
              f"draft, {reading.draft_share or 0:.0%} of decoding steps drafted")  # fmt: skip
-    return float(result.capacity_rps or 0.0), 1.0 / off_over_on, words
+    if found is None:
+        return float(result.capacity_rps or 0.0), None, f"{words}; not priced: {said}"
+    return float(result.capacity_rps or 0.0), 1.0 / float(found.group(1)), words
 
 
 def main() -> None:
@@ -115,7 +126,8 @@ def main() -> None:
         on_rps, predicted, words = priced(folder)
         off_rps = sweep_off(sets, args.work / f"t{temperature:g}-off.json")
         measured = on_rps / off_rps if off_rps else float("nan")
-        print(f"{temperature:>11g} {predicted:>15.2f}x {measured:>14.2f}x  {words} "
+        said = "not priced" if predicted is None else f"{predicted:.2f}x"
+        print(f"{temperature:>11g} {said:>16} {measured:>14.2f}x  {words} "
               f"({on_rps:.2f} against {off_rps:.2f} req/s)", flush=True)  # fmt: skip
 
 

@@ -5,10 +5,17 @@ against the step that verifies it."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from kneepoint.config.catalog import knob_catalogue
-from kneepoint.physics.speculation import step_speedup, tokens_per_draft, uniform_tokens_per_draft
+from kneepoint.physics.speculation import (
+    Drafting,
+    throughput_ratio,
+    tokens_per_draft,
+    uniform_tokens_per_draft,
+)
 from kneepoint.policies.diagnosis.context import context_of
 from kneepoint.policies.pruning.prune import prune
 from kneepoint.probes.telemetry.prom import parse_metrics
@@ -33,14 +40,20 @@ def test_a_draft_yields_one_plus_its_accepted_positions() -> None:
 
 
 def test_a_small_batch_gains_what_a_full_one_pays_for() -> None:
-    tokens = tokens_per_draft([0.7, 0.5, 0.3], 3)  # 2.5 tokens a draft
-    # weights streamed once a step whatever it carries (elasticity 0): all of it gained
-    small = step_speedup(tokens, 1.0, 3, batch=4, step_tokens=4, elasticity=0.0)
+    off, k3 = Drafting(0, 1.0, 1.0), Drafting(3, 1.0, tokens_per_draft([0.7, 0.5, 0.3], 3))
+    assert (k3.gain, k3.verified) == (pytest.approx(2.5), 4.0)
+    # decode-only steps streaming the weights whatever they carry (elasticity 0): all gained
+    small = throughput_ratio(off, k3, batch=4, step_tokens=4, elasticity=0.0)
     assert small == pytest.approx(2.5)
     # a compute-bound batch (elasticity 1) verifies 4 tokens a sequence for 2.5 of output
-    full = step_speedup(tokens, 1.0, 3, batch=256, step_tokens=256, elasticity=1.0)
+    full = throughput_ratio(off, k3, batch=256, step_tokens=256, elasticity=1.0)
     assert full == pytest.approx(2.5 / 4) and full < 1.0
-    assert step_speedup(tokens, 0.0, 3, batch=4, step_tokens=4, elasticity=0.5) == 1.0
+    # requests finished faster bring their prompts in faster: a step half prefill grows by it
+    mixed = throughput_ratio(off, k3, batch=100, step_tokens=200, elasticity=1.0)
+    assert mixed == pytest.approx(2.5 / ((100 * 2.5 + 100 * 4) / 200))
+    # and back: from the drafting incumbent, off is the inverse
+    back = throughput_ratio(k3, off, batch=100, step_tokens=100 * 2.5 + 100 * 4, elasticity=1.0)
+    assert back == pytest.approx(1 / mixed)
 
 
 def _metrics(drafts: float, tokens: float, accepted: float, by_pos: list[float], out: float) -> str:
@@ -73,12 +86,17 @@ def test_the_counters_become_the_points_acceptance() -> None:
     assert summarize_signals([plain, plain], [], 0.0, 1.0).speculation is None
 
 
-def _priced(spec: SpecReading, running: float, elasticity: float) -> tuple[str, object, float]:
-    signals = {**BANDWIDTH, "running_mean": running, "tokens_per_step_mean": running,
+def _priced(
+    spec: SpecReading, running: float, tokens: float, elasticity: float, low: float = 1 / 3
+) -> tuple[str, object, float]:
+    """The rule's answer for an H100 incumbent drafting 3 n-gram tokens, ``running`` sequences
+    in steps of ``tokens`` tokens, its step response read from ``low`` of them to 1.25x."""
+    signals = {**BANDWIDTH, "running_mean": running, "tokens_per_step_mean": tokens,
                "speculation": spec}  # fmt: skip
-    response = ServerResponse(low_rate_rps=5, high_rate_rps=10, low_tokens_per_step=running / 2,
-                              high_tokens_per_step=running, low_step_ms=10,
-                              high_step_ms=10 * 2**elasticity, elasticity=elasticity)  # fmt: skip
+    response = ServerResponse(low_rate_rps=5, high_rate_rps=10, low_tokens_per_step=tokens * low,
+                              high_tokens_per_step=tokens * 1.25, low_step_ms=10,
+                              high_step_ms=10 * (1.25 / low) ** elasticity,
+                              elasticity=elasticity)  # fmt: skip
     observation = Observation(saturated=point(signals), gpu=H100, model=LLAMA_8B,
                               engine=EngineConfig(model=LLAMA_8B.name, speculative_config=K3),
                               response=response)  # fmt: skip
@@ -94,15 +112,24 @@ def _priced(spec: SpecReading, running: float, elasticity: float) -> tuple[str, 
 def test_draft_lengths_are_priced_from_the_measured_acceptance() -> None:
     high = SpecReading(drafts=1000, draft_tokens=3000, accepted_tokens=2100,
                        generated_tokens=3100, accepted_by_position=(0.9, 0.7, 0.5))  # fmt: skip
-    reason, target, ratio = _priced(high, running=4, elasticity=0.1)
-    # well accepted, a small batch: a longer draft pays
+    reason, target, ratio = _priced(high, running=4, tokens=20, elasticity=0.1)
+    # well accepted, a small batch: a longer draft pays (off would run 6 tokens a step:
+    # outside the response, not priced)
     assert target == {**K3, "num_speculative_tokens": 5} and ratio > 1.05
     assert "drafts accepted by position 0.90, 0.70, 0.50" in reason and "5 draft tokens" in reason
     low = SpecReading(drafts=1000, draft_tokens=3000, accepted_tokens=150,
                       generated_tokens=1150, accepted_by_position=(0.12, 0.03, 0.0))  # fmt: skip
-    reason, target, ratio = _priced(low, running=64, elasticity=0.9)
-    # near-zero acceptance at a big batch: every verified token is paid for, turn it off
+    reason, target, ratio = _priced(low, running=64, tokens=300, elasticity=0.9)
+    # near-zero acceptance at a big batch: every verified token is paid for, turn it off (and
+    # vLLM's async scheduling, off beside n-gram drafts, comes back)
     assert target is None and ratio > 1.5 and "speculation off" in reason
+    assert "async scheduling back" in reason
+    # the greedy CPU-build run: off would run ~247-token steps where the knee's response was
+    # read over 798-883 (benchmarks/README.md's speculation_cpu.py): not priced, said why
+    greedy = SpecReading(drafts=10375, draft_tokens=30798, accepted_tokens=30780,
+                         generated_tokens=42799, accepted_by_position=(1.0, 1.0, 0.97))  # fmt: skip
+    only_off = _priced(greedy, running=118, tokens=883, elasticity=0.83, low=0.9)
+    assert "speculation off would run steps of ~247 tokens" in only_off[0]
 
 
 def test_the_report_says_what_a_draft_yielded() -> None:
@@ -120,3 +147,14 @@ def test_an_ngram_incumbent_is_resolved_as_its_plain_engine_and_a_drafter_is_not
 
     assert context(K3) is not None  # n-gram lookup: no weights, no KV of its own
     assert context({"method": "eagle", "model": "some/drafter"}) is None
+
+
+def test_a_real_cpu_builds_spec_decode_counters_are_read() -> None:
+    """/metrics of vLLM 0.32's CPU build drafting 3 n-gram tokens for the tiny Llama at 19.3
+    req/s, greedy (tests/fixtures/metrics, captured by benchmarks/speculation_cpu.py)."""
+    text = Path(__file__).parent / "fixtures" / "metrics" / "vllm-0.32.0-cpu-ngram.prom"
+    zero = parse_metrics("", at_s=0.0)
+    after = parse_metrics(text.read_text(), at_s=10.0)
+    assert zero.value("spec_drafts") is None and after.value("spec_drafts") == 7375
+    positions = after.by_label("spec_accepted_by_position", "position")
+    assert sorted(positions) == ["0", "1", "2"] and positions["0"] >= positions["2"] > 0

@@ -20,6 +20,7 @@ speculation helps latency-bound decode and hurts a full batch.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from kneepoint.records.engine import EngineConfig
 
@@ -50,24 +51,42 @@ def uniform_tokens_per_draft(acceptance: float, k: int) -> float:
     return (1.0 - acceptance ** (k + 1)) / (1.0 - acceptance)
 
 
-def step_speedup(
-    tokens: float,
-    draft_share: float,
-    k: int,
-    *,
-    batch: float,
-    step_tokens: float,
-    elasticity: float,
+@dataclass(frozen=True, slots=True)
+class Drafting:
+    """One speculative setting as a step sees it: ``k`` draft tokens (0: off), drafted by
+    ``share`` of the decoding sequences each step, each verified draft yielding ``tokens``."""
+
+    k: int
+    share: float
+    tokens: float
+
+    @property
+    def gain(self) -> float:
+        """Output tokens per decoding sequence-step."""
+        return 1.0 + self.share * (self.tokens - 1.0) if self.k > 0 else 1.0
+
+    @property
+    def verified(self) -> float:
+        """Tokens the target runs per decoding sequence-step."""
+        return 1.0 + self.share * self.k if self.k > 0 else 1.0
+
+
+def throughput_ratio(
+    now: Drafting, then: Drafting, *, batch: float, step_tokens: float, elasticity: float
 ) -> float:
-    """Output tokens per second with drafts of ``k`` over without, at a step carrying
-    ``step_tokens`` tokens for ``batch`` decoding sequences, ``draft_share`` of which draft
-    each step, each verified draft yielding ``tokens`` (``tokens_per_draft``); the step time
-    grows as tokens^``elasticity``."""
-    if k <= 0 or draft_share <= 0.0 or step_tokens <= 0.0:
+    """Requests per second under ``then`` over under ``now``, at the knee's step: ``batch``
+    decoding sequences in steps of ``step_tokens`` tokens (prefills and verified decodes)
+    whose time grows as tokens^``elasticity``. A step that yields more tokens per sequence
+    finishes requests faster, so it must also take in their prompts faster: the prefill
+    tokens a step carries grow with the gain, as the verified decode tokens grow with the
+    draft length."""
+    decode = batch * now.verified
+    prefill = max(0.0, step_tokens - decode)
+    if step_tokens <= 0.0 or batch <= 0.0:
         return 1.0
-    gained = 1.0 + draft_share * (tokens - 1.0)
-    verified = step_tokens + batch * draft_share * k
-    return gained / float((verified / step_tokens) ** max(0.0, elasticity))
+    grown = then.gain / now.gain
+    tokens = prefill * grown + batch * then.verified
+    return grown / float((tokens / step_tokens) ** max(0.0, elasticity))
 
 
 def drafter_free(engine: EngineConfig) -> EngineConfig:

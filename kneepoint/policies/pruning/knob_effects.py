@@ -155,17 +155,24 @@ def kv_dtype(sit: Situation) -> Effect | str:
     return Effect("to", sped_up(sit, ratio), reason, target="fp8")
 
 
-def async_sched(sit: Situation) -> Effect | str:
-    if sit.engine.async_scheduling:
-        return "async scheduling is already on"
+def async_gain(sit: Situation) -> tuple[float, float]:
+    """(what overlapping CPU scheduling with the device's steps gains, the device's busy
+    share it is priced from): the gaps a busy share leaves, filled, at most 1.6x."""
     gpu_util = sit.observation.saturated.signals.gpu_util_pct
     busy = sit.estimate.busy_fraction if sit.estimate else 0.8
     busy = gpu_util / 100.0 if gpu_util is not None else busy
+    return min(1.6, 1.0 / max(busy, 0.5)), busy
+
+
+def async_sched(sit: Situation) -> Effect | str:
+    if sit.engine.async_scheduling:
+        return "async scheduling is already on"
+    gain, busy = async_gain(sit)
     reason = (
         f"the GPU is busy {busy:.0%} of the time: overlapping CPU scheduling with GPU steps "
         "fills the gaps"
     )
-    return Effect("to", min(1.6, 1.0 / max(busy, 0.5)), reason, target=True)
+    return Effect("to", gain, reason, target=True)
 
 
 def eager(sit: Situation) -> Effect | str:

@@ -12,18 +12,16 @@ keeps its prior (a modest gain at low concurrency) and says that it is one.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from pydantic import JsonValue
 
-from kneepoint.physics.speculation import step_speedup, tokens_per_draft
+from kneepoint.physics.speculation import Drafting, throughput_ratio, tokens_per_draft
 from kneepoint.policies.pruning.knob_effects import (
     MAX_RATIO,
     NOTHING_GAINED,
     Effect,
     Situation,
+    async_gain,
 )
-from kneepoint.records.diagnosis import Observation
 from kneepoint.records.loadpoint import SpecReading
 
 PRIOR_RATIO = 1.15
@@ -42,7 +40,7 @@ def speculation(sit: Situation) -> Effect | str:
                 "speculative decoding is configured, but the server exported no spec-decode "
                 "counters to price another draft length from"
             )
-        return _measured(sit, reading, _draft_tokens(current))
+        return _measured(sit, reading, current)
     running = sit.observation.saturated.signals.running_mean or 0.0
     if running > PRIOR_MAX_RUNNING:
         return f"{running:.0f} sequences run at once: speculation would waste compute and hurt"
@@ -61,37 +59,101 @@ def _draft_tokens(choice: JsonValue) -> int:
     return k if isinstance(k, int) else 0
 
 
+SYNC_METHODS = frozenset({"ngram", "suffix", "medusa", "mlp_speculator"})
+"""Methods with which vLLM turns async scheduling off ("Async scheduling not supported with
+ngram-based speculative decoding and will be disabled": vLLM 0.32, config/vllm.py; EAGLE,
+MTP, draft models and the GPU n-gram keep it)."""
+
+
 def draft_prices(
-    observation: Observation, reading: SpecReading, current_k: int, choices: Sequence[JsonValue]
-) -> list[tuple[float, JsonValue]] | str:
-    """Each choice's capacity ratio over the incumbent's draft length ``current_k``, from the
-    measured acceptance at the knee's batch; why none can be priced otherwise."""
+    sit: Situation, reading: SpecReading, current: JsonValue
+) -> tuple[list[tuple[float, JsonValue, str]], list[str]] | str:
+    """Each other choice's capacity ratio over the incumbent's draft ``current``, from the
+    measured acceptance at the knee's batch (``throughput_ratio``), and what it regains or
+    loses of async scheduling, and why the others cannot be priced; why none can be priced
+    at all otherwise."""
     share = reading.draft_share
-    signals = observation.saturated.signals
+    signals = sit.observation.saturated.signals
     running, tokens = signals.running_mean, signals.tokens_per_step_mean
     if share is None or not tokens or not running:
         return "the spec-decode counters read no decoding steps to price from"
-    response = observation.response
+    response = sit.observation.response
     elasticity = response.elasticity if response is not None else 1.0
 
-    def speed(k: int) -> float:
-        drafted = tokens_per_draft(reading.accepted_by_position, k)
-        return step_speedup(
-            drafted, share, k, batch=running, step_tokens=tokens, elasticity=elasticity
-        )
+    def drafting(choice: JsonValue) -> Drafting:
+        k = _draft_tokens(choice)
+        return Drafting(k, share, tokens_per_draft(reading.accepted_by_position, k))
 
-    now = speed(current_k)
-    return [(speed(_draft_tokens(c)) / now, c) for c in choices if _draft_tokens(c) != current_k]
+    now, regained = drafting(current), _async_regained(sit, current)
+    priced, unpriced = [], []
+    for choice in sit.choices:
+        if _draft_tokens(choice) == _draft_tokens(current):
+            continue
+        then = drafting(choice)
+        outside = _outside_response(sit, now, then, running, tokens)
+        if outside is not None:
+            unpriced.append(outside)
+            continue
+        ratio = throughput_ratio(now, then, batch=running, step_tokens=tokens,
+                                 elasticity=elasticity)  # fmt: skip
+        note = ""
+        if choice is None and regained is not None:
+            ratio *= regained[0]
+            note = f", async scheduling back ({regained[1]})"
+        priced.append((ratio, choice, note))
+    return priced, unpriced
 
 
-def _measured(sit: Situation, reading: SpecReading, current_k: int) -> Effect | str:
+EXTRAPOLATION = 1.25
+"""How far past the tokens per step its two points spanned a step response prices a step
+(``ceiling.LINE_SPREAD``'s 1.25). vLLM's CPU build, greedy n-gram drafts accepted 3.97
+tokens a draft: steps of 883 tokens at the knee (its response read over 798-883), speculation
+off ran 244 (measured), and the power law priced off at 0.81x where it measured 0.62x
+(benchmarks/README.md's speculation_cpu.py): per-sequence work, not tokens, set those steps."""
+
+
+def _outside_response(
+    sit: Situation, now: Drafting, then: Drafting, running: float, tokens: float
+) -> str | None:
+    """Why a draft length cannot be priced: its steps would carry tokens far outside what
+    the knee's step response was read over."""
+    response = sit.observation.response
+    decode = running * now.verified
+    grown = then.gain / now.gain
+    after = max(0.0, tokens - decode) * grown + running * then.verified
+    if response is None:
+        return "no step response was read at the knee to price a draft length from"
+    low, high = response.low_tokens_per_step, response.high_tokens_per_step
+    if low / EXTRAPOLATION <= after <= high * EXTRAPOLATION:
+        return None
+    k = then.k
+    what = "speculation off" if k == 0 else f"{k} draft tokens"
+    return (
+        f"{what} would run steps of ~{after:.0f} tokens where the knee's step response was "
+        f"read over {low:.0f}-{high:.0f}: too far to price from it (measure it instead)"
+    )
+
+
+def _async_regained(sit: Situation, current: JsonValue) -> tuple[float, str] | None:
+    """What turning speculation off gains back where vLLM turned async scheduling off for
+    the incumbent's method and the study leaves it to vLLM's default (on)."""
+    method = current.get("method") if isinstance(current, dict) else None
+    if method not in SYNC_METHODS or sit.observation.engine.async_scheduling is False:
+        return None
+    gain, busy = async_gain(sit)
+    return gain, f"{gain:.2f}x at a {busy:.0%} busy {sit.observation.gpu.kind}"
+
+
+def _measured(sit: Situation, reading: SpecReading, current: JsonValue) -> Effect | str:
     """The best other choice, each priced from the measured acceptance at the knee's batch."""
-    priced = draft_prices(sit.observation, reading, current_k, sit.choices)
-    if isinstance(priced, str):
-        return priced
+    found = draft_prices(sit, reading, current)
+    if isinstance(found, str):
+        return found
+    priced, unpriced = found
     if not priced:
-        return "no other draft length to try"
-    ratio, best = max(priced, key=lambda p: p[0])
+        return "; ".join(unpriced) or "no other draft length to try"
+    ratio, best, note = max(priced, key=lambda p: p[0])
+    note += "".join(f"; {why}" for why in unpriced)
     signals = sit.observation.saturated.signals
     response = sit.observation.response
     elasticity = response.elasticity if response is not None else 1.0
@@ -105,5 +167,5 @@ def _measured(sit: Situation, reading: SpecReading, current_k: int) -> Effect | 
     k = _draft_tokens(best)
     what = "speculation off" if k == 0 else f"{k} draft tokens"
     if ratio < NOTHING_GAINED:
-        return f"{said}: no other choice gains ({what} priced {ratio:.2f}x)"
-    return Effect("to", min(MAX_RATIO, ratio), f"{said}: {what} {ratio:.2f}x", target=best)
+        return f"{said}: no other choice gains ({what} priced {ratio:.2f}x{note})"
+    return Effect("to", min(MAX_RATIO, ratio), f"{said}: {what} {ratio:.2f}x{note}", target=best)
