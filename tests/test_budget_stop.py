@@ -227,7 +227,7 @@ def test_long_shots_measured_alone_are_tried_together_with_the_walks_moves(
 
 
 def test_a_step_the_budget_left_cannot_pay_for_is_not_begun(small_run: TuneRun) -> None:
-    """peer_autotune on vLLM's CPU build (2026-11-29): a validation begun with 32 s of the
+    """peer_autotune on vLLM's CPU build (2026-11-29): a validation begun with 86 s of the
     device-hour budget left took 272 s and ended the run 24% past its budget."""
     events = _events(small_run)
     finalist = next(i for i, e in enumerate(events) if isinstance(e, Screened) and e.finalist)

@@ -18,18 +18,13 @@ from kneepoint.report.diagnosis_document import findings_document
 from kneepoint.report.document import to_markdown
 from kneepoint.run.progress import LogProgress
 from kneepoint.tune.diagnose import measure_and_diagnose
+from tests.support.tiny_llama import TINY_LLAMA
 
 from .conftest import REPO
 
 CPU, H100 = gpu_catalogue()["cpu"], gpu_catalogue()["h100-sxm"]
 LLAMA_1B = model_catalogue()["llama-3.2-1b"]
 STUDY = REPO / "tests" / "fixtures" / "studies" / "cpu-tiny-kv.yaml"
-TINY_LLAMA = {  # tests/support/real_vllm/make_tiny_model.py's
-    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 256,
-    "intermediate_size": 512, "num_hidden_layers": 4, "num_attention_heads": 4,
-    "num_key_value_heads": 2, "head_dim": 64, "vocab_size": 4096,
-    "max_position_embeddings": 4096, "torch_dtype": "bfloat16",
-}  # fmt: skip
 
 
 def test_the_cpu_build_s_defaults_are_its_own() -> None:

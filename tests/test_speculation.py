@@ -5,10 +5,12 @@ against the step that verifies it."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
+from kneepoint.config import load_study
 from kneepoint.config.catalog import knob_catalogue
 from kneepoint.physics.speculation import (
     Drafting,
@@ -17,6 +19,8 @@ from kneepoint.physics.speculation import (
     uniform_tokens_per_draft,
 )
 from kneepoint.policies.diagnosis.context import context_of
+from kneepoint.policies.diagnosis.diagnose import diagnose
+from kneepoint.policies.diagnosis.observe import observe_study
 from kneepoint.policies.pruning.prune import prune
 from kneepoint.probes.telemetry.prom import parse_metrics
 from kneepoint.probes.telemetry.signals import summarize_signals
@@ -24,8 +28,10 @@ from kneepoint.records.backend_spec import VllmBackend
 from kneepoint.records.diagnosis import Diagnosis, Observation, ServerResponse
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.loadpoint import SpecReading
+from kneepoint.records.sweep import SweepResult
 from kneepoint.report.speculation import reading_words
 from tests.support.readings import BANDWIDTH, H100, LLAMA_8B, point
+from tests.support.tiny_llama import TINY_LLAMA
 
 K3 = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4}
 
@@ -158,3 +164,23 @@ def test_a_real_cpu_builds_spec_decode_counters_are_read() -> None:
     assert zero.value("spec_drafts") is None and after.value("spec_drafts") == 7375
     positions = after.by_label("spec_accepted_by_position", "position")
     assert sorted(positions) == ["0", "1", "2"] and positions["0"] >= positions["2"] > 0
+
+
+REAL = Path(__file__).parent / "fixtures" / "real" / "cpu-tiny-ngram"
+
+
+def test_the_real_greedy_run_is_read_and_its_off_step_is_not_guessed(tmp_path: Path) -> None:
+    """vLLM 0.32's CPU build drafting greedy n-grams (tests/fixtures/real/cpu-tiny-ngram):
+    3.97 tokens a draft at the knee; off would run steps far outside the knee's response
+    (it measured 0.62x there, where that response's power law said 0.81x)."""
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(TINY_LLAMA))
+    study = load_study(REAL / "greedy-on" / "study.yaml",
+                       [f"model={config}", f"engine.model={tmp_path}"])  # fmt: skip
+    result = SweepResult.model_validate_json((REAL / "greedy-on" / "sweep.json").read_text())
+    context = context_of(observe_study(study, study.engine, result))
+    spec = context.observation.saturated.signals.speculation
+    assert spec is not None and spec.acceptance_length == pytest.approx(3.96, abs=0.02)
+    pruning = prune(diagnose(context), context, knob_catalogue(), backend=study.backend)
+    said = " ".join([c.reason for c in pruning.candidates] + [r.reason for r in pruning.ruled_out])
+    assert "speculation off would run steps of ~247 tokens" in said

@@ -117,7 +117,7 @@ def expected_step_s(state: RunState, study: StudySpec, step: str) -> float | Non
 def unaffordable(state: RunState, study: StudySpec, step: str, trial: int) -> Finished | None:
     """A stop where the device-hour budget left does not cover the next step's expected cost
     (``expected_step_s``): a run that started it would end past its budget (a validation
-    begun with 32 s left took 272 s and ended a run 24% over, benchmarks/README.md's
+    begun with 86 s left took 272 s and ended a run 24% over, benchmarks/README.md's
     peer_autotune.py)."""
     budget = study.budget.max_device_hours
     cost = expected_step_s(state, study, step)
