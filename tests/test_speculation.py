@@ -16,7 +16,6 @@ from kneepoint.physics.speculation import (
     Drafting,
     throughput_ratio,
     tokens_per_draft,
-    uniform_tokens_per_draft,
 )
 from kneepoint.policies.diagnosis.context import context_of
 from kneepoint.policies.diagnosis.diagnose import diagnose
@@ -34,6 +33,14 @@ from tests.support.readings import BANDWIDTH, H100, LLAMA_8B, point
 from tests.support.tiny_llama import TINY_LLAMA
 
 K3 = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4}
+
+
+def uniform_tokens_per_draft(acceptance: float, k: int) -> float:
+    """Leviathan et al. 2023's expected tokens for acceptance rate ``acceptance`` and ``k``
+    draft tokens: (1 - a^(k+1)) / (1 - a); k + 1 where every draft is accepted."""
+    if acceptance >= 1.0:
+        return float(k + 1)
+    return float((1.0 - acceptance ** (k + 1)) / (1.0 - acceptance))
 
 
 def test_a_draft_yields_one_plus_its_accepted_positions() -> None:

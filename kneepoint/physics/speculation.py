@@ -43,14 +43,6 @@ def tokens_per_draft(accepted_by_position: Sequence[float], k: int) -> float:
     return 1.0 + sum(shares[:k])
 
 
-def uniform_tokens_per_draft(acceptance: float, k: int) -> float:
-    """Leviathan et al.'s expected tokens for acceptance rate ``acceptance`` and ``k`` draft
-    tokens: (1 - a^(k+1)) / (1 - a); k + 1 where every draft is accepted."""
-    if acceptance >= 1.0:
-        return float(k + 1)
-    return (1.0 - acceptance ** (k + 1)) / (1.0 - acceptance)
-
-
 @dataclass(frozen=True, slots=True)
 class Drafting:
     """One speculative setting as a step sees it: ``k`` draft tokens (0: off), drafted by

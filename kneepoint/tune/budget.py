@@ -10,6 +10,7 @@ wall-clock time and is left out of the price: a resumed run would see another cl
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 from kneepoint.load.objective import rules
 from kneepoint.policies.search.learning import single_knob_errors
@@ -18,6 +19,8 @@ from kneepoint.records.ledger import Finished
 from kneepoint.records.proposal import TrialPrice
 from kneepoint.records.study import StudySpec
 from kneepoint.run.state import RunState
+
+Step = Literal["screen", "validation"]
 
 
 def floor_rel(state: RunState, study: StudySpec) -> float:
@@ -96,7 +99,7 @@ def long_shots_only(study: StudySpec, state: RunState) -> bool:
     return study.tuning.stop == "budget" and not pruning.candidates and bool(pruning.long_shots)
 
 
-def expected_step_s(state: RunState, study: StudySpec, step: str) -> float | None:
+def expected_step_s(state: RunState, study: StudySpec, step: Step) -> float | None:
     """What a screen or a validation is expected to cost in device time: the mean of this
     run's own so far; a first validation, its repeats' pairs of server starts at the screens'
     cost (a validation is ``validate_repeats`` pairs, each two starts and two sweeps: on
@@ -114,7 +117,7 @@ def expected_step_s(state: RunState, study: StudySpec, step: str) -> float | Non
     return 2 * study.tuning.validate_repeats * sum(screens) / len(screens)
 
 
-def unaffordable(state: RunState, study: StudySpec, step: str, trial: int) -> Finished | None:
+def unaffordable(state: RunState, study: StudySpec, step: Step, trial: int) -> Finished | None:
     """A stop where the device-hour budget left does not cover the next step's expected cost
     (``expected_step_s``): a run that started it would end past its budget (a validation
     begun with 86 s left took 272 s and ended a run 24% over, benchmarks/README.md's

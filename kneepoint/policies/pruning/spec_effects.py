@@ -22,6 +22,7 @@ from kneepoint.policies.pruning.knob_effects import (
     Situation,
     async_gain,
 )
+from kneepoint.records.diagnosis import ServerResponse
 from kneepoint.records.loadpoint import SpecReading
 
 PRIOR_RATIO = 1.15
@@ -78,7 +79,8 @@ def draft_prices(
     if share is None or not tokens or not running:
         return "the spec-decode counters read no decoding steps to price from"
     response = sit.observation.response
-    elasticity = response.elasticity if response is not None else 1.0
+    if response is None:
+        return "no step response was read at the knee to price a draft length from"
 
     def drafting(choice: JsonValue) -> Drafting:
         k = _draft_tokens(choice)
@@ -90,12 +92,12 @@ def draft_prices(
         if _draft_tokens(choice) == _draft_tokens(current):
             continue
         then = drafting(choice)
-        outside = _outside_response(sit, now, then, running, tokens)
+        outside = _outside_response(response, now, then, running, tokens)
         if outside is not None:
             unpriced.append(outside)
             continue
         ratio = throughput_ratio(now, then, batch=running, step_tokens=tokens,
-                                 elasticity=elasticity)  # fmt: skip
+                                 elasticity=response.elasticity)  # fmt: skip
         note = ""
         if choice is None and regained is not None:
             ratio *= regained[0]
@@ -113,16 +115,13 @@ off ran 244 (measured), and the power law priced off at 0.81x where it measured 
 
 
 def _outside_response(
-    sit: Situation, now: Drafting, then: Drafting, running: float, tokens: float
+    response: ServerResponse, now: Drafting, then: Drafting, running: float, tokens: float
 ) -> str | None:
     """Why a draft length cannot be priced: its steps would carry tokens far outside what
     the knee's step response was read over."""
-    response = sit.observation.response
     decode = running * now.verified
     grown = then.gain / now.gain
     after = max(0.0, tokens - decode) * grown + running * then.verified
-    if response is None:
-        return "no step response was read at the knee to price a draft length from"
     low, high = response.low_tokens_per_step, response.high_tokens_per_step
     if low / EXTRAPOLATION <= after <= high * EXTRAPOLATION:
         return None
@@ -154,15 +153,14 @@ def _measured(sit: Situation, reading: SpecReading, current: JsonValue) -> Effec
         return "; ".join(unpriced) or "no other draft length to try"
     ratio, best, note = max(priced, key=lambda p: p[0])
     note += "".join(f"; {why}" for why in unpriced)
-    signals = sit.observation.saturated.signals
-    response = sit.observation.response
-    elasticity = response.elasticity if response is not None else 1.0
+    signals, response = sit.observation.saturated.signals, sit.observation.response
+    assert response is not None  # draft_prices priced nothing without one
     shares = ", ".join(f"{p:.2f}" for p in reading.accepted_by_position)
     said = (
         f"drafts accepted by position {shares} ({reading.draft_share or 0.0:.0%} of decoding "
         f"steps drafted, {reading.acceptance_length or 1.0:.2f} tokens a draft) at "
         f"{signals.running_mean or 0.0:.0f} sequences a step, steps growing as "
-        f"tokens^{elasticity:.2f}"
+        f"tokens^{response.elasticity:.2f}"
     )
     k = _draft_tokens(best)
     what = "speculation off" if k == 0 else f"{k} draft tokens"
