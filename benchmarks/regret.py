@@ -62,6 +62,7 @@ VALUES: dict[str, list[object]] = {
     "enable_prefix_caching": [False, True],
     "gpu_memory_utilization": [0.8, 0.9, 0.95],
     "kv_cache_memory_bytes": [GIB, 2 * GIB, 4 * GIB, 8 * GIB],
+    "api_server_count": [None, 2, 4],
 }
 # The knobs each study's grid spans (its search.knobs, less those left at the start for time:
 # each added two-valued knob doubles the grid).

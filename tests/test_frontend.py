@@ -84,3 +84,27 @@ def test_the_queue_adds_to_ttft_under_load_but_not_at_low_rates() -> None:
     assert ttft[8.0, CHUNK_S] == pytest.approx(ttft[8.0, 0.0], rel=0.1)
     assert ttft[40.0, CHUNK_S] > 1.5 * ttft[40.0, 0.0]
     assert ttft[40.0, CHUNK_S] > 2.5 * ttft[8.0, CHUNK_S]
+
+
+def test_more_servers_share_the_streaming() -> None:
+    # --api-server-count 2: each process streams its own requests' chunks, so a step's 150
+    # chunks take half as long to leave.
+    one = FrontEnd.of(Efficiency(frontend_chunk_s=100e-6))
+    two = FrontEnd.of(Efficiency(frontend_chunk_s=100e-6), servers=2)
+    for server in (one, two):
+        server.stream(1.000, chunks=150)
+    assert one.seen_at(1.000) == pytest.approx(1.015)
+    assert two.seen_at(1.000) == pytest.approx(1.0075)
+
+
+def test_busy_share_is_read_over_a_window_as_a_process_cpu_would_be() -> None:
+    server = FrontEnd(latency_s=0.0, chunk_s=100e-6)
+    server.stream(1.000, chunks=100)  # busy 1.000-1.010
+    server.stream(1.005, chunks=100)  # queued behind it: busy 1.010-1.020
+    server.stream(1.050, chunks=50)  # busy 1.050-1.055
+    assert server.busy_pct(1.000, 1.100) == pytest.approx(25.0)
+    # A window that cuts a piece of work counts the part inside it.
+    assert server.busy_pct(1.015, 1.052) == pytest.approx(100 * 0.007 / 0.037)
+    assert server.busy_pct(1.2, 1.3) == 0.0
+    # Streaming at no cost is no model of the server: nothing to read.
+    assert FrontEnd(latency_s=0.014, chunk_s=0.0).busy_pct(1.0, 2.0) is None

@@ -147,3 +147,71 @@ def test_the_engines_share_of_the_cores_it_bound_is_said() -> None:
         "the host is busy: CPU pressure 62%, 1.1 cores used by other work, the engine 45% of "
         "the 1 it bound over the point; not counted"
     )
+
+
+_TREE = """
+import ctypes, os, sys, time
+def spin_or_sleep(spins):
+    while True:
+        if not spins:
+            time.sleep(1)
+for name in sys.argv[2:]:
+    if os.fork() == 0:
+        # vLLM's set_process_title also sets the kernel's comm (prctl PR_SET_NAME), which
+        # is what psutil's name() reads.
+        ctypes.CDLL(None).prctl(15, name.encode(), 0, 0, 0)
+        os.write(1, b"ready\\n")  # one write: the processes share the pipe
+        spin_or_sleep(name.startswith("VLLM::APIServer"))
+os.write(1, b"ready\\n")
+spin_or_sleep(sys.argv[1] == "spin")
+"""
+
+
+@contextmanager
+def _titled_tree(root: str, *children: str) -> Iterator[psutil.Process]:
+    """A process tree titled as a vLLM V1 server's: its root spinning (``root="spin"``) or
+    not, and children named as vLLM names them, of which the API servers spin."""
+    argv = [sys.executable, "-c", _TREE, root, *children]
+    tree = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert tree.stdout is not None
+        for _ in range(len(children) + 1):
+            assert tree.stdout.readline().strip() == "ready"
+        yield psutil.Process(tree.pid)
+    finally:
+        for proc in cpu.tree(psutil.Process(tree.pid))[::-1]:
+            proc.kill()
+        tree.wait()
+
+
+def _frontend_read(server: psutil.Process, busy: psutil.Process) -> tuple[float | None, float]:
+    """The front-end reading of a server's tree, and the busy process's CPU over it."""
+    host = HostLoad(server_pid=server.pid)
+    began, start = time.perf_counter(), _cpu_s(busy)
+    while _cpu_s(busy) - start < 0.3:  # waits on the process's own CPU, not on a clock
+        psutil.cpu_percent(interval=0.05)
+    read = host.reading()
+    return read.frontend_pct, 100.0 * (_cpu_s(busy) - start) / (time.perf_counter() - began)
+
+
+def test_one_api_server_is_the_root_beside_its_engine_core() -> None:
+    with _titled_tree("spin", "VLLM::EngineCore", "VLLM::Worker") as server:
+        assert cpu.api_servers(cpu.tree(server)) == (server.pid,)
+        frontend, used = _frontend_read(server, server)
+    assert frontend is not None and 0.8 * used <= frontend <= 1.2 * used + 5, (frontend, used)
+
+
+def test_several_api_servers_read_as_the_busiest() -> None:
+    titles = ("VLLM::EngineCore", "VLLM::APIServer_0", "VLLM::APIServer_1")
+    with _titled_tree("idle", *titles) as server:
+        servers = cpu.api_servers(cpu.tree(server))
+        assert len(servers) == 2 and server.pid not in servers
+        busy = psutil.Process(servers[0])
+        frontend, used = _frontend_read(server, busy)
+    assert frontend is not None and 0.8 * used <= frontend <= 1.2 * used + 5, (frontend, used)
+
+
+def test_a_tree_without_an_engine_core_has_no_front_end_to_tell_apart() -> None:
+    with _titled_tree("idle") as server:
+        assert cpu.api_servers(cpu.tree(server)) == ()
+        assert HostLoad(server_pid=server.pid).reading().frontend_pct is None

@@ -61,6 +61,7 @@ class ResolvedEngine(Record):
     tensor_parallel_size: int = Field(ge=1)
     long_prefill_token_threshold: int = Field(ge=0)
     stream_interval: int = Field(ge=1)
+    api_server_count: int = Field(default=1, ge=1)
 
 
 class UnmodeledSettingError(KneepointError, ValueError):
@@ -107,6 +108,7 @@ def resolve_engine(engine: EngineConfig, gpu: GpuSpec, model: ModelSpec) -> Reso
         tensor_parallel_size=engine.tensor_parallel_size or 1,
         long_prefill_token_threshold=engine.long_prefill_token_threshold or 0,
         stream_interval=engine.stream_interval or 1,
+        api_server_count=engine.api_server_count or 1,
     )
 
 

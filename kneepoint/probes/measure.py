@@ -121,6 +121,8 @@ async def measure_async(
         start,
         end,
         engine_cpu_pct=held.engine_pct,
+        frontend_cpu_pct=held.frontend_pct,
+        host_idle_cores=held.idle_cores,
         engine_cores_bound=instruments.engine_cores,
         host_cpu_pressure=held.pressure,
         host_cpu_others_cores=held.others_cores,

@@ -24,6 +24,13 @@ SIM_UNMODELED: Mapping[str, str] = {
     "speculative_config": "the simulator does not model speculative decoding"
 }
 """Knobs the simulator would silently ignore: a change to one proves nothing there."""
+SIM_HTTP_UNMODELED: Mapping[str, str] = {
+    **SIM_UNMODELED,
+    "api_server_count": "`kneepoint sim serve` runs one API server in front of its engine",
+}
+MODULE_LAUNCHER = "vllm.entrypoints.openai.api_server"
+"""The API-server module, which serves from one process whatever --api-server-count says
+(vLLM 0.32: its ``main`` runs ``run_server`` alone; ``vllm serve`` starts the others)."""
 
 
 class BackendSpec(InputRecord):
@@ -113,7 +120,7 @@ class SimBackend(BackendSpec):
 
     @property
     def unmodeled_knobs(self) -> Mapping[str, str]:
-        return SIM_UNMODELED
+        return SIM_UNMODELED if self.virtual_clock else SIM_HTTP_UNMODELED
 
     @property
     def injected_faults(self) -> Faults | None:
@@ -155,6 +162,16 @@ class VllmBackend(BackendSpec):
     @property
     def launch_command(self) -> tuple[str, ...]:
         return self.command
+
+    @property
+    def unmodeled_knobs(self) -> Mapping[str, str]:
+        if MODULE_LAUNCHER in self.command:
+            return {
+                "api_server_count": f"the backend runs `python -m {MODULE_LAUNCHER}`, which "
+                "serves from one process whatever --api-server-count says; `vllm serve` "
+                "starts several"
+            }
+        return {}
 
     @property
     def stated_vllm_version(self) -> str | None:

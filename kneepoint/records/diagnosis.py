@@ -26,10 +26,13 @@ from kneepoint.records.workload import Workload
 Binding = Literal[
     "compute", "scheduling", "bandwidth", "cache", "underloaded", "client_bound", "inconclusive"
 ]
-SchedulingKind = Literal["cpu_overhead", "admission_cap", "prefill_interference", "token_budget"]
+SchedulingKind = Literal[
+    "cpu_overhead", "admission_cap", "prefill_interference", "token_budget", "frontend"
+]  # fmt: skip
 """What kind of scheduling wall: CPU-side work the GPU waits for; a sequence cap that keeps
 requests waiting while KV is free; long prefills stalling running decodes; a token budget too
-small for the batch."""
+small for the batch; an API server whose one event loop is saturated (requests reach the
+engine, and tokens the client, late)."""
 SignalSource = Literal["gpm", "nvml", "vllm", "roofline", "client"]
 
 

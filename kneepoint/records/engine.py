@@ -78,6 +78,8 @@ class EngineConfig(InputRecord):
     """Tokens per streamed chunk."""
     speculative_config: dict[str, JsonValue] | None = None
     """Speculative decoding settings, passed to vLLM as JSON."""
+    api_server_count: int | None = Field(default=None, ge=1)
+    """API-server processes in front of the engine (`vllm serve` only)."""
     extra_args: tuple[str, ...] = ()
     """Further `vllm serve` arguments kneepoint does not model, passed through verbatim."""
 

@@ -75,6 +75,10 @@ class Signals(Record):
     power_w: float | None = Field(default=None, ge=0.0)
     engine_cpu_pct: float | None = Field(default=None, ge=0.0)
     """CPU of the engine's processes (100 = one core busy)."""
+    frontend_cpu_pct: float | None = Field(default=None, ge=0.0)
+    """CPU of the busiest API-server process (100 = one core): vLLM's API server is one
+    Python event loop, so near 100 it is saturated (``kneepoint.probes.telemetry.cpu``; the
+    simulator's own front-end model where it streams at a cost). None where unread."""
     engine_cores_bound: int | None = Field(default=None, ge=1)
     """Cores the engine asked for: vLLM's CPU build binds one OpenMP thread to each (None on
     a GPU build, or where the log did not say)."""
@@ -85,6 +89,9 @@ class Signals(Record):
     """Cores' worth of the host's CPU spent outside the measurement over the point (its busy
     time, a VM's steal included, less the measuring process's and the server's process
     tree's); None where unread (``kneepoint.probes.telemetry.cpu``)."""
+    host_idle_cores: float | None = Field(default=None, ge=0.0)
+    """Cores' worth of the host's CPU nobody used over the point: room for another
+    process (an API server) without taking the engine's; None where unread."""
     gpu_other_processes: int | None = Field(default=None, ge=0)
     """Processes outside the measurement that ran on the GPU over the point (NVML); None
     where unread or where NVML's pids cannot be matched to ours (a container)."""

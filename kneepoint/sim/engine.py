@@ -136,7 +136,7 @@ class SimEngine:
             self.memory.layout,
         )
         self.scheduler = Scheduler(self.resolved, self.kv, eager=eager)
-        self.frontend = FrontEnd.of(self.efficiency)
+        self.frontend = FrontEnd.of(self.efficiency, self.resolved.api_server_count)
         self.now_s = 0.0
         self._next_rid = 0
 

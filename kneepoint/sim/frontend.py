@@ -12,8 +12,12 @@ load that loop is a queue in its own right, and the real H100 recordings show it
   stream a step's ~167 chunks, not at the pace of each step. At 32 req/s, with ~95 chunks a
   step, the engine still sets the pace (p50 10.0 ms, decode-only steps ~10 ms).
 
-The model is a single server working first come, first served. A step's output costs
-``frontend_chunk_s`` per chunk it streams, and its tokens reach the client when that is done.
+The model is a single server working first come, first served; ``--api-server-count N``
+splits the streaming among N such servers (vLLM's API-server scale-out, PR #17546: each
+process takes its own connections and streams its own requests' tokens), modeled as one
+server N times as fast, which holds where each has a core of its own (a GPU host's). A step's
+output costs ``frontend_chunk_s`` per chunk it streams, and its tokens reach the client when
+that is done.
 A request's intake is quick beside it, but waits its turn: it reaches the engine once the
 output queued before it is streamed, ``frontend_latency_s`` later (the part that queues for
 nothing: the network, HTTP, the hand-off between processes). The HTTP simulator
@@ -22,6 +26,7 @@ nothing: the network, HTTP, the hand-off between processes). The HTTP simulator
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -38,10 +43,30 @@ class FrontEnd:
     """When the thread has finished all the work handed to it so far."""
     delivered_s: dict[float, float] = field(default_factory=dict)
     """Engine step end -> when that step's tokens reach the client."""
+    _ends_s: list[float] = field(default_factory=list)
+    _busy_s: list[float] = field(default_factory=list)
+    """Each piece of work's end, and the thread's busy seconds up to it (work is serial, so
+    both ascend)."""
 
     @classmethod
-    def of(cls, efficiency: Efficiency) -> FrontEnd:
-        return cls(efficiency.frontend_latency_s, efficiency.frontend_chunk_s)
+    def of(cls, efficiency: Efficiency, servers: int = 1) -> FrontEnd:
+        return cls(efficiency.frontend_latency_s, efficiency.frontend_chunk_s / servers)
+
+    def busy_pct(self, start_s: float, end_s: float) -> float | None:
+        """The thread's CPU over a window (100 = busy throughout), as a real API-server
+        process's would be read; None where it streams at no cost (no model of it)."""
+        if self.chunk_s <= 0 or end_s <= start_s:
+            return None
+        return 100.0 * (self._busy_until(end_s) - self._busy_until(start_s)) / (end_s - start_s)
+
+    def _busy_until(self, t_s: float) -> float:
+        i = bisect.bisect_right(self._ends_s, t_s)
+        before = self._busy_s[i - 1] if i else 0.0
+        if i == len(self._ends_s):
+            return before
+        # The piece of work under way at t_s counts up to t_s.
+        length = self._busy_s[i] - before
+        return before + max(0.0, t_s - (self._ends_s[i] - length))
 
     def intake(self, arrival_s: float) -> float:
         """When a request that arrived at ``arrival_s`` reaches the engine."""
@@ -64,4 +89,7 @@ class FrontEnd:
 
     def _serve(self, ready_s: float, work_s: float) -> float:
         self.free_at_s = max(self.free_at_s, ready_s) + work_s
+        if work_s > 0:
+            self._ends_s.append(self.free_at_s)
+            self._busy_s.append((self._busy_s[-1] if self._busy_s else 0.0) + work_s)
         return self.free_at_s

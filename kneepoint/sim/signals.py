@@ -91,6 +91,7 @@ def virtual_signals(
         sm_util_pct=gpu.sm_util_pct,
         tensor_util_pct=gpu.tensor_util_pct,
         dram_bw_util_pct=gpu.dram_bw_util_pct,
+        frontend_cpu_pct=engine.frontend.busy_pct(start_s, end_s),
         server_e2e_sum_s=sum(r.token_times_s[-1] - r.arrival_s for r in finished if r.token_times_s)
         if finished
         else None,

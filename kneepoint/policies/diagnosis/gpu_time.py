@@ -12,6 +12,9 @@ from kneepoint.policies.diagnosis.evidence import Tally, queued
 from kneepoint.policies.diagnosis.step_estimate import StepEstimate
 from kneepoint.records.loadpoint import LoadPoint, Signals
 
+# vLLM's API server is one Python event loop: past this share of one core it has no time
+# left to take requests in and stream tokens out, and the engine waits on it.
+FRONTEND_SATURATED_PCT = 90.0
 # What real kernels reach of the peaks (public vLLM-on-H100 models): tensor activity near half
 # of peak already means GEMM-bound; streaming weights and KV reaches ~70% of peak bandwidth.
 TYPICAL_MFU = 0.5
@@ -26,6 +29,7 @@ def gpu_time(point: LoadPoint, estimate: StepEstimate | None, rest: float, tally
         return
     idle = (1.0 - busy) + launch
     if queued(point) or (s.running_mean or 0.0) > 0:
+        frontend = _frontend_saturated(s, tally)
         tally.add(
             "scheduling",
             rest * idle,
@@ -33,9 +37,13 @@ def gpu_time(point: LoadPoint, estimate: StepEstimate | None, rest: float, tally
             value=round(idle, 3),
             threshold="share of the time",
             reading=f"the {tally.device} idled or launched kernels {idle:.0%} of the time while "
-            "work was in flight: CPU-side scheduling, output processing and launch overhead "
-            "are exposed",
-            kind="cpu_overhead",
+            "work was in flight: "
+            + (
+                "the saturated API server hands requests in and streams tokens out late"
+                if frontend
+                else "CPU-side scheduling, output processing and launch overhead are exposed"
+            ),
+            kind="frontend" if frontend else "cpu_overhead",
         )
     math_share = _compute_share(s, estimate, tally)
     working = rest * max(0.0, busy - launch)
@@ -67,6 +75,24 @@ def gpu_time(point: LoadPoint, estimate: StepEstimate | None, rest: float, tally
         reading=f"{1 - math_share:.0%} of the busy {tally.device} time waits on "
         f"{tally.memory} reads (weights, KV)",
     )
+
+
+def _frontend_saturated(s: Signals, tally: Tally) -> bool:
+    """Whether the busiest API-server process had no time left (and the line saying so)."""
+    pct = s.frontend_cpu_pct
+    if pct is None:
+        return False
+    saturated = pct >= FRONTEND_SATURATED_PCT
+    tally.add(
+        None,
+        0.0,
+        signal="frontend_cpu_pct",
+        value=round(pct, 1),
+        threshold=f">= {FRONTEND_SATURATED_PCT:g} is a saturated event loop",
+        reading=f"the busiest API-server process used {pct:.0f}% of a core: "
+        + ("its one event loop is saturated" if saturated else "it had time to spare"),
+    )
+    return saturated
 
 
 def _busy(

@@ -245,7 +245,7 @@ def _prefill_schedules(sit: Situation) -> bool:
 
 
 def stream_chunks(sit: Situation) -> Effect | str:
-    if sit.diagnosis.scheduling_kind != "cpu_overhead":
+    if sit.diagnosis.scheduling_kind not in ("cpu_overhead", "frontend"):
         return "output processing is not what binds"
     current = sit.engine.stream_interval
     reason = f"{current} token(s) per chunk: fewer chunks mean less API-server work per token"

@@ -24,6 +24,7 @@ from kneepoint.policies.diagnosis.context import ConfigContext
 from kneepoint.policies.diagnosis.step_estimate import estimate_step
 from kneepoint.policies.pruning.batch_effects import BATCH_RULES, TAIL_RULES
 from kneepoint.policies.pruning.ceiling import bound_growth
+from kneepoint.policies.pruning.frontend_effects import api_servers
 from kneepoint.policies.pruning.knob_effects import (
     RULES,
     UNSET,
@@ -61,6 +62,7 @@ _RULES: dict[str, Rule] = {
     "gpu_memory_utilization": memory_fraction,
     "kv_cache_memory_bytes": memory_bytes,
     "speculative_config": speculation,
+    "api_server_count": api_servers,
 }
 
 

@@ -31,6 +31,8 @@ from urllib.parse import urlsplit
 import psutil
 
 PSI_CPU = Path("/proc/pressure/cpu")
+ENGINE_CORE_TITLE = "VLLM::EngineCor"  # "VLLM::EngineCore" cut to comm's 15 characters
+API_SERVER_TITLE = "VLLM::APIServer"
 LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "0.0.0.0"})
 
 
@@ -61,6 +63,11 @@ class HostReading:
     engine_pct: float | None = None
     """CPU the launched server's process tree used (100 = one core); None where the server
     was not launched here."""
+    frontend_pct: float | None = None
+    """CPU of the launched server's busiest API-server process (100 = one core); None where
+    the tree has no engine-core process of its own to tell it from (not vLLM V1)."""
+    idle_cores: float | None = None
+    """Cores' worth of the host's CPU nobody used over the window; None where unread."""
 
 
 class HostLoad:
@@ -80,6 +87,7 @@ class HostLoad:
             with contextlib.suppress(psutil.Error):
                 engine = tree(psutil.Process(server))
         self._engine = frozenset(p.pid for p in engine) if server_pid is not None else None
+        self._frontends = api_servers(engine) if server_pid is not None else ()
         self._own = {p.pid: p for p in [*own, *engine]}.values()
         self.own_pids = frozenset(p.pid for p in self._own)
         """The measurement's processes: this one and the server's tree."""
@@ -101,14 +109,43 @@ class HostLoad:
         # the rest is read as others', which errs towards measuring again.
         own = sum(used.get(pid, start) - start for pid, start in self._used.items())
         others = max(0.0, (busy - self._busy - own) / span) if self._used else None
-        return HostReading(pressure, others, self._engine_pct(used, span))
+        idle = max(0.0, (psutil.cpu_count() or 1) - (busy - self._busy) / span)
+        return HostReading(
+            pressure,
+            others,
+            self._pct(used, span, self._engine or ()),
+            self._frontend_pct(used, span),
+            idle,
+        )
 
-    def _engine_pct(self, used: dict[int, float], span: float) -> float | None:
-        start = {pid: self._used[pid] for pid in self._engine or () if pid in self._used}
+    def _pct(self, used: dict[int, float], span: float, pids: Iterable[int]) -> float | None:
+        start = {pid: self._used[pid] for pid in pids if pid in self._used}
         if not start:
             return None
         spent = sum(used.get(pid, then) - then for pid, then in start.items())
         return max(0.0, spent / span * 100.0)
+
+    def _frontend_pct(self, used: dict[int, float], span: float) -> float | None:
+        found = [self._pct(used, span, (pid,)) for pid in self._frontends]
+        return max((pct for pct in found if pct is not None), default=None)
+
+
+def api_servers(server_tree: list[psutil.Process]) -> tuple[int, ...]:
+    """The API-server processes of a vLLM V1 server's tree (root first): those vLLM titles
+    ``VLLM::APIServer_N`` where ``--api-server-count`` started several, else the root itself,
+    which serves HTTP while its engine core runs in a child titled ``VLLM::EngineCore``.
+    Empty where no process is titled as an engine core: one process does both (the
+    simulator's HTTP server), or the server is not vLLM V1, and no reading can tell them
+    apart. The titles are vLLM's ``set_process_title`` (``vllm/utils/system_utils.py``), which
+    also sets the kernel's 15-character ``comm``."""
+    names: dict[int, str] = {}
+    for proc in server_tree:
+        with contextlib.suppress(psutil.Error):
+            names[proc.pid] = proc.name()
+    if not any(name.startswith(ENGINE_CORE_TITLE) for name in names.values()):
+        return ()
+    titled = tuple(pid for pid, name in names.items() if name.startswith(API_SERVER_TITLE))
+    return titled or (server_tree[0].pid,)
 
 
 def _stalled_us(path: Path) -> float | None:
