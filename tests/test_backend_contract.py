@@ -55,6 +55,9 @@ def test_every_kind_opens_through_the_one_registry(backend: BackendSpec) -> None
 
 
 FAKE_VLLM = Path(__file__).resolve().parent / "support" / "fakes" / "fake_vllm.py"
+WIDE = ["engine.max_num_seqs=16"]
+"""The small study's 2-sequence cap serves a server's 16 warm-up requests two at a time (~5 s
+of a simulator's real time); the contract is the same at 16."""
 
 
 @contextmanager
@@ -67,7 +70,7 @@ def _serving(kind: str, folder: Path) -> Iterator[BackendSpec]:
             "vllm": VllmBackend(command=(sys.executable, str(FAKE_VLLM), "serve")),
         }[kind]
         return
-    study = load_study(SMALL)
+    study = load_study(SMALL, WIDE)
     with LaunchBackend(sim_argv(study.gpu.name, study.model.name)).serve(
         study.engine, folder
     ) as running:
@@ -78,7 +81,7 @@ def _serving(kind: str, folder: Path) -> Iterator[BackendSpec]:
 def test_every_kind_serves_the_study_and_measures_one_point(kind: str, tmp_path: Path) -> None:
     kept = []
     with _serving(kind, tmp_path / "attached") as backend:
-        study = load_study(SMALL).model_copy(update={"backend": backend})
+        study = load_study(SMALL, WIDE).model_copy(update={"backend": backend})
         size = PointSize(seconds=3.0, min_requests=6)
         with open_target(study, study.engine, tmp_path, size, kept.append) as target:
             point = target.probe(2.0, 0)

@@ -59,6 +59,7 @@ def _knobs() -> list[str]:
     from kneepoint.config.catalog import knob_catalogue
 
     return [
-        f"{knob.name:<30} {knob.flag:<34} acts on {', '.join(knob.acts_on)}"
+        f"{knob.name:<30} {knob.flag:<34} vLLM {knob.vllm_versions or 'any':<10} "
+        f"acts on {', '.join(knob.acts_on)}"
         for knob in knob_catalogue().knobs
     ]
