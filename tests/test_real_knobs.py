@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from kneepoint.config import knob_catalogue
-from kneepoint.records.knob_domains import BoolDomain
 
 pytestmark = pytest.mark.real_vllm
 
@@ -40,7 +39,7 @@ def test_every_knob_the_installed_release_should_know_is_an_option_it_takes(
     options, version = set(parsed["options"]), parsed["version"]
     for knob in knob_catalogue().knobs:
         flags = [knob.flag]
-        if isinstance(knob.domain, BoolDomain):
+        if knob.domain.kind == "bool":
             flags.append("--no-" + knob.flag[2:])
         taken = all(flag in options for flag in flags)
         assert taken == knob.known_by(version), (knob.name, knob.vllm_versions, version, flags)
