@@ -82,6 +82,9 @@ def test_others_cores_count_another_process_but_not_the_servers_tree() -> None:
     engine_s = server_read.engine_pct / 100.0 * wall  # the same reading gives the engine's CPU
     assert 0.8 * used <= engine_s <= 1.2 * used + 0.05, (engine_s, used)
     assert other_read.others_cores >= server_read.others_cores >= 0.0
+    # The spinning process held about a core of those this process may run on.
+    cores = len(psutil.Process().cpu_affinity() or [0])
+    assert server_read.idle_cores is not None and server_read.idle_cores <= cores - 0.5
 
 
 def test_a_local_url_finds_the_process_listening_on_its_port() -> None:

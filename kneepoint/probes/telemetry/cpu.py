@@ -67,7 +67,8 @@ class HostReading:
     """CPU of the launched server's busiest API-server process (100 = one core); None where
     the tree has no engine-core process of its own to tell it from (not vLLM V1)."""
     idle_cores: float | None = None
-    """Cores' worth of the host's CPU nobody used over the window; None where unread."""
+    """Cores' worth of the CPUs this process may run on (its affinity, which the server it
+    launches inherits) that nobody used over the window; None where unread."""
 
 
 class HostLoad:
@@ -92,6 +93,7 @@ class HostLoad:
         self.own_pids = frozenset(p.pid for p in self._own)
         """The measurement's processes: this one and the server's tree."""
         self._stalled, self._busy = _stalled_us(psi), _host_busy_s()
+        self._idle = _idle_s()
         self._used = cpu_seconds(self._own)
         self._wall = time.perf_counter()
 
@@ -109,7 +111,7 @@ class HostLoad:
         # the rest is read as others', which errs towards measuring again.
         own = sum(used.get(pid, start) - start for pid, start in self._used.items())
         others = max(0.0, (busy - self._busy - own) / span) if self._used else None
-        idle = max(0.0, (psutil.cpu_count() or 1) - (busy - self._busy) / span)
+        idle = max(0.0, (_idle_s() - self._idle) / span)
         return HostReading(
             pressure,
             others,
@@ -158,6 +160,17 @@ def _stalled_us(path: Path) -> float | None:
             total = dict(f.split("=", 1) for f in line.split()[1:] if "=" in f).get("total")
             return float(total) if total is not None else None
     return None
+
+
+def _idle_s() -> float:
+    """CPU seconds the cores this process may run on spent idle, since boot."""
+    try:
+        cores = psutil.Process().cpu_affinity() or []
+    except (AttributeError, psutil.Error):  # no affinity on this platform: every core
+        cores = []
+    per_core = psutil.cpu_times(percpu=True)
+    chosen = [per_core[i] for i in cores if i < len(per_core)] or per_core
+    return sum(t.idle + getattr(t, "iowait", 0.0) for t in chosen)
 
 
 def _host_busy_s() -> float:
