@@ -141,9 +141,7 @@ def main() -> None:
         out.write_text(json.dumps(results, indent=1, default=str))
 
     venv = vllm_cpu.vllm_venv()
-    model = args.work / "tiny-llama"
-    if not (model / "config.json").is_file():
-        vllm_cpu.tiny_model(venv, model)
+    model = vllm_cpu.kept_tiny_model(venv, args.work)
     if "host" not in results:
         keep("host", asdict(measure_host(venv, model)))
     speed = _host(results["host"])

@@ -113,9 +113,7 @@ def main() -> None:
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     venv = vllm_cpu.vllm_venv()
-    model = args.work / "tiny-llama"
-    if not (model / "config.json").is_file():
-        vllm_cpu.tiny_model(venv, model)
+    model = vllm_cpu.kept_tiny_model(venv, args.work)
     speed = measure_host(venv, model)
     print(f"host: {speed.summary()}", flush=True)
     sized = [s for s in kv_study_sizing(speed) if not s.startswith("workload.")]

@@ -40,6 +40,15 @@ def tiny_model(venv: Path, folder: Path) -> Path:
     return folder
 
 
+def kept_tiny_model(venv: Path, work: Path) -> Path:
+    """The tiny Llama in ``work``/tiny-llama, written there on a first run and kept for the
+    next (a benchmark resumed or re-run in the same folder)."""
+    model = work / "tiny-llama"
+    if not (model / "config.json").is_file():
+        tiny_model(venv, model)
+    return model
+
+
 def engine(model: Path, kv_bytes: int, *, eager: bool = True) -> EngineConfig:
     """The tiny model served from dummy weights with a KV pool of ``kv_bytes``."""
     return EngineConfig(
