@@ -102,8 +102,11 @@ def test_gating_by_version_backend_search_and_gpus() -> None:
                    engine={"async_scheduling": False}, vllm_version="0.9.0")  # fmt: skip
     assert "does not know --async-scheduling" in why(found, "async_scheduling")
     assert "one" in why(found, "tensor_parallel_size")
-    sim, _ = run("bandwidth", COMPUTE, backend=SimBackend())
-    assert "does not model speculative decoding" in why(sim, "speculative_config")
+    sim, _ = run("bandwidth", COMPUTE, backend=SimBackend(clock="http"))
+    assert "knows no traffic class's drafts" in why(sim, "speculative_config")
+    # the virtual clock models them: with no acceptance measured, the prior prices them
+    virtual, _ = run("bandwidth", COMPUTE, backend=SimBackend())
+    assert "speculative_config" in names(virtual)
     narrow, _ = run("compute", COMPUTE, allowed=["max_num_seqs"])
     assert not narrow.candidates
     assert why(narrow, "quantization") == "not in the study's search.knobs"

@@ -20,13 +20,19 @@ from kneepoint.physics.speculation import (
 from kneepoint.policies.diagnosis.context import context_of
 from kneepoint.policies.diagnosis.diagnose import diagnose
 from kneepoint.policies.diagnosis.observe import observe_study
+from kneepoint.policies.pruning.findings import findings
 from kneepoint.policies.pruning.prune import prune
 from kneepoint.probes.telemetry.prom import parse_metrics
 from kneepoint.probes.telemetry.signals import summarize_signals
 from kneepoint.records.backend_spec import VllmBackend
 from kneepoint.records.diagnosis import Diagnosis, Observation, ServerResponse
+from kneepoint.records.drafts import AcceptanceProbe
 from kneepoint.records.engine import EngineConfig
+from kneepoint.records.knob_domains import ChoiceDomain
+from kneepoint.records.knobs import KnobCatalogue
 from kneepoint.records.loadpoint import SpecReading
+from kneepoint.records.proposal import Pruning
+from kneepoint.records.study import SearchSpec, StudySpec
 from kneepoint.records.sweep import SweepResult
 from kneepoint.report.speculation import reading_words
 from tests.support.readings import BANDWIDTH, H100, LLAMA_8B, point
@@ -126,8 +132,7 @@ def test_draft_lengths_are_priced_from_the_measured_acceptance() -> None:
     high = SpecReading(drafts=1000, draft_tokens=3000, accepted_tokens=2100,
                        generated_tokens=3100, accepted_by_position=(0.9, 0.7, 0.5))  # fmt: skip
     reason, target, ratio = _priced(high, running=4, tokens=20, elasticity=0.1)
-    # well accepted, a small batch: a longer draft pays (off would run 6 tokens a step:
-    # outside the response, not priced)
+    # well accepted, a small batch: a longer draft pays
     assert target == {**K3, "num_speculative_tokens": 5} and ratio > 1.05
     assert "drafts accepted by position 0.90, 0.70, 0.50" in reason and "5 draft tokens" in reason
     low = SpecReading(drafts=1000, draft_tokens=3000, accepted_tokens=150,
@@ -137,12 +142,6 @@ def test_draft_lengths_are_priced_from_the_measured_acceptance() -> None:
     # vLLM's async scheduling, off beside n-gram drafts, comes back)
     assert target is None and ratio > 1.5 and "speculation off" in reason
     assert "async scheduling back" in reason
-    # the greedy CPU-build run: off would run ~247-token steps where the knee's response was
-    # read over 798-883 (benchmarks/README.md's speculation_cpu.py): not priced, said why
-    greedy = SpecReading(drafts=10375, draft_tokens=30798, accepted_tokens=30780,
-                         generated_tokens=42799, accepted_by_position=(1.0, 1.0, 0.97))  # fmt: skip
-    only_off = _priced(greedy, running=118, tokens=883, elasticity=0.83, low=0.9)
-    assert "speculation off would run steps of ~247 tokens" in only_off[0]
 
 
 def test_the_report_says_what_a_draft_yielded() -> None:
@@ -176,18 +175,71 @@ def test_a_real_cpu_builds_spec_decode_counters_are_read() -> None:
 REAL = Path(__file__).parent / "fixtures" / "real" / "cpu-tiny-ngram"
 
 
-def test_the_real_greedy_run_is_read_and_its_off_step_is_not_guessed(tmp_path: Path) -> None:
-    """vLLM 0.32's CPU build drafting greedy n-grams (tests/fixtures/real/cpu-tiny-ngram):
-    3.97 tokens a draft at the knee; off would run steps far outside the knee's response
-    (it measured 0.62x there, where that response's power law said 0.81x)."""
+def _real(tmp_path: Path, run: str) -> tuple[StudySpec, SweepResult]:
     config = tmp_path / "config.json"
     config.write_text(json.dumps(TINY_LLAMA))
-    study = load_study(REAL / "greedy-on" / "study.yaml",
+    study = load_study(REAL / run / "study.yaml",
                        [f"model={config}", f"engine.model={tmp_path}"])  # fmt: skip
-    result = SweepResult.model_validate_json((REAL / "greedy-on" / "sweep.json").read_text())
+    return study, SweepResult.model_validate_json((REAL / run / "sweep.json").read_text())
+
+
+def _only(choice: object) -> KnobCatalogue:
+    """The catalogue with speculation's choices narrowed to off and ``choice``."""
+    catalogue = knob_catalogue()
+    knob = catalogue.get("speculative_config")
+    assert knob is not None
+    narrowed = knob.model_copy(update={"domain": ChoiceDomain(choices=(None, choice))})
+    knobs = tuple(narrowed if k.name == knob.name else k for k in catalogue.knobs)
+    return catalogue.model_copy(update={"knobs": knobs})
+
+
+def _spec_reason(pruning: Pruning) -> tuple[str, float | None]:
+    found = next((c for c in pruning.candidates if c.knob.name == "speculative_config"), None)
+    if found is not None:
+        return found.reason, found.predicted_ratio
+    return next(r.reason for r in pruning.ruled_out if r.knob == "speculative_config"), None
+
+
+def test_the_real_greedy_run_prices_off_near_what_it_measured(tmp_path: Path) -> None:
+    """vLLM 0.32's CPU build drafting greedy n-grams (tests/fixtures/real/cpu-tiny-ngram):
+    3.97 tokens a draft at the knee, and off runs steps far outside the knee's response
+    (~247 tokens where it spanned 798-883): the roofline prices them, scaled to the step the
+    server ran; off measured 0.62x (33.90 against 54.54 req/s), where the response's power
+    law said 0.81x and with async scheduling back 0.51x."""
+    study, result = _real(tmp_path, "greedy-on")
     context = context_of(observe_study(study, study.engine, result))
     spec = context.observation.saturated.signals.speculation
     assert spec is not None and spec.acceptance_length == pytest.approx(3.96, abs=0.02)
-    pruning = prune(diagnose(context), context, knob_catalogue(), backend=study.backend)
-    said = " ".join([c.reason for c in pruning.candidates] + [r.reason for r in pruning.ruled_out])
-    assert "speculation off would run steps of ~247 tokens" in said
+    pruning = prune(diagnose(context), context, _only(K3), backend=study.backend)
+    reason, _ = _spec_reason(pruning)
+    assert "steps of ~247 tokens priced by the roofline" in reason
+    priced = float(reason.split("speculation off priced ")[1].split("x")[0])
+    assert 0.62 / 1.25 < priced < min(1.0, 0.62 * 1.25)
+
+
+@pytest.mark.parametrize(
+    ("run", "measured"), [("greedy", 54.54 / 33.90), ("sampled", 25.83 / 34.10)]
+)
+def test_the_acceptance_probe_prices_turning_drafts_on_as_the_real_server_measured(
+    tmp_path: Path, run: str, measured: float
+) -> None:
+    """The real CPU build's off sweep as the incumbent, and its drafting sweep's lowest
+    rate as the acceptance probe (what ``kneepoint.tune.acceptance_step`` reads): greedy
+    drafts (3.97 tokens a draft) priced above 1 and within 1.25x of the 1.61x measured;
+    sampled ones (nothing accepted) below 1, within 1.25x of the 0.76x measured."""
+    study, off = _real(tmp_path, f"{run}-off")
+    _, on = _real(tmp_path, f"{run}-on")
+    # its lowest rate with a reading (the recording's reader kept none where no draft was)
+    read = [p for p in on.points if p.counted and p.point.signals.speculation is not None]
+    low = min(read, key=lambda p: p.rate_rps)
+    probe = AcceptanceProbe(speculative_config=K3, rate_rps=low.rate_rps,
+                            reading=low.point.signals.speculation)  # fmt: skip
+    study = study.model_copy(update={"search": SearchSpec(knobs=("speculative_config",))})
+    _, pruning = findings(study, off.config, off, _only(K3), "0.32.0", acceptance=probe)
+    reason, ratio = _spec_reason(pruning)
+    assert f"the acceptance probe (3-token n-gram drafts at {low.rate_rps:.3g} req/s)" in reason
+    if measured > 1.0:
+        assert ratio is not None and measured / 1.25 < ratio < measured * 1.25
+    else:
+        priced = float(reason.split("priced ")[1].split("x")[0])
+        assert measured / 1.25 < priced < 1.0

@@ -57,7 +57,13 @@ def _replayed(
     for repeat in sorted({p.repeat for p in recorded.result.points}):
         # One engine per repeat, the points in the order they were measured: the real
         # server kept its prefix cache from point to point, and so does this one.
-        engine = SimEngine(study.gpu, study.model, config, efficiency or study.efficiency)
+        engine = SimEngine(
+            study.gpu,
+            study.model,
+            config,
+            efficiency or study.efficiency,
+            acceptance=study.workload.acceptance_by_class(),
+        )
         for real in [p for p in recorded.result.points if p.repeat == repeat]:
             yield real, _simulate(recorded, real, efficiency, config=config, trace=trace, on=engine)
 

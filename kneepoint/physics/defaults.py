@@ -11,9 +11,13 @@ its block size in ``vllm:cache_config_info``; where it has, that wins over these
 
 from __future__ import annotations
 
-from pydantic import Field
+from collections.abc import Mapping
+from typing import NamedTuple
+
+from pydantic import Field, JsonValue
 
 from kneepoint.physics.quantization import SCHEMES, Gemm, scheme_for
+from kneepoint.physics.speculation import SYNC_METHODS
 from kneepoint.records.base import Record
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.errors import KneepointError
@@ -62,6 +66,8 @@ class ResolvedEngine(Record):
     long_prefill_token_threshold: int = Field(ge=0)
     stream_interval: int = Field(ge=1)
     api_server_count: int = Field(default=1, ge=1)
+    speculative_tokens: int = Field(default=0, ge=0)
+    """Draft tokens an n-gram lookup proposes per decoding step (0: no speculation)."""
 
 
 class UnmodeledSettingError(KneepointError, ValueError):
@@ -74,8 +80,7 @@ def resolve_engine(engine: EngineConfig, gpu: GpuSpec, model: ModelSpec) -> Reso
     kv_dtype = engine.kv_cache_dtype or "auto"
     if kv_dtype != "auto" and kv_dtype not in KV_DTYPE_BYTES:
         raise UnmodeledSettingError(f"kv_cache_dtype {kv_dtype!r} is not modeled")
-    if engine.speculative_config is not None:
-        raise UnmodeledSettingError("speculative decoding (speculative_config) is not modeled")
+    drafts = _draft_tokens(engine.speculative_config)
     try:
         scheme = scheme_for(engine.model, engine.quantization)
     except KeyError:
@@ -103,13 +108,36 @@ def resolve_engine(engine: EngineConfig, gpu: GpuSpec, model: ModelSpec) -> Reso
         gemm=_gemm(scheme.gemm if scheme else "native", fp8),
         enable_prefix_caching=_on(engine.enable_prefix_caching, default=True),
         block_size=engine.block_size or block,
-        async_scheduling=_on(engine.async_scheduling, default=True),
+        async_scheduling=_on(engine.async_scheduling, default=True) and not drafts.sync,
         enforce_eager=_on(engine.enforce_eager, default=False),
         tensor_parallel_size=engine.tensor_parallel_size or 1,
         long_prefill_token_threshold=engine.long_prefill_token_threshold or 0,
         stream_interval=engine.stream_interval or 1,
         api_server_count=engine.api_server_count or 1,
+        speculative_tokens=drafts.k,
     )
+
+
+class _Drafts(NamedTuple):
+    k: int
+    sync: bool
+
+
+def _draft_tokens(spec: Mapping[str, JsonValue] | None) -> _Drafts:
+    """n-gram speculation's draft length, and whether vLLM turns async scheduling off for
+    it; a drafter the physics has no model for (a draft model, EAGLE, MTP) is refused."""
+    if spec is None:
+        return _Drafts(0, sync=False)
+    method, k = spec.get("method"), spec.get("num_speculative_tokens")
+    if method != "ngram":
+        raise UnmodeledSettingError(
+            f"speculative decoding by {method!r} is not modeled (modeled: n-gram lookup)"
+        )
+    if not isinstance(k, int) or k < 1:
+        raise UnmodeledSettingError(
+            f"speculative_config needs num_speculative_tokens >= 1 (got {k!r})"
+        )
+    return _Drafts(k, sync=method in SYNC_METHODS)
 
 
 def _gemm(gemm: Gemm, fp8_cores: bool) -> Gemm:

@@ -55,6 +55,9 @@ class BatchShape(NamedTuple):
     None where nobody clipped them (sliding layers are then priced as full ones)."""
     window_kv_tokens: int | None = None
     """As ``kv_tokens`` with each request's reads clipped to the window (None: not clipped)."""
+    draft_lookups: int = 0
+    """Sequences whose n-gram draft for the next step is looked up on the CPU (every decoding
+    one, with n-gram speculative decoding on)."""
 
     @classmethod
     def of(
@@ -199,8 +202,7 @@ class Roofline:
             _allreduce_s(self._gpu, self._model, tp, batch.new_tokens, eff) if tp > 1 else 0.0
         )
         gpu_s = roofline_s + launch_s + allreduce_s
-        chunks = batch.samples / engine.stream_interval
-        cpu_s = eff.cpu_step_s + eff.cpu_request_s * batch.num_requests + eff.cpu_chunk_s * chunks
+        cpu_s = cpu_seconds(eff, batch, engine.stream_interval)
         return StepCost(
             compute_s=linear_s + attention_s,
             memory_s=weight_read_s + kv_read_s,
@@ -216,6 +218,17 @@ class Roofline:
             bytes_read=weights + kv_bytes,
             compute_share=compute_share,
         )
+
+
+def cpu_seconds(eff: Efficiency, batch: BatchShape, stream_interval: int) -> float:
+    """The engine core's CPU work for one step: scheduling, per-request bookkeeping, output
+    processing per streamed chunk and n-gram draft lookups."""
+    return (
+        eff.cpu_step_s
+        + eff.cpu_request_s * batch.num_requests
+        + eff.cpu_chunk_s * batch.samples / stream_interval
+        + eff.cpu_draft_s * batch.draft_lookups
+    )
 
 
 def step_cost(

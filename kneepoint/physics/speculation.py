@@ -24,23 +24,32 @@ from dataclasses import dataclass
 
 from kneepoint.records.engine import EngineConfig
 
+SYNC_METHODS = frozenset({"ngram", "suffix", "medusa", "mlp_speculator"})
+"""Methods with which vLLM turns async scheduling off ("Async scheduling not supported with
+ngram-based speculative decoding and will be disabled": vLLM 0.32, config/vllm.py; EAGLE,
+MTP, draft models and the GPU n-gram keep it)."""
 MIN_RATIO = 0.05
 """The smallest ratio of successive positions' shares an extrapolation carries on (a draft
 whose second token is almost never accepted gains nothing from a third)."""
 
 
 def tokens_per_draft(accepted_by_position: Sequence[float], k: int) -> float:
-    """Tokens a verified draft of ``k`` yields: 1 + the first k positions' shares. Positions
-    past those measured carry on the last measured ratio between neighbours (a draft's
-    acceptance falls geometrically in the independent model)."""
+    """Tokens a verified draft of ``k`` yields: 1 + the first k positions' shares."""
+    return 1.0 + sum(shares_through(accepted_by_position, k))
+
+
+def shares_through(accepted_by_position: Sequence[float], k: int) -> list[float]:
+    """The first ``k`` positions' acceptance shares. Positions past those measured carry on
+    the last measured ratio between neighbours (a draft's acceptance falls geometrically in
+    the independent model); none measured, none accepted."""
     shares = list(accepted_by_position)
     if not shares:
-        return 1.0
+        return [0.0] * k
     ratio = shares[-1] / shares[-2] if len(shares) > 1 and shares[-2] > 0 else shares[-1]
     ratio = min(1.0, max(MIN_RATIO, ratio))
     while len(shares) < k:
         shares.append(shares[-1] * ratio)
-    return 1.0 + sum(shares[:k])
+    return shares[:k]
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +73,12 @@ class Drafting:
 
 
 def throughput_ratio(
-    now: Drafting, then: Drafting, *, batch: float, step_tokens: float, elasticity: float
+    now: Drafting,
+    then: Drafting,
+    *,
+    batch: float,
+    step_tokens: float,
+    elasticity: float,
 ) -> float:
     """Requests per second under ``then`` over under ``now``, at the knee's step: ``batch``
     decoding sequences in steps of ``step_tokens`` tokens (prefills and verified decodes)
@@ -72,13 +86,18 @@ def throughput_ratio(
     finishes requests faster, so it must also take in their prompts faster: the prefill
     tokens a step carries grow with the gain, as the verified decode tokens grow with the
     draft length."""
-    decode = batch * now.verified
-    prefill = max(0.0, step_tokens - decode)
     if step_tokens <= 0.0 or batch <= 0.0:
         return 1.0
     grown = then.gain / now.gain
-    tokens = prefill * grown + batch * then.verified
+    tokens = step_tokens_then(now, then, batch=batch, step_tokens=step_tokens)
     return grown / float((tokens / step_tokens) ** max(0.0, elasticity))
+
+
+def step_tokens_then(now: Drafting, then: Drafting, *, batch: float, step_tokens: float) -> float:
+    """Tokens the knee's step carries under ``then``: its prefills grown with the gain, its
+    decodes verifying ``then``'s drafts."""
+    prefill = max(0.0, step_tokens - batch * now.verified)
+    return prefill * then.gain / now.gain + batch * then.verified
 
 
 def drafter_free(engine: EngineConfig) -> EngineConfig:

@@ -20,12 +20,15 @@ from kneepoint.records.faults import Faults
 from kneepoint.records.limits import MAX_WAIT_SECONDS
 from kneepoint.records.secret_env import ENV_NAME, looks_secret, referenced
 
-SIM_UNMODELED: Mapping[str, str] = {
-    "speculative_config": "the simulator does not model speculative decoding"
-}
-"""Knobs the simulator would silently ignore: a change to one proves nothing there."""
+SIM_UNMODELED: Mapping[str, str] = {}
+"""Knobs the simulator would silently ignore: a change to one proves nothing there. (n-gram
+speculation is modelled from each traffic class's ``speculation``; another drafter is refused
+at start, as a setting the physics has no model for.)"""
 SIM_HTTP_UNMODELED: Mapping[str, str] = {
-    **SIM_UNMODELED,
+    "speculative_config": (
+        "`kneepoint sim serve` knows no traffic class's drafts (the virtual clock does: "
+        "workload classes' speculation)"
+    ),
     "api_server_count": "`kneepoint sim serve` runs one API server in front of its engine",
 }
 MODULE_LAUNCHER = "vllm.entrypoints.openai.api_server"

@@ -15,6 +15,7 @@ from typing import Literal
 from pydantic import Field
 
 from kneepoint.records.base import Record
+from kneepoint.records.drafts import AcceptanceProbe
 from kneepoint.records.efficiency import Efficiency
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.hardware import GpuSpec, ModelSpec
@@ -157,3 +158,6 @@ class Observation(Record):
     slo: Slo | None = None
     """The limits the points were judged by: the per-token ones cap what a bigger batch can
     gain (``policies.pruning.ceiling``). None: no cap is read."""
+    acceptance: AcceptanceProbe | None = None
+    """How n-gram drafts fared on the same traffic, probed where ``engine`` does not
+    speculate (``kneepoint.tune.acceptance_step``)."""

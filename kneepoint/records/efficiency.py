@@ -70,6 +70,10 @@ class Efficiency(InputRecord):
     Llama recordings' capacities within 3% (50 us: up to +6%, 70 us: fp8 -4%)."""
     cpu_chunk_s: float = Field(default=12e-6, ge=0.0)
     """Output processing per streamed chunk (detokenise, serialise, send)."""
+    cpu_draft_s: float = Field(default=2e-6, ge=0.0)
+    """One sequence's n-gram draft lookup in a step, on the CPU: vLLM's Numba matcher spent
+    1.9 s in all over a 5,000-request ShareGPT run (vllm-project/vllm PR #13365), about a
+    million decoding sequence-steps."""
     frontend_latency_s: float = Field(default=0.014, ge=0.0)
     """The API server's share of each request's latency outside the engine's steps (HTTP,
     validation, tokenisation, handing the request to the engine core and the first chunk

@@ -15,6 +15,7 @@ from pydantic import Field, model_validator
 
 from kneepoint.records.base import Record
 from kneepoint.records.diagnosis import Diagnosis
+from kneepoint.records.drafts import AcceptanceProbe
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.host import HostInfo
 from kneepoint.records.judgement import Judgement
@@ -58,6 +59,10 @@ class Baseline(Record):
     diagnosis: Diagnosis
     pruning: Pruning
     device_s: float = Field(ge=0.0)
+    acceptance: AcceptanceProbe | None = None
+    """How n-gram drafts fared on the study's traffic, where it searches speculation and
+    starts without (``kneepoint.tune.acceptance_step``): every later diagnosis prices
+    speculation from it."""
 
 
 class Proposed(Record):

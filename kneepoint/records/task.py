@@ -17,6 +17,7 @@ from typing import Literal
 from pydantic import Field
 
 from kneepoint.records.base import Record
+from kneepoint.records.drafts import AcceptanceProbe
 from kneepoint.records.ledger import (
     Baseline,
     BurstChecked,
@@ -51,6 +52,9 @@ class BaselinePart(Record):
     repeats: int = Field(default=0, ge=0)
     sweep: SweepResult
     device_s: float = Field(ge=0.0)
+    acceptance: AcceptanceProbe | None = None
+    """With the knee search, where the study searches speculation: how drafts fared
+    (its device time is in ``device_s``)."""
 
 
 class ValidationPart(Record):

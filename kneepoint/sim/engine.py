@@ -8,13 +8,14 @@ Deterministic: the same arrivals and configuration give the same run.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from kneepoint.physics.defaults import ResolvedEngine, resolve_engine
 from kneepoint.physics.memory import MemoryPlan, StartupRefusal, plan_memory
 from kneepoint.physics.roofline import BatchShape, Efficiency, Roofline, StepCost
+from kneepoint.records.drafts import DraftAcceptance
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.errors import KneepointError
 from kneepoint.records.hardware import GpuSpec, ModelSpec
@@ -71,6 +72,15 @@ class StepRecord(NamedTuple):
     prefix_hits: int = 0
     """What vLLM's prefix-cache counters add for the step: the tokens of the requests it
     admitted, and those it found cached."""
+    draft_tokens: tuple[int, ...] = ()
+    """Per draft the step verified (n-gram speculative decoding), its draft tokens."""
+    accepted: tuple[int, ...] = ()
+    """Per draft, in the same order, its tokens the target accepted."""
+
+    @property
+    def generated_tokens(self) -> int:
+        """Output tokens the step made: one per sampling request, and each draft's accepted."""
+        return self.num_samples + sum(self.accepted)
 
     @property
     def truth(self) -> Attribution:
@@ -117,10 +127,13 @@ class SimEngine:
         efficiency: Efficiency | None = None,
         *,
         eager: bool = False,
+        acceptance: Mapping[str, DraftAcceptance] | None = None,
     ) -> None:
         """``eager``: step every request one by one, so that each step's ``sampled`` requests
         are current (a live server streams them); otherwise steady decodes are stepped in
         bulk, with the same results, and caught up when read (``run`` returns them current).
+        ``acceptance``: per traffic class, how n-gram drafts fare on its answers, where the
+        configuration speculates (``acceptance_of`` a workload).
         """
         self.gpu, self.model = gpu, model
         self.resolved: ResolvedEngine = resolve_engine(config, gpu, model)
@@ -135,7 +148,7 @@ class SimEngine:
             self.resolved.enable_prefix_caching,
             self.memory.layout,
         )
-        self.scheduler = Scheduler(self.resolved, self.kv, eager=eager)
+        self.scheduler = Scheduler(self.resolved, self.kv, eager=eager, acceptance=acceptance)
         self.frontend = FrontEnd.of(self.efficiency, self.resolved.api_server_count)
         self.now_s = 0.0
         self._next_rid = 0
@@ -197,6 +210,8 @@ class SimEngine:
             admission_stop=plan.admission_stop,
             prefix_queries=self.kv.query_tokens - queries,
             prefix_hits=self.kv.hit_tokens - hits,
+            draft_tokens=tuple(plan.drafts.values()),
+            accepted=tuple(plan.accepted),
         )
         return StepOutcome(record, sampled, finished, plan.admitted)
 

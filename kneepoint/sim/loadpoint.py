@@ -68,7 +68,11 @@ def simulate_load_point(
     ``salt``: the plan's, as ``plan_requests`` takes it; ``trust``: the rules the point is
     judged by, the study's when None)."""
     sim = on or SimEngine(
-        study.gpu, study.model, engine or study.engine, efficiency or study.efficiency
+        study.gpu,
+        study.model,
+        engine or study.engine,
+        efficiency or study.efficiency,
+        acceptance=study.workload.acceptance_by_class(),
     )
     if trace is None:
         trace = workload_trace(study.workload)

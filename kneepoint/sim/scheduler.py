@@ -10,14 +10,22 @@ after whatever prefix of theirs is cached. Chunked prefill is always on.
 Unless built ``eager``, steady decodes ride in a ``DecodeCohort`` and are stepped in bulk;
 a step in which the budget or the pool could bind walks the running list as above, releasing
 only the members it preempts or starves, so both modes produce the same steps.
+
+With n-gram speculation (``ResolvedEngine.speculative_tokens``) a decode that finds a draft
+(``kneepoint.sim.drafting``) is scheduled with its draft tokens, in the token budget and the KV
+pool as vLLM schedules them, and yields its token plus those accepted; every decode is then
+stepped one by one (no cohort: each draws its own draft).
 """
 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Mapping
 
 from kneepoint.physics.defaults import ResolvedEngine
+from kneepoint.records.drafts import DraftAcceptance
 from kneepoint.sim.decode_cohort import DecodeCohort
+from kneepoint.sim.drafting import Drafter
 from kneepoint.sim.kv_cache import KvCache
 from kneepoint.sim.request import SimRequest
 from kneepoint.sim.step_plan import AdmissionStop, StepPlan
@@ -30,7 +38,16 @@ def _run_seq(req: SimRequest) -> int:
 class Scheduler:
     """Waiting queue, running list and the KV cache of one simulated engine."""
 
-    def __init__(self, engine: ResolvedEngine, kv: KvCache, *, eager: bool = False) -> None:
+    def __init__(
+        self,
+        engine: ResolvedEngine,
+        kv: KvCache,
+        *,
+        eager: bool = False,
+        acceptance: Mapping[str, DraftAcceptance] | None = None,
+    ) -> None:
+        """``acceptance``: per traffic class, how its n-gram drafts fare (none: no draft is
+        found), where the engine speculates."""
         self.max_num_seqs = engine.max_num_seqs
         self.token_budget = engine.max_num_batched_tokens
         self.long_prefill_threshold = engine.long_prefill_token_threshold
@@ -40,7 +57,9 @@ class Scheduler:
         self._solo: dict[SimRequest, None] = {}
         """Running requests outside the decode cohort (with one): those stepped one by one."""
         self._admissions = 0
-        self.cohort = None if eager else DecodeCohort(kv, self._solo.setdefault)
+        k = engine.speculative_tokens
+        self.drafter = Drafter(k, acceptance or {}) if k else None
+        self.cohort = None if eager or k else DecodeCohort(kv, self._solo.setdefault)
         self._clip = kv.window - 1 if kv.window else 1 << 62
         """Decode contexts count at most this in the window sums (no bound without one)."""
 
@@ -71,8 +90,10 @@ class Scheduler:
             req = running[index]
             computed = req.num_computed
             remaining = req.prompt_len + req.num_output - computed
-            if req.decode_since >= 0 or (
-                remaining == 1 and computed < len(req.blocks) * block_size
+            drafted = self.drafter.draft(req, budget) if self.drafter and remaining == 1 else 0
+            if not drafted and (
+                req.decode_since >= 0
+                or (remaining == 1 and computed < len(req.blocks) * block_size)
             ):
                 # A decode whose last block has room: no allocation, and its shape terms are
                 # summed here rather than through plan.add (this is the simulator's hot loop).
@@ -84,19 +105,24 @@ class Scheduler:
                 budget -= 1
                 index += 1
                 continue
-            new = self._chunk(remaining, budget)
+            new = 1 + drafted if drafted else self._chunk(remaining, budget)
             while not self.kv.allocate(req, new):
                 victim = running.pop()
                 self._preempt(victim, plan)
                 if victim is req:
                     break
             else:
-                plan.add(req, new)
+                if drafted:
+                    plan.add_draft(req, drafted)
+                else:
+                    plan.add(req, new)
                 budget -= new
                 index += 1
                 continue
             break
         self._close_running_phase(plan, running[index:], decodes, (decode_context, decode_window))
+        if self.drafter is not None:
+            plan.draft_lookups = decodes + len(plan.drafts)
         return budget
 
     def _close_running_phase(
@@ -216,15 +242,23 @@ class Scheduler:
         sampled: list[SimRequest] = []
         finished: list[SimRequest] = []
         kv, block_size = self.kv, self.kv.block_size
-        for req, new in plan.scheduled:
+        drafts, drafter = plan.drafts, self.drafter
+        for req, scheduled in plan.scheduled:
+            made, new = 1, scheduled
+            if drafts and req in drafts:
+                assert drafter is not None  # only a drafter drafts
+                accepted = drafter.accepted(req, drafts[req])
+                plan.accepted.append(accepted)
+                made += accepted
+                new = made  # the rejected tokens' KV is written over next step
             computed = req.num_computed + new
             req.num_computed = computed
             if computed // block_size > req.num_cached_blocks:
                 kv.cache_full_blocks(req)
-            if computed < req.prompt_len + req.num_output:
+            if computed < req.prompt_len + req.num_output + made - 1:
                 continue  # a prefill chunk: no token yet
-            req.num_output += 1
-            req.token_times_s.append(now_s)
+            req.num_output += made
+            req.token_times_s.extend([now_s] * made)
             sampled.append(req)
             if req.num_output >= req.max_tokens:
                 req.finish_s = now_s

@@ -14,7 +14,7 @@ import itertools
 from collections.abc import Sequence
 
 from kneepoint.load.score import summarize
-from kneepoint.records.loadpoint import Signals
+from kneepoint.records.loadpoint import Signals, SpecReading
 from kneepoint.records.measure import Dist
 from kneepoint.records.telemetry import GpuSample
 from kneepoint.sim.engine import SimEngine, StepRecord
@@ -35,7 +35,8 @@ def server_latency(finished: Sequence[SimRequest]) -> dict[str, Dist]:
     done = [r for r in finished if r.token_times_s]
     if not done:
         return {}
-    gaps = [(b - a) * 1000.0 for r in done for a, b in itertools.pairwise(r.token_times_s)]
+    # one gap a step: a draft's accepted tokens all come at its step's end
+    gaps = [(b - a) * 1000.0 for r in done for a, b in itertools.pairwise(r.token_times_s) if b > a]
     found = {
         "ttft": summarize([(r.token_times_s[0] - r.arrival_s) * 1000.0 for r in done]),
         "e2e": summarize([(r.token_times_s[-1] - r.arrival_s) * 1000.0 for r in done]),
@@ -52,6 +53,23 @@ def _hit_rate(inside: Sequence[StepRecord]) -> float | None:
     begins with their histories uncached)."""
     asked = sum(s.prefix_queries for s in inside)
     return sum(s.prefix_hits for s in inside) / asked if asked else None
+
+
+def _speculation(inside: Sequence[StepRecord], k: int) -> SpecReading | None:
+    """vLLM's spec-decode counters over the window's steps (None: no speculation)."""
+    if not k:
+        return None
+    accepted = [n for s in inside for n in s.accepted]
+    drafts = len(accepted)
+    return SpecReading(
+        drafts=float(drafts),
+        draft_tokens=float(sum(t for s in inside for t in s.draft_tokens)),
+        accepted_tokens=float(sum(accepted)),
+        generated_tokens=float(sum(s.generated_tokens for s in inside)),
+        accepted_by_position=tuple(
+            sum(n > i for n in accepted) / drafts if drafts else 0.0 for i in range(k)
+        ),
+    )
 
 
 def virtual_signals(
@@ -82,7 +100,7 @@ def virtual_signals(
         tokens_per_step_mean=sum(s.num_tokens for s in inside) / len(inside),
         steps_per_s=len(inside) / span,
         prompt_tokens_per_s=sum(s.prompt_tokens for s in inside) / span,
-        generation_tokens_per_s=sum(s.num_samples for s in inside) / span,
+        generation_tokens_per_s=sum(s.generated_tokens for s in inside) / span,
         max_num_seqs=engine.resolved.max_num_seqs,
         num_gpu_blocks=engine.memory.num_blocks,
         block_size=engine.resolved.block_size,
@@ -96,6 +114,7 @@ def virtual_signals(
         if finished
         else None,
         server_requests=float(len(finished)) if finished else None,
+        speculation=_speculation(inside, engine.resolved.speculative_tokens),
         metric_samples=len(inside),
         gpu_samples=1,
     )

@@ -38,6 +38,12 @@ class StepPlan:
     """The model's sliding window in tokens (0: none); the window sums below follow it."""
     window_pairs: float = 0.0
     window_kv_tokens: int = 0
+    drafts: dict[SimRequest, int] = field(default_factory=dict)
+    """Decodes scheduled with n-gram draft tokens, and how many each carries."""
+    accepted: list[int] = field(default_factory=list)
+    """Draft tokens each draft had accepted, once the step has run."""
+    draft_lookups: int = 0
+    """Decodes whose next draft is looked up after the step (all of them, speculating)."""
 
     def add(self, req: SimRequest, new: int) -> None:
         computed = req.num_computed
@@ -49,6 +55,14 @@ class StepPlan:
         if self.window:
             self.window_pairs += window_pairs(new, computed, self.window)
             self.window_kv_tokens += min(computed + new, self.window + new - 1)
+
+    def add_draft(self, req: SimRequest, k: int) -> None:
+        """A decode verifying ``k`` draft tokens beside its own: ``1 + k`` tokens in the step
+        and one sample (its accepted tokens reach the client in one chunk); ``add`` counts
+        no sample for it, its tokens running past the one it samples."""
+        self.add(req, 1 + k)
+        self.drafts[req] = k
+        self.samples += 1
 
     def add_cohort(self, count: int, context_tokens: int, window_context: int = 0) -> None:
         """The decode cohort's ``count`` one-token decodes (not listed in ``scheduled``)."""
@@ -78,4 +92,5 @@ class StepPlan:
             samples=self.samples,
             window_attention_pairs=self.window_pairs if self.window else None,
             window_kv_tokens=self.window_kv_tokens if self.window else None,
+            draft_lookups=self.draft_lookups,
         )

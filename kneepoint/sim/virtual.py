@@ -61,6 +61,7 @@ def run_plan(
             interval,
             frontend=engine.frontend,
             request_timeout_s=request_timeout_s,
+            drafted=engine.resolved.speculative_tokens > 0,
         )
         for i, p in enumerate(plan)
     ]
@@ -87,6 +88,7 @@ def _run_closed(
     run = engine.run(client)
     rejected = {a.key: msg for a, msg in run.rejected}
     interval, frontend = engine.resolved.stream_interval, engine.frontend
+    drafted = engine.resolved.speculative_tokens > 0
     records = []
     for p in plan:
         outcome = client.outcomes[p.index]
@@ -108,7 +110,8 @@ def _run_closed(
         elif outcome.error is not None or req is None or req.finish_s is None:
             records.append(RequestRecord(**base, error=outcome.error or "timed out"))
         else:
-            chunks = frontend.seen_all(chunk_times(req.token_times_s, interval), start)
+            times = chunk_times(req.token_times_s, interval, drafted=drafted)
+            chunks = frontend.seen_all(times, start)
             end = frontend.seen_at(req.finish_s) - start
             records.append(
                 RequestRecord(
@@ -118,12 +121,26 @@ def _run_closed(
     return VirtualLoad(tuple(records), run)
 
 
-def chunk_times(token_times_s: Sequence[float], stream_interval: int) -> list[float]:
+def chunk_times(
+    token_times_s: Sequence[float], stream_interval: int, *, drafted: bool = False
+) -> list[float]:
     """When a streaming client sees chunks: vLLM sends the first token at once, then holds
-    tokens back until ``stream_interval`` are unsent, and flushes the rest at the end."""
-    sent = list(token_times_s[::stream_interval])
-    if token_times_s and (len(token_times_s) - 1) % stream_interval:
-        sent.append(token_times_s[-1])
+    tokens back until ``stream_interval`` are unsent, and flushes the rest at the end.
+    ``drafted``: a step may make several tokens (a speculative draft's accepted ones, all at
+    the step's end), and they go out together, as one chunk."""
+    if not drafted:
+        sent = list(token_times_s[::stream_interval])
+        if token_times_s and (len(token_times_s) - 1) % stream_interval:
+            sent.append(token_times_s[-1])
+        return sent
+    sent, unsent, last = [], 0, len(token_times_s) - 1
+    for i, at in enumerate(token_times_s):
+        unsent += 1
+        if i < last and token_times_s[i + 1] == at:
+            continue  # the step made more tokens than this one
+        if not sent or unsent >= stream_interval or i == last:
+            sent.append(at)
+            unsent = 0
     return sent
 
 
@@ -142,6 +159,7 @@ def _record(
     *,
     frontend: FrontEnd,
     request_timeout_s: float | None = None,
+    drafted: bool = False,
 ) -> RequestRecord:
     base = {
         "index": planned.index,
@@ -160,7 +178,7 @@ def _record(
             **base, error=f"timed out {request_timeout_s:g} s after its scheduled time"
         )
     times = req.token_times_s
-    chunks = frontend.seen_all(chunk_times(times, stream_interval), start)
+    chunks = frontend.seen_all(chunk_times(times, stream_interval, drafted=drafted), start)
     return RequestRecord(
         **base,
         chunk_times_s=tuple(chunks),

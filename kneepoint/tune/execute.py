@@ -139,7 +139,8 @@ class Executor:
                 )
             case Promote():
                 assert trial.validated is not None
-                promoted = steps.promote(n, proposal.config, trial.validated)
+                probe = state.baseline.acceptance if state.baseline is not None else None
+                promoted = steps.promote(n, proposal.config, trial.validated, probe)
                 progress.status(
                     f"promoted trial {n}: {promoted.objective:.2f} "
                     f"{rules(self.study.objective).unit()}; "

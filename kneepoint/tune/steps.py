@@ -22,6 +22,7 @@ from kneepoint.policies.diagnosis.observe import observe_study
 from kneepoint.policies.judge.promotion import is_finalist
 from kneepoint.policies.pruning.findings import findings
 from kneepoint.records.diagnosis import Diagnosis
+from kneepoint.records.drafts import AcceptanceProbe
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.knobs import KnobCatalogue
 from kneepoint.records.ledger import Baseline, Promoted, QualityChecked, Screened, Validated
@@ -30,6 +31,7 @@ from kneepoint.records.study import StudySpec
 from kneepoint.records.sweep import SweepPoint, SweepResult, nothing_met
 from kneepoint.records.task import BaselinePart, ValidationPart
 from kneepoint.run.folder import RunFolder
+from kneepoint.tune.acceptance_step import probe_acceptance, probe_rate, probed_setting
 from kneepoint.tune.quality_step import quality_check
 from kneepoint.tune.verdict import judged, measured_repeats, next_repeats
 
@@ -47,9 +49,14 @@ class Steps:
     def diagnose(self, config: EngineConfig, result: SweepResult) -> Diagnosis:
         return diagnose(context_of(observe_study(self.study, config, result)))
 
-    def findings(self, config: EngineConfig, result: SweepResult) -> tuple[Diagnosis, Pruning]:
-        """What binds on ``config`` and the knobs worth trying."""
-        return findings(self.study, config, result, self.catalogue, self.vllm_version)
+    def findings(
+        self, config: EngineConfig, result: SweepResult, acceptance: AcceptanceProbe | None
+    ) -> tuple[Diagnosis, Pruning]:
+        """What binds on ``config`` and the knobs worth trying (``acceptance``: the run's
+        acceptance probe)."""
+        return findings(
+            self.study, config, result, self.catalogue, self.vllm_version, acceptance=acceptance
+        )
 
     def baseline(self) -> Baseline:
         """The starting configuration: its knee search, then its repeats around the knee."""
@@ -59,10 +66,17 @@ class Steps:
         return self.baseline_of(knee, parts)
 
     def baseline_knee(self) -> BaselinePart:
+        """The starting configuration's knee search, and the acceptance probe after it where
+        the study searches speculation (``kneepoint.tune.acceptance_step``)."""
         config = self.study.engine
         self.bench.progress.phase("baseline", "knee search of the starting configuration")
-        knee, knee_s = self.bench.knee(config, self.folder.trial_dir(0, config))
-        return BaselinePart(sweep=knee, device_s=knee_s)
+        trial_dir = self.folder.trial_dir(0, config)
+        knee, knee_s = self.bench.knee(config, trial_dir)
+        setting = probed_setting(self.study, self.catalogue, self.vllm_version)
+        if setting is None or not knee.points:
+            return BaselinePart(sweep=knee, device_s=knee_s)
+        probe = probe_acceptance(self.bench, trial_dir, config, setting, probe_rate(knee))
+        return BaselinePart(sweep=knee, device_s=knee_s + probe.device_s, acceptance=probe)
 
     def baseline_repeats(self, knee: BaselinePart, repeats: range) -> BaselinePart:
         """``repeats`` of the starting configuration around its knee (on one server)."""
@@ -88,7 +102,7 @@ class Steps:
         seen = knee.sweep
         if knee.sweep.floor_reason is not None and ordered:
             seen = merge([knee.sweep, repeats], kind="knee")
-        diagnosis, pruning = self.findings(config, seen)
+        diagnosis, pruning = self.findings(config, seen, knee.acceptance)
         return Baseline(
             config=config,
             knee=knee.sweep,
@@ -96,6 +110,7 @@ class Steps:
             diagnosis=diagnosis,
             pruning=pruning,
             device_s=knee.device_s + sum(p.device_s for p in ordered),
+            acceptance=knee.acceptance,
         )
 
     def preflight(self, trial: int, proposal: Proposal) -> Screened | None:
@@ -250,10 +265,18 @@ class Steps:
         update = {"incumbent": inc, "challenger": chal, "device_s": spent}
         return part.model_copy(update=update)
 
-    def promote(self, trial: int, config: EngineConfig, validated: Validated) -> Promoted:
+    def promote(
+        self,
+        trial: int,
+        config: EngineConfig,
+        validated: Validated,
+        acceptance: AcceptanceProbe | None,
+    ) -> Promoted:
+        """The validated winner as the incumbent, diagnosed (``acceptance``: the run's
+        acceptance probe)."""
         repeats = validated.challenger
         assert repeats is not None  # a promoted validation measured the challenger
-        diagnosis, pruning = self.findings(config, repeats)
+        diagnosis, pruning = self.findings(config, repeats, acceptance)
         return Promoted(
             trial=trial,
             config=config,

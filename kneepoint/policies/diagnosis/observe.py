@@ -17,6 +17,7 @@ import math
 from collections.abc import Sequence
 
 from kneepoint.records.diagnosis import Observation, ServerResponse
+from kneepoint.records.drafts import AcceptanceProbe
 from kneepoint.records.efficiency import Efficiency
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.hardware import GpuSpec, ModelSpec
@@ -97,6 +98,7 @@ def observe(
     workload: Workload | None = None,
     efficiency: Efficiency | None = None,
     slo: Slo | None = None,
+    acceptance: AcceptanceProbe | None = None,
 ) -> Observation:
     """The observation a diagnosis of ``result`` reads. Where no rate failed (the sweep never
     saw the wall) the highest rate measured stands in for the saturated point."""
@@ -113,12 +115,19 @@ def observe(
         workload=workload,
         efficiency=efficiency,
         slo=slo,
+        acceptance=acceptance,
     )
 
 
-def observe_study(study: StudySpec, config: EngineConfig, result: SweepResult) -> Observation:
+def observe_study(
+    study: StudySpec,
+    config: EngineConfig,
+    result: SweepResult,
+    acceptance: AcceptanceProbe | None = None,
+) -> Observation:
     """``observe`` for a sweep of ``config`` under the study's GPU, model, workload and
-    efficiency: what the loop, the workers' proposer and ``kneepoint diagnose`` all read."""
+    efficiency (``acceptance``: the run's acceptance probe): what the loop, the workers'
+    proposer and ``kneepoint diagnose`` all read."""
     return observe(
         result,
         gpu=study.gpu,
@@ -127,4 +136,5 @@ def observe_study(study: StudySpec, config: EngineConfig, result: SweepResult) -
         workload=study.workload,
         efficiency=study.efficiency,
         slo=study.slo,
+        acceptance=acceptance,
     )

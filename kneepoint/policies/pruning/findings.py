@@ -10,6 +10,7 @@ from kneepoint.policies.diagnosis.observe import observe_study
 from kneepoint.policies.pruning.prune import prune
 from kneepoint.records.backend_spec import VllmBackend
 from kneepoint.records.diagnosis import Diagnosis
+from kneepoint.records.drafts import AcceptanceProbe
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.knobs import KnobCatalogue
 from kneepoint.records.proposal import Pruning
@@ -23,12 +24,15 @@ def findings(
     result: SweepResult,
     catalogue: KnobCatalogue,
     vllm_version: str | None = None,
+    *,
+    acceptance: AcceptanceProbe | None = None,
 ) -> tuple[Diagnosis, Pruning]:
     """What binds on ``config`` and the knobs worth trying, from one observation of
-    ``result`` (``vllm_version``: the release the server runs, else the one the study states).
+    ``result`` (``vllm_version``: the release the server runs, else the one the study states;
+    ``acceptance``: the run's acceptance probe, which prices speculation).
     An attached server's knobs are advice for whoever runs it: judged as the vLLM server it
     is, though kneepoint cannot change them."""
-    context = context_of(observe_study(study, config, result))
+    context = context_of(observe_study(study, config, result, acceptance))
     diagnosis = diagnose(context)
     backend = study.backend
     version = backend.stated_vllm_version if vllm_version is None else vllm_version

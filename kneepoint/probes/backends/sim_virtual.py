@@ -79,7 +79,13 @@ def virtual_target(o: Opening) -> Iterator[Target]:
         return point
 
     def send(plan: Sequence[PlannedRequest], rate: float) -> tuple[RequestRecord, ...]:
-        sim = SimEngine(study.gpu, study.model, config, study.efficiency)
+        sim = SimEngine(
+            study.gpu,
+            study.model,
+            config,
+            study.efficiency,
+            acceptance=study.workload.acceptance_by_class(),
+        )
         load = run_plan(
             sim,
             plan,

@@ -129,7 +129,7 @@ def _server_latency(scrapes: Sequence[Scrape]) -> dict[str, Dist]:
 
 def _speculation(pair: tuple[Scrape, Scrape] | None) -> SpecReading | None:
     """Speculative decoding's counters differenced over the window (None where the server
-    exports none, or verified no draft in it)."""
+    exports none; no drafts where it verified none: the traffic gave no draft to look up)."""
     if pair is None:
         return None
     first, last = pair
@@ -140,13 +140,12 @@ def _speculation(pair: tuple[Scrape, Scrape] | None) -> SpecReading | None:
             return None
         deltas[name] = max(0.0, b - a)
     drafts = deltas["spec_drafts"]
-    if drafts <= 0:
-        return None
     before = first.by_label("spec_accepted_by_position", "position")
     after = last.by_label("spec_accepted_by_position", "position")
     positions = sorted(int(p) for p in after if p.isdigit())
     shares = tuple(
-        min(1.0, max(0.0, after[str(p)] - before.get(str(p), 0.0)) / drafts) for p in positions
+        min(1.0, max(0.0, after[str(p)] - before.get(str(p), 0.0)) / drafts) if drafts else 0.0
+        for p in positions
     )
     return SpecReading(
         drafts=drafts,
