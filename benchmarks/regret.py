@@ -63,6 +63,14 @@ VALUES: dict[str, list[object]] = {
     "gpu_memory_utilization": [0.8, 0.9, 0.95],
     "kv_cache_memory_bytes": [GIB, 2 * GIB, 4 * GIB, 8 * GIB],
     "api_server_count": [None, 2, 4],
+    # off and the catalogue's n-gram drafts (configs/knobs.yaml)
+    "speculative_config": [
+        None,
+        *(
+            {"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_max": 4}
+            for k in (2, 3, 5)
+        ),
+    ],
 }
 # The knobs each study's grid spans (its search.knobs, less those left at the start for time:
 # each added two-valued knob doubles the grid).

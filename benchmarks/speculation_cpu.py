@@ -11,7 +11,15 @@ without speculation. One line per temperature: acceptance by position, tokens a 
 of decoding steps that drafted, the predicted and the measured capacity ratio (speculation on
 over off).
 
-Run: .venv/bin/python benchmarks/speculation_cpu.py [--work DIR]   (~15 min, 2-core AVX-512 host)
+Then the way a tune meets it (``--probe``): `kneepoint tune` of the same study without
+speculation, searching only the knob, one trial: its baseline ends with the acceptance probe
+(the start with 5-token drafts at one low rate), the rule prices turning drafts on from it,
+and the tune screens and validates the best-priced choice where it is priced above 1. One
+line per temperature: the probe's acceptance, the first move's price and what its
+validation (or screen) measured, or why no move was made.
+
+Run: .venv/bin/python benchmarks/speculation_cpu.py [--work DIR] [--probe]
+     (~15 min, ~30 with --probe, on a 2-core AVX-512 host)
 Goal (issue "Step 18"): high and near-zero acceptance priced on the sides of 1 the
 measurement finds.
 """
@@ -107,9 +115,51 @@ def priced(folder: Path) -> tuple[float, float | None, str]:
     return float(result.capacity_rps or 0.0), 1.0 / float(found.group(1)), words
 
 
+def tune_probed(sets: list[str], runs: Path) -> str:
+    """`kneepoint tune` without speculation, searching only it, one trial: what its acceptance
+    probe read, how its first move was priced and what it measured, in words."""
+    shutil.rmtree(runs, ignore_errors=True)
+    extra = ["search.knobs=[speculative_config]", "budget.max_trials=1",
+             "tuning.burst.enabled=false"]  # fmt: skip
+    done = subprocess.run([KNEEPOINT, "tune", str(STUDY), "--runs-dir", str(runs),
+                           *_argv([*sets, *extra])], capture_output=True, text=True,
+                          check=False)  # fmt: skip
+    (folder,) = runs.iterdir()
+    events = [json.loads(line) for line in (folder / "ledger.jsonl").open()]
+    baseline = next((e for e in events if e["event"] == "baseline"), None)
+    if baseline is None:
+        raise SystemExit(f"kneepoint tune measured no baseline:\n{done.stderr[-3000:]}")
+    probe = baseline.get("acceptance") or {}
+    reading = probe.get("reading")
+    read = "no probe" if not probe else probe.get("failure") or "no counters"
+    if reading:
+        shares = ", ".join(f"{p:.2f}" for p in reading["accepted_by_position"])
+        length = 1 + reading["accepted_tokens"] / max(1.0, reading["drafts"])
+        read = f"probe at {probe['rate_rps']:.3g} req/s: by position {shares}, {length:.2f} a draft"
+    proposed = next((e for e in events if e["event"] == "proposed"), None)
+    if proposed is None:
+        finished = next((e for e in events if e["event"] == "finished"), {})
+        return f"{read}; no move: {finished.get('detail', '')[:300]}"
+    predicted = proposed["proposal"]["prediction"]["capacity_ratio"]
+    start = baseline["repeats"]["capacity_rps"] or 0.0
+    validated = next((e for e in events if e["event"] == "validated"), None)
+    screened = next(e for e in events if e["event"] == "screened")
+    if validated is not None and validated.get("challenger") and validated.get("incumbent"):
+        # the two arms interleaved on the host as it was then
+        against = validated["incumbent"]["capacity_rps"] or start
+        measured = (validated["challenger"]["capacity_rps"] or 0.0) / against
+        by = "validated"
+    else:
+        measured, by = (screened["outcome"].get("objective") or 0.0) / start, "screened"
+    k = proposed["proposal"]["config"].get("speculative_config") or {}
+    return (f"{read}; {k.get('num_speculative_tokens', 0)} draft tokens predicted "
+            f"{predicted:.2f}x, {by} {measured:.2f}x")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work", type=Path, default=Path("speculation-cpu"))
+    parser.add_argument("--probe", action="store_true", help="also tune through the probe")
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     venv = vllm_cpu.vllm_venv()
@@ -127,6 +177,9 @@ def main() -> None:
         said = "not priced" if predicted is None else f"{predicted:.2f}x"
         print(f"{temperature:>11g} {said:>16} {measured:>14.2f}x  {words} "
               f"({on_rps:.2f} against {off_rps:.2f} req/s)", flush=True)  # fmt: skip
+        if args.probe:
+            words = tune_probed(sets, args.work / f"t{temperature:g}-tune")
+            print(f"{'':>11} tune through the acceptance probe: {words}", flush=True)
 
 
 if __name__ == "__main__":

@@ -36,6 +36,9 @@ EXPECTED = {
     # its one API server saturated, the GPU waiting 25% of the time (a frontend scheduling
     # wall; tests/test_api_servers.py prices the scale-out)
     "frontend-bound": "scheduling",
+    # decode streaming the weights for ~50 sequences at a TPOT-bound knee: drafts are the
+    # lever (its file says so; tests/test_acceptance_probe.py)
+    "code-edits": "bandwidth",
 }
 OUT_OF_REACH = {"qwen14b-ada-mix"}
 """Goodput at 32 req/s measures 0.00 from its start, 49x its SLO capacity (0.65 req/s): the

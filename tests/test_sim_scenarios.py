@@ -55,10 +55,14 @@ REPLICAS = {"qwen14b-ada-mix", "gemma12b-h100-random"}
 # A front-end-bound server, tested in test_api_servers.py: its API server's wait lies outside
 # the engine's steps, which is all the simulator's ground truth charges.
 FRONTEND = {"frontend-bound"}
+# Speculation as the lever (tested in test_acceptance_probe.py): its decode streams the
+# weights for a few dozen sequences, bandwidth's wall, which drafts turn into more tokens.
+SPECULATION = {"code-edits"}
 
 
 def test_every_scenario_file_is_tested() -> None:
-    assert {p.stem for p in SCENARIOS.glob("*.yaml")} == set(SIZING) | REPLICAS | FRONTEND
+    scenarios = {p.stem for p in SCENARIOS.glob("*.yaml")}
+    assert scenarios == set(SIZING) | REPLICAS | FRONTEND | SPECULATION
 
 
 @pytest.mark.slow  # a knee search per scenario on the virtual clock (~25 s in all)

@@ -23,6 +23,7 @@ from kneepoint.records.engine import EngineConfig
 from kneepoint.records.knobs import KnobCatalogue
 from kneepoint.records.study import StudySpec
 from kneepoint.records.sweep import SweepResult
+from kneepoint.report.speculation import probe_words
 
 KNOB = "speculative_config"
 
@@ -78,8 +79,11 @@ def probe_acceptance(
             config.replace(speculative_config=setting), trial_dir, [rate_rps], "acceptance"
         )
     except TrialFailedError as exc:
-        update = {"failure": exc.cause, "device_s": exc.device_s}
-        return probe.model_copy(update=update)
+        probe = probe.model_copy(update={"failure": exc.cause, "device_s": exc.device_s})
+        bench.progress.status(probe_words(probe))
+        return probe
     readings = [p.point.signals.speculation for p in result.points if p.counted]
     reading = next((r for r in readings if r is not None), None)
-    return probe.model_copy(update={"reading": reading, "device_s": spent})
+    probe = probe.model_copy(update={"reading": reading, "device_s": spent})
+    bench.progress.status(probe_words(probe))
+    return probe
