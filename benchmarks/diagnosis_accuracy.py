@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from scenario_grid import SESSION_ARCHETYPES, Scenario, scenarios
+from scenario_grid import DRAFTING_ARCHETYPES, SESSION_ARCHETYPES, Scenario, scenarios
 
 from kneepoint.calibration.recorded import RecordedSweep, find_recorded
 from kneepoint.load.plan import point_seed
@@ -106,6 +106,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scenarios", type=int, default=60, help="scenarios to generate")
     parser.add_argument("--sessions", type=int, default=24, help="conversational scenarios")
+    parser.add_argument("--drafting", type=int, default=12, help="speculating servers")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "real",
@@ -124,6 +125,7 @@ def main() -> None:
     drawn = chain(
         scenarios(args.scenarios, args.seed),
         scenarios(args.sessions, args.seed, SESSION_ARCHETYPES),
+        scenarios(args.drafting, args.seed, DRAFTING_ARCHETYPES),
     )
     for scenario in drawn:
         measured = measure(scenario)

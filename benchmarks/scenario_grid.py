@@ -4,7 +4,8 @@ Each scenario is a study built in code from one of five traffic archetypes (pref
 summarisation, long streamed answers, short chat under a sequence cap, short chat with the CPU
 in the way, long-running agents in a small KV pool), or, apart, from one of two conversational
 ones (multi-turn chat whose histories grow in a small KV pool, agent loops of many short turns
-on a long shared context) on a model and GPU drawn so that it fits,
+on a long shared context) or a speculating one (code edits served with n-gram drafts), on a
+model and GPU drawn so that it fits,
 with the knobs perturbed per draw. The archetype only makes a scenario likely to bind somewhere;
 its label comes from the simulator's ground truth at the knee, and the diagnosis never sees
 either. Deterministic for a seed.
@@ -140,9 +141,33 @@ def _agent_sessions(rng: random.Random) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def _drafting(rng: random.Random) -> dict[str, Any]:
+    """Answers that rewrite much of their prompt (code edits), served with n-gram drafts on:
+    its steps verify drafts beside their decodes, and async scheduling is off. Acceptance
+    around the published code-edit one (vllm-project/vllm PR #24344: 55% of decoding steps
+    drafted, 0.81 falling to 0.66 by position)."""
+    first, keep = rng.choice([0.6, 0.8]), rng.choice([0.9, 0.97])
+    k = rng.choice([2, 3, 5])
+    return {
+        "models": ["llama-3.1-8b", "mistral-7b", "llama-3.2-1b"],
+        "gpus": ["h100-sxm", "a100-80gb-sxm", "l40s", "h200-sxm"],
+        "input": _lognormal(rng.choice([768, 1536]), 0.4, 128, 4096),
+        "output": _lognormal(rng.choice([256, 512]), 0.4, 64, 2048),
+        "slo": {"ttft_p99_ms": 2000, "tpot_p95_ms": rng.choice([12, 16, 24])},
+        "engine": {"max_num_batched_tokens": 2048, "max_model_len": 8192,
+                   "speculative_config": {"method": "ngram", "num_speculative_tokens": k,
+                                          "prompt_lookup_max": 4}},
+        "speculation": {"drafted_share": rng.choice([0.3, 0.55, 0.8]),
+                        "accepted_by_position": [first * keep**i for i in range(k)]},
+        "start": 1.0,
+    }  # fmt: skip
+
+
 SESSION_ARCHETYPES = {"chat-sessions": _chat_sessions, "agent-sessions": _agent_sessions}
 """Conversational traffic, drawn apart from the others (``session_scenarios``) so that the
 earlier archetypes' draws stay as they were."""
+DRAFTING_ARCHETYPES = {"drafting": _drafting}
+"""Speculating servers, drawn apart likewise."""
 
 ARCHETYPES = {
     "prefill": _prefill, "decode": _decode, "capped": _capped, "cpu": _cpu, "agents": _agents,
@@ -158,6 +183,8 @@ def _study(name: str, rng: random.Random, recipe: dict[str, Any]) -> StudySpec |
         documents, tokens = recipe["system"]
         groups = [{"name": "system", "documents": documents, "prefix_tokens": tokens}]
         traffic |= {"session": recipe["session"], "prefix_group": "system"}
+    if "speculation" in recipe:
+        traffic["speculation"] = recipe["speculation"]
     spec = StudySpec.model_validate({
         "name": name, "seed": rng.randrange(1000), "gpu": gpu, "model": model,
         "engine": {"model": model.name, **recipe["engine"]},

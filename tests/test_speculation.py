@@ -5,10 +5,12 @@ against the step that verifies it."""
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
 import pytest
+from pydantic import TypeAdapter
 
 from kneepoint.config import load_study
 from kneepoint.config.catalog import knob_catalogue
@@ -30,6 +32,7 @@ from kneepoint.records.drafts import AcceptanceProbe
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.knob_domains import ChoiceDomain
 from kneepoint.records.knobs import KnobCatalogue
+from kneepoint.records.ledger import Baseline, Event, Screened, Validated
 from kneepoint.records.loadpoint import SpecReading
 from kneepoint.records.proposal import Pruning
 from kneepoint.records.study import SearchSpec, StudySpec
@@ -243,3 +246,55 @@ def test_the_acceptance_probe_prices_turning_drafts_on_as_the_real_server_measur
     else:
         priced = float(reason.split("priced ")[1].split("x")[0])
         assert measured / 1.25 < priced < 1.0
+
+
+PROBED = Path(__file__).parent / "fixtures" / "real" / "cpu-tiny-ngram-probe"
+EVENTS: TypeAdapter[Event] = TypeAdapter(Event)
+
+
+def _recorded_tune(tmp_path: Path, run: str) -> tuple[StudySpec, list[Event]]:
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(TINY_LLAMA))
+    study = load_study(PROBED / run / "study.yaml",
+                       [f"model={config}", f"engine.model={tmp_path}"])  # fmt: skip
+    with gzip.open(PROBED / run / "ledger.jsonl.gz", "rt") as lines:
+        return study, [EVENTS.validate_json(line) for line in lines]
+
+
+def test_a_real_tune_through_the_probe_priced_its_first_move_near_what_it_validated(
+    tmp_path: Path,
+) -> None:
+    """`benchmarks/speculation_cpu.py --probe` on vLLM 0.32's CPU build (AVX-512 host,
+    2026-12-01): greedy, the probe read 5.81 tokens a 5-token draft and the rule priced it
+    1.44x; the validation measured 1.69x. The baseline is diagnosed again from the ledger's
+    own knee search and probe, and prices the same."""
+    study, events = _recorded_tune(tmp_path, "greedy")
+    baseline = next(e for e in events if isinstance(e, Baseline))
+    assert baseline.acceptance is not None and baseline.acceptance.reading is not None
+    _, pruning = findings(study, baseline.config, baseline.knee, knob_catalogue(), "0.32.0",
+                          acceptance=baseline.acceptance)  # fmt: skip
+    first = pruning.candidates[0]
+    assert first.knob.name == "speculative_config" and first.target == {
+        **K3,
+        "num_speculative_tokens": 5,
+    }
+    validated = next(e for e in events if isinstance(e, Validated))
+    assert validated.promote and validated.challenger and validated.incumbent
+    measured = (validated.challenger.capacity_rps or 0) / (validated.incumbent.capacity_rps or 1)
+    assert first.predicted_ratio == pytest.approx(1.436, abs=0.01)
+    assert 1.6 < measured < 1.8 and measured / 1.25 < first.predicted_ratio < measured
+
+
+def test_a_real_tune_through_the_probe_left_drafts_nothing_accepted_out(tmp_path: Path) -> None:
+    """Sampled at 1.0, the probe read nothing accepted: the rule priced 3 draft tokens at
+    0.85x and ruled them out; the tune's one trial, a long shot, screened them at 0.90x."""
+    study, events = _recorded_tune(tmp_path, "sampled")
+    baseline = next(e for e in events if isinstance(e, Baseline))
+    _, pruning = findings(study, baseline.config, baseline.knee, knob_catalogue(), "0.32.0",
+                          acceptance=baseline.acceptance)  # fmt: skip
+    reason, ratio = _spec_reason(pruning)
+    assert ratio is None and "0.00, 0.00, 0.00, 0.00, 0.00" in reason
+    assert "3 draft tokens priced 0.85x" in reason
+    screened = next(e for e in events if isinstance(e, Screened))
+    measured = (screened.outcome.objective or 0.0) / (baseline.repeats.capacity_rps or 1.0)
+    assert 0.85 / 1.25 < measured < 1.0

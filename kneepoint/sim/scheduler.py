@@ -72,7 +72,7 @@ class Scheduler:
         return min(remaining, budget)
 
     def schedule(self) -> StepPlan:
-        plan = StepPlan(window=self.kv.window)
+        plan = StepPlan(window=self.kv.window, drafting=self.drafter is not None)
         if self.cohort is None:
             budget = self._schedule_running(plan, self.token_budget)
         else:
@@ -121,8 +121,6 @@ class Scheduler:
                 continue
             break
         self._close_running_phase(plan, running[index:], decodes, (decode_context, decode_window))
-        if self.drafter is not None:
-            plan.draft_lookups = decodes + len(plan.drafts)
         return budget
 
     def _close_running_phase(

@@ -42,8 +42,9 @@ class StepPlan:
     """Decodes scheduled with n-gram draft tokens, and how many each carries."""
     accepted: list[int] = field(default_factory=list)
     """Draft tokens each draft had accepted, once the step has run."""
-    draft_lookups: int = 0
-    """Decodes whose next draft is looked up after the step (all of them, speculating)."""
+    drafting: bool = False
+    """The engine speculates: every request that samples looks up its next draft after the
+    step (vLLM's n-gram proposer runs over the batch)."""
 
     def add(self, req: SimRequest, new: int) -> None:
         computed = req.num_computed
@@ -92,5 +93,5 @@ class StepPlan:
             samples=self.samples,
             window_attention_pairs=self.window_pairs if self.window else None,
             window_kv_tokens=self.window_kv_tokens if self.window else None,
-            draft_lookups=self.draft_lookups,
+            draft_lookups=self.samples if self.drafting else 0,
         )
