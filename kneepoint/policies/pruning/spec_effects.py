@@ -27,7 +27,7 @@ from kneepoint.policies.pruning.knob_effects import (
     Effect,
     Situation,
 )
-from kneepoint.policies.pruning.spec_steps import step_growth
+from kneepoint.policies.pruning.spec_steps import paced_room, step_growth
 from kneepoint.records.drafts import AcceptanceProbe
 from kneepoint.records.loadpoint import SpecReading
 
@@ -113,7 +113,9 @@ def draft_prices(
         if isinstance(growth, str):
             unpriced.append(growth)
             continue
-        priced.append((then.gain / now.gain / growth.ratio, choice, growth.words))
+        gained = then.gain / now.gain
+        room, paced = paced_room(sit, gained, growth.ratio)
+        priced.append((gained / growth.ratio * room, choice, growth.words + paced))
     return priced, unpriced
 
 
