@@ -14,7 +14,7 @@ from kneepoint.records.backend_spec import VllmBackend
 from kneepoint.records.diagnosis import Diagnosis, Observation
 from kneepoint.records.drafts import AcceptanceProbe
 from kneepoint.records.engine import EngineConfig
-from kneepoint.records.ledger import Baseline, Proposed
+from kneepoint.records.ledger import Baseline, Proposed, Validated
 from kneepoint.run.ledger import Ledger
 from kneepoint.tune.acceptance_step import probed_setting
 from tests.conftest import CONFIGS, SMALL
@@ -42,7 +42,13 @@ def test_the_run_probes_acceptance_and_its_first_trial_is_priced_from_it(tmp_pat
     first = next(e for e in events if isinstance(e, Proposed))
     assert first.proposal.config.speculative_config == K5
     assert "the acceptance probe (5-token n-gram drafts" in first.proposal.prediction.reason
-    assert first.proposal.prediction.capacity_ratio > 1.2
+    # priced at the knee's batch and for the TPOT tail the knee failed on, within 1.25x of
+    # what the trial's interleaved validation measured (Step 18's goal for a new lever)
+    validated = next(e for e in events if isinstance(e, Validated))
+    assert validated.promote and validated.challenger and validated.incumbent
+    measured = (validated.challenger.capacity_rps or 0) / (validated.incumbent.capacity_rps or 1)
+    predicted = first.proposal.prediction.capacity_ratio
+    assert measured > 1.5 and measured / 1.25 < predicted < measured * 1.25
     assert (
         "acceptance probe (5-token n-gram drafts on the start" in (folder / "report.md").read_text()
     )
