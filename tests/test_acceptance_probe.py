@@ -15,6 +15,7 @@ from kneepoint.records.diagnosis import Diagnosis, Observation
 from kneepoint.records.drafts import AcceptanceProbe
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.ledger import Baseline, Proposed, Validated
+from kneepoint.records.sweep import SweepResult
 from kneepoint.run.ledger import Ledger
 from kneepoint.tune.acceptance_step import probed_setting
 from tests.conftest import CONFIGS, SMALL
@@ -34,6 +35,11 @@ def test_the_run_probes_acceptance_and_its_first_trial_is_priced_from_it(tmp_pat
     baseline = next(e for e in events if isinstance(e, Baseline))
     probe = baseline.acceptance
     assert probe is not None and probe.speculative_config == K5 and probe.device_s > 0
+    # one point at the knee search's lowest passing rate: it reads the traffic, not a knee
+    kept = SweepResult.model_validate_json(
+        (folder / "trials" / "000-baseline" / "acceptance.json").read_text()
+    )
+    assert [p.rate_rps for p in kept.points] == [probe.rate_rps]
     # the study's class drafts as Llama-3.1-8B rewriting code did (vllm-project/vllm #24344)
     reading = probe.reading
     assert reading is not None and reading.draft_share is not None

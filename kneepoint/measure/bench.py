@@ -186,17 +186,24 @@ class Bench:
         return self._kept(trial_dir, kept, *measured)
 
     def at(
-        self, probe: Prober, config: EngineConfig, rates: list[float], **how: Any
+        self,
+        probe: Prober,
+        config: EngineConfig,
+        rates: list[float],
+        *,
+        stay: bool = False,
+        **how: Any,
     ) -> SweepResult:
         """``rates`` measured once by ``probe``, climbing and descending as the objective
-        reads (``how``: ``measure_rates``'s repeat, arm, kind and reference)."""
+        reads unless told to ``stay`` at them (``how``: ``measure_rates``'s repeat, arm,
+        kind and reference)."""
         return sweep.measure_rates(
             probe,
             config,
             self.study.slo,
             rates,
-            climb=self.climb,
-            descend=self.descend,
+            climb=0 if stay else self.climb,
+            descend=0 if stay else self.descend,
             retakes=self.retakes,
             **how,
         )
@@ -218,12 +225,19 @@ class Bench:
         return self.study.measurement.retakes
 
     def measure(
-        self, config: EngineConfig, trial_dir: Path, rates: list[float], label: str
+        self,
+        config: EngineConfig,
+        trial_dir: Path,
+        rates: list[float],
+        label: str,
+        *,
+        stay: bool = False,
     ) -> tuple[SweepResult, float]:
-        """One configuration at ``rates``, once (a screen that needs no knee)."""
+        """One configuration at ``rates``, once (a screen that needs no knee; ``stay``: at
+        those rates alone, as a probe that reads the server rather than its knee)."""
 
         def once(probe: Prober, _: Target) -> SweepResult:
-            return self.at(probe, config, rates, kind="screen")
+            return self.at(probe, config, rates, kind="screen", stay=stay)
 
         where = (trial_dir, label, self.study.tuning.screen_seconds)
         measured = self.on_server(label, config, where, once, planned=len(rates))

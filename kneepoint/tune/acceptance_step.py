@@ -76,7 +76,11 @@ def probe_acceptance(
     probe = AcceptanceProbe(speculative_config=setting, rate_rps=rate_rps)
     try:
         result, spent = bench.measure(
-            config.replace(speculative_config=setting), trial_dir, [rate_rps], "acceptance"
+            config.replace(speculative_config=setting),
+            trial_dir,
+            [rate_rps],
+            "acceptance",
+            stay=True,
         )
     except TrialFailedError as exc:
         probe = probe.model_copy(update={"failure": exc.cause, "device_s": exc.device_s})
