@@ -63,6 +63,7 @@ VALUES: dict[str, list[object]] = {
     "gpu_memory_utilization": [0.8, 0.9, 0.95],
     "kv_cache_memory_bytes": [GIB, 2 * GIB, 4 * GIB, 8 * GIB],
     "api_server_count": [None, 2, 4],
+    "kv_offloading_size": [None, 16, 64, 256],
     # off and the catalogue's n-gram drafts (configs/knobs.yaml)
     "speculative_config": [
         None,

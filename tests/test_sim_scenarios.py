@@ -58,11 +58,13 @@ FRONTEND = {"frontend-bound"}
 # Speculation as the lever (tested in test_acceptance_probe.py): its decode streams the
 # weights for a few dozen sequences, bandwidth's wall, which drafts turn into more tokens.
 SPECULATION = {"code-edits"}
+# KV offloading as the lever (tested in test_kv_offload.py): a library the pool cannot keep.
+OFFLOAD = {"document-qa"}
 
 
 def test_every_scenario_file_is_tested() -> None:
     scenarios = {p.stem for p in SCENARIOS.glob("*.yaml")}
-    assert scenarios == set(SIZING) | REPLICAS | FRONTEND | SPECULATION
+    assert scenarios == set(SIZING) | REPLICAS | FRONTEND | SPECULATION | OFFLOAD
 
 
 @pytest.mark.slow  # a knee search per scenario on the virtual clock (~25 s in all)

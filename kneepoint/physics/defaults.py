@@ -66,6 +66,8 @@ class ResolvedEngine(Record):
     long_prefill_token_threshold: int = Field(ge=0)
     stream_interval: int = Field(ge=1)
     api_server_count: int = Field(default=1, ge=1)
+    kv_offloading_bytes: int = Field(default=0, ge=0)
+    """Host memory KV blocks are offloaded to (0: no offloading)."""
     speculative_tokens: int = Field(default=0, ge=0)
     """Draft tokens an n-gram lookup proposes per decoding step (0: no speculation)."""
 
@@ -115,6 +117,7 @@ def resolve_engine(engine: EngineConfig, gpu: GpuSpec, model: ModelSpec) -> Reso
         stream_interval=engine.stream_interval or 1,
         api_server_count=engine.api_server_count or 1,
         speculative_tokens=drafts.k,
+        kv_offloading_bytes=round((engine.kv_offloading_size or 0.0) * GIB),
     )
 
 

@@ -30,7 +30,7 @@ CUDA_GRAPH_BYTES = 0.4 * GIB
 class StartupRefusal(Record):
     """Why a configuration cannot start, in the engine's words."""
 
-    kind: Literal["weights_oom", "no_kv_memory", "max_model_len_too_long"]
+    kind: Literal["weights_oom", "no_kv_memory", "max_model_len_too_long", "unsupported"]
     message: str
 
 
@@ -126,7 +126,17 @@ def plan_memory(gpu: GpuSpec, model: ModelSpec, engine: ResolvedEngine) -> Memor
         ),
     )
     longest = _longest_fitting(layout, plan.num_blocks, engine)
-    return plan.model_copy(update={"refusal": _refusal(plan, longest)})
+    refusal = _refusal(plan, longest)
+    if refusal is None and engine.kv_offloading_bytes and not gpu.offloads_kv:
+        refusal = OFFLOAD_REFUSED
+    return plan.model_copy(update={"refusal": refusal})
+
+
+OFFLOAD_REFUSED = StartupRefusal(
+    kind="unsupported",
+    message="Exception: CPU Offloading is currently only supported on CUDA-alike and XPU GPUs",
+)
+"""vLLM 0.32's CPU build, started with --kv-offloading-size (2026-12-01)."""
 
 
 def _longest_fitting(layout: KvLayout, num_blocks: int, engine: ResolvedEngine) -> int:

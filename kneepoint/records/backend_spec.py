@@ -30,6 +30,7 @@ SIM_HTTP_UNMODELED: Mapping[str, str] = {
         "workload classes' speculation)"
     ),
     "api_server_count": "`kneepoint sim serve` runs one API server in front of its engine",
+    "kv_offloading_size": "`kneepoint sim serve` does not offload KV to host memory",
 }
 MODULE_LAUNCHER = "vllm.entrypoints.openai.api_server"
 """The API-server module, which serves from one process whatever --api-server-count says

@@ -70,6 +70,9 @@ class Efficiency(InputRecord):
     Llama recordings' capacities within 3% (50 us: up to +6%, 70 us: fp8 -4%)."""
     cpu_chunk_s: float = Field(default=12e-6, ge=0.0)
     """Output processing per streamed chunk (detokenise, serialise, send)."""
+    host_link: float = Field(default=0.8, gt=0.0, le=1.0)
+    """Fraction of the host link's rate a KV load from host memory reaches: PCIe's 128b/130b
+    encoding and packet headers leave ~85% of a x16 link's rate to payload."""
     cpu_draft_s: float = Field(default=2e-6, ge=0.0)
     """One sequence's n-gram draft lookup in a step, on the CPU: vLLM's Numba matcher spent
     1.9 s in all over a 5,000-request ShareGPT run (vllm-project/vllm PR #13365), about a

@@ -80,6 +80,9 @@ class EngineConfig(InputRecord):
     """Speculative decoding settings, passed to vLLM as JSON."""
     api_server_count: int | None = Field(default=None, ge=1)
     """API-server processes in front of the engine (`vllm serve` only)."""
+    kv_offloading_size: float | None = Field(default=None, gt=0.0)
+    """Host memory, in GiB, vLLM's native connector offloads KV blocks to and loads prefix
+    hits back from (the total over tensor-parallel ranks)."""
     extra_args: tuple[str, ...] = ()
     """Further `vllm serve` arguments kneepoint does not model, passed through verbatim."""
 

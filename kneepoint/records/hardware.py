@@ -47,6 +47,9 @@ class GpuSpec(InputRecord):
     nvml_names: tuple[str, ...] = ()
     """Substrings of nvmlDeviceGetName() that identify this GPU (none for AMD's parts,
     which NVML does not see)."""
+    host_link_gb_s: float | None = Field(default=None, gt=0.0)
+    """The device's link to host memory, each way, GB/s (PCIe Gen5 x16 64, Gen4 x16 32:
+    PCI-SIG's rates); None where none is (a CPU host)."""
     usd_per_hour: float | None = Field(default=None, gt=0.0)
     """A typical on-demand price of one GPU-hour (None where the catalogue has no source);
     a study's ``budget.price_per_gpu_hour_usd`` overrides it."""
@@ -71,6 +74,13 @@ class GpuSpec(InputRecord):
         Ampere and newer (vLLM's quantization supported-hardware table: not on AMD GPUs or
         the CPU)."""
         return self.architecture in ("ampere", "ada", "hopper", "blackwell")
+
+    @property
+    def offloads_kv(self) -> bool:
+        """Whether vLLM offloads KV blocks to host memory from this device: CUDA-alike GPUs
+        (NVIDIA's, AMD's through ROCm) and Intel's XPUs; its CPU build refuses ("CPU
+        Offloading is currently only supported on CUDA-alike and XPU GPUs", vLLM 0.32)."""
+        return not self.is_cpu and self.host_link_gb_s is not None
 
     @property
     def kind(self) -> str:

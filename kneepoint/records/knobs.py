@@ -48,6 +48,7 @@ Condition = Literal[
     "awq_checkpoint",
     "gptq_checkpoint",
     "marlin_kernels",
+    "kv_host_offload",
 ]
 """Conditions outside the engine without which a knob (or one of its values) cannot help: the
 served checkpoint's own quantization decides which ``--quantization`` values load at all, and

@@ -58,6 +58,9 @@ class Signals(Record):
     preemptions_per_s: float | None = Field(default=None, ge=0.0)
     prefix_hit_rate: float | None = Field(default=None, ge=0.0, le=1.0)
     """Prefix-cache hits / queries, in tokens."""
+    external_hit_rate: float | None = Field(default=None, ge=0.0, le=1.0)
+    """The KV connector's (offloading's) prefix-cache hits / queries, in tokens: of the
+    prompt tokens past the device's own hit, the share loaded from host memory."""
     tokens_per_step_mean: float | None = Field(default=None, ge=0.0)
     steps_per_s: float | None = Field(default=None, ge=0.0)
     """Engine steps per second (the count of vLLM's tokens-per-step histogram, as a rate)."""

@@ -22,6 +22,7 @@ from kneepoint.records.hardware import GpuSpec, ModelSpec
 from kneepoint.sim.attribution import Attribution, attribute
 from kneepoint.sim.client import Arrival, Client, Scheduled
 from kneepoint.sim.frontend import FrontEnd
+from kneepoint.sim.host_tier import HostTier
 from kneepoint.sim.kv_cache import KvCache
 from kneepoint.sim.request import SimRequest
 from kneepoint.sim.scheduler import Scheduler
@@ -76,6 +77,10 @@ class StepRecord(NamedTuple):
     """Per draft the step verified (n-gram speculative decoding), its draft tokens."""
     accepted: tuple[int, ...] = ()
     """Per draft, in the same order, its tokens the target accepted."""
+    external_queries: int = 0
+    external_hits: int = 0
+    """What vLLM's external (connector) prefix-cache counters add for the step: tokens looked
+    up in host memory past the device's hit, and those found there (KV offloading)."""
 
     @property
     def generated_tokens(self) -> int:
@@ -147,11 +152,23 @@ class SimEngine:
             self.resolved.block_size,
             self.resolved.enable_prefix_caching,
             self.memory.layout,
+            host=self._host_tier(),
         )
         self.scheduler = Scheduler(self.resolved, self.kv, eager=eager, acceptance=acceptance)
         self.frontend = FrontEnd.of(self.efficiency, self.resolved.api_server_count)
         self.now_s = 0.0
         self._next_rid = 0
+
+    def _host_tier(self) -> HostTier | None:
+        """Host memory for KV offloading, where the configuration asks for it: as many
+        blocks as its bytes hold, loaded back at the host link's rate (the refusal on a
+        device vLLM does not offload from is the memory plan's)."""
+        size, link = self.resolved.kv_offloading_bytes, self.gpu.host_link_gb_s
+        if not size or link is None:
+            return None
+        per_token = self.memory.kv_bytes_per_token * self.resolved.tensor_parallel_size
+        blocks = int(size // (per_token * self.resolved.block_size))
+        return HostTier(blocks, per_token / (link * 1e9 * self.efficiency.host_link))
 
     def submit(self, arrival: Arrival) -> SimRequest:
         """Queue a request now; refused if it can never fit in max_model_len."""
@@ -178,12 +195,15 @@ class SimEngine:
 
     @property
     def busy(self) -> bool:
-        return bool(self.scheduler.running or self.scheduler.waiting)
+        sched = self.scheduler
+        return bool(sched.running or sched.waiting or sched.loading)
 
     def step(self) -> StepOutcome | None:
         """Run one step; None when there is nothing the engine can run."""
         queries, hits = self.kv.query_tokens, self.kv.hit_tokens
-        plan = self.scheduler.schedule()
+        host = self.kv.host
+        outside = (host.query_tokens, host.hit_tokens) if host is not None else (0, 0)
+        plan = self.scheduler.schedule(self.now_s)
         if not plan.num_requests:
             return None
         shape = plan.shape()
@@ -212,6 +232,8 @@ class SimEngine:
             prefix_hits=self.kv.hit_tokens - hits,
             draft_tokens=tuple(plan.drafts.values()),
             accepted=tuple(plan.accepted),
+            external_queries=host.query_tokens - outside[0] if host is not None else 0,
+            external_hits=host.hit_tokens - outside[1] if host is not None else 0,
         )
         return StepOutcome(record, sampled, finished, plan.admitted)
 
@@ -238,6 +260,10 @@ class SimEngine:
                 run.finished += stepped.finished
                 for req in stepped.finished:
                     client.finished(req, self.frontend.seen_at(self.now_s))
+            elif (loaded := self.scheduler.next_load_s()) is not None and (
+                not handed or loaded <= handed[0][0]
+            ):  # idle until a prefix loading from host memory is in
+                self.now_s = max(self.now_s, loaded)
             elif handed:  # idle until the next request reaches the engine
                 self.now_s = max(self.now_s, handed[0][0])
             elif (due := client.next_at()) is not None:

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from kneepoint.physics.kv_layout import KvLayout
 from kneepoint.sim.block_hash import block_hashes
 from kneepoint.sim.block_pool import BlockPool
+from kneepoint.sim.host_tier import HostTier
 from kneepoint.sim.request import SimRequest
 
 
@@ -29,9 +30,16 @@ class KvCache:
     """Each request's blocks over one pool: allocation, prefix hits, the window, freeing."""
 
     def __init__(
-        self, num_blocks: int, block_size: int, prefix_caching: bool, layout: KvLayout | None = None
+        self,
+        num_blocks: int,
+        block_size: int,
+        prefix_caching: bool,
+        layout: KvLayout | None = None,
+        host: HostTier | None = None,
     ) -> None:
-        """``layout``: the model's KV cache groups (default: one full-attention group)."""
+        """``layout``: the model's KV cache groups (default: one full-attention group);
+        ``host``: host memory blocks are offloaded to (with prefix caching only: the
+        connector finds blocks by their hashes)."""
         if num_blocks < 1 or block_size < 1:
             raise ValueError("a KV cache needs at least one block of at least one token")
         self.num_blocks = num_blocks
@@ -50,6 +58,7 @@ class KvCache:
         self._extra_per_skip = sliding - 1 if self._first_slides else sliding
         """Counted blocks a position gives back when it falls out of the window."""
         self._extra_used = 0
+        self.host = host if prefix_caching else None
 
     @property
     def num_free(self) -> int:
@@ -80,6 +89,18 @@ class KvCache:
                 break
             found.append(block)
         return found
+
+    def host_prefix(self, req: SimRequest, after: int) -> int:
+        """Blocks of the request's prefix past the ``after`` the device holds that host
+        memory holds, leading (0 without offloading)."""
+        host = self.host
+        if host is None or req.num_computed:
+            return 0
+        limit = (req.num_tokens - 1) // self.block_size
+        if limit <= after:
+            return 0
+        hashes = block_hashes(req, limit, self.block_size)[after:limit]
+        return host.matched(hashes)
 
     def _new_blocks(self, req: SimRequest, num_new: int, prefix: Sequence[int]) -> int:
         """New block positions for ``num_new`` more tokens (<= 0: none)."""
@@ -225,6 +246,8 @@ class KvCache:
         if end > start:
             hashes = block_hashes(req, end, self.block_size)
             self.pool.register(hashes[start:end], req.blocks[start:end])
+            if self.host is not None:
+                self.host.store(hashes[start:end])
 
     def free(self, req: SimRequest) -> None:
         """Release the request's blocks, tail first; cached ones stay findable until reused."""

@@ -48,6 +48,10 @@ class SimRequest:
     """Cohort step that samples its last token: it is released before it."""
     run_seq: int = -1
     """Order of its latest admission: the running list is in this order."""
+    load_ready_s: float | None = None
+    """When its prefix, loading from host memory, is in (None: no load begun)."""
+    loaded_through: int = 0
+    """Leading block positions the device holds once that load is in."""
 
     prompt_len: int = field(init=False)
     output_id_base: int = field(init=False)
@@ -78,4 +82,6 @@ class SimRequest:
         self.blocks = []
         self.num_cached_blocks = 0
         self.skipped_blocks = 0
+        self.load_ready_s = None
+        self.loaded_through = 0
         self.preemptions += 1

@@ -54,6 +54,8 @@ class Scheduler:
         self.kv = kv
         self.waiting: deque[SimRequest] = deque()
         self.running: list[SimRequest] = []
+        self.loading: list[SimRequest] = []
+        """Requests waiting for their prefix to load from host memory."""
         self._solo: dict[SimRequest, None] = {}
         """Running requests outside the decode cohort (with one): those stepped one by one."""
         self._admissions = 0
@@ -71,14 +73,47 @@ class Scheduler:
             remaining = self.long_prefill_threshold
         return min(remaining, budget)
 
-    def schedule(self) -> StepPlan:
+    def schedule(self, now_s: float = 0.0) -> StepPlan:
+        """The next step's plan at ``now_s`` (when loads from host memory have come in)."""
         plan = StepPlan(window=self.kv.window, drafting=self.drafter is not None)
+        if self.loading:
+            self._rejoin(now_s)
         if self.cohort is None:
             budget = self._schedule_running(plan, self.token_budget)
         else:
             budget = self._schedule_with_cohort(plan, self.cohort)
-        plan.admission_stop = self._admit_waiting(plan, budget)
+        plan.admission_stop = self._admit_waiting(plan, budget, now_s)
         return plan
+
+    def _rejoin(self, now_s: float) -> None:
+        """Requests whose prefix has loaded from host memory go back to the queue's head, in
+        the order they came."""
+        ready = [r for r in self.loading if (r.load_ready_s or 0.0) <= now_s]
+        for req in sorted(ready, key=lambda r: r.rid, reverse=True):
+            self.loading.remove(req)
+            self.waiting.appendleft(req)
+
+    def next_load_s(self) -> float | None:
+        """When the next load from host memory comes in (None: none under way)."""
+        return min((r.load_ready_s or 0.0 for r in self.loading), default=None)
+
+    def _begin_load(self, req: SimRequest, gpu_blocks: int, now_s: float) -> bool:
+        """Start loading the head request's prefix from host memory where it holds more of
+        it than the device (it then waits, out of the queue); whether it did."""
+        host = self.kv.host
+        if host is None or req.load_ready_s is not None:
+            return False
+        found = self.kv.host_prefix(req, gpu_blocks)
+        if not found:
+            return False
+        block_size = self.kv.block_size
+        host.query_tokens += req.num_tokens - gpu_blocks * block_size
+        host.hit_tokens += found * block_size
+        req.loaded_through = gpu_blocks + found
+        req.load_ready_s = host.load(found * block_size, now_s)
+        self.waiting.popleft()
+        self.loading.append(req)
+        return True
 
     def _schedule_running(self, plan: StepPlan, budget: int) -> int:
         """Running requests in order while the budget lasts, preempting from the tail when the
@@ -183,7 +218,7 @@ class Scheduler:
         self.waiting.appendleft(victim)
         plan.preempted.append(victim)
 
-    def _admit_waiting(self, plan: StepPlan, budget: int) -> AdmissionStop:
+    def _admit_waiting(self, plan: StepPlan, budget: int, now_s: float = 0.0) -> AdmissionStop:
         if plan.preempted:
             return "preempted"
         while self.waiting:
@@ -193,13 +228,18 @@ class Scheduler:
                 return self._unless_kv_full("budget")
             req = self.waiting[0]
             prefix = self.kv.cached_prefix(req)
+            if self._begin_load(req, len(prefix), now_s):
+                continue
             hit = len(prefix) * self.kv.block_size
-            new = self._chunk(req.num_tokens - hit, budget)
-            if not self.kv.allocate(req, new, prefix):
+            loaded = max(0, req.loaded_through - len(prefix)) * self.kv.block_size
+            new = self._chunk(req.num_tokens - hit - loaded, budget)
+            if not self.kv.allocate(req, loaded + new, prefix):
                 return "kv_capacity"
             self.waiting.popleft()
             self.kv.record_admission(req, hit)
-            req.num_computed = hit
+            if self.kv.host is not None and req.load_ready_s is None:
+                self.kv.host.query_tokens += req.num_tokens - hit  # looked up, none found
+            req.num_computed = hit + loaded
             req.prefix_hit_tokens = hit
             req.run_seq = self._admissions
             self._admissions += 1
@@ -217,6 +257,8 @@ class Scheduler:
             self.cohort.release(req)
         if req in self.waiting:
             self.waiting.remove(req)
+        elif req in self.loading:
+            self.loading.remove(req)
         elif req in self.running:
             self.running.remove(req)
             self._solo.pop(req, None)

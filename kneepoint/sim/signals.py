@@ -55,6 +55,12 @@ def _hit_rate(inside: Sequence[StepRecord]) -> float | None:
     return sum(s.prefix_hits for s in inside) / asked if asked else None
 
 
+def _external_hit_rate(inside: Sequence[StepRecord]) -> float | None:
+    """vLLM's external prefix-cache counters over the window (None: no offloading)."""
+    asked = sum(s.external_queries for s in inside)
+    return min(1.0, sum(s.external_hits for s in inside) / asked) if asked else None
+
+
 def _speculation(inside: Sequence[StepRecord], k: int) -> SpecReading | None:
     """vLLM's spec-decode counters over the window's steps (None: no speculation)."""
     if not k:
@@ -97,6 +103,7 @@ def virtual_signals(
         waiting_mean=_weighted(inside, "waiting"),
         preemptions_per_s=sum(s.preempted for s in inside) / span,
         prefix_hit_rate=_hit_rate(inside),
+        external_hit_rate=_external_hit_rate(inside),
         tokens_per_step_mean=sum(s.num_tokens for s in inside) / len(inside),
         steps_per_s=len(inside) / span,
         prompt_tokens_per_s=sum(s.prompt_tokens for s in inside) / span,

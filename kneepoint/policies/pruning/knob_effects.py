@@ -197,7 +197,7 @@ def prefix(sit: Situation) -> Effect | str:
         return "prefix caching is already on"
     if not sit.shared_prefixes:
         return "the workload's prompts share no prefixes: nothing to reuse"
-    if sit.binding == "scheduling" and not _prefill_schedules(sit):
+    if sit.binding == "scheduling" and not prefill_schedules(sit):
         return "it saves prefill work, and what binds is not prefills stalling decodes"
     workload = sit.observation.workload
     reuse = (
@@ -233,7 +233,7 @@ def prefix(sit: Situation) -> Effect | str:
     return Effect("to", min(MAX_RATIO, ratio), reason, target=True)
 
 
-def _prefill_schedules(sit: Situation) -> bool:
+def prefill_schedules(sit: Situation) -> bool:
     """Whether the scheduling wall is one that less prefill work lowers: prefills stalling
     decodes, a token budget filled by them, or, on a CPU, the host's own work, which the
     model's math shares the cores with (the CPU build's multi-turn study read as CPU

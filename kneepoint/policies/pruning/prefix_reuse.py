@@ -49,6 +49,7 @@ def prefix_reuse(
     kv_tokens: int,
     *,
     block_tokens: int = 16,
+    host_tokens: float = 0.0,
 ) -> PrefixReuse:
     """The savings of prefix caching on ``workload`` with a pool of ``kv_tokens`` in blocks
     of ``block_tokens``. A conversation's later turn finds the turn before it cached (its
@@ -57,7 +58,10 @@ def prefix_reuse(
     this held where the pool had room (multiturn-chat at 40 req/s, 455k tokens: 69.6%
     predicted, 69.3% simulated) and overstates where it had not (16k tokens at 10 req/s:
     69.6% against 60.1%; agentic at 4 req/s: 92.9% against 67.5%). A Little's-law model of
-    least-recently-used eviction over think times read 44.9% and 92.9% there: no better."""
+    least-recently-used eviction over think times read 44.9% and 92.9% there: no better.
+    ``host_tokens``: KV offloaded to host memory, which keeps whole documents the pool has
+    evicted (a store of every computed block, least recently used out) and serves them back
+    as hits; the KV each running sequence holds is the pool's all the same."""
     groups = {g.name: g for g in workload.prefix_groups}
     total_weight = sum(c.weight for c in workload.classes)
     prompt = cached = before = after = turns = 0.0
@@ -67,10 +71,11 @@ def prefix_reuse(
         answer = mean_length_tokens(cls.output_tokens)
         group = groups.get(cls.prefix_group or "")
         prefix = float(group.prefix_tokens) if group else 0.0
-        hit = 0.0
+        hit = held = 0.0
         if group is not None:
             corpus = group.documents * group.prefix_tokens
-            hit = min(1.0, RESIDENT_SHARE * kv_tokens / corpus)
+            hit = min(1.0, (RESIDENT_SHARE * kv_tokens + host_tokens) / corpus)
+            held = min(1.0, RESIDENT_SHARE * kv_tokens / corpus)
         survival = turn_survival(cls.session.turns) if cls.session is not None else [1.0]
         for t, alive in enumerate(survival):
             weight = share * alive
@@ -80,7 +85,7 @@ def prefix_reuse(
             prompt += weight * (prefix + history + own)
             cached += weight * (served if t else hit * prefix)
             before += weight * (prefix + history + own + answer / 2.0)
-            after += weight * ((1.0 - hit) * prefix + history + own + answer / 2.0)
+            after += weight * ((1.0 - held) * prefix + history + own + answer / 2.0)
             turns += weight
     return PrefixReuse(
         prompt_share=cached / prompt if prompt else 0.0,

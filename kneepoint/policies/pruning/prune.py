@@ -35,6 +35,7 @@ from kneepoint.policies.pruning.knob_effects import (
 )
 from kneepoint.policies.pruning.kv_effects import memory_bytes, memory_fraction
 from kneepoint.policies.pruning.long_shot import as_runner_up, long_shot
+from kneepoint.policies.pruning.offload_effects import offloading
 from kneepoint.policies.pruning.quant_effects import held_conditions, quantization, w4a16_advice
 from kneepoint.policies.pruning.spec_effects import speculation
 from kneepoint.policies.pruning.tp_effect import tensor_parallel
@@ -63,6 +64,7 @@ _RULES: dict[str, Rule] = {
     "kv_cache_memory_bytes": memory_bytes,
     "speculative_config": speculation,
     "api_server_count": api_servers,
+    "kv_offloading_size": offloading,
 }
 
 
@@ -83,7 +85,7 @@ def prune(
     situation = _situation(diagnosis, context)
     workload = observation.workload
     shared = workload is None or has_shared_prefixes(workload)
-    limits = _Limits(allowed, vllm_version, backend, gpus, shared)
+    limits = _Limits(allowed, vllm_version, backend, gpus, shared, observation.gpu.offloads_kv)
     held = held_conditions(observation)
     candidates: list[KnobCandidate] = []
     ruled: list[RuledOut] = []
@@ -200,6 +202,8 @@ class _Limits:
     backend: BackendSpec
     gpus: int
     shared_prefixes: bool
+    offloads_kv: bool
+    """The device offloads KV to host memory (``GpuSpec.offloads_kv``)."""
 
     def reason_out(self, knob: Knob) -> str | None:
         """Why ``knob`` is out whatever binds, or None."""
@@ -224,6 +228,12 @@ class _Limits:
             (
                 "shared_prefixes" in knob.needs and not self.shared_prefixes,
                 "the workload's prompts share no prefixes: nothing for it to reuse",
+            ),
+            (
+                "kv_host_offload" in knob.needs and not self.offloads_kv,
+                "vLLM offloads KV to host memory only from CUDA-alike GPUs and XPUs (its CPU "
+                'build: "CPU Offloading is currently only supported on CUDA-alike and XPU '
+                'GPUs")',
             ),
         )
         return next((reason for failed, reason in checks if failed), None)

@@ -26,6 +26,9 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "generation_tokens": ("vllm:generation_tokens",),
     "prefix_cache_queries": ("vllm:prefix_cache_queries", "vllm:gpu_prefix_cache_queries"),
     "prefix_cache_hits": ("vllm:prefix_cache_hits", "vllm:gpu_prefix_cache_hits"),
+    # a KV connector's (offloading's) prefix cache, in tokens
+    "external_queries": ("vllm:external_prefix_cache_queries",),
+    "external_hits": ("vllm:external_prefix_cache_hits",),
     "request_success": ("vllm:request_success",),
     "ttft": ("vllm:time_to_first_token_seconds",),
     "itl": ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"),

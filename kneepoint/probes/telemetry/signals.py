@@ -217,6 +217,7 @@ def summarize_signals(
         waiting_mean=_mean(inside, "waiting"),
         preemptions_per_s=_rate(pair, "preemptions"),
         prefix_hit_rate=_ratio_of_deltas(pair, "prefix_cache_hits", "prefix_cache_queries"),
+        external_hit_rate=_ratio_of_deltas(pair, "external_hits", "external_queries"),
         tokens_per_step_mean=tokens_per_step,
         steps_per_s=steps_per_s,
         prompt_tokens_per_s=_rate(pair, "prompt_tokens"),

@@ -1,0 +1,125 @@
+"""What KV offloading to host memory (``--kv-offloading-size``) should do: prefill work saved
+on the prefixes the device pool cannot keep.
+
+vLLM's native connector stores every computed block in host memory too and loads a later
+request's prefix back from it where the pool has evicted it. So it pays exactly where prompts
+share prefixes (documents, agents' contexts) whose corpus outgrows the pool: the workload's
+reuse model (``prefix_reuse``) says which share of prompt tokens the pool serves today and
+which it would with the host's tokens beside it, and the prefill work they stand for is the
+step's share the knee's own point shows (as prefix caching is priced). A load runs over the
+PCIe link beside the steps (a request waits for its own, others run on), so it adds to the
+loading request's time to first token, not to the steps; the rule says where loading a
+token would take longer than computing it.
+"""
+
+from __future__ import annotations
+
+from pydantic import JsonValue
+
+from kneepoint.policies.pruning.knob_effects import (
+    MAX_RATIO,
+    Effect,
+    Situation,
+    prefill_schedules,
+)
+from kneepoint.policies.pruning.prefix_reuse import prefix_reuse
+from kneepoint.records.hardware import GIB
+
+ENOUGH = 0.98
+"""The smallest size whose price is within 2% of the largest's is proposed: host memory is
+not free either."""
+
+
+def offloading(sit: Situation) -> Effect | str:
+    engine, obs = sit.engine, sit.observation
+    if not engine.enable_prefix_caching:
+        return "prefix caching is off: the connector finds offloaded blocks by their hashes"
+    if sit.binding == "scheduling" and not prefill_schedules(sit):
+        return "it saves prefill work, and what binds is not prefills stalling decodes"
+    workload, link = obs.workload, obs.gpu.host_link_gb_s
+    if workload is None or link is None:
+        return "no workload or host link to price it from"
+    per_token = sit.memory.kv_bytes_per_token * engine.tensor_parallel_size
+    pool = sit.memory.kv_tokens
+
+    def share(host_bytes: float) -> float:
+        host = host_bytes / per_token
+        return prefix_reuse(
+            workload, pool, block_tokens=engine.block_size, host_tokens=host
+        ).prompt_share
+
+    now = share(engine.kv_offloading_bytes)
+    sizes = [c for c in sit.choices if _gib(c) * GIB > engine.kv_offloading_bytes]
+    if not sizes:
+        return "no larger offloading size to try"
+    prefill = _prefill_share(sit)
+    priced = [(_ratio(now, share(_gib(c) * GIB), prefill), c) for c in sizes]
+    best = max(r for r, _ in priced)
+    ratio, size = next((r, c) for r, c in priced if r >= ENOUGH * best)
+    then = share(_gib(size) * GIB)
+    said = (
+        f"the pool of {pool:,} tokens serves {now:.0%} of prompt tokens from shared "
+        f"prefixes; {_gib(size):g} GiB of host memory beside it would serve {then:.0%}"
+    )
+    if ratio <= 1.0:
+        return f"{said}: nothing more to save"
+    load_us = per_token / (link * 1e9 * (obs.efficiency.host_link if obs.efficiency else 0.8))
+    reason = (
+        f"{said}, loaded over the {link:g} GB/s host link at ~{load_us * 1e6:.1f} us a "
+        f"token instead of computed ({prefill:.0%} of the step's tokens are prefill): "
+        f"step work {1 / ratio - 1:+.0%}"
+    )
+    pool_cap = _pool_ceiling(sit)
+    if pool_cap is not None and pool_cap[0] < ratio:
+        ratio, reason = max(1.0, pool_cap[0]), f"{reason}; capped at {pool_cap[1]}"
+    return Effect("to", min(MAX_RATIO, ratio), reason, target=size)
+
+
+def _pool_ceiling(sit: Situation) -> tuple[float, str] | None:
+    """The most faster prefills can serve where the pool holds the batch: offloading adds
+    no device KV, so the batch grows at most to what the pool holds at the knee's context
+    per sequence, and each request's hold on it shortens at most by its time to first
+    token. document-qa (Llama-3.1-8B, 30% of an H100): the knee ran 5.8 sequences in a pool
+    57% full; 64 GiB offloaded priced 2.5x (its cap) on prefill work alone, measured 1.62x
+    (`kneepoint sweep`: 2.11 -> 3.42 req/s), the pool then 88% full."""
+    below = sit.observation.below
+    if below is None:
+        return None
+    signals, dists = below.signals, below.dists
+    running, usage = signals.running_mean or 0.0, signals.kv_usage_mean or 0.0
+    ttft = [d["ttft"].mean_ms for d in dists.values() if "ttft" in d and "e2e" in d]
+    e2e = [d["e2e"].mean_ms for d in dists.values() if "ttft" in d and "e2e" in d]
+    if running <= 0.0 or usage <= 0.0 or not e2e or sum(e2e) <= sum(ttft):
+        return None
+    held = 1.0 / usage
+    shorter = sum(e2e) / (sum(e2e) - sum(ttft))
+    words = (
+        f"{held * shorter:.2f}x: the pool, {usage:.0%} full at {below.rate_rps:.4g} req/s, "
+        f"holds {held:.2f}x the batch, and each request holds its KV {shorter:.2f}x as long "
+        "as its decode"
+    )
+    return held * shorter, words
+
+
+def _gib(choice: JsonValue) -> float:
+    return (
+        float(choice) if isinstance(choice, int | float) and not isinstance(choice, bool) else 0.0
+    )
+
+
+def _prefill_share(sit: Situation) -> float:
+    """The share of the knee's step tokens that are prompt (those offloading can save)."""
+    signals = sit.observation.saturated.signals
+    tokens = signals.tokens_per_step_mean or 0.0
+    decodes = (signals.generation_tokens_per_s or 0.0) / (signals.steps_per_s or 1.0)
+    return max(0.0, tokens - decodes) / tokens if tokens else 0.5
+
+
+def _ratio(now: float, then: float, prefill: float) -> float:
+    """Throughput ratio when ``then`` rather than ``now`` of prompt tokens come from caches,
+    ``prefill`` of the step being prompt tokens computed today."""
+    computed_now = 1.0 - now
+    if computed_now <= 0.0:
+        return 1.0
+    saved = (then - now) / computed_now  # of the prompt tokens computed today
+    return 1.0 / max(0.05, 1.0 - saved * prefill)
