@@ -196,7 +196,7 @@ class SimEngine:
     @property
     def busy(self) -> bool:
         sched = self.scheduler
-        return bool(sched.running or sched.waiting or sched.loading)
+        return bool(sched.running or sched.waiting or sched.loads.loading)
 
     def step(self) -> StepOutcome | None:
         """Run one step; None when there is nothing the engine can run."""
@@ -260,7 +260,7 @@ class SimEngine:
                 run.finished += stepped.finished
                 for req in stepped.finished:
                     client.finished(req, self.frontend.seen_at(self.now_s))
-            elif (loaded := self.scheduler.next_load_s()) is not None and (
+            elif (loaded := self.scheduler.loads.next_s()) is not None and (
                 not handed or loaded <= handed[0][0]
             ):  # idle until a prefix loading from host memory is in
                 self.now_s = max(self.now_s, loaded)

@@ -8,8 +8,14 @@ remote KVs), instead of computing its prefill again.
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from kneepoint.sim.request import SimRequest
+
+if TYPE_CHECKING:  # the cache holds a host tier: imported for its type only
+    from kneepoint.sim.kv_cache import KvCache
 
 
 class HostTier:
@@ -49,3 +55,42 @@ class HostTier:
         start = max(now_s, self._link_free_s)
         self._link_free_s = start + tokens * self.token_s
         return self._link_free_s
+
+
+class PrefixLoads:
+    """The requests whose prefix is loading from host memory, out of the waiting queue."""
+
+    def __init__(self, kv: KvCache) -> None:
+        self.kv = kv
+        self.loading: list[SimRequest] = []
+
+    def begin(
+        self, req: SimRequest, gpu_blocks: int, now_s: float, waiting: deque[SimRequest]
+    ) -> bool:
+        """Start loading the queue's head request's prefix where host memory holds more of
+        it than the device (``gpu_blocks``); it then waits out of the queue. Whether it did."""
+        host = self.kv.host
+        if host is None or req.load_ready_s is not None:
+            return False
+        found = self.kv.host_prefix(req, gpu_blocks)
+        if not found:
+            return False
+        block_size = self.kv.block_size
+        host.query_tokens += req.num_tokens - gpu_blocks * block_size
+        host.hit_tokens += found * block_size
+        req.loaded_through = gpu_blocks + found
+        req.load_ready_s = host.load(found * block_size, now_s)
+        waiting.popleft()
+        self.loading.append(req)
+        return True
+
+    def rejoin(self, now_s: float, waiting: deque[SimRequest]) -> None:
+        """Requests whose prefix is in go back to the queue's head, in the order they came."""
+        ready = [r for r in self.loading if (r.load_ready_s or 0.0) <= now_s]
+        for req in sorted(ready, key=lambda r: r.rid, reverse=True):
+            self.loading.remove(req)
+            waiting.appendleft(req)
+
+    def next_s(self) -> float | None:
+        """When the next load comes in (None: none under way)."""
+        return min((r.load_ready_s or 0.0 for r in self.loading), default=None)

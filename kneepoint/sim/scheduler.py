@@ -26,6 +26,7 @@ from kneepoint.physics.defaults import ResolvedEngine
 from kneepoint.records.drafts import DraftAcceptance
 from kneepoint.sim.decode_cohort import DecodeCohort
 from kneepoint.sim.drafting import Drafter
+from kneepoint.sim.host_tier import PrefixLoads
 from kneepoint.sim.kv_cache import KvCache
 from kneepoint.sim.request import SimRequest
 from kneepoint.sim.step_plan import AdmissionStop, StepPlan
@@ -54,7 +55,7 @@ class Scheduler:
         self.kv = kv
         self.waiting: deque[SimRequest] = deque()
         self.running: list[SimRequest] = []
-        self.loading: list[SimRequest] = []
+        self.loads = PrefixLoads(kv)
         """Requests waiting for their prefix to load from host memory."""
         self._solo: dict[SimRequest, None] = {}
         """Running requests outside the decode cohort (with one): those stepped one by one."""
@@ -76,44 +77,14 @@ class Scheduler:
     def schedule(self, now_s: float = 0.0) -> StepPlan:
         """The next step's plan at ``now_s`` (when loads from host memory have come in)."""
         plan = StepPlan(window=self.kv.window, drafting=self.drafter is not None)
-        if self.loading:
-            self._rejoin(now_s)
+        if self.loads.loading:
+            self.loads.rejoin(now_s, self.waiting)
         if self.cohort is None:
             budget = self._schedule_running(plan, self.token_budget)
         else:
             budget = self._schedule_with_cohort(plan, self.cohort)
         plan.admission_stop = self._admit_waiting(plan, budget, now_s)
         return plan
-
-    def _rejoin(self, now_s: float) -> None:
-        """Requests whose prefix has loaded from host memory go back to the queue's head, in
-        the order they came."""
-        ready = [r for r in self.loading if (r.load_ready_s or 0.0) <= now_s]
-        for req in sorted(ready, key=lambda r: r.rid, reverse=True):
-            self.loading.remove(req)
-            self.waiting.appendleft(req)
-
-    def next_load_s(self) -> float | None:
-        """When the next load from host memory comes in (None: none under way)."""
-        return min((r.load_ready_s or 0.0 for r in self.loading), default=None)
-
-    def _begin_load(self, req: SimRequest, gpu_blocks: int, now_s: float) -> bool:
-        """Start loading the head request's prefix from host memory where it holds more of
-        it than the device (it then waits, out of the queue); whether it did."""
-        host = self.kv.host
-        if host is None or req.load_ready_s is not None:
-            return False
-        found = self.kv.host_prefix(req, gpu_blocks)
-        if not found:
-            return False
-        block_size = self.kv.block_size
-        host.query_tokens += req.num_tokens - gpu_blocks * block_size
-        host.hit_tokens += found * block_size
-        req.loaded_through = gpu_blocks + found
-        req.load_ready_s = host.load(found * block_size, now_s)
-        self.waiting.popleft()
-        self.loading.append(req)
-        return True
 
     def _schedule_running(self, plan: StepPlan, budget: int) -> int:
         """Running requests in order while the budget lasts, preempting from the tail when the
@@ -228,7 +199,7 @@ class Scheduler:
                 return self._unless_kv_full("budget")
             req = self.waiting[0]
             prefix = self.kv.cached_prefix(req)
-            if self._begin_load(req, len(prefix), now_s):
+            if self.loads.begin(req, len(prefix), now_s, self.waiting):
                 continue
             hit = len(prefix) * self.kv.block_size
             loaded = max(0, req.loaded_through - len(prefix)) * self.kv.block_size
@@ -257,8 +228,8 @@ class Scheduler:
             self.cohort.release(req)
         if req in self.waiting:
             self.waiting.remove(req)
-        elif req in self.loading:
-            self.loading.remove(req)
+        elif req in self.loads.loading:
+            self.loads.loading.remove(req)
         elif req in self.running:
             self.running.remove(req)
             self._solo.pop(req, None)

@@ -15,7 +15,7 @@ the quantization knob's reason then says what that checkpoint would do, latency 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import get_args
 
 from pydantic import JsonValue
@@ -34,6 +34,7 @@ from kneepoint.policies.pruning.knob_effects import (
     aimed_at,
 )
 from kneepoint.policies.pruning.kv_effects import memory_bytes, memory_fraction
+from kneepoint.policies.pruning.limits import Limits, has_shared_prefixes
 from kneepoint.policies.pruning.long_shot import as_runner_up, long_shot
 from kneepoint.policies.pruning.offload_effects import offloading
 from kneepoint.policies.pruning.quant_effects import held_conditions, quantization, w4a16_advice
@@ -49,7 +50,6 @@ from kneepoint.records.knobs import (
     KnobCatalogue,
 )
 from kneepoint.records.proposal import KnobCandidate, Pruning, RuledOut
-from kneepoint.records.workload import TraceArrivals, Workload
 
 SIM = SimBackend()
 # Below this confidence the runner-up's knobs are tried too, if it holds this share of time.
@@ -85,7 +85,7 @@ def prune(
     situation = _situation(diagnosis, context)
     workload = observation.workload
     shared = workload is None or has_shared_prefixes(workload)
-    limits = _Limits(allowed, vllm_version, backend, gpus, shared, observation.gpu.offloads_kv)
+    limits = Limits(allowed, vllm_version, backend, gpus, shared, observation.gpu.offloads_kv)
     held = held_conditions(observation)
     candidates: list[KnobCandidate] = []
     ruled: list[RuledOut] = []
@@ -184,59 +184,6 @@ def _situation(diagnosis: Diagnosis, context: ConfigContext) -> Situation | None
     )
     shared = observation.workload is not None and has_shared_prefixes(observation.workload)
     return Situation(diagnosis, observation, engine, memory, estimate, shared)
-
-
-def has_shared_prefixes(workload: Workload) -> bool:
-    """Whether prompts can share prefixes (prefix groups in use, or a trace that may name them)."""
-    if isinstance(workload.arrival, TraceArrivals):
-        return True
-    return any(c.prefix_group is not None for c in workload.classes)
-
-
-@dataclass(frozen=True, slots=True)
-class _Limits:
-    """What bounds the search whatever binds."""
-
-    allowed: Sequence[str]
-    version: str | None
-    backend: BackendSpec
-    gpus: int
-    shared_prefixes: bool
-    offloads_kv: bool
-    """The device offloads KV to host memory (``GpuSpec.offloads_kv``)."""
-
-    def reason_out(self, knob: Knob) -> str | None:
-        """Why ``knob`` is out whatever binds, or None."""
-        checks = (
-            (not self.backend.owns_knobs, "attached to a running server: its knobs are not ours"),
-            (
-                bool(self.allowed) and knob.name not in self.allowed,
-                "not in the study's search.knobs",
-            ),
-            (
-                self.version is not None and not knob.known_by(self.version),
-                f"vLLM {self.version} does not know {knob.flag} (needs {knob.vllm_versions})",
-            ),
-            (
-                knob.name in self.backend.unmodeled_knobs,
-                self.backend.unmodeled_knobs.get(knob.name, ""),
-            ),
-            (
-                "multiple_gpus" in knob.needs and self.gpus < 2,
-                "needs several GPUs per server; the study has one",
-            ),
-            (
-                "shared_prefixes" in knob.needs and not self.shared_prefixes,
-                "the workload's prompts share no prefixes: nothing for it to reuse",
-            ),
-            (
-                "kv_host_offload" in knob.needs and not self.offloads_kv,
-                "vLLM offloads KV to host memory only from CUDA-alike GPUs and XPUs (its CPU "
-                'build: "CPU Offloading is currently only supported on CUDA-alike and XPU '
-                'GPUs")',
-            ),
-        )
-        return next((reason for failed, reason in checks if failed), None)
 
 
 def _best_effect(
