@@ -18,6 +18,7 @@ from kneepoint.records.engine import EngineConfig
 from kneepoint.records.study import StudySpec
 from kneepoint.records.sweep import SweepPoint, SweepResult
 from kneepoint.records.workload import TraceEntry
+from kneepoint.sim.drafting import acceptance_of
 from kneepoint.sim.engine import SimEngine
 from kneepoint.sim.loadpoint import SimLoadPoint, simulate_load_point
 
@@ -62,7 +63,7 @@ def _replayed(
             study.model,
             config,
             efficiency or study.efficiency,
-            acceptance=study.workload.acceptance_by_class(),
+            acceptance=acceptance_of(study.workload),
         )
         for real in [p for p in recorded.result.points if p.repeat == repeat]:
             yield real, _simulate(recorded, real, efficiency, config=config, trace=trace, on=engine)

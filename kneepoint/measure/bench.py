@@ -186,27 +186,13 @@ class Bench:
         return self._kept(trial_dir, kept, *measured)
 
     def at(
-        self,
-        probe: Prober,
-        config: EngineConfig,
-        rates: list[float],
-        *,
-        stay: bool = False,
-        **how: Any,
+        self, probe: Prober, config: EngineConfig, rates: list[float], **how: Any
     ) -> SweepResult:
         """``rates`` measured once by ``probe``, climbing and descending as the objective
-        reads unless told to ``stay`` at them (``how``: ``measure_rates``'s repeat, arm,
-        kind and reference)."""
-        return sweep.measure_rates(
-            probe,
-            config,
-            self.study.slo,
-            rates,
-            climb=0 if stay else self.climb,
-            descend=0 if stay else self.descend,
-            retakes=self.retakes,
-            **how,
-        )
+        reads (``how``: ``measure_rates``'s repeat, arm, kind and reference, or its climb
+        and descent)."""
+        how = {"climb": self.climb, "descend": self.descend, "retakes": self.retakes, **how}
+        return sweep.measure_rates(probe, config, self.study.slo, rates, **how)
 
     @property
     def climb(self) -> int:
@@ -237,7 +223,8 @@ class Bench:
         those rates alone, as a probe that reads the server rather than its knee)."""
 
         def once(probe: Prober, _: Target) -> SweepResult:
-            return self.at(probe, config, rates, kind="screen", stay=stay)
+            stays = {"climb": 0, "descend": 0} if stay else {}
+            return self.at(probe, config, rates, kind="screen", **stays)
 
         where = (trial_dir, label, self.study.tuning.screen_seconds)
         measured = self.on_server(label, config, where, once, planned=len(rates))

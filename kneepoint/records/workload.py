@@ -136,8 +136,7 @@ class TrafficClass(InputRecord):
     """Conversations: each arrival is a session of turns, ``input_tokens`` each new message
     and ``output_tokens`` each answer (None: each arrival is one request)."""
     speculation: DraftAcceptance | None = None
-    """How n-gram drafts fare on its answers (the simulator's model of them; None: no draft
-    is found, as with answers that never repeat their context)."""
+    """How n-gram drafts fare on its answers, for the simulator (None: none is ever found)."""
 
     def mean_turns(self) -> float:
         """Requests per arrival: a session's mean turns, else 1."""
@@ -247,10 +246,6 @@ class Workload(InputRecord):
 
     def class_names(self) -> tuple[str, ...]:
         return tuple(c.name for c in self.classes)
-
-    def acceptance_by_class(self) -> dict[str, DraftAcceptance]:
-        """How n-gram drafts fare, per class that says (the simulator's model of them)."""
-        return {c.name: c.speculation for c in self.classes if c.speculation is not None}
 
     def max_request_tokens(self) -> int:
         """Longest prompt + output any request of this workload can have: a session's last

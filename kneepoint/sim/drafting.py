@@ -16,7 +16,13 @@ from collections.abc import Mapping
 
 from kneepoint.physics.speculation import shares_through
 from kneepoint.records.drafts import DraftAcceptance
+from kneepoint.records.workload import Workload
 from kneepoint.sim.request import SimRequest
+
+
+def acceptance_of(workload: Workload) -> dict[str, DraftAcceptance]:
+    """How n-gram drafts fare, per traffic class that says (the engine's ``acceptance``)."""
+    return {c.name: c.speculation for c in workload.classes if c.speculation is not None}
 
 
 class Drafter:

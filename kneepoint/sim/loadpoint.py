@@ -22,6 +22,7 @@ from kneepoint.records.loadpoint import LoadPoint
 from kneepoint.records.study import StudySpec
 from kneepoint.records.workload import TraceEntry
 from kneepoint.sim.attribution import Attribution
+from kneepoint.sim.drafting import acceptance_of
 from kneepoint.sim.engine import SimEngine
 from kneepoint.sim.signals import virtual_signals
 from kneepoint.sim.virtual import VirtualLoad, run_plan
@@ -72,7 +73,7 @@ def simulate_load_point(
         study.model,
         engine or study.engine,
         efficiency or study.efficiency,
-        acceptance=study.workload.acceptance_by_class(),
+        acceptance=acceptance_of(study.workload),
     )
     if trace is None:
         trace = workload_trace(study.workload)

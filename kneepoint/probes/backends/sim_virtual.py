@@ -19,6 +19,7 @@ from kneepoint.probes.server.server_failure import ServerFailedError
 from kneepoint.records.faults import MARKER, Faults
 from kneepoint.records.loadpoint import LoadPoint
 from kneepoint.records.measure import RequestRecord
+from kneepoint.sim.drafting import acceptance_of
 from kneepoint.sim.engine import SimEngine
 from kneepoint.sim.fault_server import refuse_start
 from kneepoint.sim.loadpoint import simulate_load_point
@@ -84,7 +85,7 @@ def virtual_target(o: Opening) -> Iterator[Target]:
             study.model,
             config,
             study.efficiency,
-            acceptance=study.workload.acceptance_by_class(),
+            acceptance=acceptance_of(study.workload),
         )
         load = run_plan(
             sim,
