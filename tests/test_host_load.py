@@ -187,14 +187,21 @@ def _titled_tree(root: str, *children: str) -> Iterator[psutil.Process]:
         tree.wait()
 
 
-def _frontend_read(server: psutil.Process, busy: psutil.Process) -> tuple[float | None, float]:
-    """The front-end reading of a server's tree, and the busy process's CPU over it."""
+def _frontend_read(server: psutil.Process, *busy: psutil.Process) -> tuple[float | None, float]:
+    """The front-end reading of a server's tree, and the busiest of the busy processes' CPU
+    over it: which of several spinning API servers the scheduler favoured is not the test's
+    to choose (on a loaded 2-core host APIServer_1 got 97% of a core to APIServer_0's 75%)."""
     host = HostLoad(server_pid=server.pid)
-    began, start = time.perf_counter(), _cpu_s(busy)
-    while _cpu_s(busy) - start < 0.3:  # waits on the process's own CPU, not on a clock
+    began, starts = time.perf_counter(), [_cpu_s(proc) for proc in busy]
+
+    def most() -> float:
+        return max(_cpu_s(p) - s for p, s in zip(busy, starts, strict=True))
+
+    while most() < 0.3:  # waits on the processes' own CPU, not on a clock
         psutil.cpu_percent(interval=0.05)
     read = host.reading()
-    return read.frontend_pct, 100.0 * (_cpu_s(busy) - start) / (time.perf_counter() - began)
+    used = most()
+    return read.frontend_pct, 100.0 * used / (time.perf_counter() - began)
 
 
 def test_one_api_server_is_the_root_beside_its_engine_core() -> None:
@@ -209,8 +216,8 @@ def test_several_api_servers_read_as_the_busiest() -> None:
     with _titled_tree("idle", *titles) as server:
         servers = cpu.api_servers(cpu.tree(server))
         assert len(servers) == 2 and server.pid not in servers
-        busy = psutil.Process(servers[0])
-        frontend, used = _frontend_read(server, busy)
+        busy = [psutil.Process(pid) for pid in servers]
+        frontend, used = _frontend_read(server, *busy)
     assert frontend is not None and 0.8 * used <= frontend <= 1.2 * used + 5, (frontend, used)
 
 
