@@ -98,8 +98,7 @@ def run_proposer(study: StudySpec, state: RunState, url: str | None) -> Proposer
 
     def long_shots() -> LongShots:
         shots = space(pruning.model_copy(update={"candidates": pruning.long_shots}))
-        earlier = [c for c, _ in state.earlier_incumbents()]
-        return LongShots(shots, earlier=earlier, min_gain=study.tuning.min_effect_rel)
+        return LongShots(shots, earlier=[c for c, _ in state.earlier_incumbents()])
 
     def every_move() -> Combination:
         knobs = (*pruning.candidates, *pruning.long_shots)

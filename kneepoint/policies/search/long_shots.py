@@ -10,17 +10,6 @@ otherwise. One knob at a time, because a joint draw over every ruled-out knob un
 already promoted: on rag, eight TPE draws that each turned some of fp8 weights, fp8 KV and
 prefix caching back off all failed their screens (2026-11-28), where the grid's optimum lay
 two single-knob moves from the incumbent (1,024 sequences, 1,024-token chunks).
-
-A numeric long shot that measured no loss (no more than ``min_gain`` below the incumbent)
-steps on the same way, one step further from the incumbent, once every knob's one-step moves
-have been asked: a flat first step says little about the second. On document-qa the chunk
-budget's 4,096 -> 2,048 measured -1.2% and the long shots stopped there, while 1,024 and 512
-measure +6.0% and +7.6% (benchmarks/regret.py, 2026-12-01: the smaller chunk keeps the long
-prompts' prefills from stalling the decodes past the ITL limit). Stepping on first cost rag
-its optimum: three of its twelve trials went to 8,192 and 16,384 chunks and 0.96
-utilisation, each measuring what the step before it had (a budget the steps never fill), and
-the run stopped at 44.23 req/s on its patience, where the one-step moves after them reach
-51.18.
 """
 
 from __future__ import annotations
@@ -48,14 +37,11 @@ class LongShots:
 
     name = "long-shot"
 
-    def __init__(
-        self, space: SearchSpace, earlier: Sequence[EngineConfig] = (), *, min_gain: float = 0.02
-    ) -> None:
-        self.space, self.min_gain = space, min_gain
+    def __init__(self, space: SearchSpace, earlier: Sequence[EngineConfig] = ()) -> None:
+        self.space = space
         walk = [*earlier, space.incumbent]
         self._told = {config.fingerprint() for config in walk}
-        self._domains = {c.knob.name: c.knob.domain for c in space.candidates}
-        left = _left_behind(walk, self._domains)
+        left = _left_behind(walk, {c.knob.name: c.knob.domain for c in space.candidates})
         self._moves = [p for p in _moves(space) if not _reverts(p, left)]
 
     def ask(self) -> Proposal | None:
@@ -66,36 +52,6 @@ class LongShots:
 
     def tell(self, proposal: Proposal, outcome: Outcome) -> None:
         self._told.add(proposal.key())
-        if proposal.proposer == self.name and self._no_loss(outcome):
-            further = self._step_on(proposal)
-            if further is not None:
-                self._moves.append(further)
-
-    def _no_loss(self, outcome: Outcome) -> bool:
-        reference = self.space.incumbent_objective
-        if outcome.status != "ok" or outcome.objective is None or not reference:
-            return False
-        return outcome.objective >= (1.0 - self.min_gain) * reference
-
-    def _step_on(self, proposal: Proposal) -> Proposal | None:
-        """The move one step past a numeric long shot's value, the same way from the
-        incumbent; None at the range's end or for a knob without an order."""
-        name, old, to = (proposal.params.get(k) for k in ("knob", "from", "to"))
-        domain = self._domains.get(name) if isinstance(name, str) else None
-        numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (old, to))
-        if domain is None or not domain.numeric or not numbers:
-            return None
-        assert (
-            isinstance(name, str) and isinstance(old, int | float) and isinstance(to, int | float)
-        )
-        way = to - old
-        past = [
-            v for v in domain.neighbours(to) if isinstance(v, int | float) and (v - to) * way > 0
-        ]
-        if not past:
-            return None
-        measured = f"{show(to)} measured no loss"
-        return _move(self.space, name, old, past[0], f"a long shot stepping on ({measured})")
 
 
 class ThenLongShots:
@@ -174,25 +130,15 @@ def _moves(space: SearchSpace) -> Iterator[Proposal]:
         per_knob.append(moves)
     for turn in range(max((len(moves) for moves in per_knob), default=0)):
         for name, old, new in (moves[turn] for moves in per_knob if turn < len(moves)):
-            move = _move(space, name, old, new, "a long shot, its rule ruled it out")
-            if move is not None:
-                yield move
-
-
-def _move(
-    space: SearchSpace, name: str, old: JsonValue, new: JsonValue, why: str
-) -> Proposal | None:
-    """The incumbent with one knob moved, at 1.0x; None where EngineConfig refuses the value
-    beside the rest (never proposed)."""
-    config = build_config(space.incumbent, {name: new}, space)
-    if config is None:
-        return None
-    moved = f"{name} {show(old)} -> {show(new)}: {why}"
-    return Proposal(
-        config=config,
-        changes=changes_from_incumbent(config, space),
-        proposer=LongShots.name,
-        reason=moved,
-        prediction=Prediction(capacity_ratio=1.0, reason=moved),
-        params={"knob": name, "from": old, "to": new},
-    )
+            config = build_config(space.incumbent, {name: new}, space)
+            if config is None:
+                continue  # a value EngineConfig refuses beside the rest (never proposed)
+            moved = f"{name} {show(old)} -> {show(new)}: a long shot, its rule ruled it out"
+            yield Proposal(
+                config=config,
+                changes=changes_from_incumbent(config, space),
+                proposer=LongShots.name,
+                reason=moved,
+                prediction=Prediction(capacity_ratio=1.0, reason=moved),
+                params={"knob": name, "from": old, "to": new},
+            )
