@@ -4,13 +4,14 @@ build (tests/fixtures/studies/cpu-tiny-multiturn.yaml: prefix caching off, one r
 another; the tune must propose prefix caching from the workload's computable reuse, measure
 it, promote it, and report the server's own hit rate beside the prediction. Its TTFT limit is
 sized from the host's measured prefill speed (tests/support/real_vllm/host_speed.py: at least three
-times its longest prompt's prefill alone), and its one rate from its capacity with caching,
-measured first with `kneepoint sweep` (with its capacity without caching). The real_vllm tier
-(installs vLLM's CPU build)."""
+times its longest prompt's prefill alone), and its one rate between its capacities without
+and with caching, each measured first with `kneepoint sweep`. The real_vllm tier (installs
+vLLM's CPU build)."""
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 
@@ -24,21 +25,29 @@ from tests.support.real_vllm.host_speed import REAL_TUNE_CI, HostSpeed, prompt_t
 
 pytestmark = pytest.mark.real_vllm
 STUDY = REPO / "tests" / "fixtures" / "studies" / "cpu-tiny-multiturn.yaml"
-RATE_OF_CACHED_CAPACITY = 0.8
-"""The tune's one rate, as a share of the SLO capacity `kneepoint sweep` measures with caching
-on: inside it, and past the capacity without caching. A fixed multiple of the uncached
-capacity fits no host: at 2.2x on an AVX-512 AMD host (105 req/s against 50.5 uncached)
-caching's 10 s screen met the rate and its 20 s validation points served 43% and 51% of it,
-and at 1.8x on an AVX2 host the uncached server met the SLO in one 20 s point of five and the
-judge rightly kept it (+300% [-18%, +618%]). How much caching serves depends on how much of a
-request the host spends outside prefill (HTTP, tokenising, the load generator on the same two
-cores), and on the point's length: sweeps, screens and validations here all run the study's
-10 s points, since in 20 s points a conversation's later turns (longer histories, more
-sessions sharing the pool) cut caching's capacity from 140 to 76 req/s on the AMD host
-against 54-57 uncached in 10 s points (2026-11-28; issue "Step 16" note)."""
+
+
+def tune_rate_rps(uncached_rps: float, cached_rps: float) -> float:
+    """The tune's one rate: the geometric mean of the SLO capacities `kneepoint sweep`
+    measures without and with caching, the same ratio past the one as inside the other (1.64x
+    the uncached and 0.61x the cached on the AVX-512 AMD host's 52.0 and 140.5 req/s). Rates
+    nearer either capacity were each a coin toss there, as caching's capacity is no fixed
+    figure on a pool this small: it depends on how long the later turns' histories have
+    shared the pool. At 0.8x the cached (112 req/s) the screen met the rate and four 10 s
+    validation points served 2-73% of it (CI, 2026-12-02: the judge rightly kept the incumbent,
+    +44.75 good req/s over 4 paired repeats with an interval reaching below zero); at 2.2x the
+    uncached (105) validation served 43-51%; at 1.8x the uncached on an AVX2 host the uncached
+    server met the SLO in one 20 s point of five (+300% [-18%, +618%], kept); and 20 s points
+    cut caching's capacity from 140 to 76 req/s against 54-57 uncached in 10 s points
+    (2026-11-28; issue "Step 16" note), so sweeps, screens and validations here all run the
+    study's 10 s points."""
+    return float(f"{math.sqrt(uncached_rps * cached_rps):.3g}")
+
+
 LEAST_CACHED_OVER_UNCACHED = 1.5
 """Caching must serve at least this much more than no caching at its measured knee for the
-test to mean anything (2.47x on an AVX-512 Intel host, benchmarks/README)."""
+test to mean anything, a rate 1.22x past the one and inside the other (2.47x on an AVX-512
+Intel host, benchmarks/README; 2.70x on the AVX-512 AMD host)."""
 
 
 def _prompt_tokens() -> tuple[float, int]:
@@ -71,7 +80,7 @@ def multiturn_tune(
     cached_sized = [*sized, "engine.enable_prefix_caching=true", f"tuning.start_rps={capacity:.3g}"]
     cached = real_capacity_rps(STUDY, sweeps / "on.json", vllm_python, tiny_model, cached_sized)
     assert cached >= LEAST_CACHED_OVER_UNCACHED * capacity, (cached, capacity)
-    rate = float(f"{RATE_OF_CACHED_CAPACITY * cached:.3g}")
+    rate = tune_rate_rps(capacity, cached)
     runs = tmp_path_factory.mktemp("real-multiturn")
     sized += [f"objective.rate_rps={rate}", f"tuning.start_rps={capacity / 2:.3g}"]
     return run_tune(STUDY, runs, vllm_python, tiny_model, sized, timeout_s=1800)
