@@ -23,6 +23,7 @@ from kneepoint.policies.pruning.knob_effects import (
     prefill_schedules,
 )
 from kneepoint.policies.pruning.prefix_reuse import prefix_reuse
+from kneepoint.records.efficiency import Efficiency
 from kneepoint.records.hardware import GIB
 
 ENOUGH = 0.98
@@ -63,7 +64,8 @@ def offloading(sit: Situation) -> Effect | str:
     )
     if ratio <= 1.0:
         return f"{said}: nothing more to save"
-    load_us = per_token / (link * 1e9 * (obs.efficiency.host_link if obs.efficiency else 0.8))
+    efficiency = obs.efficiency or Efficiency()
+    load_us = per_token / (link * 1e9 * efficiency.host_link)
     reason = (
         f"{said}, loaded over the {link:g} GB/s host link at ~{load_us * 1e6:.1f} us a "
         f"token instead of computed ({prefill:.0%} of the step's tokens are prefill): "
