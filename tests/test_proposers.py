@@ -1,6 +1,6 @@
 """The contract every proposer keeps (one suite over coordinate descent, Optuna TPE, ``auto``
 (the default: coordinate descent and its combination, then TPE), the walk then its
-combination, the long shots alone and after a walk, and, where
+combination, the long shots alone, then stepping on, and after a walk, and, where
 torch is installed, Optuna GP): asks stay in the space, the same seed asks the same, a fresh
 proposer replayed with the history asks what the live one asks, failures are outcomes that are
 never re-proposed, no configuration is proposed twice, the search ends or stays valid, and a
@@ -23,6 +23,7 @@ from kneepoint.policies.search.optuna_search import OptunaProposer
 from kneepoint.policies.search.phased import Phased
 from kneepoint.policies.search.proposer import Proposer, replay
 from kneepoint.policies.search.space import effective
+from kneepoint.policies.search.step_ons import StepOns
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.proposal import Outcome, Prediction, Proposal, SearchSpace, TrialPrice
 from tests.support import synthetic_space
@@ -55,11 +56,23 @@ def _long_shots(space: SearchSpace, _seed: int) -> Proposer:
     return LongShots(space)
 
 
+def _long_shots_then_step_ons(space: SearchSpace, _seed: int) -> Proposer:
+    return Phased(LongShots(space), lambda: StepOns(space))
+
+
 def _then_long_shots(space: SearchSpace, seed: int) -> Proposer:
     """A walk over two knobs, then the other knobs' long shots (under the budget stop)."""
     walk = space.model_copy(update={"candidates": space.candidates[:2]})
     shots = space.model_copy(update={"candidates": space.candidates[2:]})
     return ThenLongShots(CoordinateDescent(walk, seed), LongShots(shots))
+
+
+def _auto_then_long_shots(space: SearchSpace, seed: int) -> Proposer:
+    """``auto`` over two knobs (its walk, then TPE), the other knobs' long shots beside
+    TPE's draws (under the budget stop)."""
+    walk = space.model_copy(update={"candidates": space.candidates[:2]})
+    shots = space.model_copy(update={"candidates": space.candidates[2:]})
+    return ThenLongShots(_auto(walk, seed), LongShots(shots))
 
 
 def _known(space: SearchSpace, seed: int) -> Proposer:
@@ -76,7 +89,9 @@ FACTORIES = [
     pytest.param(_tpe, 24, id="optuna-tpe"),
     pytest.param(_auto, 40, id="auto"),
     pytest.param(_long_shots, 20, id="long-shots"),
+    pytest.param(_long_shots_then_step_ons, 24, id="long-shots-then-step-ons"),
     pytest.param(_then_long_shots, 30, id="then-long-shots"),
+    pytest.param(_auto_then_long_shots, 30, id="auto-then-long-shots"),
     pytest.param(_known, 40, id="known"),
     pytest.param(_gp, 6, id="optuna-gp", marks=pytest.mark.gp),
 ]
@@ -251,6 +266,73 @@ def test_long_shots_never_undo_a_promoted_move() -> None:
     assert ("max_num_seqs", 256) not in moved and ("async_scheduling", False) not in moved
     assert ("kv_cache_dtype", "auto") not in moved, "unset was the default, the first choice"
     assert ("max_num_seqs", 256) in _moves_asked(LongShots(space)), "the walk rules it out"
+
+
+@pytest.mark.parametrize("lean", ["down", "to"])
+def test_a_long_shot_that_measured_no_loss_steps_on_the_same_way(lean: str) -> None:
+    """document-qa (2026-12-01): the chunk budget's 4,096 -> 2,048 measured -1.2% and the
+    long shots stopped there, while 1,024 and 512 measure +6.0% and +7.6%. A flat step steps
+    on once every knob's one-step moves are asked (so that a run ending before then walks
+    the path it walked; in a run, after their combination too), where its rule leans that
+    way or the step the other way lost (8,192: -8.7%); a loss does not, nor a knob flat both
+    ways."""
+    chunk = synthetic_space.candidate("max_num_batched_tokens", lean, 1.0)
+    seqs = synthetic_space.candidate("max_num_seqs", "up", 1.0)
+    incumbent = EngineConfig(model="synthetic/model", max_num_batched_tokens=4096)
+    current = {**CURRENT, "max_num_batched_tokens": 4096}
+    space = make_space(incumbent, incumbent_objective=15.33, current_values=current,
+                       candidates=(chunk, seqs))  # fmt: skip
+    by_chunk = {16384: 14.0, 8192: 14.0, 4096: 15.33, 2048: 15.14, 1024: 16.25, 512: 16.49}
+
+    def measured(config: EngineConfig) -> Outcome:
+        tokens = config.max_num_batched_tokens or 4096
+        value = by_chunk[tokens] * (0.9 if config.max_num_seqs else 1.0)
+        return Outcome(status="ok", objective=value, feasible=True)
+
+    asked = [
+        (p.params["knob"], p.params["to"])
+        for p, _ in drive(_long_shots_then_step_ons(space, 0), 20, measured)
+    ]
+    chunks = [2048, 8192] if lean == "down" else [8192, 2048]  # up first without a lean
+    first = [("max_num_batched_tokens", chunks[0]), ("max_num_seqs", 512),
+             ("max_num_batched_tokens", chunks[1]), ("max_num_seqs", 128)]  # fmt: skip
+    stepping = [("max_num_batched_tokens", t) for t in (1024, 512)]
+    assert asked == [*first, *stepping], asked
+    assert ("max_num_batched_tokens", 256) not in asked, "512 is the range's end"
+    by_chunk[8192] = 15.33  # flat both ways: a budget the steps never fill
+    asked = [
+        (p.params["knob"], p.params["to"])
+        for p, _ in drive(_long_shots_then_step_ons(space, 0), 20, measured)
+    ]
+    assert (("max_num_batched_tokens", 1024) in asked) == (lean == "down"), asked
+    assert ("max_num_batched_tokens", 16384) not in asked, asked
+    by_chunk[2048] = 14.0  # -8.7%: a loss, which stays where it is (and 8,192 steps on)
+    asked = [
+        (p.params["knob"], p.params["to"])
+        for p, _ in drive(_long_shots_then_step_ons(space, 0), 20, measured)
+    ]
+    assert ("max_num_batched_tokens", 1024) not in asked, asked
+    assert ("max_num_batched_tokens", 16384) in asked, asked
+
+
+def test_a_long_shot_follows_each_of_the_samplers_draws() -> None:
+    """frontend-bound (2026-12-01): under ``auto`` the walk hands over to TPE, which never
+    runs out, and six TPE draws used up the patience with no long shot asked. Once the
+    sampler draws, each of its draws is followed by one long shot while any is left, one a
+    round at most (so a round of workers keeps the sampler's draws)."""
+    proposer = _auto_then_long_shots(make_space(), 0)
+    kinds = [p.proposer for p, _ in drive(proposer, 30)]
+    sampled = [i for i, kind in enumerate(kinds) if kind.startswith("optuna-")]
+    shots = [i for i, kind in enumerate(kinds) if kind == LongShots.name]
+    assert sampled and shots, kinds
+    assert min(shots) > min(sampled), "no long shot before the walk is done"
+    for i in sampled[: len(shots)]:
+        assert kinds[i + 1] == LongShots.name, kinds
+    replayed = replay(
+        _auto_then_long_shots(make_space(), 0), drive(_auto_then_long_shots(make_space(), 0), 12)
+    )
+    round_ = replayed.batch(3)
+    assert sum(p.proposer == LongShots.name for p in round_) <= 1, round_
 
 
 def test_a_configuration_measured_earlier_is_answered_not_asked() -> None:

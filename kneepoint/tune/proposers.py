@@ -22,6 +22,7 @@ from kneepoint.policies.search.optuna_search import OptunaProposer
 from kneepoint.policies.search.phased import Phased
 from kneepoint.policies.search.proposer import Proposer, replay
 from kneepoint.policies.search.search_space import ShortOfRate, search_space
+from kneepoint.policies.search.step_ons import StepOns
 from kneepoint.policies.search.worth import PRIOR_SPREAD_LOG
 from kneepoint.records.proposal import Outcome, Pruning, SearchSpace
 from kneepoint.records.study import StudySpec
@@ -96,9 +97,16 @@ def run_proposer(study: StudySpec, state: RunState, url: str | None) -> Proposer
 
     pruning = state.pruning
 
+    earlier = [c for c, _ in state.earlier_incumbents()]
+
     def long_shots() -> LongShots:
+        return LongShots(
+            space(pruning.model_copy(update={"candidates": pruning.long_shots})), earlier
+        )
+
+    def step_ons() -> StepOns:
         shots = space(pruning.model_copy(update={"candidates": pruning.long_shots}))
-        return LongShots(shots, earlier=[c for c, _ in state.earlier_incumbents()])
+        return StepOns(shots, earlier, min_gain=study.tuning.min_effect_rel)
 
     def every_move() -> Combination:
         knobs = (*pruning.candidates, *pruning.long_shots)
@@ -117,8 +125,8 @@ def run_proposer(study: StudySpec, state: RunState, url: str | None) -> Proposer
         # Long shots measured alone combine as the walk's moves do: on cache-bound, 1,024
         # sequences (+1.5%) and fp8 KV (flat) were each long shots from 16 GiB and 512
         # sequences, and the grid's optimum held both (14.01 against the winner's 13.24,
-        # benchmarks/regret.py, 2026-11-28).
-        proposer = Phased(proposer, every_move)
+        # benchmarks/regret.py, 2026-11-28). Then the long shots that measured no loss step on.
+        proposer = Phased(Phased(proposer, every_move), step_ons)
     return replay(Known(proposer, left_behind(state)), state.history())
 
 

@@ -10,6 +10,9 @@ otherwise. One knob at a time, because a joint draw over every ruled-out knob un
 already promoted: on rag, eight TPE draws that each turned some of fp8 weights, fp8 KV and
 prefix caching back off all failed their screens (2026-11-28), where the grid's optimum lay
 two single-knob moves from the incumbent (1,024 sequences, 1,024-token chunks).
+
+A flat first step on a numeric knob can step on once the rest is spent
+(``kneepoint.policies.search.step_ons``).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from itertools import pairwise
 
 from pydantic import JsonValue
 
-from kneepoint.policies.search.proposer import Proposer, liar_batch
+from kneepoint.policies.search.proposer import SAMPLED, Proposer, liar_batch
 from kneepoint.policies.search.space import build_config, changes_from_incumbent, effective, show
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.knob_domains import same
@@ -39,13 +42,14 @@ class LongShots:
 
     def __init__(self, space: SearchSpace, earlier: Sequence[EngineConfig] = ()) -> None:
         self.space = space
-        walk = [*earlier, space.incumbent]
-        self._told = {config.fingerprint() for config in walk}
-        left = _left_behind(walk, {c.knob.name: c.knob.domain for c in space.candidates})
-        self._moves = [p for p in _moves(space) if not _reverts(p, left)]
+        self.walk = [*earlier, space.incumbent]
+        self._told = {config.fingerprint() for config in self.walk}
+        left = _left_behind(self.walk, {c.knob.name: c.knob.domain for c in space.candidates})
+        self.moves = [p for p in _moves(space) if not _reverts(p, left)]
+        """Every one-knob move it asks, in order."""
 
     def ask(self) -> Proposal | None:
-        return next((p for p in self._moves if p.key() not in self._told), None)
+        return next((p for p in self.moves if p.key() not in self._told), None)
 
     def batch(self, n: int) -> list[Proposal]:
         return liar_batch(self, self.space, n)
@@ -60,26 +64,36 @@ class ThenLongShots:
     "exhausted" with budget left: the multi-turn chat quickstart after fp8 KV and 512
     sequences, its one candidate left (fp8 weights) tried, stopped at 3 trials with 4.7 of 8
     device-hours unspent and 9.6% below its grid's optimum (benchmarks/regret.py,
-    2026-11-28)."""
+    2026-11-28).
+
+    A sampler never runs out, so once ``first`` draws from one (an Optuna proposer, after the
+    walk), each of its draws is followed by one long shot while any is left: on
+    frontend-bound six TPE draws over the two knobs the walk had measured flat used up the
+    patience and no long shot was asked (benchmarks/regret.py, 2026-12-01)."""
 
     def __init__(self, first: Proposer, long_shots: LongShots) -> None:
         self.first, self.long_shots = first, long_shots
         self.name = first.name
         self._first_spent = False
         """``first`` asked nothing; it stays so until told an outcome of its own."""
+        self._owed = False
+        """A sampler's draw was told since the last long shot."""
 
     def ask(self) -> Proposal | None:
         batch = self.batch(1)
         return batch[0] if batch else None
 
     def batch(self, n: int) -> list[Proposal]:
-        proposals = [] if self._first_spent else self.first.batch(n)
-        self._first_spent = not proposals
+        # One long shot a round at most, so workers' rounds keep the sampler's draws.
+        owed = self.long_shots.batch(1) if self._owed and not self._first_spent else []
+        proposals = [] if self._first_spent or n <= len(owed) else self.first.batch(n - len(owed))
+        self._first_spent = not proposals and not owed
         if self._first_spent:
             # Only then: filling a short round's slots with long shots spent a 12-trial
             # budget on them before TPE's draws (quickstart, 3 workers: 44.75 req/s
             # against 49.36 without them, benchmarks/workers.py, 2026-11-28).
             proposals = self.long_shots.batch(n)
+        proposals = [*owed, *proposals]
         if proposals:
             self.name = proposals[0].proposer
         return proposals
@@ -89,9 +103,11 @@ class ThenLongShots:
         self.long_shots.tell(proposal, outcome)
         if proposal.proposer == LongShots.name:
             self.name = LongShots.name
+            self._owed = False
         else:
             self.first.tell(proposal, outcome)
             self._first_spent = False
+            self._owed = proposal.proposer.startswith(SAMPLED)
 
 
 def _left_behind(
@@ -130,15 +146,25 @@ def _moves(space: SearchSpace) -> Iterator[Proposal]:
         per_knob.append(moves)
     for turn in range(max((len(moves) for moves in per_knob), default=0)):
         for name, old, new in (moves[turn] for moves in per_knob if turn < len(moves)):
-            config = build_config(space.incumbent, {name: new}, space)
-            if config is None:
-                continue  # a value EngineConfig refuses beside the rest (never proposed)
-            moved = f"{name} {show(old)} -> {show(new)}: a long shot, its rule ruled it out"
-            yield Proposal(
-                config=config,
-                changes=changes_from_incumbent(config, space),
-                proposer=LongShots.name,
-                reason=moved,
-                prediction=Prediction(capacity_ratio=1.0, reason=moved),
-                params={"knob": name, "from": old, "to": new},
-            )
+            move = one_knob_move(space, name, old, new, "a long shot, its rule ruled it out")
+            if move is not None:
+                yield move
+
+
+def one_knob_move(
+    space: SearchSpace, name: str, old: JsonValue, new: JsonValue, why: str
+) -> Proposal | None:
+    """The incumbent with one knob moved, at 1.0x; None where EngineConfig refuses the value
+    beside the rest (never proposed)."""
+    config = build_config(space.incumbent, {name: new}, space)
+    if config is None:
+        return None
+    moved = f"{name} {show(old)} -> {show(new)}: {why}"
+    return Proposal(
+        config=config,
+        changes=changes_from_incumbent(config, space),
+        proposer=LongShots.name,
+        reason=moved,
+        prediction=Prediction(capacity_ratio=1.0, reason=moved),
+        params={"knob": name, "from": old, "to": new},
+    )

@@ -39,7 +39,7 @@ from kneepoint.policies.search.optuna_space import (
     trial_result,
     values_of,
 )
-from kneepoint.policies.search.proposer import liar_batch
+from kneepoint.policies.search.proposer import SAMPLED, liar_batch
 from kneepoint.policies.search.space import build_config, changes_from_incumbent, effective, show
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.errors import KneepointError
@@ -81,7 +81,7 @@ class OptunaProposer:
             raise ImportError(f"kneepoint needs optuna>=5.0 (found {optuna.__version__})")
         if sampler == "gp":
             _require_gp()
-        self.name = f"optuna-{sampler}"
+        self.name = f"{SAMPLED}{sampler}"
         self.space, self.seed, self.sampler_kind = space, seed, sampler
         self.n_startup_trials, self.max_attempts = n_startup_trials, max_attempts
         self._distributions = distributions(space)

@@ -20,6 +20,9 @@ from typing import Protocol
 
 from kneepoint.records.proposal import Outcome, Proposal, SearchSpace
 
+SAMPLED = "optuna-"
+"""How a sampler's proposer names itself (``optuna-tpe``): one that never runs out of draws."""
+
 
 class Proposer(Protocol):
     name: str
