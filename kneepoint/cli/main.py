@@ -18,13 +18,11 @@ import argparse
 import errno
 import json
 import os
-import signal
 import sys
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, nullcontext
+from collections.abc import Sequence
+from contextlib import nullcontext
 from datetime import datetime
 from pathlib import Path
-from types import FrameType
 from typing import NoReturn
 
 import structlog
@@ -41,6 +39,7 @@ from kneepoint.cli.tune import EXIT_INTERRUPTED, add_tune_command
 from kneepoint.cli.worker import add_worker_command
 from kneepoint.config import ConfigError, load_study, study_file_schema
 from kneepoint.config.overrides import add_overrides_argument
+from kneepoint.probes.interrupts import unwinding
 from kneepoint.records.errors import KneepointError
 from kneepoint.run.files import check_output, write_atomically
 from kneepoint.run.logs import configure_logging
@@ -193,22 +192,6 @@ def _config_schema(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-@contextmanager
-def _terminate_as_interrupt() -> Iterator[None]:
-    """SIGTERM and SIGHUP (a scheduler's stop, a closed terminal) unwind like Ctrl-C, so the
-    server being measured is stopped with its whole process group rather than orphaned."""
-
-    def interrupt(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt(signal.Signals(signum).name)
-
-    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args, unknown = parser.parse_known_args(argv)
@@ -231,8 +214,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     """The command's handler, what escapes it said in one line with the exit status it means."""
-    # The simulated server handles its own signals; every other command may hold a server.
-    guard = nullcontext() if args.command == "sim" else _terminate_as_interrupt()
+    # The simulated server handles its own signals; every other command may hold a server,
+    # and SIGTERM and SIGHUP (a scheduler's stop, a closed terminal) unwind like Ctrl-C, so it
+    # is stopped with its whole process group rather than orphaned.
+    guard = nullcontext() if args.command == "sim" else unwinding()
     try:
         with guard:
             code: int = args.handler(args)

@@ -18,6 +18,7 @@ from kneepoint.load.point import load_point, window_bounds
 from kneepoint.load.trust import Trust
 from kneepoint.probes.client.loadgen import LoadOptions, run_load
 from kneepoint.probes.clock import Clock
+from kneepoint.probes.interrupts import run_async
 from kneepoint.probes.server.server_failure import Failure, ServerFailedError
 from kneepoint.probes.telemetry.cpu import HostLoad
 from kneepoint.probes.telemetry.nvml import NvmlSampler
@@ -171,7 +172,7 @@ def measure(
     warmup_s: float = 0.0,
 ) -> Measured:
     """``measure_async`` on a fresh event loop."""
-    return asyncio.run(
+    return run_async(
         measure_async(
             url,
             plan,

@@ -21,6 +21,7 @@ from kneepoint import __version__
 from kneepoint.measure.bench import Bench
 from kneepoint.policies.search.long_shots import LongShots
 from kneepoint.policies.search.proposer import Proposer
+from kneepoint.probes.interrupts import raise_pending
 from kneepoint.probes.server.process import reap_orphans
 from kneepoint.probes.telemetry.host_info import describe_host
 from kneepoint.records.knobs import KnobCatalogue
@@ -83,6 +84,7 @@ class Tuner:
         if reaped := reap_orphans(self.folder.path):
             log.warning("run.reaped_orphan_servers", pids=reaped)
         while not isinstance(action := next_action(self.state, self.study, self.now()), Done):
+            raise_pending()  # a Ctrl-C a finalizer swallowed mid-step
             self._do(action)
         if self.state.incumbent is not None:
             self.folder.write_best(self.study, self.state.incumbent)

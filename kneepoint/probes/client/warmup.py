@@ -9,12 +9,11 @@ requests, at once, takes those costs out of the first measured point.
 
 from __future__ import annotations
 
-import asyncio
-
 import structlog
 
 from kneepoint.load.plan import plan_requests
 from kneepoint.probes.client.loadgen import LoadOptions, run_load
+from kneepoint.probes.interrupts import run_async
 from kneepoint.records.study import StudySpec
 
 log = structlog.get_logger(__name__)
@@ -34,5 +33,5 @@ def warm_up(url: str, study: StudySpec, options: LoadOptions) -> None:
         vocab_size=study.model.vocab_size,
         salt="warmup/",
     )
-    records = asyncio.run(run_load(url, plan, options))
+    records = run_async(run_load(url, plan, options))
     log.info("server.warmed", requests=len(records), failed=sum(not r.ok for r in records))
