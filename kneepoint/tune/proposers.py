@@ -99,14 +99,14 @@ def run_proposer(study: StudySpec, state: RunState, url: str | None) -> Proposer
 
     earlier = [c for c, _ in state.earlier_incumbents()]
 
+    def shots() -> SearchSpace:
+        return space(pruning.model_copy(update={"candidates": pruning.long_shots}))
+
     def long_shots() -> LongShots:
-        return LongShots(
-            space(pruning.model_copy(update={"candidates": pruning.long_shots})), earlier
-        )
+        return LongShots(shots(), earlier)
 
     def step_ons() -> StepOns:
-        shots = space(pruning.model_copy(update={"candidates": pruning.long_shots}))
-        return StepOns(shots, earlier, min_gain=study.tuning.min_effect_rel)
+        return StepOns(shots(), earlier, min_gain=study.tuning.min_effect_rel)
 
     def every_move() -> Combination:
         knobs = (*pruning.candidates, *pruning.long_shots)

@@ -47,6 +47,7 @@ class StepOns:
         shots = LongShots(space, earlier)
         self._first = shots.moves
         self._ours = {p.key() for p in self._first}
+        """The keys of every move it knows as its own: the first steps and its step-ons."""
         self._told = {config.fingerprint() for config in shots.walk}
         self._domains = {c.knob.name: c.knob.domain for c in space.candidates}
         self._leans = {c.knob.name: c.direction for c in space.candidates}
@@ -63,7 +64,7 @@ class StepOns:
     def tell(self, proposal: Proposal, outcome: Outcome) -> None:
         self._told.add(proposal.key())
         # Only its own moves from this incumbent: a replayed history holds earlier spaces'.
-        ours = proposal.key() in self._ours or any(p.key() == proposal.key() for p in self._moves)
+        ours = proposal.key() in self._ours
         step = _numeric_step(proposal, self._domains) if ours else None
         if step is None:
             return
@@ -72,7 +73,8 @@ class StepOns:
         for (knob, towards), flat in list(self._no_loss.items()):
             if flat and self._trend(knob, towards):
                 further = self._step_on(knob, towards)
-                if further is not None and all(further.key() != p.key() for p in self._moves):
+                if further is not None and further.key() not in self._ours:
+                    self._ours.add(further.key())
                     self._moves.append(further)
 
     def _flat(self, outcome: Outcome) -> bool:
