@@ -39,9 +39,24 @@ def tune_rate_rps(uncached_rps: float, cached_rps: float) -> float:
     uncached (105) validation served 43-51%; at 1.8x the uncached on an AVX2 host the uncached
     server met the SLO in one 20 s point of five (+300% [-18%, +618%], kept); and 20 s points
     cut caching's capacity from 140 to 76 req/s against 54-57 uncached in 10 s points
-    (2026-11-28; issue "Step 16" note), so sweeps, screens and validations here all run the
-    study's 10 s points."""
+    (2026-11-28; issue "Step 16" note), so the sweeps run the study's 10 s points and the
+    tune's stretch them only where 10 s hold too few requests (``tune_seconds``)."""
     return float(f"{math.sqrt(uncached_rps * cached_rps):.3g}")
+
+
+TUNE_POINT_REQUESTS = 150
+"""The tune's points send at least this many requests (at its one rate), about a third of
+which land in the stable window once the sessions' ramp and the drain are trimmed. In 10 s
+points at 6.98 req/s on an AVX2-only host the window held 7-14 requests, a p99 their maximum:
+the uncached baseline's two repeats read 0.00 and 5.98 good req/s, and with that noise no
+trial could show a gain, so the tune ended `exhausted` untried (CI, 2026-12-02). On the
+AVX-512 hosts the rate is ~80 req/s and the points stay 10 s."""
+
+
+def tune_seconds(rate_rps: float) -> int:
+    """Seconds of arrivals per tune point at ``rate_rps``: the study's 10, or enough for
+    ``TUNE_POINT_REQUESTS``."""
+    return max(10, math.ceil(TUNE_POINT_REQUESTS / rate_rps))
 
 
 LEAST_CACHED_OVER_UNCACHED = 1.5
@@ -82,7 +97,13 @@ def multiturn_tune(
     assert cached >= LEAST_CACHED_OVER_UNCACHED * capacity, (cached, capacity)
     rate = tune_rate_rps(capacity, cached)
     runs = tmp_path_factory.mktemp("real-multiturn")
-    sized += [f"objective.rate_rps={rate}", f"tuning.start_rps={capacity / 2:.3g}"]
+    seconds = tune_seconds(rate)
+    sized += [
+        f"objective.rate_rps={rate}",
+        f"tuning.start_rps={capacity / 2:.3g}",
+        f"tuning.screen_seconds={seconds}",
+        f"tuning.validate_seconds={seconds}",
+    ]
     return run_tune(STUDY, runs, vllm_python, tiny_model, sized, timeout_s=1800)
 
 
