@@ -23,7 +23,7 @@ _PROGRESS_LOGGER = LogProgress.__module__  # the progress port's own logger
 
 def point_words(rate_rps: float, repeat: int, point: LoadPoint) -> str:
     verdict = "meets SLO" if point.meets_slo else "misses SLO"
-    verdict = point.invalid_reason() or f"{verdict} by its percentiles"
+    verdict = point.invalid_reason() or f"{verdict} {_judged_by(point)}"
     share = point.goodput_rps / rate_rps if rate_rps else 0.0
     # "meets SLO, goodput 16.78 (40%)" left a reader to guess what 40% counted, and "meets
     # SLO ... (40% within every limit)" read as a contradiction: the verdict holds the
@@ -40,6 +40,17 @@ def point_words(rate_rps: float, repeat: int, point: LoadPoint) -> str:
         f"r{repeat} {rate_rps:8.2f} req/s: {verdict}; goodput "
         f"{point.goodput_rps:.2f} req/s, {share:.0%} of requests {rule}{origin}"
     )
+
+
+def _judged_by(point: LoadPoint) -> str:
+    """What decided the verdict: a point that met every latency limit can still miss on a
+    backlog that grew over its window (``kneepoint.load.backlog``)."""
+    found = point.backlog
+    if found is None or found.margin <= 1.0:
+        return "by its percentiles"
+    grew = f"{found.start_requests} -> {found.end_requests} requests waiting or in flight"
+    alone = len(point.violations) == 1  # the backlog's own line
+    return f"by its {'' if alone else 'percentiles and its '}backlog ({grew})"
 
 
 class _Sweep:

@@ -1,9 +1,11 @@
 """SLO capacity from measured load points: interpolated where the SLO margin crosses 1.
 
 A point's margin is its worst observed/limit ratio over every class and limit (> 1 fails,
-infinite when a class had no successes); it rises with load. The capacity is where the margin,
-interpolated linearly in rate between the highest passing point below the first failure and
-that failure, reaches 1. Over repeats, the mean and a Student-t interval say how sure it is.
+infinite when a class had no successes), or its backlog's growth over the most it may grow
+where that is worse (``kneepoint.load.backlog``); it rises with load. The capacity is where
+the margin, interpolated linearly in rate between the highest passing point below the first
+failure and that failure, reaches 1. Over repeats, the mean and a Student-t interval say how
+sure it is.
 """
 
 from __future__ import annotations
@@ -20,10 +22,11 @@ _T95 = (12.71, 4.30, 3.18, 2.78, 2.57, 2.45, 2.36, 2.31, 2.26, 2.23)
 
 
 def slo_margin(point: LoadPoint, slo: Slo | None) -> float:
-    """Worst observed/limit ratio (<= 1 meets the SLO); with no SLO, 1 - completion share."""
+    """Worst observed/limit ratio, the backlog's included (<= 1 meets the SLO); with no SLO,
+    0 where every request completed, else infinite."""
     if slo is None:
         return 0.0 if point.failed == 0 else math.inf
-    worst = 0.0
+    worst = point.backlog.margin if point.backlog is not None else 0.0
     for name, dists in point.dists.items():
         limits = slo.for_class(name)
         for (metric, pct), limit in (limits.limits_ms() if limits else {}).items():

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from kneepoint.load.backlog import backlog, violation
 from kneepoint.load.origin import counted
 from kneepoint.load.score import Score, score, stable_window
 from kneepoint.load.trust import (
@@ -74,7 +75,11 @@ def load_point(
     goodput_by_class, attainment = _by_class(result, rate_rps)
     achieved = completed / result.window_s if result.window_s > 0 else 0.0
     ratio = concurrency_ratio(records, window, signals, achieved, trust)
-    behind = late > trust.late_send_share and not result.meets_slo
+    kept_up = backlog(records, (start, end), rate_rps, trust.max_backlog_growth) if slo else None
+    meets, violations = result.meets_slo, result.violations
+    if kept_up is not None and kept_up.margin > 1.0:
+        meets, violations = False, (*violations, violation(kept_up))
+    behind = late > trust.late_send_share and not meets
     late_step = signals.sim_clock_late_share
     return LoadPoint(
         rate_rps=rate_rps,
@@ -97,8 +102,9 @@ def load_point(
         attainment_by_class=attainment,
         output_tokens_per_s=output_per_s,
         prompt_tokens_per_s=prompt_per_s,
-        meets_slo=result.meets_slo,
-        violations=result.violations,
+        meets_slo=meets,
+        violations=violations,
+        backlog=kept_up,
         dists=result.dists,
         send_lag_p50_ms=lag_p50,
         send_lag_p99_ms=lag_p99,
@@ -107,7 +113,7 @@ def load_point(
         and (meets_from_sends(window, slo, result.dists) or server_meets(slo, signals) is True),
         signals=signals,
         concurrency_ratio=ratio,
-        inconsistent=off_by(ratio, trust) and result.meets_slo,
+        inconsistent=off_by(ratio, trust) and meets,
         server_behind=late_step is not None and late_step > LATE_STEP_SHARE,
         host_busy=trust.host_busy(signals),
     )

@@ -60,6 +60,7 @@ class Trust:
     max_host_cpu_pressure: float = _DEFAULTS.max_host_cpu_pressure
     max_host_other_cores: float = _DEFAULTS.max_host_other_cores
     latency_from: LatencyFrom = _DEFAULTS.latency_from
+    max_backlog_growth: float | None = _DEFAULTS.max_backlog_growth
 
     @classmethod
     def of(cls, slo: Slo | None, spec: MeasurementSpec = _DEFAULTS) -> Trust:
@@ -72,6 +73,7 @@ class Trust:
             spec.max_host_cpu_pressure,
             spec.max_host_other_cores,
             spec.latency_from,
+            spec.max_backlog_growth,
         )
 
     def host_busy(self, signals: Signals) -> bool:

@@ -121,6 +121,30 @@ class Signals(Record):
     gpu_samples: int = Field(default=0, ge=0)
 
 
+class Backlog(Record):
+    """Requests in the system (due and not yet answered) over a point's stable window, read
+    by the client (``kneepoint.load.backlog``): whether the server kept up with the load."""
+
+    start_requests: int = Field(ge=0)
+    end_requests: int = Field(ge=0)
+    growth_share: float
+    """The count's least-squares slope over the window, per second, over the offered rate:
+    the share of the load the server left waiting (about 0 where it kept up)."""
+    second_half_growth_share: float
+    """The same over the window's second half: a server still filling up levels off there."""
+    noise_requests: float = Field(ge=0.0)
+    """The rise a server that keeps up shows by chance over the window: three sigmas of
+    arrivals less departures, sqrt(2 x rate x span)."""
+    settled: bool
+    """Whether the window's requests (their p90, due to answered) lived shorter than the time
+    from the first arrival to the window's middle: only then can the server have filled up
+    and the growth be judged."""
+    margin: float = Field(ge=0.0)
+    """The lesser growth (whole window, second half) over the study's
+    ``measurement.max_backlog_growth`` where the point settled and both rises are past their
+    noise, else 0: over 1 the point misses its SLO, whatever its latencies."""
+
+
 class LoadPoint(Record):
     """One offered rate, scored over its stable window."""
 
@@ -157,6 +181,9 @@ class LoadPoint(Record):
     """Their prompts' tokens per second of the window, likewise."""
     meets_slo: bool
     violations: tuple[str, ...] = ()
+    backlog: Backlog | None = None
+    """Whether the server kept up over the window (None in recordings made before it was
+    kept, or without an SLO); a growing backlog is one of ``violations``."""
     dists: dict[str, dict[str, Dist]]
     """Per traffic class, per metric (ttft, itl, tpot, e2e)."""
     send_lag_p50_ms: float

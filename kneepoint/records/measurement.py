@@ -64,6 +64,13 @@ class MeasurementSpec(InputRecord):
     published mixed-traffic experiment (a 14B model on a 48 GB GPU, goodput at 32 req/s, a
     128-request cap) measured prefix caching lifting completion from 21% to 75% this way
     (issue "Step 16"). Points then carry the schedule's goodput beside it."""
+    max_backlog_growth: float | None = Field(default=0.05, gt=0.0, lt=1.0)
+    """A point whose backlog (requests due and not yet answered, read by the client) grew
+    faster than this share of the offered rate over its stable window, past its noise, did
+    not keep up: it misses its SLO whatever its latencies, which a bigger batch keeps low
+    for a while past the ceiling (``kneepoint.load.backlog``). On the simulated
+    frontend-bound scenario the rates a 120 s point sustains read under 1% and the first
+    overloaded ones 6.5-18.5% (2 API servers, 26-36 req/s, 2026-12-02). None turns it off."""
     retakes: int = Field(default=1, ge=0, le=3)
     """Times a point that cannot tell (or contradicts its configuration's curve) is measured
     again at the same rate before it is left unknown: as long (past the ceiling a longer

@@ -132,7 +132,7 @@ def simulate_capacity(
 
     def passes(rate: float) -> Verdict:
         points[rate] = simulate_load_point(study, rate, num_requests, engine)
-        return "pass" if points[rate].score.meets_slo else "fail"
+        return "pass" if points[rate].point.meets_slo else "fail"
 
     capacity = find_capacity(passes, start_rps, rel_tol=rel_tol)
     return capacity, points.get(capacity.passing_rps)
