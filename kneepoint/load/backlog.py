@@ -67,7 +67,7 @@ def backlog(
     whole, noise = _growth(times, counts, rate_rps)
     half, half_noise = _growth(times[SAMPLES // 2 :], counts[SAMPLES // 2 :], rate_rps)
     inside = (due >= start) & (due <= end)
-    lifetime = float(np.percentile(done[inside] - due[inside], 90)) if inside.any() else math.inf
+    lifetime = _p90(done[inside] - due[inside])
     settled = float(times[SAMPLES // 2] - due.min()) >= lifetime
     margin = 0.0
     if max_growth is not None and settled and whole[1] > noise and half[1] > half_noise:
@@ -81,6 +81,13 @@ def backlog(
         settled=settled,
         margin=margin,
     )
+
+
+def _p90(lifetimes: np.ndarray[Any, np.dtype[np.float64]]) -> float:
+    """The p90 lifetime, an unanswered request's infinite (no interpolation between them)."""
+    if not lifetimes.size:
+        return math.inf
+    return float(np.sort(lifetimes)[int(0.9 * (lifetimes.size - 1))])
 
 
 def _growth(
