@@ -55,8 +55,9 @@ def backlog(
     max_growth: float | None,
 ) -> Backlog | None:
     """The backlog over ``window_s`` (scheduled times, on the records' clock); its margin is
-    the growth over ``max_growth`` where the rise is beyond noise (0 with the rule off, None
-    for a window too short to read)."""
+    the lesser of the whole window's and the second half's growth over ``max_growth`` where
+    the server has filled up and both rises are beyond their noise (0 otherwise, or with the
+    rule off); None for an empty or zero-length window."""
     start, end = window_s
     if end <= start or rate_rps <= 0 or not records:
         return None
