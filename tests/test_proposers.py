@@ -24,6 +24,7 @@ from kneepoint.policies.search.phased import Phased
 from kneepoint.policies.search.proposer import Proposer, replay
 from kneepoint.policies.search.space import effective
 from kneepoint.policies.search.step_ons import StepOns
+from kneepoint.policies.search.worth import no_loss_ratio
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.proposal import Outcome, Prediction, Proposal, SearchSpace, TrialPrice
 from tests.support import synthetic_space
@@ -383,3 +384,13 @@ def test_the_moves_measured_alone_are_tried_together_once() -> None:
     priced_out = Combination(space.model_copy(update={"price": None}), min_gain=0.03)
     replay(priced_out, [(p, alone(p.config)) for p, _ in walked])
     assert priced_out.ask() is None, "without a price it must be predicted beyond the floor"
+
+
+def test_a_move_is_no_loss_down_to_min_gain_below_the_incumbent_and_never_when_it_failed() -> None:
+    """The step-ons and the combination step share this rule: 9.8 of 10 at a 2% minimum
+    effect is no loss, 9.7 is a loss, and a failure or a missing reference never is."""
+    ok = Outcome(status="ok", objective=9.8, feasible=True)
+    assert no_loss_ratio(ok, 10.0, 0.02) == pytest.approx(0.98)
+    assert no_loss_ratio(Outcome(status="ok", objective=9.7, feasible=True), 10.0, 0.02) is None
+    assert no_loss_ratio(ok, None, 0.02) is None
+    assert no_loss_ratio(Outcome(status="crashed", detail="server died"), 10.0, 0.02) is None

@@ -22,7 +22,7 @@ from pydantic import JsonValue
 
 from kneepoint.policies.search.proposer import liar_batch
 from kneepoint.policies.search.space import build_config, changes_from_incumbent, show
-from kneepoint.policies.search.worth import worth_a_trial
+from kneepoint.policies.search.worth import no_loss_ratio, worth_a_trial
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.proposal import Outcome, Prediction, Proposal, SearchSpace
 
@@ -73,11 +73,10 @@ class Combination:
         best: dict[str, tuple[JsonValue, float]] = {}
         for config, outcome in self._told.values():
             changed = config.changes_from(self.space.incumbent)
-            if len(changed) != 1 or outcome.status != "ok" or outcome.objective is None:
+            ratio = no_loss_ratio(outcome, reference, self.min_gain)
+            if len(changed) != 1 or ratio is None:
                 continue
             ((name, (_, value)),) = changed.items()
-            ratio = outcome.objective / reference
-            beats = name not in best or ratio > best[name][1]
-            if name in knobs and ratio >= 1.0 - self.min_gain and beats:
+            if name in knobs and (name not in best or ratio > best[name][1]):
                 best[name] = (value, ratio)
         return dict(sorted(best.items()))

@@ -26,6 +26,7 @@ from pydantic import JsonValue
 from kneepoint.policies.search.long_shots import LongShots, one_knob_move
 from kneepoint.policies.search.proposer import liar_batch
 from kneepoint.policies.search.space import effective, show
+from kneepoint.policies.search.worth import no_loss_ratio
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.knobs import KnobDomain
 from kneepoint.records.proposal import Outcome, Proposal, SearchSpace
@@ -78,10 +79,7 @@ class StepOns:
                     self._moves.append(further)
 
     def _flat(self, outcome: Outcome) -> bool:
-        reference = self.space.incumbent_objective
-        if outcome.status != "ok" or outcome.objective is None or not reference:
-            return False
-        return outcome.objective >= (1.0 - self.min_gain) * reference
+        return no_loss_ratio(outcome, self.space.incumbent_objective, self.min_gain) is not None
 
     def _trend(self, name: str, way: Way) -> bool:
         """Whether a flat step ``way`` points somewhere: the knob's rule leans that way, or

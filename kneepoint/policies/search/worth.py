@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from kneepoint.records.proposal import TrialPrice
+from kneepoint.records.proposal import Outcome, TrialPrice
 
 RECORDED_ERRORS: tuple[tuple[str, float, float, str], ...] = (
     ("enable_prefix_caching", 2.50, 2.47, "vLLM CPU build, cpu-tiny-multiturn (benchmarks/README)"),
@@ -80,6 +80,16 @@ def worth_a_trial(price: TrialPrice | None, ratio: float, min_gain: float) -> bo
     """With a price (``tuning.stop: budget``), whether the move pays; without one, whether it
     is predicted beyond ``min_gain``."""
     return ratio > 1.0 + min_gain if price is None else pays(price, ratio)
+
+
+def no_loss_ratio(outcome: Outcome, reference: float | None, min_gain: float) -> float | None:
+    """A measured move's ratio to the incumbent's objective ``reference`` where it was no loss
+    (at most ``min_gain`` below it); None for a loss, a failure or no reference. The step-ons
+    and the combination step build on such moves."""
+    if outcome.status != "ok" or outcome.objective is None or not reference:
+        return None
+    ratio = outcome.objective / reference
+    return ratio if ratio >= 1.0 - min_gain else None
 
 
 def words(price: TrialPrice, ratio: float) -> str:
