@@ -29,7 +29,9 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from kneepoint.config import load_study  # noqa: E402
+from kneepoint.load.objective import rules  # noqa: E402
 from kneepoint.records.ledger import Baseline, Promoted  # noqa: E402
+from kneepoint.records.objective import Objective  # noqa: E402
 from kneepoint.run.folder import RunFolder  # noqa: E402
 from kneepoint.run.state import RunState  # noqa: E402
 from kneepoint.workers.shared_study import Attempts, SharedStudy  # noqa: E402
@@ -81,18 +83,29 @@ def _shared(
     return Row(f"{workers} worker{'s' if workers > 1 else ''}", state.trials_run,
                final.batches, state.device_s / 3600, final.makespan_s / 3600,
                to_winner / 3600, state.incumbent_objective, state.finished.reason,
-               _batch_lines(attempts))  # fmt: skip
+               _batch_lines(attempts, spec.objective))  # fmt: skip
 
 
-def _batch_lines(attempts: list[Attempts]) -> tuple[str, ...]:
-    """Each batch: its hours on the critical path, then every task's device hours."""
+def _batch_lines(attempts: list[Attempts], objective: Objective) -> tuple[str, ...]:
+    """Each batch: its hours on the critical path, then every task's device hours (and a
+    validation repeat's gain over the incumbent)."""
     lines = []
     for batch in sorted({a.task.batch for a in attempts}):
         mine = [a for a in attempts if a.task.batch == batch]
         tasks = ", ".join(f"{a.task.key} {a.result.device_s / 3600 if a.result else 0:.2f}"
-                          for a in mine)  # fmt: skip
+                          f"{_gain(a, objective)}" for a in mine)  # fmt: skip
         lines.append(f"  batch {batch:>2} {side_by_side(mine) / 3600:.2f} h: {tasks}")
     return tuple(lines)
+
+
+def _gain(attempts: Attempts, objective: Objective) -> str:
+    """The " (+12%)" of a validation part's challenger over its incumbent, pair by pair."""
+    part = attempts.result.part if attempts.result is not None else None
+    if part is None or part.incumbent is None or part.challenger is None:
+        return ""
+    rule = rules(objective)
+    pairs = zip(rule.by_repeat(part.incumbent), rule.by_repeat(part.challenger), strict=False)
+    return " (" + ", ".join(f"{c / i - 1:+.0%}" for i, c in pairs if i > 0) + ")"
 
 
 def _sets(overrides: list[str]) -> list[str]:
@@ -137,14 +150,17 @@ def main() -> None:
                         help="override a study field, as kneepoint tune --set")  # fmt: skip
     parser.add_argument("--batches", action="store_true",
                         help="print each shared run's batches: tasks and device hours")  # fmt: skip
+    parser.add_argument("--keep", type=Path,
+                        help="keep the runs' folders here (default: a temporary one)")  # fmt: skip
     args = parser.parse_args()
     bindir = find_bindir()
     if bindir is None:
         raise SystemExit(MISSING)
     with tempfile.TemporaryDirectory() as tmp, running_server(bindir) as server:
-        rows = [_sequential(args.study, args.overrides, Path(tmp))]
+        folder = args.keep or Path(tmp)
+        rows = [_sequential(args.study, args.overrides, folder)]
         for n in (int(w) for w in args.workers.split(",")):
-            rows.append(_shared(server, args.study, args.overrides, n, Path(tmp)))
+            rows.append(_shared(server, args.study, args.overrides, n, folder))
             print(f"... {n} workers done", file=sys.stderr, flush=True)
     print(f"study: {args.study} {' '.join(_sets(args.overrides))}")
     _print(rows)

@@ -16,7 +16,15 @@ import pytest
 
 from kneepoint.config import knob_catalogue, load_study
 from kneepoint.measure.sweep import merge
-from kneepoint.records.ledger import Baseline, Event, Finished, Proposed, Screened, Validated
+from kneepoint.records.ledger import (
+    Baseline,
+    Event,
+    Finished,
+    Promoted,
+    Proposed,
+    Screened,
+    Validated,
+)
 from kneepoint.records.study import StudySpec
 from kneepoint.records.sweep import SweepResult
 from kneepoint.records.task import BaselinePart, Task, TaskResult, ValidationPart
@@ -240,12 +248,12 @@ def test_a_knee_search_whose_server_failed_fails_the_run(phased_run: TuneRun) ->
 def test_a_finalist_whose_first_repeats_could_not_tell_goes_on_before_a_promotion(
     phased_run: TuneRun,
 ) -> None:
-    """Trial 1 won while trial 2's first repeats could not tell: trial 2's second phase is
-    measured before the promotion that would close it (its parts' device time would be
-    lost with it, and it may be the better winner)."""
+    """Trial 1 won at +50% while trial 2's first repeats could not tell, at +97%: trial 2's
+    second phase is measured before the promotion that would close it (it may be the better
+    winner)."""
     events, study = _ledger(phased_run)
     state = _two_finalists(events, study)
-    state.apply(_validated(events, 1))  # trial 1: promote
+    state.apply(_modest(_validated(events, 1)))  # trial 1: promote, at +50%
     begun = _parts(_validated(events, 2))[:2]  # trial 2: its first phase, underpowered
     assert judged(study, 2, begun) is None
     planned = frozenset({"baseline", "trial-1-screen", "trial-2-screen"})
@@ -257,6 +265,49 @@ def test_a_finalist_whose_first_repeats_could_not_tell_goes_on_before_a_promotio
     alone = Shared(state, (), (), planned, 3)
     [promote] = plan(alone, study, knob_catalogue(), 3, NOW).tasks
     assert promote.key == "trial-1-promote", "nothing begun: the winner is promoted"
+
+
+def _modest(validated: Validated) -> Validated:
+    """``validated`` as if its gain had measured +50%."""
+    assert validated.judgement is not None
+    judgement = validated.judgement.model_copy(update={"gain_rel": 0.5})
+    return validated.model_copy(update={"judgement": judgement})
+
+
+def test_a_finalist_whose_first_repeats_put_it_below_the_winner_is_closed_by_its_promotion(
+    phased_run: TuneRun,
+) -> None:
+    """Trial 1 won at +481% while trial 2's first pairs, at +97% (+4% to +191% at the early
+    look's 97.5%), could not tell: trial 2 cannot be the better winner, so the promotion does
+    not wait for its other repeats; it closes trial 2 with that verdict, and the repeats it
+    measured stay in the run's device time."""
+    events, study = _ledger(phased_run)
+    tasks = _screened_trial_1(events)
+    second, screened = events[6], events[7]
+    assert isinstance(second, Proposed) and isinstance(screened, Screened) and screened.finalist
+    tasks.append(_attempts(
+        Task(kind="screen", trial=2, generation=0, batch=2, proposal=second.proposal),
+        screened=screened.model_copy(update={"trial": 2}),
+    ))  # fmt: skip
+    won, begun = _parts(_validated(events, 1)), _parts(_validated(events, 2))[:2]
+    for part in (*won, *begun):
+        task = Task(kind="validate", trial=part.trial, generation=0, batch=3,
+                    repeats=(part.first_repeat, 1))  # fmt: skip
+        tasks.append(_attempts(task, part=part))
+    shared = shared_state(study, NOW, tasks, None)
+    assert [e.trial for e in shared.events if isinstance(e, Validated)] == [1]
+    [promote] = plan(shared, study, knob_catalogue(), 3, NOW).tasks
+    assert promote.key == "trial-1-promote"
+
+    [promoted] = [e for e in events if isinstance(e, Promoted) and e.trial == 1]
+    tasks.append(_attempts(promote.model_copy(update={"batch": 4}), promoted=promoted))
+    after = shared_state(study, NOW, tasks, None)
+    closed = next(e for e in after.events if isinstance(e, Validated) and e.trial == 2)
+    assert closed.judgement is not None and not closed.judgement.promote
+    assert "below the round's winner (+481.1%)" in closed.judgement.reason
+    assert closed.device_s == pytest.approx(sum(p.device_s for p in begun))
+    assert after.events.index(closed) == after.events.index(promoted) - 1
+    assert after.state.device_s - shared.state.device_s == pytest.approx(closed.device_s)
 
 
 def test_two_failed_baseline_repeats_fail_the_run_once(phased_run: TuneRun) -> None:

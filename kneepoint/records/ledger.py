@@ -141,8 +141,12 @@ class Validated(Record):
 
     @property
     def early(self) -> bool:
-        """Promoted from its first pair by the early look (``kneepoint.policies.judge.early``)."""
-        return self.judgement is not None and self.judgement.method == "known_noise"
+        """Promoted from its first pair by the early look (``kneepoint.policies.judge.early``);
+        a known-noise verdict that does not promote closed a finalist below its round's
+        winner (``kneepoint.policies.judge.contention``)."""
+        return (
+            self.promote and self.judgement is not None and self.judgement.method == "known_noise"
+        )
 
 
 class Promoted(Record):

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 from kneepoint.load.objective import rules
 from kneepoint.measure.sweep import merge
+from kneepoint.policies.judge.contention import out_of_contention
 from kneepoint.policies.judge.early import early_look
 from kneepoint.policies.judge.promotion import judge
 from kneepoint.records.judgement import Judgement
@@ -82,6 +83,43 @@ def judged(
         challenger=challenger,
         judgement=verdict,
         device_s=spent,
+    )
+
+
+def outrun(
+    study: StudySpec,
+    trial: int,
+    parts: Sequence[ValidationPart],
+    winner: Validated | None,
+    known: Sequence[float],
+) -> Validated | None:
+    """The validation of ``trial``, part-way through, closed because its pairs so far put it
+    below the round's ``winner`` (``kneepoint.policies.judge.contention``); None where they
+    do not (or a part failed: its own validation then says so)."""
+    measured = [p for p in parts if p.incumbent is not None and p.challenger is not None]
+    won = winner.judgement if winner is not None else None
+    if won is None or not measured or len(measured) < len(parts):
+        return None
+    ordered = sorted(measured, key=lambda p: p.first_repeat)
+    incumbent = merge([p.incumbent for p in ordered if p.incumbent is not None])
+    challenger = merge([p.challenger for p in ordered if p.challenger is not None])
+    rule, tuning = rules(study.objective), study.tuning
+    judgement = out_of_contention(
+        rule.by_repeat(incumbent),
+        rule.by_repeat(challenger),
+        won,
+        known,
+        min_effect=tuning.min_effect_rel,
+        confidence=tuning.confidence,
+    )
+    if judgement is None:
+        return None
+    return Validated(
+        trial=trial,
+        incumbent=incumbent,
+        challenger=challenger,
+        judgement=judgement,
+        device_s=sum(p.device_s for p in ordered),
     )
 
 

@@ -41,7 +41,7 @@ from kneepoint.tune.decide import (
 from kneepoint.tune.execute import Measure, proposed
 from kneepoint.tune.proposers import run_proposer
 from kneepoint.tune.steps import repeats_wanted
-from kneepoint.tune.verdict import measured_repeats, next_repeats
+from kneepoint.tune.verdict import measured_repeats, next_repeats, outrun
 from kneepoint.workers.state import Shared
 
 
@@ -59,7 +59,7 @@ def plan(
     if shared.pending:
         return Plan()  # a batch is judged whole: the next is planned once all of it is in
     workers = max(1, workers)
-    actions = _begun_first(shared, next_actions(shared.state, study, now, workers))
+    actions = _begun_first(shared, study, next_actions(shared.state, study, now, workers))
     # the GPUs each validation of this batch has to itself (one: its early pair first)
     spare = workers // max(1, sum(isinstance(a, Validate) for a in actions))
     plans = [_plan(shared, study, catalogue, action, workers, spare=spare) for action in actions]
@@ -70,20 +70,31 @@ def plan(
     return Plan(tuple(t.model_copy(update={"workers": workers}) for t in fresh))
 
 
-def _begun_first(shared: Shared, actions: list[Action]) -> list[Action]:
+def _begun_first(shared: Shared, study: StudySpec, actions: list[Action]) -> list[Action]:
     """A promotion closes the rest of its round, so it waits for the round's finalists whose
-    steps have begun: one whose quality check passed, or whose first repeats could not tell,
-    takes its next step first. (A finalist's steps were one task before its repeats were
-    split, all in before any promotion; ``tune`` takes one finalist at a time and never has
-    such a trial.)"""
-    if not any(isinstance(a, Promote) for a in actions):
+    steps have begun and that can still beat it: one whose quality check passed, or whose
+    first repeats could not tell and do not already put it below the winner
+    (``kneepoint.policies.judge.contention``), takes its next step first. (A finalist's steps
+    were one task before its repeats were split, all in before any promotion; ``tune`` takes
+    one finalist at a time and never has such a trial.)"""
+    winner = next((a.trial for a in actions if isinstance(a, Promote)), None)
+    if winner is None:
         return actions
     begun = [
         t
         for t in shared.state.open_trials()
-        if t.next_step() == "validate" and (t.quality is not None or t.trial in shared.parts)
+        if t.next_step() == "validate"
+        and (t.quality is not None or t.trial in shared.parts)
+        and not _outrun(shared, study, t, winner)
     ]
     return [Validate(t) for t in begun] or actions
+
+
+def _outrun(shared: Shared, study: StudySpec, trial: TrialState, winner: TrialState) -> bool:
+    """Whether ``trial``'s pairs so far put it below the promoting ``winner``."""
+    parts = shared.parts.get(trial.trial, ())
+    known = shared.state.incumbent_by_repeat
+    return outrun(study, trial.trial, parts, winner.validated, known) is not None
 
 
 def _fresh(task: Task, planned: frozenset[str]) -> bool:

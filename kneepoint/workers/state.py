@@ -34,7 +34,7 @@ from kneepoint.records.task import BaselinePart, Task, ValidationPart
 from kneepoint.run.folder import study_digest
 from kneepoint.run.state import RunState
 from kneepoint.tune.burst_step import unmeasured
-from kneepoint.tune.verdict import judged
+from kneepoint.tune.verdict import judged, outrun
 from kneepoint.workers.shared_study import Attempts
 
 
@@ -141,6 +141,8 @@ def _batch_events(
         if result is not None and result.baseline_part is not None:
             parts.baseline.append(result.baseline_part)
             continue
+        if task.kind == "promote":
+            events += _closed_by(study, task.trial, [*before, *events], parts.validation)
         if task.kind != "validate":
             events += recorded(study, attempts, [*before, *events])
             continue
@@ -152,6 +154,25 @@ def _batch_events(
             validated = judged(study, task.trial, validation[task.trial], known)
             events += [validated] if validated is not None else []
     return events
+
+
+def _closed_by(
+    study: StudySpec,
+    winner: int,
+    history: list[Event],
+    validation: Mapping[int, tuple[ValidationPart, ...]],
+) -> list[Event]:
+    """The validations part-way through that ``winner``'s promotion closes, each with its
+    verdict (``kneepoint.tune.verdict.outrun``: the plan let the promotion go ahead only once
+    every one of them was below it), so that their repeats stay in the run's device time."""
+    state = RunState.replay(history, study.objective)
+    won, known = state.trials[winner].validated, state.incumbent_by_repeat
+    closed = (
+        outrun(study, t.trial, validation[t.trial], won, known)
+        for t in state.open_trials()
+        if t.trial != winner and t.validated is None and t.trial in validation
+    )
+    return [v for v in closed if v is not None]
 
 
 def part_of(attempts: Attempts) -> ValidationPart:

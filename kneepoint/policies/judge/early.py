@@ -36,6 +36,23 @@ LOOK_SHARE = 0.5
 """The early look's share of the study's false-promotion rate (1 - confidence)."""
 
 
+def known_noise(known: Sequence[float], min_effect: float) -> float | None:
+    """The incumbent's relative noise over its repeats ``known`` (their relative standard
+    deviation, taken no smaller than ``min_effect``); None with fewer than two, or a mean
+    that is not positive."""
+    if len(known) < 2 or not all(math.isfinite(v) for v in known):
+        return None
+    known_mean = statistics.fmean(known)
+    if known_mean <= 0:
+        return None
+    return max(statistics.stdev(known) / known_mean, min_effect)
+
+
+def strict_confidence(confidence: float) -> float:
+    """The look's confidence: ``LOOK_SHARE`` of the study's false-promotion rate."""
+    return 1.0 - (1.0 - confidence) * LOOK_SHARE
+
+
 def early_look(
     incumbent: float,
     challenger: float,
@@ -47,13 +64,10 @@ def early_look(
     """A promotion from one interleaved pair (``incumbent``, ``challenger``: the pair's
     objectives; ``known``: the incumbent's objective over its earlier repeats), or None
     when the pair does not clear the bar."""
-    if len(known) < 2 or incumbent <= 0 or not all(math.isfinite(v) for v in known):
+    noise = known_noise(known, min_effect)
+    if noise is None or incumbent <= 0:
         return None
-    known_mean = statistics.fmean(known)
-    if known_mean <= 0:
-        return None
-    noise = max(statistics.stdev(known) / known_mean, min_effect)
-    strict = 1.0 - (1.0 - confidence) * LOOK_SHARE
+    strict = strict_confidence(confidence)
     t = t_quantile(0.5 + strict / 2.0, len(known) - 1.0)
     gain = challenger / incumbent - 1.0
     half = t * math.sqrt(2.0) * noise
