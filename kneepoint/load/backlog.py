@@ -10,8 +10,8 @@ the simulated frontend-bound scenario (2 API servers, whose engine streams at mo
 output tokens a second at any cap) 512 sequences "met" the SLO at 40 req/s while the
 backlog grew from 198 to 539 requests, 31% of the offered rate a second. Without this rule
 256, 512 and 1,024 sequences read 35.75, 40.22 and 41.86 req/s (and 34.36 against 36.94 with
-120 s of arrivals: a bigger batch holds a growing queue longer); with it, 35.75, 35.17 and
-35.17 (``kneepoint sweep``, 2026-12-02).
+120 s of arrivals: a bigger batch holds a growing queue longer); with it, 35.75, 35.77 and
+35.77 (``kneepoint sweep``, 2026-12-02).
 
 The growth is the least-squares slope of the count sampled across the window, as a share of
 the offered rate. It counts only where the rise it fits exceeds three sigmas of what a server
@@ -54,10 +54,10 @@ def backlog(
     rate_rps: float,
     max_growth: float | None,
 ) -> Backlog | None:
-    """The backlog over ``window_s`` (scheduled times, on the records' clock); its margin is
-    the lesser of the whole window's and the second half's growth over ``max_growth`` where
-    the server has filled up and both rises are beyond their noise (0 otherwise, or with the
-    rule off); None for an empty or zero-length window."""
+    """The backlog over ``window_s`` (scheduled times, on the records' clock); its margin
+    (``rate_margin``, from the lesser of the whole window's and the second half's growth)
+    where the server has filled up and both rises are beyond their noise (0 otherwise, or
+    with the rule off); None for an empty or zero-length window."""
     start, end = window_s
     if end <= start or rate_rps <= 0 or not records:
         return None
@@ -72,7 +72,7 @@ def backlog(
     settled = float(times[SAMPLES // 2] - due.min()) >= lifetime
     margin = 0.0
     if max_growth is not None and settled and whole[1] > noise and half[1] > half_noise:
-        margin = max(0.0, min(whole[0], half[0]) / rate_rps / max_growth)
+        margin = rate_margin(min(whole[0], half[0]) / rate_rps, max_growth)
     return Backlog(
         start_requests=int(counts[0]),
         end_requests=int(counts[-1]),
@@ -82,6 +82,20 @@ def backlog(
         settled=settled,
         margin=margin,
     )
+
+
+def rate_margin(growth_share: float, max_growth: float) -> float:
+    """The backlog's margin on the rate scale: the offered rate over the rate the server
+    answers (``1 - growth_share`` of it), against the same ratio at the allowed growth. It
+    is 1 at ``max_growth``, as a latency's observed/limit is at its limit, so the knee's
+    interpolation between a passing and a failing rate (``load.capacity``) reads both on
+    one scale. Growth over ``max_growth`` (0.18 / 0.05 = 3.6) rose from 0 to past 3 within
+    one 10% rung and put rag's 1,024-sequence validations at 46.5 req/s wherever the
+    backlog failed 51.1 and at 51.3 where it did not (2026-12-02): on the rate scale that
+    rung's margin is 0.95 / 0.82 = 1.16."""
+    if growth_share >= 1.0:
+        return math.inf
+    return max(0.0, (1.0 - max_growth) / (1.0 - growth_share))
 
 
 def _p90(lifetimes: np.ndarray[Any, np.dtype[np.float64]]) -> float:

@@ -140,9 +140,10 @@ class Backlog(Record):
     from the first arrival to the window's middle: only then can the server have filled up
     and the growth be judged."""
     margin: float = Field(ge=0.0)
-    """The lesser growth (whole window, second half) over the study's
-    ``measurement.max_backlog_growth`` where the point settled and both rises are past their
-    noise, else 0: over 1 the point misses its SLO, whatever its latencies."""
+    """Where the point settled and both rises are past their noise, the offered rate over
+    the rate the server answered at the lesser growth (whole window, second half), against
+    the same at the study's ``measurement.max_backlog_growth`` (``load.backlog.rate_margin``),
+    else 0: over 1 the point misses its SLO, whatever its latencies."""
 
 
 class LoadPoint(Record):
