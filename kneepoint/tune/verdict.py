@@ -22,6 +22,7 @@ from kneepoint.policies.judge.promotion import judge
 from kneepoint.records.judgement import Judgement
 from kneepoint.records.ledger import Validated
 from kneepoint.records.study import StudySpec
+from kneepoint.records.sweep import SweepResult
 from kneepoint.records.task import ValidationPart
 
 
@@ -53,8 +54,7 @@ def judged(
     failure = next((p.failure for p in ordered if p.failure is not None), None)
     if failure is not None:
         return Validated(trial=trial, failure=failure, device_s=spent)
-    incumbent = merge([p.incumbent for p in ordered if p.incumbent is not None])
-    challenger = merge([p.challenger for p in ordered if p.challenger is not None])
+    incumbent, challenger = _arms(ordered)
     tuning, rule = study.tuning, rules(study.objective)
     pairs = list(zip(rule.by_repeat(incumbent), rule.by_repeat(challenger), strict=False))
     if measured_repeats(ordered) < tuning.validate_repeats:
@@ -101,8 +101,7 @@ def outrun(
     if won is None or not measured or len(measured) < len(parts):
         return None
     ordered = sorted(measured, key=lambda p: p.first_repeat)
-    incumbent = merge([p.incumbent for p in ordered if p.incumbent is not None])
-    challenger = merge([p.challenger for p in ordered if p.challenger is not None])
+    incumbent, challenger = _arms(ordered)
     rule, tuning = rules(study.objective), study.tuning
     judgement = out_of_contention(
         rule.by_repeat(incumbent),
@@ -121,6 +120,13 @@ def outrun(
         judgement=judgement,
         device_s=sum(p.device_s for p in ordered),
     )
+
+
+def _arms(ordered: Sequence[ValidationPart]) -> tuple[SweepResult, SweepResult]:
+    """The incumbent's and the challenger's legs over parts that measured both, each merged."""
+    incumbent = merge([p.incumbent for p in ordered if p.incumbent is not None])
+    challenger = merge([p.challenger for p in ordered if p.challenger is not None])
+    return incumbent, challenger
 
 
 def _early(

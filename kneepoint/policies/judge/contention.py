@@ -21,8 +21,12 @@ import math
 import statistics
 from collections.abc import Sequence
 
-from kneepoint.policies.judge.early import known_noise, strict_confidence
-from kneepoint.policies.judge.stats import t_quantile
+from kneepoint.policies.judge.early import (
+    known_noise,
+    known_noise_judgement,
+    look_t,
+    strict_confidence,
+)
 from kneepoint.records.judgement import Judgement
 
 
@@ -45,28 +49,24 @@ def out_of_contention(
     if noise is None or not pairs or winner.gain_rel is None:
         return None
     strict = strict_confidence(confidence)
-    t = t_quantile(0.5 + strict / 2.0, len(known) - 1.0)
-    half = t * noise * math.sqrt(2.0 / winner.n_challenger + 2.0 / len(pairs))
+    half = look_t(known, strict) * noise * math.sqrt(2.0 / winner.n_challenger + 2.0 / len(pairs))
     gain = statistics.fmean(c / i - 1.0 for i, c in pairs)
     if gain + half >= winner.gain_rel:
         return None
-    return Judgement(
+    means = (statistics.fmean(i for i, _ in pairs), statistics.fmean(c for _, c in pairs))
+    reason = (
+        f"{gain:+.1%} over {len(pairs)} paired repeat{'s' if len(pairs) > 1 else ''} is "
+        f"below the round's winner ({winner.gain_rel:+.1%}) by more than the incumbent's "
+        f"{noise:.1%} noise allows (at {strict:.1%}): closed with the winner's promotion, "
+        "its other repeats not measured"
+    )
+    return known_noise_judgement(
+        means,
+        len(pairs),
+        gain=gain,
+        half=half,
+        strict=strict,
+        min_effect=min_effect,
+        reason=reason,
         promote=False,
-        method="known_noise",
-        n_incumbent=len(pairs),
-        n_challenger=len(pairs),
-        incumbent_objective_mean=statistics.fmean(i for i, _ in pairs),
-        challenger_objective_mean=statistics.fmean(c for _, c in pairs),
-        gain_rel=gain,
-        gain_low_rel=gain - half,
-        gain_high_rel=gain + half,
-        min_detectable_effect_rel=None,
-        confidence=strict,
-        min_effect_rel=min_effect,
-        reason=(
-            f"{gain:+.1%} over {len(pairs)} paired repeat{'s' if len(pairs) > 1 else ''} is "
-            f"below the round's winner ({winner.gain_rel:+.1%}) by more than the incumbent's "
-            f"{noise:.1%} noise allows (at {strict:.1%}): closed with the winner's promotion, "
-            "its other repeats not measured"
-        ),
     )

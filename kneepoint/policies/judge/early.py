@@ -68,9 +68,8 @@ def early_look(
     if noise is None or incumbent <= 0:
         return None
     strict = strict_confidence(confidence)
-    t = t_quantile(0.5 + strict / 2.0, len(known) - 1.0)
     gain = challenger / incumbent - 1.0
-    half = t * math.sqrt(2.0) * noise
+    half = look_t(known, strict) * math.sqrt(2.0) * noise
     if gain - half <= min_effect:
         return None
     reason = (
@@ -79,13 +78,43 @@ def early_look(
         f"{strict:.1%}), exceeds the {min_effect * 100:.3g}% minimum effect: promote without "
         "the other repeats"
     )
-    return Judgement(
+    return known_noise_judgement(
+        (incumbent, challenger),
+        1,
+        gain=gain,
+        half=half,
+        strict=strict,
+        min_effect=min_effect,
+        reason=reason,
         promote=True,
+    )
+
+
+def look_t(known: Sequence[float], strict: float) -> float:
+    """Student's t at ``strict`` (two-sided) with the known repeats' degrees of freedom."""
+    return t_quantile(0.5 + strict / 2.0, len(known) - 1.0)
+
+
+def known_noise_judgement(
+    means: tuple[float, float],
+    pairs: int,
+    *,
+    gain: float,
+    half: float,
+    strict: float,
+    min_effect: float,
+    reason: str,
+    promote: bool,
+) -> Judgement:
+    """A verdict from ``pairs`` pairs against the incumbent's known noise (``means``: the
+    incumbent's and the challenger's objective; the gain's interval ``gain`` +- ``half``)."""
+    return Judgement(
+        promote=promote,
         method="known_noise",
-        n_incumbent=1,
-        n_challenger=1,
-        incumbent_objective_mean=incumbent,
-        challenger_objective_mean=challenger,
+        n_incumbent=pairs,
+        n_challenger=pairs,
+        incumbent_objective_mean=means[0],
+        challenger_objective_mean=means[1],
         gain_rel=gain,
         gain_low_rel=gain - half,
         gain_high_rel=gain + half,
