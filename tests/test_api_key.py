@@ -71,8 +71,11 @@ def test_the_key_travels_to_the_server_and_back_on_every_route(tmp_path: Path) -
             greedy_outputs(url, served, ["hi"], 2)
         with RunningServer(url, api_key=KEY).serve(CONFIG, tmp_path) as attached:
             assert attached.served_model == served and attached.api_key == KEY
-        locked_out = pytest.raises(ServerFailedError, match=r"HTTP 401.*backend\.api_key_env")
+        locked_out = pytest.raises(ServerFailedError, match=r"HTTP 401.*wants an API key")
         with locked_out, RunningServer(url).serve(CONFIG, tmp_path):
+            pass
+        wrong_key = pytest.raises(ServerFailedError, match=r"does not take the key it was given")
+        with wrong_key, RunningServer(url, api_key="not-" + KEY).serve(CONFIG, tmp_path):
             pass
     assert KEY not in (tmp_path / "server.log").read_text()
 
@@ -190,6 +193,11 @@ def test_diagnose_of_a_running_server_takes_its_key_from_a_variable() -> None:
 SECRET_ARGS = [
     ["--api-key", "sk-hunter22"], ["--api-key=sk-hunter22"],
     ["--hf-token", "hf_hunter22abcdefghijklm"], ["--hf-token=hunter22-own-token"],
+    # vLLM's parser reads _ as - and takes abbreviations; the refusal line quoted these whole
+    # (2026-12-03), and a flag only named like a secret was passed through to every file.
+    ["--hf_token", "hunter22und"], ["--api_key", "hunter22c1"], ["--hf_token=hunter22c2"],
+    ["--api-ke=hunter22abbr"], ["--ssl-keyfile-password", "hunter22pw"],
+    ["--load-format", "dummy", "--hf-token", "hunter22-late"],
 ]  # fmt: skip
 
 
@@ -203,8 +211,26 @@ def test_a_secret_flag_in_extra_args_is_refused_without_repeating_it(extra: list
     with pytest.raises(ConfigError) as info:
         load_study(QUICKSTART, [f"engine.extra_args={args}"])
     line = str(info.value)
-    assert "seen in `ps`" in line and ("backend.api_key_env" in line or "${HF_TOKEN}" in line)
+    assert "seen in `ps`" in line
+    assert "backend.api_key_env" in line or "${HF_TOKEN}" in line or "outside the study" in line
     assert "hunter22" not in line
+
+
+def test_a_token_shaped_argument_is_refused_and_not_repeated() -> None:
+    """A Hugging Face token after a flag kneepoint does not know was redacted in the ledger
+    but kept whole in the run folder's study.yaml (2026-12-03)."""
+    token = "hf_" + "hunter22" * 4 + "ab"
+    with pytest.raises(ConfigError) as info:
+        load_study(QUICKSTART, [f'engine.extra_args=["--foo", "{token}"]'])
+    assert "looks like a token" in str(info.value) and "hunter22" not in str(info.value)
+
+
+def test_a_secret_field_named_in_a_message_is_not_garbled() -> None:
+    """``backend.api_key: unknown key`` read as an argument dump and lost its words."""
+    with pytest.raises(ConfigError) as info:
+        load_study(QUICKSTART, ["backend.api_key=hunter22a6"])
+    line = str(info.value)
+    assert "hunter22" not in line and "unknown key" in line, line
 
 
 @pytest.mark.parametrize("extra", SECRET_ARGS)

@@ -91,6 +91,17 @@ def test_without_a_study_the_missing_flags_are_named(capsys: pytest.CaptureFixtu
     assert err == "kneepoint: kneepoint diagnose: without a study file, give --gpu, --model"
 
 
+def test_a_server_that_refuses_leaves_no_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A diagnosis that measured nothing left a folder holding only its study.yaml."""
+    args = ["diagnose", "--url", "http://127.0.0.1:9", "--gpu", "h100-sxm", "--model",
+            "llama-3.2-1b", "--runs-dir", str(tmp_path)]  # fmt: skip
+    assert main(args) != 0
+    assert "does not answer" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())
+
+
 REAL_BASE = Path(__file__).parent / "fixtures" / "real" / "h100-llama8b-chat" / "base"
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -144,6 +145,8 @@ def run_diagnose(args: argparse.Namespace) -> int:
                 study, folder, knob_catalogue(), progress_for(sys.stderr), args.knee_rps
             )
         except TrialFailedError as exc:
+            if not (folder / "sweep.json").exists():  # nothing measured: no folder left
+                shutil.rmtree(folder, ignore_errors=True)
             print(f"kneepoint: {exc.sentence}", file=sys.stderr)
             return EXIT_SERVER_FAILED
         except KeyboardInterrupt:

@@ -16,7 +16,7 @@ import yaml
 from pydantic import Field, JsonValue, field_validator, model_validator
 
 from kneepoint.records.base import InputRecord
-from kneepoint.records.secret_env import SECRET_FLAGS
+from kneepoint.records.secret_env import secret_flag, secret_shaped, where_instead
 
 # The union over vLLM 0.3 - 0.33; which of them a given release accepts varies.
 KvCacheDtype = Literal[
@@ -100,10 +100,16 @@ class EngineConfig(InputRecord):
         modeled |= {"--no-" + flag[2:] for flag in modeled}
         for arg in args:
             flag = arg.split("=", 1)[0].replace("_", "-")
-            if flag in SECRET_FLAGS:  # its value is not repeated here: it is the secret
+            secret = secret_flag(arg)
+            if secret is not None:  # its value is not repeated here: it is the secret
                 raise ValueError(
-                    f"{flag}: its value here would be seen in `ps` and written to the run "
-                    f"folder and best-command.txt; {SECRET_FLAGS[flag]}"
+                    f"{secret}: its value here would be seen in `ps` and written to the run "
+                    f"folder and best-command.txt; {where_instead(secret)}"
+                )
+            if secret_shaped(arg):
+                raise ValueError(
+                    "an argument looks like a token; it would be written to the run folder "
+                    "and best-command.txt: pass it through backend.env, written ${NAME}"
                 )
             if flag in modeled:
                 raise ValueError(f"{arg!r} is a modeled knob; set the engine field instead")

@@ -44,9 +44,12 @@ class RunningServer:
                 failure = Failure("unreachable", f"{self.url} does not answer: {exc}", None, ())
                 raise ServerFailedError(failure) from exc
         if response.status_code == 401:
-            what = (
-                f"{self.url} refuses the request (HTTP 401): it wants an API key; name the "
-                "variable holding it in backend.api_key_env"
+            what = f"{self.url} refuses the request (HTTP 401): " + (
+                "it wants an API key; name the variable holding it with --api-key-env "
+                "(backend.api_key_env in a study)"
+                if self.api_key is None
+                else "it does not take the key it was given; check the variable named by "
+                "--api-key-env (backend.api_key_env in a study)"
             )
             raise ServerFailedError(Failure("bad_argument", what, None, ()))
         try:

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from kneepoint.records.secret_env import MASK, SECRET_FLAGS, looks_secret, mask_shapes
+from kneepoint.records.secret_env import MASK, looks_secret, mask_shapes, secret_flag
 
 REDACTED = MASK
 MIN_SECRET_CHARS = 6
@@ -49,12 +49,17 @@ def redact_all(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: redact_all(v) for k, v in value.items()}
     if isinstance(value, list | tuple):  # an argv: the word after a secret flag is the secret
-        after_flag = [i > 0 and value[i - 1] in SECRET_FLAGS for i in range(len(value))]
+        after_flag = [i > 0 and _takes_secret(value[i - 1]) for i in range(len(value))]
         return type(value)(
             REDACTED if flagged else redact_all(v)
             for v, flagged in zip(value, after_flag, strict=True)
         )
     return value
+
+
+def _takes_secret(word: object) -> bool:
+    """Whether ``word`` is a secret flag whose value is the next word of an argv."""
+    return isinstance(word, str) and "=" not in word and secret_flag(word) is not None
 
 
 def redact_file(path: Path) -> None:
