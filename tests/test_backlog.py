@@ -39,7 +39,7 @@ def test_a_server_that_keeps_up_holds_its_backlog_level() -> None:
     assert point.meets_slo and point.backlog is not None
     assert point.backlog.growth_share == pytest.approx(0.0, abs=0.01)
     assert point.backlog.margin == 0.0
-    assert "by its percentiles" in point_words(RATE, 0, point)
+    assert "by the window's percentiles" in point_words(RATE, 0, point)
 
 
 def test_a_growing_backlog_misses_although_every_latency_meets_its_limit() -> None:

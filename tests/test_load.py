@@ -229,7 +229,7 @@ def test_vllms_goodput_rule_holds_the_mean_token_time_where_ours_holds_each_gap(
     point = load_point(10.0, stalled + smooth, Slo(default=ClassSlo(**limits),
                                                    goodput_rule="vllm"), trim=0.0)  # fmt: skip
     assert point.goodput_rule == "vllm"
-    assert "100% of requests by vLLM's rule" in point_words(10.0, 0, point)
+    assert "per request, 100% by vLLM's rule" in point_words(10.0, 0, point)
 
 
 def test_a_miss_is_shown_above_its_limit() -> None:

@@ -16,7 +16,7 @@ from .conftest import QUICKSTART
 
 def test_events_are_json_lines_in_the_log_file(tmp_path: Path) -> None:
     log_file = tmp_path / "logs" / "run.jsonl"
-    configure_logging(level="info", log_file=log_file, console_json=True)
+    configure_logging(level="info", log_file=log_file)
     structlog.get_logger("kneepoint.test").info("trial.finished", trial=7, capacity_rps=12.4)
     event = json.loads(log_file.read_text().splitlines()[-1])
     assert event["event"] == "trial.finished"
@@ -27,7 +27,7 @@ def test_events_are_json_lines_in_the_log_file(tmp_path: Path) -> None:
 def test_reconfiguring_does_not_duplicate_events(tmp_path: Path) -> None:
     log_file = tmp_path / "run.jsonl"
     for _ in range(3):
-        configure_logging(level="info", log_file=log_file, console_json=True)
+        configure_logging(level="info", log_file=log_file)
     structlog.get_logger("kneepoint.test").info("once")
     assert sum('"once"' in line for line in log_file.read_text().splitlines()) == 1
 

@@ -134,11 +134,14 @@ def test_pruning_keeps_w4a16_out_of_a_bf16_checkpoint_and_states_its_latency_ris
         candidate = next(c for c in found.candidates if c.knob.name == "quantization")
         # The search (coordinate or Optuna) sees only what this checkpoint can load.
         assert candidate.target == "fp8" and candidate.knob.domain.choices == (None, "fp8")  # type: ignore[union-attr]
-        assert "need a checkpoint quantized that way" in candidate.reason
-        assert "decode slows (higher ITL)" in candidate.reason
-        assert "frees KV room" in candidate.reason
+        # The note is the knobs' own, said once in a report; the reason points to it.
+        note = found.notes["quantization"]
+        assert "see the knobs' notes" in candidate.reason and note not in candidate.reason
+        assert "need a checkpoint quantized that way" in note
+        assert "decode slows (higher ITL)" in note
+        assert "frees KV room" in note
     # Priced at the compute-bound observed step (the last one above): ~1.43x slower.
-    assert "the observed step 1.4" in candidate.reason and "x slower" in candidate.reason
+    assert "the observed step 1.4" in note and "x slower" in note
 
 
 def test_an_awq_checkpoint_has_nothing_to_switch_and_says_why() -> None:

@@ -82,7 +82,7 @@ def test_log_events_keep_no_secret_on_the_console_or_in_the_file(
 ) -> None:
     monkeypatch.setenv("VLLM_API_KEY", KEY)
     log_file = tmp_path / "events.jsonl"
-    configure_logging(level="info", log_file=log_file, console_json=True)
+    configure_logging(level="info", log_file=log_file)
     try:
         structlog.get_logger("kneepoint.test").info(
             "server.failed", cause=SERVER_LOG, headers={"Authorization": f"Bearer {KEY}"},

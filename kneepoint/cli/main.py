@@ -145,9 +145,10 @@ def _sim_serve(args: argparse.Namespace) -> int:
     from kneepoint.sim.engine import EngineRefusedError
     from kneepoint.sim.server import build_server, serve
 
-    # vLLM-style startup lines; JSON lines off a terminal, which the launcher that reads
-    # this log takes each event's message from (probes.server_failure).
-    configure_logging(level="info", log_file=args.log_file, console_json=not sys.stderr.isatty())
+    # vLLM-style startup lines at vLLM's own level (info), plain off a terminal as every other
+    # command's: the launcher that reads this log takes each line's message after its level
+    # (probes.server_failure); JSON lines here read as raw JSON in a person's piped log.
+    configure_logging(level="info", log_file=args.log_file)
     serve_args = resolve_serve_args(args, args.unknown)
     if (problem := bind_problem(serve_args.host, serve_args.port)) is not None:
         print(f"kneepoint: --port {problem}", file=sys.stderr)  # "address already in use"

@@ -152,9 +152,9 @@ def _tune(folder: RunFolder, args: argparse.Namespace) -> int:
     try:
         state = tuner.run()
     except KeyboardInterrupt:
-        # An event too: a piped console can lose its last line with the process group.
+        # A phase, so the console (a terminal's bar ended first, or a pipe's plain line) and
+        # events.jsonl say it once each: a print beside it said it twice on a pipe.
         tuner.progress.phase("interrupted", f"resume with: kneepoint tune {folder.path}")
-        print(f"\ninterrupted; resume with: kneepoint tune {folder.path}", file=sys.stderr)
         return EXIT_INTERRUPTED
     if isinstance(tuner.progress, ConsoleProgress):
         tuner.progress.finish_bar()  # the summary below starts on a line of its own

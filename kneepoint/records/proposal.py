@@ -57,6 +57,10 @@ class Pruning(Record):
     (``kneepoint.policies.search.long_shots``), for what the rules missed (issue "Step 16":
     on rag every knob was ruled out against bandwidth with 56% of the budget left, and the
     chunk budget and running cap the rules ruled out were worth 16% together)."""
+    notes: dict[str, str] = Field(default_factory=dict)
+    """Per knob, what its choices out of reach would do (serving an AWQ checkpoint instead):
+    said once in the report's knobs, not in every reason that names the knob (a
+    600-character note was repeated in six places of one report, issue "Step 17")."""
 
 
 class Prediction(Record):

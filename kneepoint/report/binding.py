@@ -53,8 +53,10 @@ def bottleneck(data: ReportData, doc: Document) -> None:
         )
 
 
-def pruning_tables(pruning: Pruning) -> list[Table]:
-    """The knobs worth trying, with move and prediction, and the knobs ruled out, with why."""
+def pruning_tables(pruning: Pruning, said: set[str] | None = None) -> list[Table]:
+    """The knobs worth trying, with move and prediction, the knobs ruled out, with why, and
+    the notes of knobs not already in ``said`` (a knob's note is said once in a report, at
+    the first configuration it was read from)."""
     tried = [
         [
             c.knob.name,
@@ -68,14 +70,19 @@ def pruning_tables(pruning: Pruning) -> list[Table]:
     ]
     ruled = [[r.knob, r.reason] for r in pruning.ruled_out]
     header = ["worth trying", "move", "predicted", "relieves", "why", "quality check"]
-    return [
+    tables = [
         Table(header, tried or [["(none)", "", "", "", "", ""]]),
         Table(["ruled out", "why"], ruled or [["(none)", ""]]),
     ]
+    said = set() if said is None else said
+    notes = [[knob, note] for knob, note in pruning.notes.items() if knob not in said]
+    said.update(knob for knob, _ in notes)
+    return [*tables, Table(["knob", "note"], notes)] if notes else tables
 
 
 def pruned(data: ReportData, doc: Document) -> None:
     """The knobs pruned and why, for the start and after each promotion."""
     doc.add(Heading("Knobs pruned and why"))
+    said: set[str] = set()
     for title, _, pruning in _stages(data):
-        doc.add(Heading(title, 3), *pruning_tables(pruning))
+        doc.add(Heading(title, 3), *pruning_tables(pruning, said))

@@ -183,7 +183,10 @@ def signals(data: ReportData, doc: Document, out: Path) -> None:
     if not known:
         doc.add(Paragraph("No measured point past the knee."))
         return
-    names = [n for n, v in known[0][1].signals.model_dump().items() if v is not None]
+    # Scalar readings only: a structured one (the server's own latency histograms, a
+    # speculation reading) printed as "{}" in a row of numbers.
+    dumped = known[0][1].signals.model_dump().items()
+    names = [n for n, v in dumped if isinstance(v, int | float | str) and v is not None]
     rows = [[n, *(_show(getattr(p.signals, n)) for _, p in known)] for n in names]
     doc.add(Table(["signal", *(f"{label} @ {p.rate_rps:.2f} req/s" for label, p in known)], rows))
 

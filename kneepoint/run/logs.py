@@ -67,16 +67,10 @@ def _handler(stream_or_path: Any, renderer: Any) -> logging.Handler:
     return handler
 
 
-def configure_logging(
-    level: str = "info",
-    log_file: Path | None = None,
-    console_json: bool | None = None,
-) -> None:
+def configure_logging(level: str = "info", log_file: Path | None = None) -> None:
     """Route structlog and stdlib logging to stderr (and ``log_file``); safe to call again."""
     console: Any = _plain
-    if console_json:
-        console = structlog.processors.JSONRenderer()
-    elif sys.stderr.isatty():
+    if sys.stderr.isatty():
         console = structlog.dev.ConsoleRenderer(colors=True)
     root = logging.getLogger()
     for old in [h for h in root.handlers if getattr(h, _MARK, False)]:

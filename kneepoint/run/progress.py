@@ -44,6 +44,11 @@ class Progress(Protocol):
         """The run's standing: incumbent, best capacity, budget left."""
         ...
 
+    def outcome(self, line: str) -> None:
+        """What a finished step gave (a trial's verdict, the baseline's capacity): the sweep
+        before it is over."""
+        ...
+
 
 class LogProgress:
     """Progress as structured events only."""
@@ -66,4 +71,7 @@ class LogProgress:
         )
 
     def status(self, line: str) -> None:
+        log.info("run.status", status=line)
+
+    def outcome(self, line: str) -> None:
         log.info("run.status", status=line)

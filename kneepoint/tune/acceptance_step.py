@@ -84,10 +84,10 @@ def probe_acceptance(
         )
     except TrialFailedError as exc:
         probe = probe.model_copy(update={"failure": exc.cause, "device_s": exc.device_s})
-        bench.progress.status(probe_words(probe))
+        bench.progress.outcome(probe_words(probe))
         return probe
     readings = [p.point.signals.speculation for p in result.points if p.counted]
     reading = next((r for r in readings if r is not None), None)
     probe = probe.model_copy(update={"reading": reading, "device_s": spent})
-    bench.progress.status(probe_words(probe))
+    bench.progress.outcome(probe_words(probe))
     return probe

@@ -93,7 +93,7 @@ class Executor:
             baseline = self.steps.baseline()
         except TrialFailedError as exc:
             return Finished(reason="baseline_failed", detail=str(exc))
-        self.progress.status(baseline_words(baseline, self.study))
+        self.progress.outcome(baseline_words(baseline, self.study))
         return baseline
 
     def _burst(self, state: RunState) -> Event:
@@ -107,7 +107,7 @@ class Executor:
             state.incumbent_repeats,
             state.finished,
         )
-        self.progress.status(checked.summary())
+        self.progress.outcome(checked.summary())
         return checked
 
     def _trial_step(self, action: TrialAction, state: RunState) -> Event:

@@ -139,7 +139,7 @@ class Tuner:
         if trial.next_step() is not None:
             return
         self._trial_wall_s.append(time.monotonic() - self._trial_started)
-        self.progress.status(
+        self.progress.outcome(
             standing(self.state, self.study, trial, self._trial_wall_s, self.now())
         )
         if self._proposer is None:

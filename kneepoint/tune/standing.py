@@ -56,7 +56,7 @@ def standing(
     if trial.promoted and trial.validated is not None and trial.validated.early:
         verdict = "promoted from its first pair (the gain far beyond the incumbent's noise)"
     against = f"predicted {trial.proposal.prediction.capacity_ratio:.2f}x, measured " + (
-        f"{ratio:.2f}x" if ratio is not None else "nothing"
+        f"{ratio:.2f}x" if ratio is not None else _nothing(trial)
     )
     budget = study.budget
     per = rules(study.objective).unit()
@@ -66,13 +66,23 @@ def standing(
     ]
     hours = state.device_s / 3600.0
     if budget.max_trials is not None:
-        parts.append(f"{budget.max_trials - state.trials_run} trials left")
+        left = budget.max_trials - state.trials_run
+        parts.append(f"{left} trial{'s' * (left != 1)} left")
     used = f"{hours:.2f} device-h used"
     if budget.max_device_hours is not None:
         used += f" of {budget.max_device_hours:g}"
     if budget.price_per_gpu_hour_usd is not None:
         used += f" (${hours * budget.price_per_gpu_hour_usd:.2f})"
     return " | ".join([*parts, used, *_time_left(state, study, trial_wall_s, now)])
+
+
+def _nothing(trial: TrialState) -> str:
+    """What a trial that gave no objective measured: points that each missed, or none."""
+    screened = trial.screened
+    points = 0 if screened is None or screened.sweep is None else len(screened.sweep.points)
+    if points:
+        return f"no rate met the SLO in {points} point{'s' * (points != 1)}"
+    return "nothing"
 
 
 def _time_left(

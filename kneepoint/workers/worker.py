@@ -108,7 +108,7 @@ class Worker:
                     reason=decided.finished.reason,
                     detail=decided.finished.detail,
                 )
-                self.progress.status(f"finished: {decided.finished.detail}")
+                self.progress.outcome(f"finished: {decided.finished.detail}")
                 return True
             if decided.tasks:
                 self.shared.enqueue(list(decided.tasks))
@@ -164,7 +164,7 @@ class Worker:
             events = [self.executor.event(self._action(task, state), state)]
             result = TaskResult.from_events(events, worker=self.name)
         if result.screened is not None:
-            self.progress.status(f"trial {task.trial}: {result.screened.reason}")
+            self.progress.outcome(f"trial {task.trial}: {result.screened.reason}")
         return result, _value(result, self.study)
 
     def _baseline_task(self, task: Task, shared: Shared) -> TaskResult:
@@ -185,7 +185,7 @@ class Worker:
             return TaskResult(failure=str(exc), worker=self.name)
         repeats = [p for p in shared.baseline_parts if p.repeats > 0]
         baseline = steps.baseline_of(knee, repeats)
-        self.progress.status(baseline_words(baseline, self.study))
+        self.progress.outcome(baseline_words(baseline, self.study))
         return TaskResult(baseline=baseline, worker=self.name)
 
     @staticmethod

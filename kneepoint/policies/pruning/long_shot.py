@@ -64,5 +64,7 @@ def as_runner_up(knob: Knob, rule: Rule | None, situation: Situation) -> str:
     if runner is None or constraint != runner:
         return ""
     if isinstance(effect, Effect):
-        return f" (were {runner} to bind: {effect.direction} predicted at {effect.ratio:.2f}x)"
+        target = "default" if effect.target is None else effect.target
+        move = f"to {target}" if effect.direction == "to" else effect.direction
+        return f" (were {runner} to bind: {move}, predicted at {effect.ratio:.2f}x)"
     return f" (were {runner} to bind: {effect})"

@@ -90,6 +90,7 @@ def prune(
     candidates: list[KnobCandidate] = []
     ruled: list[RuledOut] = []
     shots: list[KnobCandidate] = []
+    notes: dict[str, str] = {}
     for knob in catalogue.knobs:
         reason = limits.reason_out(knob)
         if reason is None and not targets:
@@ -109,7 +110,8 @@ def prune(
         sit = replace(situation, choices=choices, floor=floor)
         found = _best_effect(narrowed, targets, sit)
         if knob.name == "quantization" and left_out and "unquantized_checkpoint" in held:
-            found = _with_note(found, w4a16_advice(sit, left_out))
+            notes[knob.name] = w4a16_advice(sit, left_out)
+            found = _with_note(found, f"{', '.join(left_out)}: see the knobs' notes")
         if isinstance(found, str):
             ruled.append(RuledOut(knob=knob.name, reason=found))
             if not narrowed.domain.choices_or_empty or len(choices) >= 2:
@@ -117,7 +119,9 @@ def prune(
         else:
             candidates.append(found)
     candidates.sort(key=lambda c: -c.predicted_ratio)
-    return Pruning(candidates=tuple(candidates), ruled_out=tuple(ruled), long_shots=tuple(shots))
+    return Pruning(
+        candidates=tuple(candidates), ruled_out=tuple(ruled), long_shots=tuple(shots), notes=notes
+    )
 
 
 def _parallel_sizes(knob: Knob, gpus: int, heads: int) -> tuple[Knob, tuple[JsonValue, ...]]:

@@ -4,7 +4,6 @@ trial's status, and what else a startup log says (the KV cache it announced, a p
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -109,14 +108,15 @@ def classify(
     return Failure(kind, _said(tail[-1]) if tail else "no output", exit_code, tail)
 
 
+_PLAIN = re.compile(r"^\d\d:\d\d:\d\dZ \w+: (.*)$")
+"""A plain log line (``kneepoint sim serve``'s off a terminal): time, level, message."""
+
+
 def _said(line: str) -> str:
-    """A log line's message: the event of a JSON-lines log (what ``kneepoint sim serve``
-    writes when its output is not a terminal), else the line itself."""
-    try:
-        event = json.loads(line)
-    except ValueError:
-        return line.strip()
-    return str(event["event"]) if isinstance(event, dict) and "event" in event else line.strip()
+    """A log line's message: what follows the time and level of a plain line, else the line
+    itself (vLLM's own lines carry their message whole)."""
+    found = _PLAIN.match(line.strip())
+    return found.group(1) if found else line.strip()
 
 
 def _last_matching(lines: Sequence[str], pattern: re.Pattern[str]) -> str | None:
