@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from kneepoint.cli.main import main
 from kneepoint.config import ConfigError, load_study
+from kneepoint.config.catalog import gpu_catalogue, model_catalogue
+from kneepoint.sim.serve_args import _pick
 
 from .conftest import QUICKSTART
 
@@ -43,15 +44,34 @@ def test_a_hugging_face_id_is_read_from_the_local_hub_cache(
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
     study = load_study(QUICKSTART, ["model=acme/tiny", "engine.model=acme/tiny"])
     assert (study.model.num_layers, study.model.hidden_size) == (4, 256)
+    # Named by its id, not by the snapshot's hash (it served as `vllm serve abc123`).
+    served = load_study(QUICKSTART, ["model=acme/tiny"])
+    assert (served.model.name, served.model.hf_id, served.engine.model) == (
+        "tiny",
+        "acme/tiny",
+        "acme/tiny",
+    )
 
 
 @pytest.mark.parametrize(
-    ("kind", "words"),
-    [("gpus", "h100-sxm"), ("models", "meta-llama/Llama-3.1-8B-Instruct"),
-     ("workloads", "multiturn-chat"), ("knobs", "--kv-cache-memory-bytes")],
+    ("ref", "key"),
+    [("meta-llama/Llama-3.1-8B", "llama-3.1-8b"),
+     ("meta-llama/Meta-Llama-3.1-8B-Instruct", "llama-3.1-8b"),
+     ("Qwen/Qwen3-30B-A3B", "qwen3-30b-a3b"), ("mistralai/Mistral-7B-v0.1", "mistral-7b"),
+     ("google/gemma-3-12b-pt", "gemma-3-12b")],
 )  # fmt: skip
-def test_config_list_prints_each_catalogue(
-    kind: str, words: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    assert main(["config", "list", kind]) == 0
-    assert words in capsys.readouterr().out
+def test_a_checkpoint_of_a_catalogue_models_family_takes_its_shapes(ref: str, key: str) -> None:
+    """Refused where `Llama-3.1-8B` alone was taken as a prefix (2026-12-03); served as the
+    user named it."""
+    study = load_study(QUICKSTART, [f"model={ref}"])
+    assert (study.model.name, study.model.hf_id, study.engine.model) == (key, ref, ref)
+
+
+def test_sim_serve_reads_names_as_a_study_does() -> None:
+    model = _pick(model_catalogue(), "meta-llama/Llama-3.1-8B", "model")
+    assert (model.name, model.hf_id) == ("llama-3.1-8b", "meta-llama/Llama-3.1-8B")
+    # One wording for one refusal (sim serve said "no gpu 'h100-pcie' (known: ...)").
+    with pytest.raises(ConfigError, match=r"unknown GPU 'h100-pcie' \(catalogue: "):
+        _pick(gpu_catalogue(), "h100-pcie", "gpu")
+    with pytest.raises(ConfigError, match=r"unknown GPU 'h100-pcie' \(catalogue: "):
+        load_study(QUICKSTART, ["gpu=h100-pcie"])

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from functools import cache
 from pathlib import Path
 from typing import Any, TypeGuard
@@ -106,6 +107,29 @@ def exact_key(entries: dict[str, Any], ref: str) -> str | None:
         if wanted in (key.casefold(), (getattr(entry, "hf_id", None) or "").casefold()):
             return key
     return None
+
+
+_VARIANT = re.compile(r"(-(instruct|chat|it|pt|base|hf)|-v\d+(\.\d+)?|-\d{4})+$")
+"""The tails one family's checkpoints differ by (Llama-3.1-8B and Llama-3.1-8B-Instruct,
+Qwen3-30B-A3B and Qwen3-30B-A3B-Instruct-2507, Mistral-7B-v0.1 and Mistral-7B-Instruct-v0.3):
+same shapes, other weights."""
+
+
+def _family(hf_id: str) -> str:
+    repo = hf_id.rsplit("/", 1)[-1].casefold().removeprefix("meta-")
+    return _VARIANT.sub("", repo)
+
+
+def family_key(entries: dict[str, Any], ref: str) -> str | None:
+    """The catalogue model whose Hugging Face id is ``ref``'s family (``ref`` an id with an
+    organisation): `meta-llama/Llama-3.1-8B` and `meta-llama/Meta-Llama-3.1-8B-Instruct` read
+    llama-3.1-8b's shapes (both were refused where `Llama-3.1-8B` was taken as a prefix,
+    2026-12-03). None where no entry, or more than one, is of that family."""
+    if ref.count("/") != 1:
+        return None
+    wanted = _family(ref)
+    found = [k for k, e in entries.items() if _family(getattr(e, "hf_id", None) or "") == wanted]
+    return found[0] if len(found) == 1 else None
 
 
 def prefix_keys(entries: dict[str, Any], ref: str) -> tuple[str, ...]:

@@ -18,6 +18,7 @@ from typing import Any
 
 from kneepoint.config.catalog import (
     exact_key,
+    family_key,
     find_preset,
     gpu_catalogue,
     hf_cache_config,
@@ -87,8 +88,10 @@ class _Resolver:
 
     def model(self, raw: dict[str, Any]) -> None:
         """A catalogue key or Hugging Face id, a path to a config.json (or its folder), a
-        Hugging Face id in the local hub cache, or an unambiguous prefix of a key; in that
-        order, so a folder of the study's is read before a key it happens to begin."""
+        Hugging Face id in the local hub cache, a Hugging Face id of a catalogue model's
+        family (served as named, with the catalogue's shapes), or an unambiguous prefix of a
+        key; in that order, so a folder of the study's is read before a key it happens to
+        begin."""
         ref = raw.get("model")
         if not isinstance(ref, str):
             return
@@ -98,10 +101,17 @@ class _Resolver:
             raw["model"] = catalogue[key].model_dump(mode="json")
             return
         path = self.base_dir() / ref
-        if not (is_file(path) or is_file(path / "config.json")):
-            path = hf_cache_config(ref) or path
         if is_file(path) or is_file(path / "config.json"):
             raw["model"] = model_from_hf_config(path).model_dump(mode="json")
+            return
+        cached = hf_cache_config(ref)
+        if cached is not None:  # named by its id: its folder is a snapshot's hash
+            spec = model_from_hf_config(cached, name=ref.rsplit("/", 1)[-1])
+            raw["model"] = spec.model_copy(update={"hf_id": ref}).model_dump(mode="json")
+            return
+        family = family_key(catalogue, ref)
+        if family is not None:
+            raw["model"] = {**catalogue[family].model_dump(mode="json"), "hf_id": ref}
             return
         found = prefix_keys(catalogue, ref)
         if len(found) == 1:

@@ -17,7 +17,13 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from kneepoint.config import arguments
-from kneepoint.config.catalog import exact_key, gpu_catalogue, model_catalogue, prefix_keys
+from kneepoint.config.catalog import (
+    exact_key,
+    family_key,
+    gpu_catalogue,
+    model_catalogue,
+    prefix_keys,
+)
 from kneepoint.config.errors import ConfigError, Problem
 from kneepoint.config.validation import validate
 from kneepoint.config.yamlio import read_mapping
@@ -110,14 +116,19 @@ def _faults(args: argparse.Namespace) -> Faults:
 
 
 def _pick(catalogue: dict[str, typing.Any], name: str, what: str) -> typing.Any:
-    """As a study's ``gpu`` and ``model`` read a catalogue name (``config.catalog``)."""
+    """As a study's ``gpu`` and ``model`` read a catalogue name (``config.catalog``); a model
+    of a catalogue entry's family is served under the id given."""
     key = exact_key(catalogue, name)
+    family = None if key is not None else family_key(catalogue, name)
+    if family is not None:
+        return catalogue[family].model_copy(update={"hf_id": name})
     matches = (key,) if key is not None else prefix_keys(catalogue, name)
     if len(matches) == 1:
         return catalogue[matches[0]]
     known = ", ".join(sorted(matches or catalogue))
-    said = "ambiguous" if matches else "no"
-    raise _bad(f"--{what}", f"{said} {what} {name!r} (known: {known})")
+    said = "ambiguous" if matches else "unknown"
+    shown = "GPU" if what == "gpu" else what  # the study's words for the same refusal
+    raise _bad(f"--{what}", f"{said} {shown} {name!r} (catalogue: {known})")
 
 
 def _bad(flag: str, message: str) -> ConfigError:
