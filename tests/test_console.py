@@ -138,4 +138,4 @@ def test_counts_reach_their_total_or_say_the_sweep_stopped_short(
     assert lines[2].endswith(", up to ~20s left")
     assert lines[3] == "  screen done: 3 points in 2m05s (planned at most 5)"
     assert lines[5].startswith("  diagnose 1 of ≤2 r0 ")
-    assert lines[6].startswith("  diagnose point 2 r0 ") and "left" not in lines[6]
+    assert lines[6].startswith("  diagnose 2 of ≤2 r0 ") and "left" not in lines[6]

@@ -15,6 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from kneepoint.config import knob_catalogue, load_study
 from kneepoint.load.point import load_point
 from kneepoint.load.trust import Trust
 from kneepoint.probes.server.server_failure import bound_cores
@@ -24,6 +25,11 @@ from kneepoint.records.loadpoint import Signals
 from kneepoint.records.measure import RequestRecord
 from kneepoint.records.measurement import MeasurementSpec
 from kneepoint.records.slo import ClassSlo, Slo
+from kneepoint.records.sweep import SweepPoint, SweepResult
+from kneepoint.report.diagnosis_document import capacity_words
+from kneepoint.tune.diagnose import recorded
+
+from .conftest import QUICKSTART
 
 SLO = Slo(default=ClassSlo(ttft_p99_ms=1000))
 
@@ -225,3 +231,19 @@ def test_a_tree_without_an_engine_core_has_no_front_end_to_tell_apart() -> None:
     with _titled_tree("idle") as server:
         assert cpu.api_servers(cpu.tree(server)) == ()
         assert HostLoad(server_pid=server.pid).reading().frontend_pct is None
+
+
+def test_a_sweep_whose_every_point_the_host_held_names_no_constraint() -> None:
+    """diagnose --url on a busy host: all four points not counted, yet the verdict read
+    "underloaded" at 36 req/s and the header "no rate tried met the SLO" (2026-12-03)."""
+    held = Signals(host_cpu_pressure=0.99, host_cpu_others_cores=1.6)
+    study = load_study(QUICKSTART)
+    points = tuple(
+        SweepPoint(rate_rps=rate, margin=0.5, point=load_point(rate, _records(), SLO, signals=held))
+        for rate in (18.0, 36.0)
+    )
+    result = SweepResult(kind="knee", config=study.engine, points=points, capacity_rps=None)
+    findings = recorded(study, result, knob_catalogue())
+    assert findings.diagnosis.binding == "host_busy"
+    assert "measure again with nothing else running" in findings.diagnosis.headline()
+    assert capacity_words(result).startswith("no point could be counted (the host is busy: ")

@@ -85,3 +85,12 @@ def test_problems_caused_by_an_override_name_the_override() -> None:
 def test_unknown_override_path_is_an_unknown_key() -> None:
     with pytest.raises(ConfigError, match=r"did you mean 'max_num_seqs'"):
         load_study(QUICKSTART, ["engine.max_num_seq=4"])
+
+
+def test_one_limit_set_on_a_presets_slo_keeps_the_others() -> None:
+    """`--set slo.default.itl_p95_ms=1` dropped the chat preset's TTFT limit (2026-12-03); a
+    whole `slo=` still replaces it."""
+    one = load_study(QUICKSTART, ["slo.default.itl_p95_ms=1"]).slo.default
+    assert one is not None and (one.itl_p95_ms, one.ttft_p99_ms) == (1.0, 1000.0)
+    whole = load_study(QUICKSTART, ["slo={default: {itl_p95_ms: 1}}"]).slo.default
+    assert whole is not None and (whole.itl_p95_ms, whole.ttft_p99_ms) == (1.0, None)

@@ -86,7 +86,7 @@ class _Sweep:
         return f", up to ~{duration(left)} left" if left >= 1.0 else ""
 
     def count(self) -> str:
-        if self.expected and self.done < self.expected:
+        if self.expected and self.done <= self.expected:
             return f"{self.done} of ≤{self.expected}"
         return f"point {self.done}"
 

@@ -210,6 +210,12 @@ def resolve_study(
         if override.loc[:1] == ("workload",) and len(override.loc) > 1:
             # so overrides reach inside a preset's classes, one named before them included
             resolver.workload(raw)
+        if override.loc[:1] == ("slo",) and len(override.loc) > 1 and "slo" not in raw:
+            # one limit set on the preset's SLO keeps the others: `--set
+            # slo.default.itl_p95_ms=1` had dropped the chat preset's TTFT limit
+            resolver.workload(raw)
+            if resolver.preset_slo is not None:
+                raw["slo"] = copy.deepcopy(resolver.preset_slo)
         apply_override(raw, override)
     problems: list[Problem] = []
     for field, resolve in (

@@ -25,7 +25,8 @@ from kneepoint.records.slo import Slo
 from kneepoint.records.workload import Workload
 
 Binding = Literal[
-    "compute", "scheduling", "bandwidth", "cache", "underloaded", "client_bound", "inconclusive"
+    "compute", "scheduling", "bandwidth", "cache", "underloaded", "client_bound", "host_busy",
+    "inconclusive",
 ]
 SchedulingKind = Literal[
     "cpu_overhead", "admission_cap", "prefill_interference", "token_budget", "frontend"
@@ -34,7 +35,7 @@ SchedulingKind = Literal[
 requests waiting while KV is free; long prefills stalling running decodes; a token budget too
 small for the batch; an API server whose one event loop is saturated (requests reach the
 engine, and tokens the client, late)."""
-SignalSource = Literal["gpm", "nvml", "vllm", "roofline", "client"]
+SignalSource = Literal["gpm", "nvml", "vllm", "roofline", "client", "host"]
 
 
 NEXT_STEP = {
@@ -42,6 +43,8 @@ NEXT_STEP = {
     "(tuning.start_rps) to reach the wall",
     "client_bound": "the load generator fell behind its schedule, so the point measured the "
     "client; give it a core of its own or lower the rate",
+    "host_busy": "other work held the host's CPUs (or the GPU) over the point, so it measured "
+    "the host; measure again with nothing else running",
     "inconclusive": "the readings split or were too thin to decide; every knob family stays "
     "a candidate, and longer points (tuning.screen_seconds) or GPU readings (NVML) can decide",
 }

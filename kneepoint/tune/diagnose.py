@@ -84,7 +84,9 @@ def _measure(
         progress.phase("diagnose", "knee search")
         result = study_knee_search(probe, study, config)
     else:
-        progress.phase("diagnose", f"one point past {knee_rps:g} req/s and one below", 2)
+        # at most two points, each retaken where it could not tell
+        planned = 2 * (1 + retakes)
+        progress.phase("diagnose", f"one point past {knee_rps:g} req/s and one below", planned)
         rates = [0.6 * knee_rps, 1.2 * knee_rps]
         result = sweep.measure_rates(probe, config, slo, rates, kind="knee", retakes=retakes)
     if not rules(study.objective).is_capacity and result.points:

@@ -6,7 +6,8 @@ every reading that moved it (see ``kneepoint.policies.diagnosis.evidence`` for t
 works with what a deployment exposes: GPM on Hopper and newer, only NVML's coarse utilisation,
 or no GPU telemetry at all, where vLLM's own metrics and a roofline estimate of the observed
 steps stand in. Before naming a constraint it checks that the point says anything about the
-server: a client that fell behind (``client_bound``) or a server that met its SLO with nothing
+server: a host other work held over the point (``host_busy``), a client that fell behind
+(``client_bound``) or a server that met its SLO with nothing
 queued (``underloaded``) get no constraint; nor do signals too thin or too split to decide
 (``inconclusive``).
 """
@@ -22,7 +23,7 @@ from kneepoint.policies.diagnosis.gpu_time import gpu_time
 from kneepoint.policies.diagnosis.step_estimate import estimate_step
 from kneepoint.records.diagnosis import Diagnosis, Evidence, Observation, SignalSource
 from kneepoint.records.knobs import CONSTRAINTS, Constraint
-from kneepoint.records.loadpoint import LoadPoint
+from kneepoint.records.loadpoint import LoadPoint, host_words
 
 # Below this share of the evidence the verdict is a guess: say so instead.
 MIN_CONFIDENCE = 0.4
@@ -83,6 +84,20 @@ def _step_when_idle(point: LoadPoint) -> float | None:
 def _gate(point: LoadPoint) -> Diagnosis | None:
     """A verdict that names no constraint, when the point cannot say what binds."""
     s = point.signals
+    if point.host_busy:  # 4 of 4 points on a busy host read "underloaded" (2026-12-03)
+        line = Evidence(
+            signal="host_cpu_pressure",
+            value=s.host_cpu_pressure,
+            threshold="the host held by other work",
+            reading=f"{host_words(s)} over the point: it measures the host, not the server",
+        )
+        return Diagnosis(
+            binding="host_busy",
+            confidence=1.0,
+            evidence=(line,),
+            sources=("host",),
+            rate_rps=point.rate_rps,
+        )
     if point.client_bound:
         line = Evidence(
             signal="send_lag_p99_ms",

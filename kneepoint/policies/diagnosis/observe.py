@@ -101,10 +101,12 @@ def observe(
     acceptance: AcceptanceProbe | None = None,
 ) -> Observation:
     """The observation a diagnosis of ``result`` reads. Where no rate failed (the sweep never
-    saw the wall) the highest rate measured stands in for the saturated point."""
+    saw the wall) the highest rate counted stands in for the saturated point, or, where no
+    point could be counted, the highest measured (whose verdict then says why)."""
     saturated, below = knee_points(result)
     if saturated is None:
-        saturated = max(result.points, key=lambda p: p.rate_rps).point
+        counted = [p for p in result.points if p.counted]
+        saturated = max(counted or result.points, key=lambda p: p.rate_rps).point
     return Observation(
         saturated=saturated,
         below=below,
