@@ -25,7 +25,13 @@ from kneepoint.records.slo import Slo
 from kneepoint.records.workload import Workload
 
 Binding = Literal[
-    "compute", "scheduling", "bandwidth", "cache", "underloaded", "client_bound", "host_busy",
+    "compute",
+    "scheduling",
+    "bandwidth",
+    "cache",
+    "underloaded",
+    "client_bound",
+    "host_busy",
     "inconclusive",
 ]
 SchedulingKind = Literal[
