@@ -386,6 +386,28 @@ def test_the_moves_measured_alone_are_tried_together_once() -> None:
     assert priced_out.ask() is None, "without a price it must be predicted beyond the floor"
 
 
+def test_the_combination_does_not_undo_the_promotion_that_made_the_incumbent() -> None:
+    """The quickstart's combination held "quantization -> default (0.97x)": the incumbent
+    before fp8 was promoted is one knob from it and measured within the minimum effect, but a
+    validation had judged it the loser (2026-12-03)."""
+    flat = (synthetic_space.candidate("max_num_seqs", "up", 1.07),
+            synthetic_space.candidate("max_num_batched_tokens", "up", 1.06),
+            synthetic_space.candidate("gpu_memory_utilization", "up", 1.05))  # fmt: skip
+    night = TrialPrice(floor_rel=0.03, spread_log=0.115, cost_share=0.05)
+    space = make_space(incumbent_objective=10.0, candidates=flat, price=night)
+    before = space.incumbent.replace(max_num_batched_tokens=1024)  # the incumbent it replaced
+    guess = Prediction(capacity_ratio=1.1, reason="")
+    earlier = Proposal(config=before, changes={"max_num_seqs": 64}, proposer="coordinate",
+                       reason="an earlier move", prediction=guess)  # fmt: skip
+    seqs = space.incumbent.replace(max_num_seqs=512)
+    now = Proposal(config=seqs, changes={"max_num_seqs": 512}, proposer="coordinate",
+                   reason="a move from here", prediction=guess)  # fmt: skip
+    combination = Combination(space, min_gain=0.03)
+    combination.tell(earlier, Outcome(status="ok", objective=9.8, feasible=True))
+    combination.tell(now, Outcome(status="ok", objective=10.1, feasible=True))
+    assert combination.ask() is None, "one move from here is no combination"
+
+
 def test_a_move_is_no_loss_down_to_min_gain_below_the_incumbent_and_never_when_it_failed() -> None:
     """The step-ons and the combination step share this rule: 9.8 of 10 at a 2% minimum
     effect is no loss, 9.7 is a loss, and a failure or a missing reference never is."""

@@ -9,7 +9,10 @@ inside the ITL limit). Without this step the run found it only when an Optuna dr
 to land there: with seeds 1 and 2 it never did, and the run stopped at 44.75.
 
 A part is a configuration told (whoever proposed it) that differs from the incumbent in one
-candidate knob and measured no worse than ``min_gain`` below it; per knob the best one. The
+candidate knob, by the move its proposal made, and measured no worse than ``min_gain`` below
+it; per knob the best one. An earlier incumbent is one knob from the one that replaced it, but
+going back to it undoes a promotion its validation judged a gain: the quickstart's
+combination once held "quantization -> default (0.97x)" beside three flat moves (2026-12-03). The
 combination is predicted at the product of its parts' measured ratios and is asked once, when
 at least two knobs have a part and it is worth a trial (``space.price``, as the walk's steps).
 """
@@ -23,7 +26,6 @@ from pydantic import JsonValue
 from kneepoint.policies.search.proposer import liar_batch
 from kneepoint.policies.search.space import build_config, changes_from_incumbent, show
 from kneepoint.policies.search.worth import no_loss_ratio, worth_a_trial
-from kneepoint.records.engine import EngineConfig
 from kneepoint.records.proposal import Outcome, Prediction, Proposal, SearchSpace
 
 
@@ -34,7 +36,7 @@ class Combination:
 
     def __init__(self, space: SearchSpace, seed: int = 0, *, min_gain: float = 0.02) -> None:
         self.space, self.seed, self.min_gain = space, seed, min_gain
-        self._told: dict[str, tuple[EngineConfig, Outcome]] = {}
+        self._told: dict[str, tuple[Proposal, Outcome]] = {}
 
     def ask(self) -> Proposal | None:
         parts = self._parts()
@@ -62,7 +64,7 @@ class Combination:
         return liar_batch(self, self.space, min(n, 1))
 
     def tell(self, proposal: Proposal, outcome: Outcome) -> None:
-        self._told.setdefault(proposal.key(), (proposal.config, outcome))
+        self._told.setdefault(proposal.key(), (proposal, outcome))
 
     def _parts(self) -> dict[str, tuple[JsonValue, float]]:
         """Per candidate knob, its best single move from the incumbent that was no loss."""
@@ -71,11 +73,13 @@ class Combination:
             return {}
         knobs = set(self.space.knob_names())
         best: dict[str, tuple[JsonValue, float]] = {}
-        for config, outcome in self._told.values():
-            changed = config.changes_from(self.space.incumbent)
+        for proposal, outcome in self._told.values():
+            changed = proposal.config.changes_from(self.space.incumbent)
             ratio = no_loss_ratio(outcome, reference, self.min_gain)
             if len(changed) != 1 or ratio is None:
                 continue
+            if proposal.changes != changes_from_incumbent(proposal.config, self.space):
+                continue  # not a move from here: an earlier incumbent, say
             ((name, (_, value)),) = changed.items()
             if name in knobs and (name not in best or ratio > best[name][1]):
                 best[name] = (value, ratio)
