@@ -106,8 +106,13 @@ def slo(study: StudySpec, doc: Document) -> None:
 
 
 def _met(point: CurvePoint) -> str:
-    met = f"{point.repeats - len(point.misses)}/{point.repeats} repeats"
-    return f"yes ({met})" if not point.misses else f"no ({met}): " + "; ".join(point.misses)
+    """ "no (5/6 repeats)" beside 100% goodput left a reader to guess which way 5 counted."""
+    met = point.repeats - len(point.misses)
+    if not point.misses:
+        return f"yes (all {point.repeats} repeats)" if point.repeats > 1 else "yes"
+    return (
+        f"no ({met} of {point.repeats} repeats met it; missed in " + "; ".join(point.misses) + ")"
+    )
 
 
 def _value(point: CurvePoint, label: str) -> str:

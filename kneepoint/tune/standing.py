@@ -52,16 +52,21 @@ def standing(
 ) -> str:
     """``trial_wall_s``: this session's trials' wall times, for the time left."""
     measured, ratio = trial.measured_objective(), trial.measured_ratio()
-    verdict = "promoted" if trial.promoted else "kept the incumbent"
+    why = _why_kept(trial) if measured is not None else ""
+    verdict = "promoted" if trial.promoted else f"kept the incumbent{why}"
     if trial.promoted and trial.validated is not None and trial.validated.early:
         verdict = "promoted from its first pair (the gain far beyond the incumbent's noise)"
-    against = f"predicted {trial.proposal.prediction.capacity_ratio:.2f}x, measured " + (
-        f"{ratio:.2f}x" if ratio is not None else _nothing(trial)
-    )
+    predicted = f"predicted {trial.proposal.prediction.capacity_ratio:.2f}x"
     budget = study.budget
     per = rules(study.objective).unit()
+    if measured is None:
+        value = f"{_nothing(trial)} ({predicted})"
+    else:
+        value = f"{measured:.2f} {per} ({predicted}" + (
+            f", measured {ratio:.2f}x)" if ratio is not None else ")"
+        )
     parts = [
-        f"trial {trial.trial}: {measured or 0:.2f} {per} ({against}), {verdict}",
+        f"trial {trial.trial}: {value}, {verdict}",
         f"incumbent {state.incumbent_objective or 0:.2f} {per}",
     ]
     hours = state.device_s / 3600.0
@@ -76,13 +81,25 @@ def standing(
     return " | ".join([*parts, used, *_time_left(state, study, trial_wall_s, now)])
 
 
+def _why_kept(trial: TrialState) -> str:
+    """Why a trial that measured above the incumbent was not promoted, in a few words: "52.46
+    req/s ... kept the incumbent | incumbent 51.29 req/s" read as a mistake (2026-12-03)."""
+    if trial.validated is not None and trial.validated.judgement is not None:
+        return f" ({trial.validated.judgement.reason})"
+    if trial.quality is not None and trial.quality.rejects:
+        return " (its outputs failed the quality check)"
+    reason = trial.screened.reason if trial.screened is not None else ""
+    clause = reason.rsplit(", ", 1)[-1].removesuffix(": not a finalist").removeprefix("is ")
+    return f" ({clause})" if clause and clause != reason else ""
+
+
 def _nothing(trial: TrialState) -> str:
     """What a trial that gave no objective measured: points that each missed, or none."""
     screened = trial.screened
     points = 0 if screened is None or screened.sweep is None else len(screened.sweep.points)
     if points:
         return f"no rate met the SLO in {points} point{'s' * (points != 1)}"
-    return "nothing"
+    return "nothing measured"
 
 
 def _time_left(
