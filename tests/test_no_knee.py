@@ -28,6 +28,8 @@ def test_an_slo_no_rate_can_meet_fails_the_run_after_its_baseline(tmp_path: Path
     assert "no rate can meet this SLO" in failure[0]
     assert "serve the winner" not in done.stdout
     (folder,) = tmp_path.iterdir()
+    # the start is no winner: best-command.txt held it (2026-12-03)
+    assert not (folder / "best-command.txt").exists() and not (folder / "best.yaml").exists()
     knee = json.loads((folder / "trials" / "000-baseline" / "knee.json").read_text())
     rates = [p["rate_rps"] for p in knee["points"]]
     assert knee["capacity_rps"] is None and min(rates) > rates[0] * LOWEST_SHARE

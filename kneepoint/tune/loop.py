@@ -86,7 +86,8 @@ class Tuner:
         while not isinstance(action := next_action(self.state, self.study, self.now()), Done):
             raise_pending()  # a Ctrl-C a finalizer swallowed mid-step
             self._do(action)
-        if self.state.incumbent is not None:
+        if self.state.incumbent is not None and self.state.incumbent_objective:
+            # nothing met the SLO: the start is no winner, and best-command.txt would say so
             self.folder.write_best(self.study, self.state.incumbent)
         return self.state
 

@@ -69,7 +69,7 @@ class Worker:
             elif not self._plan():
                 time.sleep(self.poll_s)
         final = self.state()
-        if final.state.incumbent is not None:
+        if final.state.incumbent is not None and final.state.incumbent_objective:
             self.folder.write_best(self.study, final.state.incumbent)
         self._write_report(final)
         return final
