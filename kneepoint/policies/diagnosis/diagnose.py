@@ -21,7 +21,13 @@ from kneepoint.policies.diagnosis.context import ConfigContext
 from kneepoint.policies.diagnosis.evidence import Tally
 from kneepoint.policies.diagnosis.gpu_time import gpu_time
 from kneepoint.policies.diagnosis.step_estimate import estimate_step
-from kneepoint.records.diagnosis import Diagnosis, Evidence, Observation, SignalSource
+from kneepoint.records.diagnosis import (
+    Binding,
+    Diagnosis,
+    Evidence,
+    Observation,
+    SignalSource,
+)
 from kneepoint.records.knobs import CONSTRAINTS, Constraint
 from kneepoint.records.loadpoint import LoadPoint, host_words
 
@@ -85,19 +91,14 @@ def _gate(point: LoadPoint) -> Diagnosis | None:
     """A verdict that names no constraint, when the point cannot say what binds."""
     s = point.signals
     if point.host_busy:  # 4 of 4 points on a busy host read "underloaded" (2026-12-03)
+        reading = f"{host_words(s)} over the point: it measures the host, not the server"
         line = Evidence(
             signal="host_cpu_pressure",
             value=s.host_cpu_pressure,
             threshold="the host held by other work",
-            reading=f"{host_words(s)} over the point: it measures the host, not the server",
+            reading=reading,
         )
-        return Diagnosis(
-            binding="host_busy",
-            confidence=1.0,
-            evidence=(line,),
-            sources=("host",),
-            rate_rps=point.rate_rps,
-        )
+        return _unnamed("host_busy", line, ("host",), point)
     if point.client_bound:
         line = Evidence(
             signal="send_lag_p99_ms",
@@ -106,13 +107,7 @@ def _gate(point: LoadPoint) -> Diagnosis | None:
             reading=f"the load generator ran {point.send_lag_p99_ms:.1f} ms late at p99: the "
             "point measures the client, not the server",
         )
-        return Diagnosis(
-            binding="client_bound",
-            confidence=1.0,
-            evidence=(line,),
-            sources=("client",),
-            rate_rps=point.rate_rps,
-        )
+        return _unnamed("client_bound", line, ("client",), point)
     if point.meets_slo and not evidence.queued(point) and not (s.preemptions_per_s or 0.0) > 0:
         line = Evidence(
             signal="waiting_mean",
@@ -121,14 +116,17 @@ def _gate(point: LoadPoint) -> Diagnosis | None:
             reading=f"every SLO met at {point.rate_rps:.2f} req/s with nothing queued: the "
             "server had room to spare; measure past the knee to see what binds",
         )
-        return Diagnosis(
-            binding="underloaded",
-            confidence=1.0,
-            evidence=(line,),
-            sources=("vllm", "client"),
-            rate_rps=point.rate_rps,
-        )
+        return _unnamed("underloaded", line, ("vllm", "client"), point)
     return None
+
+
+def _unnamed(
+    binding: Binding, line: Evidence, sources: tuple[SignalSource, ...], point: LoadPoint
+) -> Diagnosis:
+    """A gate's verdict: no constraint, the one reading that says why."""
+    return Diagnosis(
+        binding=binding, confidence=1.0, evidence=(line,), sources=sources, rate_rps=point.rate_rps
+    )
 
 
 def _context(observation: Observation, tally: Tally) -> None:
