@@ -12,7 +12,7 @@ from datetime import datetime
 import pytest
 
 from kneepoint.config import load_study
-from kneepoint.records.ledger import Event, Finished, Proposed, Screened, Validated
+from kneepoint.records.ledger import Event, Finished, Promoted, Proposed, Screened, Validated
 from kneepoint.records.study import StudySpec
 from kneepoint.run.ledger import Ledger
 from kneepoint.run.state import RunState, StateError
@@ -108,6 +108,30 @@ def test_a_promotion_closes_the_finalists_left_in_its_round(small_run: TuneRun) 
     assert other.reason.startswith("superseded: screened +")
     assert state.open_trials() == [] and state.incumbent == state.trials[2].proposal.config
     assert isinstance(next_action(state, study, NOW), Propose | Stop)
+
+
+def test_a_rounds_runner_up_winner_carries_its_validated_gain(small_run: TuneRun) -> None:
+    """Two finalists of a round both won their validations; the better was promoted. The
+    runner-up's move, proposed again from the new incumbent, carries the gain its validation
+    showed (its screen then only has to confirm it); the promoted move and other moves carry
+    nothing."""
+    events, study = _run(small_run)
+    state = RunState.replay([*_round(events), events[3], events[7]], study.objective)
+    winner, promoted = events[8], events[9]
+    assert isinstance(winner, Validated) and winner.challenger is not None
+    assert isinstance(promoted, Promoted) and winner.judgement is not None
+    top = winner.challenger.capacity_rps
+    assert top is not None
+    state.apply(_won(winner, 1, top * 1.1))
+    state.apply(_won(winner, 2, top))
+    first = state.trials[1].proposal
+    state.apply(promoted.model_copy(update={"trial": 1, "config": first.config}))
+    runner_up = state.trials[2].proposal
+    assert state.trials[2].next_step() is None and state.trials[2].promoted is None
+    assert state.outrun_gain(runner_up) == winner.judgement.gain_rel
+    assert state.outrun_gain(first) is None
+    other = runner_up.model_copy(update={"changes": {"max_num_seqs": 12345}})
+    assert state.outrun_gain(other) is None
 
 
 def test_an_event_that_cannot_follow_is_refused_with_several_trials_open(

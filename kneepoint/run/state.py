@@ -242,6 +242,22 @@ class RunState:
             if (before is None or n < before) and (r := self.trials[n].measured_ratio()) is not None
         ]
 
+    def outrun_gain(self, proposal: Proposal) -> float | None:
+        """The gain repeated pairs showed for the same move (the same knobs to the same values)
+        from an earlier incumbent, where the move won its validation but a sibling of its round
+        won by more and was promoted instead (several GPUs validate a round's finalists side by
+        side): its screen from the new incumbent has then only to confirm it
+        (``kneepoint.policies.judge.promotion.is_finalist``)."""
+        for number in sorted(self.trials):
+            trial = self.trials[number]
+            validated = trial.validated
+            if validated is None or validated.judgement is None or not validated.promote:
+                continue
+            outrun = trial.promoted is None and trial.next_step() is None
+            if outrun and trial.proposal.changes == proposal.changes:
+                return validated.judgement.gain_rel
+        return None
+
     def screen_pairs(self) -> list[tuple[float, float]]:
         """(screen, validated objective) of each configuration measured both ways: the
         starting configuration's knee search against its repeats, and each validated trial's

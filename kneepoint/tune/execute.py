@@ -122,7 +122,10 @@ class Executor:
                 progress.phase("screen", f"trial {n}: {reason_once(state, n)}")
                 bias = screen_bias(state.screen_pairs())
                 refused = steps.preflight(n, proposal)
-                return refused or steps.screen(n, proposal, knee, repeats, bias)
+                shown = state.outrun_gain(proposal)
+                return refused or steps.screen(
+                    n, proposal, knee, repeats, bias, validated_gain=shown
+                )
             case CheckQuality():
                 progress.phase("quality", f"trial {n}: greedy outputs vs the incumbent")
                 return steps.quality(n, incumbent, proposal.config)

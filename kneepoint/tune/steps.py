@@ -136,9 +136,13 @@ class Steps:
         incumbent_knee: float,
         incumbent: SweepResult,
         bias: float = 1.0,
+        *,
+        validated_gain: float | None = None,
     ) -> Screened:
         """One short look at the proposal; a finalist where it beats the incumbent beyond
-        the noise, read on the validations' yardstick (``bias``: ``screen_bias``)."""
+        the noise, read on the validations' yardstick (``bias``: ``screen_bias``), or where it
+        confirms the gain its move was validated at from the incumbent before
+        (``validated_gain``: ``RunState.outrun_gain``)."""
         config, objective = proposal.config, self.study.objective
         trial_dir = self.folder.trial_dir(trial, config)
         # per GPU, a server twice as wide ties the incumbent at twice its knee: look there
@@ -168,7 +172,8 @@ class Steps:
             rules(objective).value(incumbent),
             rules(objective).noise_rel(incumbent),
             self.study.tuning.min_effect_rel,
-            bias,
+            screen_bias=bias,
+            validated_gain=validated_gain,
         )
         return Screened(
             trial=trial,
