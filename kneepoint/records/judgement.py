@@ -52,5 +52,6 @@ class FinalistCheck(Record):
     gain_rel: float | None
     """Screened objective / incumbent objective - 1; None when either is missing or 0."""
     threshold_rel: float = Field(ge=0.0)
-    """The gain it had to exceed: the larger of the minimum effect and the incumbent's noise."""
+    """The gain it had to exceed: the minimum effect; 0 where it had only to confirm a gain
+    already validated from the incumbent before (``is_finalist``'s ``validated_gain``)."""
     reason: str

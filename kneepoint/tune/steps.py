@@ -139,9 +139,9 @@ class Steps:
         *,
         validated_gain: float | None = None,
     ) -> Screened:
-        """One short look at the proposal; a finalist where it beats the incumbent beyond
-        the noise, read on the validations' yardstick (``bias``: ``screen_bias``), or where it
-        confirms the gain its move was validated at from the incumbent before
+        """One short look at the proposal; a finalist where it reads beyond the minimum
+        effect over the incumbent, on the validations' yardstick (``bias``: ``screen_bias``),
+        or where it confirms the gain its move was validated at from the incumbent before
         (``validated_gain``: ``RunState.outrun_gain``)."""
         config, objective = proposal.config, self.study.objective
         trial_dir = self.folder.trial_dir(trial, config)
