@@ -244,3 +244,46 @@ def test_a_step_the_budget_left_cannot_pay_for_is_not_begun(small_run: TuneRun) 
     assert f"left do not cover trial {trial}'s validation (~{expected:.0f} s" in (
         action.finished.detail
     )
+
+
+def test_a_candidate_whose_step_measured_no_loss_steps_on_once_the_rest_is_spent(
+    small_run: TuneRun,
+) -> None:
+    """Scheduling-bound (benchmarks/regret.py, 2026-12-03): from 128 sequences the walk's
+    256 validated +1.9% [-2.3%, +6.1%], not shown, the long shots and their combination
+    measured nothing, and the run ended `exhausted` with 6 of its 8 device-hours unspent
+    while 512 sequences measure +7%. A walked knob whose rule leans the way its last step
+    measured no loss steps on past it, as a long shot does, once everything else is spent."""
+    events = _events(small_run)
+    night = ["tuning.stop=budget", "budget.max_trials=30", "tuning.patience=30"]
+    study = load_study(small_run.folder / "study.yaml", night)
+    state = RunState.replay(events[:2], study.objective)
+    reference = state.incumbent_objective
+    assert reference is not None
+    inside = 1.0 + study.tuning.min_effect_rel * 0.6  # +1.9% against scheduling-bound's 3%
+    state.pruning = Pruning(
+        candidates=(candidate("max_num_seqs", "up", 1.05),),
+        long_shots=(candidate("kv_cache_dtype", "to", 1.0),),
+    )
+    asked: list[Proposal] = []
+    for number in range(1, 12):
+        batch = run_proposer(study, state, None).batch(1)
+        if not batch:
+            break
+        (proposal,) = batch
+        asked.append(proposal)
+        walked = asked[0].config.max_num_seqs or 0
+        seqs = proposal.config.max_num_seqs or 0
+        gain = 1.07 if seqs > walked else inside if seqs == walked else 1.0
+        state.apply(Proposed(trial=number, proposal=proposal))
+        state.apply(Screened(trial=number, outcome=Outcome(status="ok",
+                                                           objective=reference * gain,
+                                                           feasible=True),
+                             finalist=False, reason="synthetic", device_s=60.0))  # fmt: skip
+        if gain > 1.05:
+            break
+    kinds = [p.proposer for p in asked]
+    assert kinds[0] == "coordinate" and kinds[-2] == "combination", kinds
+    last = asked[-1]
+    assert last.proposer == "long-shot" and last.changes == {"max_num_seqs": 2 * walked}, kinds
+    assert "stepping on" in last.reason

@@ -105,13 +105,15 @@ def run_proposer(study: StudySpec, state: RunState, url: str | None) -> Proposer
     def long_shots() -> LongShots:
         return LongShots(shots(), earlier)
 
+    def whole() -> SearchSpace:
+        knobs = (*pruning.candidates, *pruning.long_shots)
+        return space(pruning.model_copy(update={"candidates": knobs}))
+
     def step_ons() -> StepOns:
-        return StepOns(shots(), earlier, min_gain=study.tuning.min_effect_rel)
+        return StepOns(whole(), earlier, min_gain=study.tuning.min_effect_rel)
 
     def every_move() -> Combination:
-        knobs = (*pruning.candidates, *pruning.long_shots)
-        whole = space(pruning.model_copy(update={"candidates": knobs}))
-        return Combination(whole, study.seed, min_gain=study.tuning.min_effect_rel)
+        return Combination(whole(), study.seed, min_gain=study.tuning.min_effect_rel)
 
     proposer: Proposer
     if long_shots_only(study, state):
@@ -125,7 +127,8 @@ def run_proposer(study: StudySpec, state: RunState, url: str | None) -> Proposer
         # Long shots measured alone combine as the walk's moves do: on cache-bound, 1,024
         # sequences (+1.5%) and fp8 KV (flat) were each long shots from 16 GiB and 512
         # sequences, and the grid's optimum held both (14.01 against the winner's 13.24,
-        # benchmarks/regret.py, 2026-11-28). Then the long shots that measured no loss step on.
+        # benchmarks/regret.py, 2026-11-28). Then the one-knob moves that measured no loss,
+        # the walk's and the long shots', step on.
         proposer = Phased(Phased(proposer, every_move), step_ons)
     return replay(Known(proposer, left_behind(state)), state.history())
 
