@@ -221,9 +221,11 @@ def test_long_shots_measured_alone_are_tried_together_with_the_walks_moves(
                              finalist=False, reason="flat", device_s=60.0))  # fmt: skip
     kinds = [p.proposer for p in asked]
     assert kinds[0] == "coordinate" and "long-shot" in kinds
-    assert kinds[-1] == "combination" and kinds.count("combination") == 1, kinds
-    singles = {name for p in asked[:-1] for name in p.changes}
-    assert set(asked[-1].changes) == singles and len(singles) == 3
+    assert kinds.count("combination") == 1, kinds
+    together = kinds.index("combination")
+    assert all(kind.startswith("optuna-") for kind in kinds[together + 1 :]), kinds
+    singles = {name for p in asked[:together] for name in p.changes}
+    assert set(asked[together].changes) == singles and len(singles) == 3
 
 
 def test_a_step_the_budget_left_cannot_pay_for_is_not_begun(small_run: TuneRun) -> None:
@@ -287,3 +289,35 @@ def test_a_candidate_whose_step_measured_no_loss_steps_on_once_the_rest_is_spent
     last = asked[-1]
     assert last.proposer == "long-shot" and last.changes == {"max_num_seqs": 2 * walked}, kinds
     assert "stepping on" in last.reason
+
+
+def test_with_every_move_spent_the_sampler_takes_over_until_the_patience(
+    small_run: TuneRun,
+) -> None:
+    """Code-edits and bandwidth-bound (benchmarks/regret.py, 2026-12-03) ended `exhausted` at
+    9 of 12 trials with 6.0 and 1.9 of 8 device-hours left: the walk, the long shots, their
+    combination and the step-ons spent. With budget left Optuna over every knob takes over,
+    and the patience or the budget ends the run, not the proposer running dry."""
+    events = _events(small_run)
+    night = ["tuning.stop=budget", "budget.max_trials=30", "tuning.patience=30"]
+    study = load_study(small_run.folder / "study.yaml", night)
+    state = RunState.replay(events[:2], study.objective)
+    reference = state.incumbent_objective
+    assert reference is not None
+    state.pruning = Pruning(
+        candidates=(candidate("async_scheduling", "to", 1.05, True),),
+        long_shots=(candidate("max_num_batched_tokens", "to", 1.0),),
+    )
+    kinds: list[str] = []
+    for number in range(1, 10):
+        batch = run_proposer(study, state, None).batch(1)
+        if not batch:
+            break
+        (proposal,) = batch
+        kinds.append(proposal.proposer)
+        state.apply(Proposed(trial=number, proposal=proposal))
+        state.apply(Screened(trial=number, outcome=Outcome(status="ok", objective=reference,
+                                                           feasible=True),
+                             finalist=False, reason="flat", device_s=60.0))  # fmt: skip
+    assert kinds[:4] == ["coordinate", "long-shot", "long-shot", "combination"], kinds
+    assert len(kinds) == 9 and all(k.startswith("optuna-") for k in kinds[4:]), kinds

@@ -115,6 +115,10 @@ def run_proposer(study: StudySpec, state: RunState, url: str | None) -> Proposer
     def every_move() -> Combination:
         return Combination(whole(), study.seed, min_gain=study.tuning.min_effect_rel)
 
+    def sampled() -> Proposer:
+        name = f"{study.name}-space{len(state.promotions)}-whole"
+        return _optuna(study, whole(), url, name)
+
     proposer: Proposer
     if long_shots_only(study, state):
         proposer = long_shots()
@@ -128,8 +132,14 @@ def run_proposer(study: StudySpec, state: RunState, url: str | None) -> Proposer
         # sequences (+1.5%) and fp8 KV (flat) were each long shots from 16 GiB and 512
         # sequences, and the grid's optimum held both (14.01 against the winner's 13.24,
         # benchmarks/regret.py, 2026-11-28). Then the one-knob moves that measured no loss,
-        # the walk's and the long shots', step on.
-        proposer = Phased(Phased(proposer, every_move), step_ons)
+        # the walk's and the long shots', step on. Then, with budget left, the sampler over
+        # every knob, candidates and long shots, until the patience or the budget ends the
+        # run: code-edits and bandwidth-bound ended `exhausted` there with 3 of 12 trials
+        # and 6.0 and 1.9 of 8 device-hours left (benchmarks/regret.py, 2026-12-03).
+        interacting = len(pruning.candidates) + len(pruning.long_shots) >= 2
+        proposer = Phased(
+            Phased(Phased(proposer, every_move), step_ons), sampled if interacting else None
+        )
     return replay(Known(proposer, left_behind(state)), state.history())
 
 
