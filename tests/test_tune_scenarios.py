@@ -30,8 +30,8 @@ SETTINGS = {
     "compute-bound": ["tuning.start_rps=4", "budget.max_trials=3"],
     # Agent sessions of ~1,200 tokens need long load points to settle: one trial, two repeats.
     "cache-bound": ["tuning.start_rps=4", "budget.max_trials=1", "tuning.validate_repeats=2"],
-    # The whole budget (12 trials) on offer: the run must stop once nothing left is worth a
-    # trial (7 trials here, at 5x the starting capacity) instead of spending the rest.
+    # The whole budget (12 trials) on offer: under the budget stop the run spends it, or stops
+    # on its patience, and never runs dry with trials left (issue: spend the night well).
     "scheduling-bound": ["tuning.start_rps=40", "tuning.screen_seconds=4",
                          "tuning.validate_seconds=4"],
     "bandwidth-bound": ["tuning.start_rps=0.5", "budget.max_trials=3"],
@@ -70,12 +70,13 @@ def test_tune_finds_the_knob_an_engineer_would(name: str, tmp_path: Path) -> Non
             domain = knob_catalogue().get(knob)
             assert domain is not None and domain.domain.contains(value), (knob, value)
     if name == "scheduling-bound":
-        # It stops by itself before the 12-trial budget: every knob ruled out, then every
-        # long shot (the knobs the rules ruled out, one step each way) tried.
+        # Once the walk, the long shots, their combination and the step-ons are spent, the
+        # sampler over every knob goes on: the budget or the patience ends the run, and the
+        # walk's sequence cap steps on past the step it could not show (benchmarks/regret.py,
+        # 2026-12-03: `exhausted` at 9 of 12 trials, 512 sequences untried).
         assert state.finished is not None and state.finished.reason in (
-            "nothing_worth_trying",
-            "nothing_to_try",
-            "exhausted",
+            "max_trials",
+            "max_device_hours",
             "diminishing_returns",
         )
-        assert state.trials_run < 12
+        assert state.incumbent is not None and (state.incumbent.max_num_seqs or 0) >= 256
