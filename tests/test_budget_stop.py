@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable
 from datetime import datetime
 
 import pytest
@@ -24,6 +25,7 @@ from kneepoint.policies.search.worth import (
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.ledger import Event, Proposed, Screened
 from kneepoint.records.proposal import Outcome, Prediction, Proposal, Pruning, TrialPrice
+from kneepoint.records.study import StudySpec
 from kneepoint.run.ledger import Ledger
 from kneepoint.run.state import RunState
 from kneepoint.tune.budget import cost_share, expected_step_s, own_errors, trial_price
@@ -190,35 +192,53 @@ def test_a_trial_costs_its_share_of_what_is_left(small_run: TuneRun) -> None:
     assert trial_price(state, predicted) is None
 
 
+def _night(run: TuneRun, pruning: Pruning) -> tuple[StudySpec, RunState]:
+    """small-tune's baseline under a night's budget stop, with ``pruning``: the study and
+    the state."""
+    night = ["tuning.stop=budget", "budget.max_trials=30", "tuning.patience=30"]
+    study = load_study(run.folder / "study.yaml", night)
+    state = RunState.replay(_events(run)[:2], study.objective)
+    state.pruning = pruning
+    return study, state
+
+
+def _screen_each(
+    study: StudySpec, state: RunState, trials: int, ratio: Callable[[Proposal], float]
+) -> list[Proposal]:
+    """The run's proposals one at a time, each screened at ``ratio`` of the incumbent, until
+    ``trials`` are run, the proposer runs dry or a screen reads above 1.05x."""
+    asked: list[Proposal] = []
+    reference = state.incumbent_objective
+    assert reference is not None
+    for number in range(1, trials + 1):
+        batch = run_proposer(study, state, None).batch(1)
+        if not batch:
+            break
+        (proposal,) = batch
+        asked.append(proposal)
+        measured = ratio(proposal)
+        state.apply(Proposed(trial=number, proposal=proposal))
+        state.apply(Screened(trial=number, outcome=Outcome(status="ok",
+                                                           objective=reference * measured,
+                                                           feasible=True),
+                             finalist=False, reason="synthetic", device_s=60.0))  # fmt: skip
+        if measured > 1.05:
+            break
+    return asked
+
+
 def test_long_shots_measured_alone_are_tried_together_with_the_walks_moves(
     small_run: TuneRun,
 ) -> None:
     """Cache-bound's miss (benchmarks/regret.py, 2026-11-28): 1,024 sequences and fp8 KV, each
     a long shot inside the noise alone, together in the grid's optimum. Once the walk and
     the long shots are spent, every move that was no loss alone is tried together, once."""
-    events = _events(small_run)
-    night = ["tuning.stop=budget", "budget.max_trials=30", "tuning.patience=30"]
-    study = load_study(small_run.folder / "study.yaml", night)
-    state = RunState.replay(events[:2], study.objective)
-    reference = state.incumbent_objective
-    assert reference is not None
-    state.pruning = Pruning(
+    study, state = _night(small_run, Pruning(
         candidates=(candidate("async_scheduling", "to", 1.05, True),),
         long_shots=(candidate("kv_cache_dtype", "to", 1.0), candidate("enforce_eager",
                                                                      "to", 1.0)),
-    )  # fmt: skip
-    asked: list[Proposal] = []
-    for number in range(1, 12):
-        batch = run_proposer(study, state, None).batch(1)
-        if not batch:
-            break
-        (proposal,) = batch
-        asked.append(proposal)
-        flat = reference * (0.97 if proposal.proposer == "combination" else 1.0)
-        state.apply(Proposed(trial=number, proposal=proposal))
-        state.apply(Screened(trial=number, outcome=Outcome(status="ok", objective=flat,
-                                                           feasible=True),
-                             finalist=False, reason="flat", device_s=60.0))  # fmt: skip
+    ))  # fmt: skip
+    asked = _screen_each(study, state, 11, lambda p: 0.97 if p.proposer == "combination" else 1.0)
     kinds = [p.proposer for p in asked]
     assert kinds[0] == "coordinate" and "long-shot" in kinds
     assert kinds.count("combination") == 1, kinds
@@ -256,34 +276,20 @@ def test_a_candidate_whose_step_measured_no_loss_steps_on_once_the_rest_is_spent
     measured nothing, and the run ended `exhausted` with 6 of its 8 device-hours unspent
     while 512 sequences measure +7%. A walked knob whose rule leans the way its last step
     measured no loss steps on past it, as a long shot does, once everything else is spent."""
-    events = _events(small_run)
-    night = ["tuning.stop=budget", "budget.max_trials=30", "tuning.patience=30"]
-    study = load_study(small_run.folder / "study.yaml", night)
-    state = RunState.replay(events[:2], study.objective)
-    reference = state.incumbent_objective
-    assert reference is not None
-    inside = 1.0 + study.tuning.min_effect_rel * 0.6  # +1.9% against scheduling-bound's 3%
-    state.pruning = Pruning(
+    study, state = _night(small_run, Pruning(
         candidates=(candidate("max_num_seqs", "up", 1.05),),
         long_shots=(candidate("kv_cache_dtype", "to", 1.0),),
-    )
-    asked: list[Proposal] = []
-    for number in range(1, 12):
-        batch = run_proposer(study, state, None).batch(1)
-        if not batch:
-            break
-        (proposal,) = batch
-        asked.append(proposal)
-        walked = asked[0].config.max_num_seqs or 0
+    ))  # fmt: skip
+    inside = 1.0 + study.tuning.min_effect_rel * 0.6  # +1.9% against scheduling-bound's 3%
+    walk: list[int] = []
+
+    def ratio(proposal: Proposal) -> float:
         seqs = proposal.config.max_num_seqs or 0
-        gain = 1.07 if seqs > walked else inside if seqs == walked else 1.0
-        state.apply(Proposed(trial=number, proposal=proposal))
-        state.apply(Screened(trial=number, outcome=Outcome(status="ok",
-                                                           objective=reference * gain,
-                                                           feasible=True),
-                             finalist=False, reason="synthetic", device_s=60.0))  # fmt: skip
-        if gain > 1.05:
-            break
+        walk.append(seqs)  # the walk's first step comes first
+        return 1.07 if seqs > walk[0] else inside if seqs == walk[0] else 1.0
+
+    asked = _screen_each(study, state, 11, ratio)
+    walked = walk[0]
     kinds = [p.proposer for p in asked]
     assert kinds[0] == "coordinate" and kinds[-2] == "combination", kinds
     last = asked[-1]
@@ -298,26 +304,10 @@ def test_with_every_move_spent_the_sampler_takes_over_until_the_patience(
     9 of 12 trials with 6.0 and 1.9 of 8 device-hours left: the walk, the long shots, their
     combination and the step-ons spent. With budget left Optuna over every knob takes over,
     and the patience or the budget ends the run, not the proposer running dry."""
-    events = _events(small_run)
-    night = ["tuning.stop=budget", "budget.max_trials=30", "tuning.patience=30"]
-    study = load_study(small_run.folder / "study.yaml", night)
-    state = RunState.replay(events[:2], study.objective)
-    reference = state.incumbent_objective
-    assert reference is not None
-    state.pruning = Pruning(
+    study, state = _night(small_run, Pruning(
         candidates=(candidate("async_scheduling", "to", 1.05, True),),
         long_shots=(candidate("max_num_batched_tokens", "to", 1.0),),
-    )
-    kinds: list[str] = []
-    for number in range(1, 10):
-        batch = run_proposer(study, state, None).batch(1)
-        if not batch:
-            break
-        (proposal,) = batch
-        kinds.append(proposal.proposer)
-        state.apply(Proposed(trial=number, proposal=proposal))
-        state.apply(Screened(trial=number, outcome=Outcome(status="ok", objective=reference,
-                                                           feasible=True),
-                             finalist=False, reason="flat", device_s=60.0))  # fmt: skip
+    ))  # fmt: skip
+    kinds = [p.proposer for p in _screen_each(study, state, 9, lambda _: 1.0)]
     assert kinds[:4] == ["coordinate", "long-shot", "long-shot", "combination"], kinds
     assert len(kinds) == 9 and all(k.startswith("optuna-") for k in kinds[4:]), kinds
