@@ -58,6 +58,12 @@ class GpuSpec(InputRecord):
     def has_fp8(self) -> bool:
         return self.fp8_tflops is not None
 
+    def nvml_match(self, reported: str) -> int:
+        """How closely an NVML device name (``NVIDIA GB200``) names this GPU: the length of
+        the longest of its ``nvml_names`` the name holds, 0 for none (``NVIDIA GB200`` holds
+        the B200's ``B200`` and the GB200's ``GB200``: the longer match identifies it)."""
+        return max((len(n) for n in self.nvml_names if n in reported), default=0)
+
     @property
     def is_cpu(self) -> bool:
         return self.architecture == "cpu"

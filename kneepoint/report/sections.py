@@ -8,6 +8,7 @@ import math
 import statistics
 from pathlib import Path
 
+from kneepoint.config.gpu_identity import study_gpu_mismatch
 from kneepoint.load.objective import rules
 from kneepoint.report import burst, measured, pareto, plots, speculation, traffic
 from kneepoint.report.binding import bottleneck, pruned
@@ -233,6 +234,8 @@ def build(data: ReportData) -> Document:
         # vLLM's CPU build runs 7-10x slower without AVX-512, and the load generator shares
         # the host's cores: a reader weighing the numbers needs the machine.
         doc.add(Paragraph(f"Measured from: {data.host.words()}."))
+    if (mismatch := study_gpu_mismatch(study, data.host)) is not None:
+        doc.add(Paragraph(f"Warning: {mismatch}."))
     measured.slo(data.study, doc)
     summary(data, doc)
     bottleneck(data, doc)

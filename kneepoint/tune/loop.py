@@ -18,6 +18,7 @@ from typing import assert_never
 import structlog
 
 from kneepoint import __version__
+from kneepoint.config.gpu_identity import study_gpu_mismatch
 from kneepoint.measure.bench import Bench
 from kneepoint.policies.search.long_shots import LongShots
 from kneepoint.policies.search.proposer import Proposer
@@ -94,6 +95,10 @@ class Tuner:
     def _do(self, action: Action) -> None:
         match action:
             case Start():
+                host = describe_host()
+                if (mismatch := study_gpu_mismatch(self.study, host)) is not None:
+                    log.warning("run.gpu_mismatch", detail=mismatch)
+                    self.progress.status(f"warning: {mismatch}")
                 self._record(
                     RunStarted(
                         study_name=self.study.name,
@@ -101,7 +106,7 @@ class Tuner:
                         kneepoint_version=__version__,
                         started_at=self.now(),
                         study_sha256=study_digest(self.study),
-                        host=describe_host(),
+                        host=host,
                     )
                 )
             case Stop(finished):
