@@ -1,6 +1,7 @@
 """The knob catalogue against the installed vLLM: every knob whose version range takes the
 installed release is an option its `vllm serve` parser accepts (a boolean both ways, as
-kneepoint renders it), and every knob the parser lacks is excluded by its range."""
+kneepoint renders it), and every knob the parser lacks is excluded by its range; and the levers
+configs/knobs.yaml leaves out for the installed release's own reasons are still absent."""
 
 from __future__ import annotations
 
@@ -43,3 +44,11 @@ def test_every_knob_the_installed_release_should_know_is_an_option_it_takes(
             flags.append("--no-" + knob.flag[2:])
         taken = all(flag in options for flag in flags)
         assert taken == knob.known_by(version), (knob.name, knob.vllm_versions, version, flags)
+    # configs/knobs.yaml's "not catalogued": V1's scheduler never enforced the partial-prefill
+    # caps (vllm-project/vllm PR #49075) and 0.32's parser has no such options. A release that
+    # takes them again is a lever to price: catalogue it with the range that enforces it.
+    for flag in NOT_CATALOGUED:
+        assert flag not in options, (flag, version)
+
+
+NOT_CATALOGUED = ("--max-num-partial-prefills", "--max-long-partial-prefills")
