@@ -64,7 +64,9 @@ def test_the_cpu_build_refuses_offloading_in_its_own_words() -> None:
 def test_a_library_the_pool_cannot_keep_is_offloaded_first(tmp_path: Path) -> None:
     """document-qa: ten of forty 6,144-token documents fit the pool; the tune's first move is
     64 GiB of host memory, priced from the reuse beyond the pool and capped by what the pool
-    holds (2.00x), measured 1.27x by its validation (1.62x by `kneepoint sweep`)."""
+    holds at a knee (1.54x), measured 1.35x over its validation's six pairs [1.17x, 1.53x]
+    (1.62x by `kneepoint sweep`; shortening each request's hold by its time to first token
+    had priced 2.00x)."""
     sets = ["budget.max_trials=1", "tuning.burst.enabled=false", "tuning.validate_repeats=2",
             "tuning.screen_seconds=12", "tuning.validate_seconds=12"]  # fmt: skip
     argv = ["tune", str(DOCS), "--runs-dir", str(tmp_path)]
@@ -77,5 +79,7 @@ def test_a_library_the_pool_cannot_keep_is_offloaded_first(tmp_path: Path) -> No
     assert first.proposal.config.kv_offloading_size == 64
     reason = first.proposal.prediction.reason
     assert "64 GiB of host memory beside it would serve 98%" in reason and "capped at" in reason
+    # within the issue's 1.25x of the 1.35x its full validation measures (Step 18)
+    assert 1.35 / 1.25 <= first.proposal.prediction.capacity_ratio <= 1.35 * 1.25
     validated = next(e for e in events if isinstance(e, Validated))
     assert validated.promote
