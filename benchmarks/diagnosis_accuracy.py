@@ -31,7 +31,13 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from scenario_grid import DRAFTING_ARCHETYPES, SESSION_ARCHETYPES, Scenario, scenarios
+from scenario_grid import (
+    DRAFTING_ARCHETYPES,
+    LIBRARY_ARCHETYPES,
+    SESSION_ARCHETYPES,
+    Scenario,
+    scenarios,
+)
 
 from kneepoint.calibration.recorded import RecordedSweep, find_recorded
 from kneepoint.load.plan import point_seed
@@ -107,6 +113,7 @@ def main() -> None:
     parser.add_argument("--scenarios", type=int, default=60, help="scenarios to generate")
     parser.add_argument("--sessions", type=int, default=24, help="conversational scenarios")
     parser.add_argument("--drafting", type=int, default=12, help="speculating servers")
+    parser.add_argument("--libraries", type=int, default=16, help="long documents, a small pool")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "real",
@@ -126,6 +133,7 @@ def main() -> None:
         scenarios(args.scenarios, args.seed),
         scenarios(args.sessions, args.seed, SESSION_ARCHETYPES),
         scenarios(args.drafting, args.seed, DRAFTING_ARCHETYPES),
+        scenarios(args.libraries, args.seed, LIBRARY_ARCHETYPES),
     )
     for scenario in drawn:
         measured = measure(scenario)

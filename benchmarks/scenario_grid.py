@@ -4,8 +4,9 @@ Each scenario is a study built in code from one of five traffic archetypes (pref
 summarisation, long streamed answers, short chat under a sequence cap, short chat with the CPU
 in the way, long-running agents in a small KV pool), or, apart, from one of two conversational
 ones (multi-turn chat whose histories grow in a small KV pool, agent loops of many short turns
-on a long shared context) or a speculating one (code edits served with n-gram drafts), on a
-model and GPU drawn so that it fits,
+on a long shared context) or a speculating one (code edits served with n-gram drafts) or a
+library of long documents in a small pool (offloading to host memory or not), on a model and
+GPU drawn so that it fits,
 with the knobs perturbed per draw. The archetype only makes a scenario likely to bind somewhere;
 its label comes from the simulator's ground truth at the knee, and the diagnosis never sees
 either. Deterministic for a seed.
@@ -164,11 +165,34 @@ def _drafting(rng: random.Random) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def _library(rng: random.Random) -> dict[str, Any]:
+    """Questions over a library of long documents that outgrows a small KV pool (a GPU
+    shared with another service), with vLLM's KV offloading off or 16-64 GiB of host memory
+    beside the pool (configs/scenarios/document-qa.yaml's traffic, drawn around it): most of
+    a step is prefill computed again where the pool evicts, and the pool holds the batch
+    where host memory brings the prefixes back."""
+    return {
+        "models": ["llama-3.1-8b", "mistral-7b", "qwen2.5-14b"],
+        "gpus": ["a100-80gb-sxm", "h100-sxm"],
+        "library": (rng.choice([40, 64]), rng.choice([4096, 6144])),
+        "input": _lognormal(96, 0.5, 16, 512),
+        "output": _lognormal(rng.choice([96, 192]), 0.5, 16, 768),
+        "slo": {"ttft_p99_ms": 3000, "itl_p95_ms": rng.choice([60, 100])},
+        "engine": {"gpu_memory_utilization": rng.choice([0.3, 0.35]),
+                   "max_num_batched_tokens": 4096, "max_model_len": 16384,
+                   "kv_offloading_size": rng.choice([None, 16, 64])},
+        "start": 1.0,
+    }  # fmt: skip
+
+
 SESSION_ARCHETYPES = {"chat-sessions": _chat_sessions, "agent-sessions": _agent_sessions}
 """Conversational traffic, drawn apart from the others (``session_scenarios``) so that the
 earlier archetypes' draws stay as they were."""
 DRAFTING_ARCHETYPES = {"drafting": _drafting}
 """Speculating servers, drawn apart likewise."""
+LIBRARY_ARCHETYPES = {"library": _library}
+"""Prefix-heavy libraries in a small pool, offloading to host memory or not, drawn apart
+likewise."""
 
 ARCHETYPES = {
     "prefill": _prefill, "decode": _decode, "capped": _capped, "cpu": _cpu, "agents": _agents,
@@ -186,6 +210,11 @@ def _study(name: str, rng: random.Random, recipe: dict[str, Any]) -> StudySpec |
         traffic |= {"session": recipe["session"], "prefix_group": "system"}
     if "speculation" in recipe:
         traffic["speculation"] = recipe["speculation"]
+    if "library" in recipe:
+        documents, tokens = recipe["library"]
+        groups = [{"name": "library", "documents": documents, "prefix_tokens": tokens,
+                   "popularity": "uniform"}]  # fmt: skip
+        traffic["prefix_group"] = "library"
     spec = StudySpec.model_validate({
         "name": name, "seed": rng.randrange(1000), "gpu": gpu, "model": model,
         "engine": {"model": model.name, **recipe["engine"]},
