@@ -64,7 +64,7 @@ def test_the_cpu_build_refuses_offloading_in_its_own_words() -> None:
 def test_a_library_the_pool_cannot_keep_is_offloaded_first(tmp_path: Path) -> None:
     """document-qa: ten of forty 6,144-token documents fit the pool; the tune's first move is
     64 GiB of host memory, priced from the reuse beyond the pool and capped by what the pool
-    holds at a knee (1.54x), measured 1.35x over its validation's six pairs [1.17x, 1.53x]
+    holds at a knee (1.56x), measured 1.35x over its validation's six pairs [1.17x, 1.53x]
     (1.62x by `kneepoint sweep`; shortening each request's hold by its time to first token
     had priced 2.00x)."""
     sets = ["budget.max_trials=1", "tuning.burst.enabled=false", "tuning.validate_repeats=2",

@@ -47,8 +47,8 @@ def gpu_mismatch(
 
 
 def study_gpu_mismatch(study: StudySpec, host: HostInfo | None) -> str | None:
-    """``gpu_mismatch`` for a run that launched its own vLLM here (the GPUs NVML sees are the
-    server's); an attached server may run elsewhere, and the simulator on no GPU at all."""
-    if host is None or study.backend.kind != "vllm":
+    """``gpu_mismatch`` for a run whose backend launches real vLLM here (the GPUs NVML sees
+    are the server's); an attached server may run elsewhere, and the simulator on no GPU."""
+    if host is None or study.backend.launch_command is None:
         return None
     return gpu_mismatch(study.gpu, host.gpus)
