@@ -69,7 +69,9 @@ def _priced(sit: Situation, current: int, size: int) -> Effect | str:
 
 def _iso_latency_batch(sit: Situation, size: int, kv: float) -> float | None:
     """How many times today's running batch the other size runs in today's step time, at most
-    what its KV pool holds. Under an SLO the step time is what the latency limits hold still,
+    what its KV pool holds. The step time is the wall time, CPU-side work included: a server
+    whose scheduling sets the step (Llama-3.1-8B at TP 8) runs the same batch as fast on half
+    the GPUs. Under an SLO the step time is what the latency limits hold still,
     and the requests served grow with the batch: a bandwidth-bound step barely grows with
     its batch, so a faster one buys far more than its speed-up (the simulated 70B on H100s
     went 4.2 -> 11.6 req/s from TP 2 to 4 for a 1.7x faster step)."""
@@ -90,15 +92,28 @@ def _iso_latency_batch(sit: Situation, size: int, kv: float) -> float | None:
             samples=n,
         )
 
-    now = Roofline(obs.gpu, obs.model, sit.engine, obs.efficiency).step(shape(running)).gpu_s
+    now = Roofline(obs.gpu, obs.model, sit.engine, obs.efficiency).step(shape(running)).wall_s
     changed = resolve_engine(
         drafter_free(obs.engine).replace(tensor_parallel_size=size), obs.gpu, obs.model
     )
     other = Roofline(obs.gpu, obs.model, changed, obs.efficiency)
-    low, high = 0.0, running * kv  # the pool bounds the batch as it bounds today's
-    if other.step(shape(high)).gpu_s <= now:
+    low, high = 0.0, _batch_bound(running, kv, signals.kv_usage_mean, changed.max_num_seqs)
+    if other.step(shape(high)).wall_s <= now:
         return high / running
     for _ in range(40):
         mid = (low + high) / 2
-        low, high = (mid, high) if other.step(shape(mid)).gpu_s <= now else (low, mid)
+        low, high = (mid, high) if other.step(shape(mid)).wall_s <= now else (low, mid)
     return max(low, 1.0) / running
+
+
+POOL_FULL = 0.9
+"""A pool this full bounds the batch: vLLM admits no request it cannot hold blocks for."""
+
+
+def _batch_bound(running: float, kv: float, usage: float | None, max_num_seqs: int) -> float:
+    """The largest batch the other size holds: today's batch grown until its KV pool (``kv``
+    times today's) is as full as a pool gets, and no more than max_num_seqs. Today's pool
+    ~3% full bounds nothing: Llama-3.1-8B at TP 8 on H100s holds 4.5M tokens, and TP 4 still
+    2.2M, ~4,000 chat requests (``kneepoint plan``)."""
+    room = kv * POOL_FULL / max(usage or POOL_FULL, 1e-3)
+    return max(running, min(running * room, float(max_num_seqs)))
