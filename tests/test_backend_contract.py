@@ -136,7 +136,9 @@ def test_pruning_respects_what_it_owns_and_what_it_ignores(backend: BackendSpec)
 def test_the_simulator_names_what_it_would_ignore() -> None:
     # a change the simulator would silently ignore proves nothing: the virtual clock models
     # n-gram drafts from the workload's classes; the HTTP server knows no classes' drafts,
-    # runs one API server, and offloads no KV
+    # runs one API server and one engine, and offloads no KV
     assert set(SimBackend().unmodeled_knobs) == set()
     http = SimBackend(clock="http").unmodeled_knobs
-    assert set(http) == {"speculative_config", "api_server_count", "kv_offloading_size"}
+    assert set(http) == {
+        "speculative_config", "api_server_count", "kv_offloading_size", "data_parallel_size"
+    }  # fmt: skip

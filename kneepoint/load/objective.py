@@ -108,7 +108,7 @@ class _Rules:
         return None
 
     def width(self, config: EngineConfig) -> int:
-        return (config.tensor_parallel_size or 1) if self.per_gpu else 1
+        return config.gpu_count if self.per_gpu else 1
 
     def most_gain(self, value: float | None) -> float | None:
         """The largest ratio any configuration can reach over ``value`` by this objective's

@@ -257,7 +257,7 @@ class Bench:
     ) -> SweepResult:
         # the cap is on the server's time: a wider server spends device time faster
         # (every GPU counts in the budget) but needs as long per point
-        gpus = config.tensor_parallel_size or 1
+        gpus = config.gpu_count
 
         def clock() -> float:
             return target.clock.seconds() / gpus

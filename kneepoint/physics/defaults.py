@@ -66,6 +66,7 @@ class ResolvedEngine(Record):
     long_prefill_token_threshold: int = Field(ge=0)
     stream_interval: int = Field(ge=1)
     api_server_count: int = Field(default=1, ge=1)
+    data_parallel_size: int = Field(default=1, ge=1)
     kv_offloading_bytes: int = Field(default=0, ge=0)
     """Host memory KV blocks are offloaded to (0: no offloading)."""
     speculative_tokens: int = Field(default=0, ge=0)
@@ -115,7 +116,11 @@ def resolve_engine(engine: EngineConfig, gpu: GpuSpec, model: ModelSpec) -> Reso
         tensor_parallel_size=engine.tensor_parallel_size or 1,
         long_prefill_token_threshold=engine.long_prefill_token_threshold or 0,
         stream_interval=engine.stream_interval or 1,
-        api_server_count=engine.api_server_count or 1,
+        # vLLM 0.32's `vllm serve` starts one API server per data-parallel replica unless
+        # told otherwise (vllm/entrypoints/cli/serve.py: "Defaulting api_server_count to
+        # data_parallel_size")
+        api_server_count=engine.api_server_count or engine.data_parallel_size or 1,
+        data_parallel_size=engine.data_parallel_size or 1,
         speculative_tokens=drafts.k,
         kv_offloading_bytes=round((engine.kv_offloading_size or 0.0) * GIB),
     )

@@ -31,6 +31,10 @@ SIM_HTTP_UNMODELED: Mapping[str, str] = {
     ),
     "api_server_count": "`kneepoint sim serve` runs one API server in front of its engine",
     "kv_offloading_size": "`kneepoint sim serve` does not offload KV to host memory",
+    "data_parallel_size": (
+        "`kneepoint sim serve` runs one engine (the virtual clock runs replicas behind "
+        "vLLM's balancer)"
+    ),
 }
 MODULE_LAUNCHER = "vllm.entrypoints.openai.api_server"
 """The API-server module, which serves from one process whatever --api-server-count says

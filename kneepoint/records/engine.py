@@ -72,6 +72,9 @@ class EngineConfig(InputRecord):
     """Disable CUDA graphs (less memory, faster start, slower decode)."""
     tensor_parallel_size: int | None = Field(default=None, ge=1)
     """GPUs one model replica is split across."""
+    data_parallel_size: int | None = Field(default=None, ge=1)
+    """Replicas of the model one server runs, each on tensor_parallel_size GPUs of its own,
+    behind vLLM's internal load balancer."""
     long_prefill_token_threshold: int | None = Field(default=None, ge=0)
     """Cap on one request's prefill tokens per step."""
     stream_interval: int | None = Field(default=None, ge=1)
@@ -132,6 +135,11 @@ class EngineConfig(InputRecord):
                 "needs a step budget of at least one token per running sequence"
             )
         return self
+
+    @property
+    def gpu_count(self) -> int:
+        """GPUs the server holds: tensor-parallel size times data-parallel replicas."""
+        return (self.tensor_parallel_size or 1) * (self.data_parallel_size or 1)
 
     def knob_values(self) -> dict[str, Any]:
         """The knobs that are set, by field name, in declaration order."""

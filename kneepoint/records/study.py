@@ -170,8 +170,9 @@ class StudySpec(InputRecord):
     """Seeds the proposers too: Optuna's samplers take numpy's 32-bit unsigned seeds."""
     gpu: GpuSpec
     gpus: int = Field(default=1, ge=1, le=64)
-    """GPUs one server may use: above 1, tensor_parallel_size is searched up to it and the
-    objective is per GPU (unless the objective sets per_gpu itself)."""
+    """GPUs one server may use: above 1, tensor_parallel_size (and data_parallel_size) is
+    searched within it and the objective is per GPU (unless the objective sets per_gpu
+    itself)."""
     model: ModelSpec
     backend: Backend = SimBackend()
     engine: EngineConfig
@@ -241,6 +242,11 @@ class StudySpec(InputRecord):
         if tp > self.gpus:
             raise ValueError(
                 f"engine.tensor_parallel_size: {tp} exceeds the study's gpus ({self.gpus})"
+            )
+        if engine.gpu_count > self.gpus:
+            raise ValueError(
+                f"engine.data_parallel_size: {engine.data_parallel_size} replicas of "
+                f"{tp} GPU(s) each need {engine.gpu_count}; the study has gpus: {self.gpus}"
             )
         if model.num_attention_heads % tp:
             raise ValueError(

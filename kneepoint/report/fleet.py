@@ -18,7 +18,7 @@ def _size(data: ReportData, curve: Curve, config: EngineConfig) -> FleetSize | N
     tokens = output_per_request(curve.result, study.workload)
     return size_fleet(
         capacity,
-        config.tensor_parallel_size or 1,
+        config.gpu_count,
         tokens,
         study.fleet,
         gpu_price(study, study.gpu, {}),

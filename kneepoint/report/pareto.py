@@ -38,7 +38,7 @@ class ParetoPoint:
 def _points(label: str, result: SweepResult | None, config: EngineConfig) -> list[ParetoPoint]:
     if result is None:
         return []
-    gpus = config.tensor_parallel_size or 1
+    gpus = config.gpu_count
     found = []
     for entry in result.points:
         point = entry.point

@@ -24,6 +24,7 @@ from kneepoint.report.document import (
 )
 from kneepoint.report.fleet import fleet
 from kneepoint.report.measured import objective_text
+from kneepoint.report.node import node_item
 from kneepoint.run.trial_state import TrialState
 
 
@@ -75,6 +76,8 @@ def _progress_items(data: ReportData) -> list[str]:
         )
     if state.diagnosis is not None:
         items.append(f"What binds now: {state.diagnosis.headline()}.")
+    if (node := node_item(data)) is not None:
+        items.append(node)
     return items
 
 

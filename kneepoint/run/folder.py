@@ -28,6 +28,7 @@ import yaml
 from pydantic import ValidationError
 
 from kneepoint.config.errors import ConfigError, Problem, render_loc
+from kneepoint.load.node import filled_node
 from kneepoint.probes.backends import PointArtifacts
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.errors import KneepointError
@@ -156,7 +157,8 @@ class RunFolder:
         return path
 
     def write_best(self, study: StudySpec, config: EngineConfig) -> None:
-        body = {"engine": config.model_dump(mode="json", exclude_defaults=True)}
+        served = filled_node(study, config)
+        body = {"engine": served.model_dump(mode="json", exclude_defaults=True)}
         write_atomically(self.path / "best.yaml", _yaml(body))
         write_atomically(self.path / "best-command.txt", serve_command(study, config) + "\n")
 
@@ -210,8 +212,9 @@ def _discard_abandoned_builds(runs_dir: Path, now: datetime) -> None:
 
 
 def serve_command(study: StudySpec, config: EngineConfig) -> str:
-    """The exact command that serves ``config``, quoted for a POSIX shell."""
-    return shlex.join(study.backend.serve_argv(config))
+    """The exact command that serves ``config`` on the study's GPUs (``filled_node``),
+    quoted for a POSIX shell."""
+    return shlex.join(study.backend.serve_argv(filled_node(study, config)))
 
 
 def _yaml(body: object) -> str:

@@ -13,6 +13,10 @@ from dataclasses import dataclass
 from kneepoint.sim.request import SimRequest
 
 
+class RequestRejectedError(ValueError):
+    """A request the engine refuses at the door (as vLLM answers HTTP 400)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Arrival:
     """A request to submit at a virtual time."""

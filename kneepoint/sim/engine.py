@@ -7,7 +7,6 @@ Deterministic: the same arrivals and configuration give the same run.
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -20,7 +19,8 @@ from kneepoint.records.engine import EngineConfig
 from kneepoint.records.errors import KneepointError
 from kneepoint.records.hardware import GpuSpec, ModelSpec
 from kneepoint.sim.attribution import Attribution, attribute
-from kneepoint.sim.client import Arrival, Client, Scheduled
+from kneepoint.sim.client import Arrival, Client, RequestRejectedError, Scheduled
+from kneepoint.sim.engine_loop import EngineLoop
 from kneepoint.sim.frontend import FrontEnd
 from kneepoint.sim.host_tier import HostTier
 from kneepoint.sim.kv_cache import KvCache
@@ -45,10 +45,6 @@ class EngineRefusedError(KneepointError, RuntimeError):
     def __init__(self, refusal: StartupRefusal) -> None:
         super().__init__(refusal.message)
         self.refusal = refusal
-
-
-class RequestRejectedError(ValueError):
-    """A request the engine refuses at the door (as vLLM answers HTTP 400)."""
 
 
 class StepRecord(NamedTuple):
@@ -81,6 +77,8 @@ class StepRecord(NamedTuple):
     external_hits: int = 0
     """What vLLM's external (connector) prefix-cache counters add for the step: tokens looked
     up in host memory past the device's hit, and those found there (KV offloading)."""
+    engine: int = 0
+    """Which data-parallel replica ran it (``kneepoint.sim.replicas``)."""
 
     @property
     def generated_tokens(self) -> int:
@@ -155,8 +153,12 @@ class SimEngine:
             host=self._host_tier(),
         )
         self.scheduler = Scheduler(self.resolved, self.kv, eager=eager, acceptance=acceptance)
-        self.frontend = FrontEnd.of(self.efficiency, self.resolved.api_server_count)
+        # data-parallel replicas share the API servers: each engine streams through its share
+        servers = self.resolved.api_server_count / self.resolved.data_parallel_size
+        self.frontend = FrontEnd.of(self.efficiency, servers)
         self.now_s = 0.0
+        self.index = 0
+        """Its rank among data-parallel replicas (``kneepoint.sim.replicas``)."""
         self._next_rid = 0
 
     def _host_tier(self) -> HostTier | None:
@@ -192,6 +194,19 @@ class SimEngine:
         self._next_rid += 1
         self.scheduler.add(req)
         return req
+
+    def frontend_for(self, req: SimRequest) -> FrontEnd:
+        """The API server that streamed ``req``."""
+        return self.frontend
+
+    def frontend_busy_pct(self, start_s: float, end_s: float) -> float | None:
+        """The API server's CPU over a window (``FrontEnd.busy_pct``)."""
+        return self.frontend.busy_pct(start_s, end_s)
+
+    @property
+    def replicas(self) -> int:
+        """One engine: no data-parallel replicas beside it."""
+        return 1
 
     @property
     def busy(self) -> bool:
@@ -234,6 +249,7 @@ class SimEngine:
             accepted=tuple(plan.accepted),
             external_queries=host.query_tokens - outside[0] if host is not None else 0,
             external_hits=host.hit_tokens - outside[1] if host is not None else 0,
+            engine=self.index,
         )
         return StepOutcome(record, sampled, finished, plan.admitted)
 
@@ -244,46 +260,7 @@ class SimEngine:
         it can send what waits on it (a session's next turn, a capped client's next)."""
         client = arrivals if isinstance(arrivals, Client) else Scheduled(arrivals)
         run = SimRun()
-        handed: deque[tuple[float, Arrival]] = deque()  # through the API server, in order
-        while self.now_s < until_s and not client.done:
-            self._take_in(client, handed)
-            while handed and handed[0][0] <= self.now_s:
-                self._submit_or_reject(handed.popleft()[1], run, client)
-            stepped = self.step() if self.busy else None
-            if stepped is not None:
-                # Requests that arrived during the step are taken in before its output.
-                self._take_in(client, handed)
-                self.frontend.stream(
-                    self.now_s, stepped.record.num_samples / self.resolved.stream_interval
-                )
-                run.steps.append(stepped.record)
-                run.finished += stepped.finished
-                for req in stepped.finished:
-                    client.finished(req, self.frontend.seen_at(self.now_s))
-            elif (loaded := self.scheduler.loads.next_s()) is not None and (
-                not handed or loaded <= handed[0][0]
-            ):  # idle until a prefix loading from host memory is in
-                self.now_s = max(self.now_s, loaded)
-            elif handed:  # idle until the next request reaches the engine
-                self.now_s = max(self.now_s, handed[0][0])
-            elif (due := client.next_at()) is not None:
-                self.now_s = max(self.now_s, due)
-            else:
-                break
-        self.scheduler.sync()
+        loop = EngineLoop(self, client, run, until_s)
+        while loop.turn():
+            pass
         return run
-
-    def _take_in(self, client: Client, handed: deque[tuple[float, Arrival]]) -> None:
-        """Queue on the API server every arrival up to now."""
-        for arrival in client.take(self.now_s):
-            handed.append((self.frontend.intake(arrival.at_s), arrival))
-
-    def _submit_or_reject(self, arrival: Arrival, run: SimRun, client: Client) -> None:
-        try:
-            req = self.submit(arrival)
-        except RequestRejectedError as exc:
-            run.rejected.append((arrival, str(exc)))
-            client.rejected(arrival, self.now_s)
-        else:
-            req.arrival_s = arrival.at_s  # it arrived mid-step; the engine sees it after
-            run.submitted.append((arrival, req))

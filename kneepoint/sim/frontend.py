@@ -49,7 +49,7 @@ class FrontEnd:
     both ascend)."""
 
     @classmethod
-    def of(cls, efficiency: Efficiency, servers: int = 1) -> FrontEnd:
+    def of(cls, efficiency: Efficiency, servers: float = 1.0) -> FrontEnd:
         return cls(efficiency.frontend_latency_s, efficiency.frontend_chunk_s / servers)
 
     def busy_pct(self, start_s: float, end_s: float) -> float | None:

@@ -23,7 +23,7 @@ from kneepoint.records.study import StudySpec
 from kneepoint.records.workload import TraceEntry
 from kneepoint.sim.attribution import Attribution
 from kneepoint.sim.drafting import acceptance_of
-from kneepoint.sim.engine import SimEngine
+from kneepoint.sim.serving import Serving, serving
 from kneepoint.sim.signals import virtual_signals
 from kneepoint.sim.virtual import VirtualLoad, run_plan
 
@@ -57,7 +57,7 @@ def simulate_load_point(
     trace: Sequence[TraceEntry] | None = None,
     warmup_s: float = 0.0,
     efficiency: Efficiency | None = None,
-    on: SimEngine | None = None,
+    on: Serving | None = None,
     salt: str = "",
     trust: Trust | None = None,
 ) -> SimLoadPoint:
@@ -68,7 +68,7 @@ def simulate_load_point(
     with instead, its prefix cache as earlier points left it, as a live server's is;
     ``salt``: the plan's, as ``plan_requests`` takes it; ``trust``: the rules the point is
     judged by, the study's when None)."""
-    sim = on or SimEngine(
+    sim = on or serving(
         study.gpu,
         study.model,
         engine or study.engine,

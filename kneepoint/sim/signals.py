@@ -17,8 +17,9 @@ from kneepoint.load.score import summarize
 from kneepoint.records.loadpoint import Signals, SpecReading
 from kneepoint.records.measure import Dist
 from kneepoint.records.telemetry import GpuSample
-from kneepoint.sim.engine import SimEngine, StepRecord
+from kneepoint.sim.engine import StepRecord
 from kneepoint.sim.request import SimRequest
+from kneepoint.sim.serving import Serving
 from kneepoint.sim.telemetry import GpuTelemetry
 
 
@@ -78,8 +79,33 @@ def _speculation(inside: Sequence[StepRecord], k: int) -> SpecReading | None:
     )
 
 
+def _gpu_sample(
+    engine: Serving, inside: Sequence[StepRecord], start_s: float, end_s: float
+) -> GpuSample:
+    """The GPUs' activity, averaged over data-parallel replicas (each its own GPUs)."""
+    if not engine.gpu.has_nvml:  # a CPU host or an AMD GPU: no NVML or GPM to read
+        return GpuSample(start_s=start_s, end_s=end_s)
+    telemetry = GpuTelemetry(engine.gpu, engine.memory, engine.roofline.linear_peak_tflops)
+    if engine.replicas == 1:
+        return telemetry.sample(inside, start_s, end_s)
+    samples = [
+        telemetry.sample([s for s in inside if s.engine == index], start_s, end_s)
+        for index in range(engine.replicas)
+    ]
+    averaged = {
+        name: sum(values) / len(values)
+        for name in _AVERAGED
+        if (values := [v for s in samples if (v := getattr(s, name)) is not None])
+    }
+    return samples[0].model_copy(update=averaged)
+
+
+_AVERAGED = ("gpu_util_pct", "memory_util_pct", "sm_util_pct", "tensor_util_pct",
+             "dram_bw_util_pct", "power_w")  # fmt: skip
+
+
 def virtual_signals(
-    engine: SimEngine,
+    engine: Serving,
     steps: Sequence[StepRecord],
     start_s: float,
     end_s: float,
@@ -90,11 +116,8 @@ def virtual_signals(
     span = end_s - start_s
     if not inside or span <= 0:
         return Signals()
-    if not engine.gpu.has_nvml:  # a CPU host or an AMD GPU: no NVML or GPM to read
-        gpu = GpuSample(start_s=start_s, end_s=end_s)
-    else:
-        telemetry = GpuTelemetry(engine.gpu, engine.memory, engine.roofline.linear_peak_tflops)
-        gpu = telemetry.sample(inside, start_s, end_s)
+    gpu = _gpu_sample(engine, inside, start_s, end_s)
+    replicas = engine.replicas
     return Signals(
         kv_usage_mean=_weighted(inside, "kv_usage"),
         kv_usage_max=max(s.kv_usage for s in inside),
@@ -105,7 +128,7 @@ def virtual_signals(
         prefix_hit_rate=_hit_rate(inside),
         external_hit_rate=_external_hit_rate(inside),
         tokens_per_step_mean=sum(s.num_tokens for s in inside) / len(inside),
-        steps_per_s=len(inside) / span,
+        steps_per_s=len(inside) / span / replicas,  # each engine's, as its gauges are
         prompt_tokens_per_s=sum(s.prompt_tokens for s in inside) / span,
         generation_tokens_per_s=sum(s.generated_tokens for s in inside) / span,
         max_num_seqs=engine.resolved.max_num_seqs,
@@ -116,7 +139,7 @@ def virtual_signals(
         sm_util_pct=gpu.sm_util_pct,
         tensor_util_pct=gpu.tensor_util_pct,
         dram_bw_util_pct=gpu.dram_bw_util_pct,
-        frontend_cpu_pct=engine.frontend.busy_pct(start_s, end_s),
+        frontend_cpu_pct=engine.frontend_busy_pct(start_s, end_s),
         server_e2e_sum_s=sum(r.token_times_s[-1] - r.arrival_s for r in finished if r.token_times_s)
         if finished
         else None,

@@ -14,9 +14,10 @@ from kneepoint.load.plan import PlannedRequest
 from kneepoint.records.measure import RequestRecord
 from kneepoint.sim.attribution import Attribution
 from kneepoint.sim.closed_loop import ClosedLoop
-from kneepoint.sim.engine import Arrival, SimEngine, SimRun
+from kneepoint.sim.engine import Arrival, SimRun
 from kneepoint.sim.frontend import FrontEnd
 from kneepoint.sim.request import SimRequest
+from kneepoint.sim.serving import Serving
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +32,7 @@ class VirtualLoad:
 
 
 def run_plan(
-    engine: SimEngine,
+    engine: Serving,
     plan: Sequence[PlannedRequest],
     timeout_s: float | None = None,
     request_timeout_s: float | None = None,
@@ -52,24 +53,28 @@ def run_plan(
     position = {id(a): i for i, a in enumerate(shifted)}
     requests = {position[id(a)]: req for a, req in run.submitted}
     rejected = {position[id(a)]: msg for a, msg in run.rejected}
-    records = [
-        _record(
-            p,
-            start,
-            requests.get(i),
-            rejected.get(i),
-            interval,
-            frontend=engine.frontend,
-            request_timeout_s=request_timeout_s,
-            drafted=engine.resolved.speculative_tokens > 0,
+    drafted = engine.resolved.speculative_tokens > 0
+    records = []
+    for i, p in enumerate(plan):
+        req = requests.get(i)
+        front = engine.frontend_for(req) if req is not None else None
+        records.append(
+            _record(
+                p,
+                start,
+                req,
+                rejected.get(i),
+                interval,
+                frontend=front,
+                request_timeout_s=request_timeout_s,
+                drafted=drafted,
+            )
         )
-        for i, p in enumerate(plan)
-    ]
     return VirtualLoad(tuple(records), run)
 
 
 def _run_closed(
-    engine: SimEngine,
+    engine: Serving,
     plan: Sequence[PlannedRequest],
     timeout_s: float | None,
     request_timeout_s: float | None,
@@ -87,7 +92,7 @@ def _run_closed(
     client = ClosedLoop(plan, start, max_concurrency=max_concurrency, timeout_s=limit)
     run = engine.run(client)
     rejected = {a.key: msg for a, msg in run.rejected}
-    interval, frontend = engine.resolved.stream_interval, engine.frontend
+    interval = engine.resolved.stream_interval
     drafted = engine.resolved.speculative_tokens > 0
     records = []
     for p in plan:
@@ -111,6 +116,7 @@ def _run_closed(
             records.append(RequestRecord(**base, error=outcome.error or "timed out"))
         else:
             times = chunk_times(req.token_times_s, interval, drafted=drafted)
+            frontend = engine.frontend_for(req)
             chunks = frontend.seen_all(times, start)
             end = frontend.seen_at(req.finish_s) - start
             records.append(
@@ -157,7 +163,7 @@ def _record(
     rejection: str | None,
     stream_interval: int,
     *,
-    frontend: FrontEnd,
+    frontend: FrontEnd | None,
     request_timeout_s: float | None = None,
     drafted: bool = False,
 ) -> RequestRecord:
@@ -170,7 +176,7 @@ def _record(
     }
     if rejection is not None:
         return RequestRecord(**base, error=f"HTTP 400: {rejection}")
-    if req is None or req.finish_s is None:
+    if req is None or req.finish_s is None or frontend is None:
         return RequestRecord(**base, error="timed out")
     end_s = frontend.seen_at(req.finish_s) - start  # the client sees the last token when it is sent
     if request_timeout_s is not None and end_s - planned.at_s > request_timeout_s:

@@ -24,6 +24,7 @@ from kneepoint.policies.diagnosis.context import ConfigContext
 from kneepoint.policies.diagnosis.step_estimate import estimate_step
 from kneepoint.policies.pruning.batch_effects import BATCH_RULES, TAIL_RULES
 from kneepoint.policies.pruning.ceiling import bound_growth
+from kneepoint.policies.pruning.dp_effect import data_parallel
 from kneepoint.policies.pruning.frontend_effects import api_servers
 from kneepoint.policies.pruning.knob_effects import (
     RULES,
@@ -60,6 +61,7 @@ _RULES: dict[str, Rule] = {
     **BATCH_RULES,
     "quantization": quantization,
     "tensor_parallel_size": tensor_parallel,
+    "data_parallel_size": data_parallel,
     "gpu_memory_utilization": memory_fraction,
     "kv_cache_memory_bytes": memory_bytes,
     "speculative_config": speculation,
@@ -114,7 +116,9 @@ def prune(
             found = _with_note(found, f"{', '.join(left_out)}: see the knobs' notes")
         if isinstance(found, str):
             ruled.append(RuledOut(knob=knob.name, reason=found))
-            if not narrowed.domain.choices_or_empty or len(choices) >= 2:
+            # replicas are 1.00x per GPU by construction, not by a reading that may be wrong
+            worth_a_shot = knob.name != "data_parallel_size"
+            if worth_a_shot and (not narrowed.domain.choices_or_empty or len(choices) >= 2):
                 shots.append(long_shot(narrowed, targets[0], found, _RULES.get(knob.name), sit))
         else:
             candidates.append(found)

@@ -43,7 +43,7 @@ def over_http(
 
     @contextmanager
     def opener(o: Opening) -> Iterator[Target]:
-        clock = DeviceClock(o.config.tensor_parallel_size or 1)
+        clock = DeviceClock(o.config.gpu_count)
         with make(o).serve(o.config, o.trial_dir) as endpoint:
             warm_up(endpoint.url, o.study, _options(o.study, endpoint))
             yield Target(

@@ -20,9 +20,9 @@ from kneepoint.records.faults import MARKER, Faults
 from kneepoint.records.loadpoint import LoadPoint
 from kneepoint.records.measure import RequestRecord
 from kneepoint.sim.drafting import acceptance_of
-from kneepoint.sim.engine import SimEngine
 from kneepoint.sim.fault_server import refuse_start
 from kneepoint.sim.loadpoint import simulate_load_point
+from kneepoint.sim.serving import serving
 from kneepoint.sim.virtual import run_plan
 
 log = structlog.get_logger(__name__)
@@ -37,7 +37,7 @@ def virtual_target(o: Opening) -> Iterator[Target]:
     refuse_start(faults)
     engine = resolve_engine(config, study.gpu, study.model)
     started = startup_seconds(study.model, engine) + faults.slow_start_s
-    clock = DeviceClock(config.tensor_parallel_size or 1, virtual_s=started)
+    clock = DeviceClock(config.gpu_count, virtual_s=started)
     life = Lifetime(faults)
     for kind in faults.signal_faults():  # as the live server says it, once per launch
         log.warning(f"{MARKER} {kind}")
@@ -80,7 +80,7 @@ def virtual_target(o: Opening) -> Iterator[Target]:
         return point
 
     def send(plan: Sequence[PlannedRequest], rate: float) -> tuple[RequestRecord, ...]:
-        sim = SimEngine(
+        sim = serving(
             study.gpu,
             study.model,
             config,
