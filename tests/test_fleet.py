@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from kneepoint.load.fleet import output_per_request, size_fleet
+from kneepoint.records.lengths import mean_length_tokens
 from kneepoint.records.study import FleetSpec
-from kneepoint.records.workload import mean_length_tokens
 from kneepoint.report.data import gather
 from kneepoint.report.fleet import saving
 from kneepoint.run.folder import RunFolder

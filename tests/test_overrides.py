@@ -6,7 +6,7 @@ import pytest
 
 from kneepoint.config import ConfigError, load_study
 from kneepoint.config.overrides import apply_override, parse_override
-from kneepoint.records.workload import FixedLength
+from kneepoint.records.lengths import FixedLength
 
 from .conftest import QUICKSTART
 

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kneepoint.records.workload import Workload, max_length_tokens, mean_length_tokens
+from kneepoint.records.lengths import max_length_tokens, mean_length_tokens
+from kneepoint.records.workload import Workload
 from tests.conftest import REPO, TuneRun, real_capacity_rps
 from tests.conftest import real_tune as run_tune
 from tests.support.real_vllm.host_speed import REAL_TUNE_CI, HostSpeed, prompt_ttft_limit_ms

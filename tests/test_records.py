@@ -10,15 +10,9 @@ from pydantic import ValidationError
 from kneepoint.config import ConfigError, load_study
 from kneepoint.records.budget import Budget
 from kneepoint.records.knobs import Knob
+from kneepoint.records.lengths import EmpiricalLength, FixedLength, LognormalLength, UniformLength
 from kneepoint.records.slo import ClassSlo, Slo
-from kneepoint.records.workload import (
-    EmpiricalLength,
-    FixedLength,
-    LognormalLength,
-    TrafficClass,
-    UniformLength,
-    Workload,
-)
+from kneepoint.records.workload import TrafficClass, Workload
 
 from .conftest import QUICKSTART
 

@@ -15,9 +15,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from kneepoint.records.hardware import GpuSpec
+from kneepoint.records.lengths import mean_length_tokens
 from kneepoint.records.study import FleetSpec, StudySpec
 from kneepoint.records.sweep import SweepResult
-from kneepoint.records.workload import Workload, mean_length_tokens
+from kneepoint.records.workload import Workload
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,16 +16,18 @@ from typing import Generic, TypeVar
 
 import numpy as np
 
-from kneepoint.records.workload import (
-    ConstantArrivals,
+from kneepoint.records.lengths import (
     EmpiricalLength,
     FixedLength,
-    GammaArrivals,
     LengthDist,
     LognormalLength,
+    UniformLength,
+)
+from kneepoint.records.workload import (
+    ConstantArrivals,
+    GammaArrivals,
     PoissonArrivals,
     PrefixGroup,
-    UniformLength,
     Workload,
 )
 

@@ -14,8 +14,6 @@ from kneepoint.measure.bench import Bench
 from kneepoint.measure.sweep import merge
 from kneepoint.measure.trial_failure import TrialFailedError
 from kneepoint.measure.validation import validate_pair
-from kneepoint.physics.defaults import UnmodeledSettingError, resolve_engine
-from kneepoint.physics.memory import plan_memory
 from kneepoint.policies.diagnosis.context import context_of
 from kneepoint.policies.diagnosis.diagnose import diagnose
 from kneepoint.policies.diagnosis.observe import observe_study
@@ -32,6 +30,7 @@ from kneepoint.records.sweep import SweepPoint, SweepResult, nothing_met
 from kneepoint.records.task import BaselinePart, ValidationPart
 from kneepoint.run.folder import RunFolder
 from kneepoint.tune.acceptance_step import probe_acceptance, probe_rate, probed_setting
+from kneepoint.tune.preflight import preflight
 from kneepoint.tune.quality_step import quality_check
 from kneepoint.tune.verdict import judged, measured_repeats, next_repeats
 
@@ -115,19 +114,7 @@ class Steps:
 
     def preflight(self, trial: int, proposal: Proposal) -> Screened | None:
         """A refusal without starting anything, when the memory model says it cannot start."""
-        if not self.study.backend.checks_memory:
-            return None
-        try:
-            engine = resolve_engine(proposal.config, self.study.gpu, self.study.model)
-        except UnmodeledSettingError as exc:
-            refusal = f"not modelled: {exc}"
-        else:
-            plan = plan_memory(self.study.gpu, self.study.model, engine)
-            if plan.refusal is None:
-                return None
-            refusal = plan.refusal.message
-        outcome = Outcome(status="startup_failed", detail=f"preflight: {refusal}")
-        return Screened(trial=trial, outcome=outcome, reason=f"preflight refused: {refusal}")
+        return preflight(self.study, trial, proposal)
 
     def screen(
         self,

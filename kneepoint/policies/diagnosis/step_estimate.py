@@ -20,8 +20,9 @@ from kneepoint.physics.kv_layout import KvLayout, kv_layout
 from kneepoint.physics.roofline import BatchShape, Roofline
 from kneepoint.records.efficiency import Efficiency
 from kneepoint.records.hardware import GpuSpec, ModelSpec
+from kneepoint.records.lengths import mean_length_tokens
 from kneepoint.records.loadpoint import Signals
-from kneepoint.records.workload import Workload, mean_length_tokens
+from kneepoint.records.workload import Workload
 
 
 @dataclass(frozen=True, slots=True)

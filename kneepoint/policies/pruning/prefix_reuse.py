@@ -15,8 +15,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kneepoint.records.lengths import mean_length_tokens
 from kneepoint.records.session import turn_survival
-from kneepoint.records.workload import Workload, mean_length_tokens
+from kneepoint.records.workload import Workload
 
 RESIDENT_SHARE = 0.5
 """Share of the KV pool shared documents may occupy before they evict each other: the rest
