@@ -17,6 +17,10 @@ A last tier reads recorded real runs (tests/fixtures/real, a copy of shared/real
 paths given): each recording diagnosed per signal tier and scored against what the real
 engine's own knob effects showed binds (``expected.yaml`` beside the recordings).
 
+Small models on wide tensor-parallel servers (``--wide``) are diagnosed as the others are, and
+the first move pruning proposes for each is printed beside: a narrower server, the rest of the
+node as replicas, is the right one there.
+
 Run: .venv/bin/python benchmarks/diagnosis_accuracy.py [--scenarios 60] [--seed 0] [PATH ...]
 Goal: >= 95% on the full-signal tier, over >= 40 dominated scenarios; every scored real run.
 """
@@ -35,18 +39,21 @@ from scenario_grid import (
     DRAFTING_ARCHETYPES,
     LIBRARY_ARCHETYPES,
     SESSION_ARCHETYPES,
+    WIDE_ARCHETYPES,
     Scenario,
     scenarios,
 )
 
 from kneepoint.calibration.recorded import RecordedSweep, find_recorded
+from kneepoint.config import knob_catalogue
 from kneepoint.load.plan import point_seed
 from kneepoint.load.size import PointSize
 from kneepoint.measure.sweep import knee_search
 from kneepoint.policies.diagnosis.context import context_of
 from kneepoint.policies.diagnosis.diagnose import diagnose
 from kneepoint.policies.diagnosis.observe import knee_points, observe
-from kneepoint.records.diagnosis import Observation
+from kneepoint.policies.pruning.prune import prune
+from kneepoint.records.diagnosis import Diagnosis, Observation
 from kneepoint.records.knobs import CONSTRAINTS
 from kneepoint.records.loadpoint import LoadPoint
 from kneepoint.run.logs import configure_logging
@@ -114,6 +121,7 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=24, help="conversational scenarios")
     parser.add_argument("--drafting", type=int, default=12, help="speculating servers")
     parser.add_argument("--libraries", type=int, default=16, help="long documents, a small pool")
+    parser.add_argument("--wide", type=int, default=16, help="small models on wide TP servers")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "real",
@@ -127,6 +135,7 @@ def main() -> None:
     started = time.perf_counter()
     rows: list[dict[str, Any]] = []
     skipped = Counter[str]()
+    levers: list[bool | None] = []
     tiers = " ".join(f"{t:<22}" for t in TIERS)
     print(f"{'scenario':<12} {'model / gpu':<30} {'truth':<17} {tiers}")
     drawn = chain(
@@ -134,6 +143,7 @@ def main() -> None:
         scenarios(args.sessions, args.seed, SESSION_ARCHETYPES),
         scenarios(args.drafting, args.seed, DRAFTING_ARCHETYPES),
         scenarios(args.libraries, args.seed, LIBRARY_ARCHETYPES),
+        scenarios(args.wide, args.seed, WIDE_ARCHETYPES),
     )
     for scenario in drawn:
         measured = measure(scenario)
@@ -141,6 +151,8 @@ def main() -> None:
             skipped["no knee found"] += 1
             continue
         observation, truth = measured
+        # the first move counts on every wide server, dominated or not: its lever is the same
+        levers.append(narrows(scenario, observation, diagnose(context_of(observation))))
         label, share = truth.dominant()
         if share < DOMINANCE:
             skipped[f"truth not dominated (<{DOMINANCE:.0%})"] += 1
@@ -157,7 +169,25 @@ def main() -> None:
         print(f"{scenario.name:<12} {study.model.name + ' / ' + study.gpu.name:<30} "
               f"{label:<10} {share:>5.0%} {cells}", flush=True)  # fmt: skip
     report(rows, skipped, time.perf_counter() - started)
+    wide = [lever for lever in levers if lever is not None]
+    print(f"wide servers whose first proposed move is a narrower TP: {sum(wide)}/{len(wide)}")
     real_tier(args.real)
+
+
+def narrows(scenario: Scenario, observation: Observation, found: Diagnosis) -> bool | None:
+    """For a wide server (the ``wide`` archetype): whether the first knob pruning proposes is
+    a narrower tensor-parallel size (None for the other archetypes)."""
+    if scenario.archetype != "wide":
+        return None
+    study = scenario.study
+    pruning = prune(found, context_of(observation), knob_catalogue(), gpus=study.gpus)
+    first = pruning.candidates[0] if pruning.candidates else None
+    now = study.engine.tensor_parallel_size or 1
+    return (
+        first is not None
+        and first.knob.name == "tensor_parallel_size"
+        and (isinstance(first.target, int) and first.target < now)
+    )
 
 
 def expected_binding(recorded: RecordedSweep) -> tuple[str | None, str]:

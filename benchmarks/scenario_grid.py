@@ -185,6 +185,23 @@ def _library(rng: random.Random) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def _wide(rng: random.Random) -> dict[str, Any]:
+    """A model that fits one GPU served as one wide server across four or eight NVLink GPUs
+    (configs/studies/llama8b-8gpu.yaml, drawn around it): its CPU-side step dominates, and the
+    right lever is a narrower server with the rest of the node as replicas."""
+    tp = rng.choice([4, 8])
+    return {
+        "models": ["llama-3.2-1b", "llama-3.1-8b", "mistral-7b"],
+        "gpus": ["h100-sxm", "h200-sxm"],
+        "node": tp,
+        "input": _lognormal(rng.choice([128, 256, 512]), 0.7, 16, 2048),
+        "output": _lognormal(rng.choice([128, 256]), 0.7, 16, 1024),
+        "slo": {"ttft_p99_ms": 1000, "itl_p95_ms": rng.choice([30, 50])},
+        "engine": {"tensor_parallel_size": tp, "max_model_len": 8192},
+        "start": 20.0,
+    }  # fmt: skip
+
+
 SESSION_ARCHETYPES = {"chat-sessions": _chat_sessions, "agent-sessions": _agent_sessions}
 """Conversational traffic, drawn apart from the others (``session_scenarios``) so that the
 earlier archetypes' draws stay as they were."""
@@ -193,6 +210,8 @@ DRAFTING_ARCHETYPES = {"drafting": _drafting}
 LIBRARY_ARCHETYPES = {"library": _library}
 """Prefix-heavy libraries in a small pool, offloading to host memory or not, drawn apart
 likewise."""
+WIDE_ARCHETYPES = {"wide": _wide}
+"""Small models on wide tensor-parallel servers, drawn apart likewise."""
 
 ARCHETYPES = {
     "prefill": _prefill, "decode": _decode, "capped": _capped, "cpu": _cpu, "agents": _agents,
@@ -217,6 +236,7 @@ def _study(name: str, rng: random.Random, recipe: dict[str, Any]) -> StudySpec |
         traffic["prefix_group"] = "library"
     spec = StudySpec.model_validate({
         "name": name, "seed": rng.randrange(1000), "gpu": gpu, "model": model,
+        "gpus": recipe.get("node", 1),
         "engine": {"model": model.name, **recipe["engine"]},
         "workload": {"name": name, "seed": rng.randrange(1000), "classes": [traffic],
                      "prefix_groups": groups},
