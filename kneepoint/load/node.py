@@ -18,7 +18,7 @@ def node_replicas(study: StudySpec, config: EngineConfig) -> int:
 
 def filled_node(study: StudySpec, config: EngineConfig) -> EngineConfig:
     """``config`` with the study's idle GPUs running replicas of it: the simulated Llama-3.1-8B
-    chat server on H100s held 40.9 req/s at DP 1 and 317.3 at DP 8 (0.97x of eight
-    replicas' worth, the balancer's loss), where TP 8 held 62.6 (`kneepoint plan`)."""
+    chat server on H100s held 41.6 req/s at DP 1 and 317.0 at DP 8 (0.95x of eight
+    replicas' worth, the balancer's loss), where TP 8 held 62.1 (benchmarks/layouts.py)."""
     replicas = node_replicas(study, config)
     return config if replicas == 1 else config.replace(data_parallel_size=replicas)

@@ -170,9 +170,9 @@ class StudySpec(InputRecord):
     """Seeds the proposers too: Optuna's samplers take numpy's 32-bit unsigned seeds."""
     gpu: GpuSpec
     gpus: int = Field(default=1, ge=1, le=64)
-    """GPUs one server may use: above 1, tensor_parallel_size (and data_parallel_size) is
-    searched within it and the objective is per GPU (unless the objective sets per_gpu
-    itself)."""
+    """GPUs one server may use: above 1, tensor_parallel_size is searched up to it, the
+    objective is per GPU (unless the objective sets per_gpu itself), and the winner fills the
+    rest with data-parallel replicas (``kneepoint.load.node``)."""
     model: ModelSpec
     backend: Backend = SimBackend()
     engine: EngineConfig

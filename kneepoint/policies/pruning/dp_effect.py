@@ -3,8 +3,9 @@ gives one server several GPUs (``StudySpec.gpus``).
 
 Replicas share nothing but the balancer and the API servers: ``d`` of them serve about ``d``
 times the requests on ``d`` times the GPUs, so per GPU a move gains nothing and loses what the
-balancer does (the simulated Llama-3.1-8B chat server on H100s: 40.9, 81.2, 171.7 and 317.3
-req/s at DP 1, 2, 4 and 8, 0.97x per GPU at 8; vLLM 0.32's balancer, ``kneepoint.sim.replicas``).
+balancer does (the simulated Llama-3.1-8B chat server on H100s: 41.6, 81.6, 171.0 and 317.0
+req/s at DP 1, 2, 4 and 8, 0.95x per GPU at 8, benchmarks/layouts.py; vLLM 0.32's balancer,
+``kneepoint.sim.replicas``).
 A per-GPU search therefore leaves it out and tunes one replica; the winner is then served with
 as many replicas as the study's GPUs hold (``kneepoint.load.node``), which is where DP beats
 one wide server: TP 1 x DP 8 over TP 8 for a model that fits one GPU.
