@@ -12,60 +12,14 @@ import pytest
 
 from kneepoint.cli import plan as cli_plan
 from kneepoint.cli.main import main
+from kneepoint.config.errors import ConfigError, Problem
 from kneepoint.records.errors import KneepointError
 from kneepoint.run.ledger import LedgerError
 
 from .conftest import REPO
+from .support.layering import ALLOWED
 
 PACKAGE = REPO / "kneepoint"
-# What each part of the package may import from kneepoint (besides itself).
-ALLOWED = {
-    "records": set(),
-    "physics": {"records"},
-    "config": {"records"},
-    "policies": {"records", "physics", "load"},
-    "load": {"records"},
-    "sim": {"records", "config", "physics", "load"},
-    "probes": {"records", "config", "physics", "load", "sim"},
-    "calibration": {"records", "config", "physics", "load", "sim", "policies"},
-    # the run's record: its folder, ledger and state, written by whoever runs it
-    "run": {"records", "config", "load", "probes"},
-    # how one configuration is measured: the sweep protocol and the harness that runs it
-    "measure": {"records", "config", "physics", "load", "sim", "probes", "run"},
-    # the plan runs knee searches (measure.sweep) on the virtual clock, never a server
-    "planning": {"records", "config", "physics", "load", "sim", "probes", "measure"},
-    "report": {"records", "config", "load", "policies", "run"},
-    # the one loop, its steps and checks
-    "tune": {
-        "records",
-        "config",
-        "physics",
-        "load",
-        "policies",
-        "probes",
-        "sim",
-        "report",
-        "run",
-        "measure",
-    },
-    "workers": {"records", "config", "load", "policies", "report", "run", "measure", "tune"},
-    "cli": {
-        "records",
-        "config",
-        "physics",
-        "load",
-        "probes",
-        "measure",
-        "policies",
-        "sim",
-        "calibration",
-        "planning",
-        "report",
-        "run",
-        "tune",
-        "workers",
-    },
-}
 # The policies' four concepts: what binds is read first, then the knobs it leaves and where
 # to look among them; the judge stands alone.
 POLICIES = {
@@ -246,6 +200,21 @@ def test_an_error_of_its_own_that_reaches_the_command_line_is_one_line(
     assert capsys.readouterr().err == (
         "kneepoint: runs/x/ledger.jsonl:3: a promotion of trial 9, never proposed\n"
     )
+
+
+def test_every_error_of_its_own_ends_a_command_with_the_status_it_carries(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One root carries the exit status: a failed run 1, bad input 2 (each problem a line)."""
+    problems = [Problem("study.yaml", 4, ("slo",), "missing"), Problem("study.yaml", 9, (), "x")]
+
+    def refuses(_args: object) -> int:
+        raise ConfigError(problems)
+
+    monkeypatch.setattr(cli_plan, "run_plan", refuses)
+    assert main(["plan", "configs/studies/quickstart.yaml"]) == 2
+    assert capsys.readouterr().err.splitlines() == [f"kneepoint: {p}" for p in problems]
+    assert KneepointError("failed").exit_code == 1 and ConfigError(problems).exit_code == 2
 
 
 TESTS = REPO / "tests"

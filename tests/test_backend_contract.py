@@ -51,7 +51,7 @@ def backend(request: pytest.FixtureRequest) -> BackendSpec:
 
 def test_every_kind_opens_through_the_one_registry(backend: BackendSpec) -> None:
     kind = typing.cast(str, getattr(backend, "kind"))  # noqa: B009 - every kind has one
-    assert ("sim-virtual" if backend.virtual_clock else kind) in BACKENDS
+    assert kind in BACKENDS
 
 
 FAKE_VLLM = Path(__file__).resolve().parent / "support" / "fakes" / "fake_vllm.py"
@@ -60,15 +60,20 @@ WIDE = ["engine.max_num_seqs=16"]
 of a simulator's real time); the contract is the same at 16."""
 
 
+SIM_CLOCKS = typing.get_args(SimBackend.model_fields["clock"].annotation)
+SERVED = [f"sim {clock}" for clock in SIM_CLOCKS] + [k for k in sorted(BACKENDS) if k != "sim"]
+"""Every kind the registry opens, the simulator on each of its clocks."""
+
+
 @contextmanager
-def _serving(kind: str, folder: Path) -> Iterator[BackendSpec]:
-    """A backend of ``kind`` for the small study; attach gets a launched simulator to reach."""
-    if kind != "attach":
+def _serving(served: str, folder: Path) -> Iterator[BackendSpec]:
+    """A backend of ``served`` for the small study; attach gets a launched simulator to reach."""
+    if served != "attach":
         yield {
-            "sim-virtual": SimBackend(),
-            "sim": SimBackend(clock="http"),
+            "sim virtual": SimBackend(),
+            "sim http": SimBackend(clock="http"),
             "vllm": VllmBackend(command=(sys.executable, str(FAKE_VLLM), "serve")),
-        }[kind]
+        }[served]
         return
     study = load_study(SMALL, WIDE)
     with LaunchBackend(sim_argv(study.gpu.name, study.model.name)).serve(
@@ -77,10 +82,10 @@ def _serving(kind: str, folder: Path) -> Iterator[BackendSpec]:
         yield AttachBackend(url=running.url)
 
 
-@pytest.mark.parametrize("kind", sorted(BACKENDS))
-def test_every_kind_serves_the_study_and_measures_one_point(kind: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("served", SERVED)
+def test_every_kind_serves_the_study_and_measures_one_point(served: str, tmp_path: Path) -> None:
     kept = []
-    with _serving(kind, tmp_path / "attached") as backend:
+    with _serving(served, tmp_path / "attached") as backend:
         study = load_study(SMALL, WIDE).model_copy(update={"backend": backend})
         size = PointSize(seconds=3.0, min_requests=6)
         with open_target(study, study.engine, tmp_path, size, kept.append) as target:

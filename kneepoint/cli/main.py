@@ -222,16 +222,13 @@ def _run(args: argparse.Namespace) -> int:
     try:
         with guard:
             code: int = args.handler(args)
-    except ConfigError as exc:
-        for line in exc.lines():
-            print(f"kneepoint: {line}", file=sys.stderr)
-        return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("kneepoint: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except KneepointError as exc:  # one the command did not turn into its own words
-        print(f"kneepoint: {exc}", file=sys.stderr)
-        return EXIT_RUN_FAILED
+        for line in exc.lines():
+            print(f"kneepoint: {line}", file=sys.stderr)
+        return exc.exit_code
     except OSError as exc:
         # The OS refused an operation on a named file mid-run (disk full, permissions changed,
         # a path removed under the run): the run failed, said in one line. A full disk says so

@@ -54,6 +54,7 @@ class Problem:
 class ConfigError(KneepointError):
     """One or more configuration problems, each printable as a single line."""
 
+    exit_code = 2
     def __init__(self, problems: Sequence[Problem]) -> None:
         if not problems:
             raise ValueError("a ConfigError needs at least one problem")

@@ -12,3 +12,11 @@ from __future__ import annotations
 
 class KneepointError(Exception):
     """An error of kneepoint's own (see the module docstring)."""
+
+    exit_code = 1
+    """The command line's exit status when it ends a command: 1, the run failed; a bad input
+    says 2 (``kneepoint.config.errors.ConfigError``)."""
+
+    def lines(self) -> list[str]:
+        """What the command line prints, one line each."""
+        return [str(self)]

@@ -1,11 +1,8 @@
 """A one-off bottleneck diagnosis of a server: where it saturates, what binds there and why,
 the knobs worth trying and the ones not worth trying. No knob is changed.
 
-With a known knee it measures one point past it and one below it; otherwise a coarse knee
-search (geometric ramp, loose bisection) finds them. It measures through the harness
-(``kneepoint.measure.bench``), so a launched server that crashes or hangs is measured again on
-a fresh one. Everything measured is kept in a folder ``runs/diagnose-<study>-<timestamp>/``
-beside the report (``kneepoint.report.diagnosis_document``).
+What it measures is ``kneepoint.measure.diagnosis``'s; everything measured is kept in a folder
+``runs/diagnose-<study>-<timestamp>/`` beside the report (``kneepoint.report.diagnosis_document``).
 """
 
 from __future__ import annotations
@@ -13,19 +10,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import NamedTuple
 
-from kneepoint.load.objective import rules
-from kneepoint.measure import sweep
-from kneepoint.measure.bench import Bench, with_retried
-from kneepoint.measure.study_knee import study_knee_search
+from kneepoint.measure.diagnosis import diagnosis_sweep
 from kneepoint.policies.pruning.findings import findings
-from kneepoint.probes.backends import Target
-from kneepoint.probes.backends.base import Prober
 from kneepoint.records.diagnosis import Diagnosis
 from kneepoint.records.knobs import KnobCatalogue
 from kneepoint.records.proposal import Pruning
 from kneepoint.records.study import StudySpec
 from kneepoint.records.sweep import SweepResult
-from kneepoint.run.files import write_atomically
 from kneepoint.run.progress import Progress
 
 
@@ -44,25 +35,8 @@ def measure_and_diagnose(
     progress: Progress,
     knee_rps: float | None = None,
 ) -> Findings:
-    """Measure ``study.engine`` and diagnose it; every point is told to ``progress`` as it
-    lands, and an interrupt leaves what was measured in ``folder``'s sweep.json."""
-    config = study.engine
-    bench = Bench(study, progress)
-
-    def measured(probe: Prober, target: Target) -> tuple[SweepResult, str | None]:
-        version = target.endpoint.version if target.endpoint is not None else None
-        return _measure(study, probe, progress, knee_rps), version
-
-    where = (folder, "diagnose", study.tuning.screen_seconds)
-    try:
-        (result, version), _, retried = bench.on_server("diagnosis", config, where, measured)
-    except KeyboardInterrupt:
-        if bench.watched is not None and bench.watched.points:
-            interrupted = bench.watched.interrupted(config)
-            write_atomically(folder / "sweep.json", interrupted.model_dump_json(indent=1))
-        raise
-    result = with_retried(result, retried)
-    write_atomically(folder / "sweep.json", result.model_dump_json(indent=1) + "\n")
+    """Measure ``study.engine`` (``diagnosis_sweep``) and diagnose it."""
+    result, version = diagnosis_sweep(study, folder, progress, knee_rps)
     return recorded(study, result, catalogue, version)
 
 
@@ -72,28 +46,3 @@ def recorded(
     """The findings a sweep of ``study.engine`` supports: what a live diagnosis concludes,
     and what ``--from`` concludes again from a recording."""
     return Findings(result, *findings(study, result.config, result, catalogue, version))
-
-
-def _measure(
-    study: StudySpec, probe: Prober, progress: Progress, knee_rps: float | None
-) -> SweepResult:
-    """The study's knee search, or (with a known knee) one rate below it and one past it;
-    then the objective's own rates where it reads others."""
-    config, slo, retakes = study.engine, study.slo, study.measurement.retakes
-    if knee_rps is None:
-        progress.phase("diagnose", "knee search")
-        result = study_knee_search(probe, study, config)
-    else:
-        # at most two points, each retaken where it could not tell
-        planned = 2 * (1 + retakes)
-        progress.phase("diagnose", f"one point past {knee_rps:g} req/s and one below", planned)
-        rates = [0.6 * knee_rps, 1.2 * knee_rps]
-        result = sweep.measure_rates(probe, config, slo, rates, kind="knee", retakes=retakes)
-    if not rules(study.objective).is_capacity and result.points:
-        # The objective's own rates too: a diagnosis never reports another objective.
-        knee = result.capacity_rps or max(p.rate_rps for p in result.points)
-        rates = rules(study.objective).repeat_rates(knee)
-        progress.phase("diagnose", f"{rules(study.objective).name()}: {len(rates)} points")
-        at = sweep.measure_rates(probe, config, slo, rates, kind="knee", retakes=retakes)
-        result = sweep.merge([result, at], kind="knee")
-    return result

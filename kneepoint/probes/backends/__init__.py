@@ -49,13 +49,20 @@ __all__ = [
     "vllm_argv",
 ]
 
+_SIM_HTTP = over_http(sim_server)
+
+
+def _simulator(o: Opening) -> AbstractContextManager[Target]:
+    """The simulator on the clock its study names: in-process, or launched over HTTP."""
+    return virtual_target(o) if o.study.backend.virtual_clock else _SIM_HTTP(o)
+
+
 BACKENDS: dict[str, Callable[[Opening], AbstractContextManager[Target]]] = {
-    "sim-virtual": virtual_target,
-    "sim": over_http(sim_server),
+    "sim": _simulator,
     "vllm": over_http(vllm_server),
     "attach": over_http(attached),
 }
-"""Every backend a study can name, by kind, each opened the same way."""
+"""Every backend a study can name, by its ``kind``, each opened the same way."""
 
 _DEFAULT_SIZE = PointSize()
 
@@ -73,9 +80,7 @@ def open_target(
     """The study's backend serving ``config`` for the length of the ``with``; ``keep`` gets
     every measured point's records (and metric snapshots) as it is measured; ``launch``
     counts the servers this agent has started (the simulator's faults pick by it)."""
-    spec = study.backend
-    kind = "sim-virtual" if spec.virtual_clock else spec.kind
     # The workload's trace is read once for every load point.
     opening = Opening(study, config, trial_dir, size, keep, workload_trace(study.workload), launch)
-    with BACKENDS[kind](opening) as target:
+    with BACKENDS[study.backend.kind](opening) as target:
         yield target
