@@ -55,6 +55,7 @@ class ConfigError(KneepointError):
     """One or more configuration problems, each printable as a single line."""
 
     exit_code = 2
+
     def __init__(self, problems: Sequence[Problem]) -> None:
         if not problems:
             raise ValueError("a ConfigError needs at least one problem")
