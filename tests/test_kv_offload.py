@@ -14,11 +14,7 @@ from kneepoint.cli.main import main
 from kneepoint.config import gpu_catalogue, knob_catalogue, load_study
 from kneepoint.physics.defaults import resolve_engine
 from kneepoint.physics.memory import plan_memory
-from kneepoint.policies.diagnosis.context import context_of
-from kneepoint.policies.diagnosis.diagnose import diagnose
-from kneepoint.policies.diagnosis.observe import observe_study
-from kneepoint.policies.pruning.prune import prune
-from kneepoint.records.backend_spec import VllmBackend
+from kneepoint.policies.pruning.findings import findings
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.ledger import Baseline, Proposed, Validated
 from kneepoint.run.ledger import Ledger
@@ -100,9 +96,7 @@ def test_the_real_h200_offload_move_is_priced_within_the_goal_of_what_it_measure
     folder = REPO / "tests" / "fixtures" / "real" / "h200-llama8b-docqa"
     base, off = (load_recorded(folder / name) for name in ("docqa", "docqa-offload64"))
     measured = off.result.capacity_rps / base.result.capacity_rps
-    observation = observe_study(base.study, base.result.config, base.result)
-    context = context_of(observation)
-    found = prune(diagnose(context), context, knob_catalogue(), backend=VllmBackend())
+    _, found = findings(base.study, base.result.config, base.result, knob_catalogue())
     (move,) = [c for c in found.candidates if c.knob.name == "kv_offloading_size"]
     assert move.target == 64 and "capped at 1.61x: the pool, 55% full" in move.reason
     assert measured == pytest.approx(1.92, abs=0.01)
