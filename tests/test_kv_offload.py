@@ -66,9 +66,9 @@ def test_the_cpu_build_refuses_offloading_in_its_own_words() -> None:
 def test_a_library_the_pool_cannot_keep_is_offloaded_first(tmp_path: Path) -> None:
     """document-qa: ten of forty 6,144-token documents fit the pool; the tune's first move is
     64 GiB of host memory, priced from the reuse beyond the pool and capped by what the pool
-    holds at a knee (1.56x), measured 1.35x over its validation's six pairs [1.17x, 1.53x]
-    (1.62x by `kneepoint sweep`; shortening each request's hold by its time to first token
-    had priced 2.00x)."""
+    holds at a knee, each request holding it shorter by the prefill it no longer computes
+    (1.77x), measured 1.97x over its validation's two pairs (1.82x over the full tune's).
+    Fresh engines a point, host memory empty at each, had measured 1.35x."""
     sets = ["budget.max_trials=1", "tuning.burst.enabled=false", "tuning.validate_repeats=2",
             "tuning.screen_seconds=12", "tuning.validate_seconds=12"]  # fmt: skip
     argv = ["tune", str(DOCS), "--runs-dir", str(tmp_path)]
@@ -81,23 +81,27 @@ def test_a_library_the_pool_cannot_keep_is_offloaded_first(tmp_path: Path) -> No
     assert first.proposal.config.kv_offloading_size == 64
     reason = first.proposal.prediction.reason
     assert "64 GiB of host memory beside it would serve 98%" in reason and "capped at" in reason
-    # within the issue's 1.25x of the 1.35x its full validation measures (Step 18)
-    assert 1.35 / 1.25 <= first.proposal.prediction.capacity_ratio <= 1.35 * 1.25
     validated = next(e for e in events if isinstance(e, Validated))
     assert validated.promote
+    # within the issue's 1.25x of what its validation measures (Step 18)
+    judged = validated.judgement
+    measured = judged.challenger_objective_mean / judged.incumbent_objective_mean
+    predicted = first.proposal.prediction.capacity_ratio
+    assert max(measured, predicted) / min(measured, predicted) <= 1.25
 
 
 def test_the_real_h200_offload_move_is_priced_within_the_goal_of_what_it_measured() -> None:
     """vLLM 0.26 on a lent H200 (tests/fixtures/real/h200-llama8b-docqa, 2026-12-04): the
     plain server's SLO capacity 3.47 req/s, with 64 GiB offloaded 6.68 (1.92x; 98% of the
     connector's lookups hit host memory from the second point). Read off the plain recording
-    as a tune's baseline, the move is priced 1.61x, capped by the pool (55% full at the
-    knee), within the 1.25x goal of the measurement."""
+    as a tune's baseline, the move is priced 1.84x, capped by the pool (55% full at the
+    knee) and each request's shorter hold (1.69 s, less the 0.21 s of its prefill), within
+    the 1.25x goal of the measurement (holding the pool as long as before priced 1.61x)."""
     folder = REPO / "tests" / "fixtures" / "real" / "h200-llama8b-docqa"
     base, off = (load_recorded(folder / name) for name in ("docqa", "docqa-offload64"))
     measured = off.result.capacity_rps / base.result.capacity_rps
     _, found = findings(base.study, base.result.config, base.result, knob_catalogue())
     (move,) = [c for c in found.candidates if c.knob.name == "kv_offloading_size"]
-    assert move.target == 64 and "capped at 1.61x: the pool, 55% full" in move.reason
+    assert move.target == 64 and "capped at 1.84x: the pool, 55% full" in move.reason
     assert measured == pytest.approx(1.92, abs=0.01)
     assert max(measured, move.predicted_ratio) / min(measured, move.predicted_ratio) <= 1.25

@@ -85,7 +85,7 @@ def plan_requests(
             salt=salt,
         )
     if workload.arrival.kind == "trace":
-        docs = Documents(workload.prefix_groups, seed, vocab_size)
+        docs = Documents(workload.prefix_groups, seed, vocab_size, workload.seed)
         return _replay(workload, rate_rps, num_requests, trace, docs, salt=salt)
     planned: list[PlannedRequest] = []
     at = 0.0
@@ -120,7 +120,7 @@ class _Draws:
 
     def __init__(self, workload: Workload, seed: int, vocab_size: int, salt: str) -> None:
         self._workload, self._salt = workload, salt
-        self._docs = Documents(workload.prefix_groups, seed, vocab_size)
+        self._docs = Documents(workload.prefix_groups, seed, vocab_size, workload.seed)
         self._rng = random.Random(f"{seed}:plan")
         self._cum = list(accumulate(c.weight for c in workload.classes))
         self._drawn: list[_Draw] = []

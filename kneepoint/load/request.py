@@ -83,11 +83,23 @@ def _ids(seed: str, count: int, vocab_size: int) -> tuple[int, ...]:
 
 
 class Documents:
-    """The token ids of each prefix group's documents, and how popular each is."""
+    """The token ids of each prefix group's documents, and how popular each is.
 
-    def __init__(self, groups: Sequence[PrefixGroup], seed: int, vocab_size: int) -> None:
+    A document's ids come from ``corpus_seed`` (the workload's seed; ``seed`` when None), a
+    request's own ids from ``seed`` (the point's): every repeat of a point asks its own
+    questions of the same corpus, as a live server's users do, so a warm-up of the corpus
+    (``kneepoint.load.warmup``) warms it for every repeat."""
+
+    def __init__(
+        self,
+        groups: Sequence[PrefixGroup],
+        seed: int,
+        vocab_size: int,
+        corpus_seed: int | None = None,
+    ) -> None:
         self._groups = {g.name: g for g in groups}
         self._seed, self._vocab = seed, vocab_size
+        self._corpus = seed if corpus_seed is None else corpus_seed
         self._cache: dict[tuple[str, int], tuple[int, ...]] = {}
         self._cum_weights: dict[str, list[float]] = {}
         for g in groups:
@@ -102,6 +114,17 @@ class Documents:
         doc = rng.choices(range(group.documents), cum_weights=self._cum_weights[name])[0]
         return f"{name}/{doc}", self.tokens(f"{name}/{doc}", group.prefix_tokens)
 
+    def least_popular_first(self, name: str) -> list[tuple[str, tuple[int, ...]]]:
+        """The group's documents (id, tokens), the least popular first: a cache that keeps
+        the most recently used keeps the most popular of those it cannot all hold."""
+        group = self._groups[name]
+        order = (
+            range(group.documents - 1, -1, -1)
+            if group.popularity == "zipf"
+            else range(group.documents)
+        )
+        return [(f"{name}/{d}", self.tokens(f"{name}/{d}", group.prefix_tokens)) for d in order]
+
     def unique(self, key: str, count: int) -> tuple[int, ...]:
         """Ids for one request's own part of the prompt."""
         return _ids(f"{self._seed}:req:{key}", count, self._vocab)
@@ -109,7 +132,7 @@ class Documents:
     def tokens(self, key: str, count: int) -> tuple[int, ...]:
         cached = self._cache.get((key, count))
         if cached is None:
-            cached = _ids(f"{self._seed}:doc:{key}", count, self._vocab)
+            cached = _ids(f"{self._corpus}:doc:{key}", count, self._vocab)
             self._cache[(key, count)] = cached
         return cached
 

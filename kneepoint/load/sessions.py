@@ -139,7 +139,7 @@ class _Sessions:
 
     def __init__(self, workload: Workload, seed: int, vocab_size: int, salt: str) -> None:
         self._workload, self._salt = workload, salt
-        self._docs = Documents(workload.prefix_groups, seed, vocab_size)
+        self._docs = Documents(workload.prefix_groups, seed, vocab_size, workload.seed)
         self._rng = random.Random(f"{seed}:sessions")
         self._before_rng = random.Random(f"{seed}:sessions-before")
         self._cum = list(accumulate(c.weight for c in workload.classes))

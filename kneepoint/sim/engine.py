@@ -213,6 +213,13 @@ class SimEngine:
         sched = self.scheduler
         return bool(sched.running or sched.waiting or sched.loads.loading)
 
+    def abort_all(self) -> None:
+        """Drop every request still in flight, as vLLM aborts those whose client gave up:
+        a load point's cut-off leaves none behind for the next on this server."""
+        sched = self.scheduler
+        for req in [*sched.running, *sched.waiting, *sched.loads.loading]:
+            sched.abort(req)
+
     def step(self) -> StepOutcome | None:
         """Run one step; None when there is nothing the engine can run."""
         queries, hits = self.kv.query_tokens, self.kv.hit_tokens

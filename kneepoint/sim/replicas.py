@@ -62,6 +62,10 @@ class Replicas:
         """When the last engine's run ended: a next run starts after every engine's."""
         return max(engine.now_s for engine in self.engines)
 
+    def abort_all(self) -> None:
+        for engine in self.engines:
+            engine.abort_all()
+
     def run(self, arrivals: Iterable[Arrival] | Client, until_s: float = float("inf")) -> SimRun:
         """As ``SimEngine.run``, over every replica; the run's steps are every engine's, each
         marked with its engine, in time order."""

@@ -1,8 +1,8 @@
 """A backend served over HTTP (``kneepoint sim serve``, a launched ``vllm serve``, an attached
-server), opened as a target: warmed by a burst of its workload before its first point
-(``kneepoint.probes.client.warmup``), each load point planned and sent by the load generator
-with its telemetry on the same clock, and a server that dies between load points raised as
-``ServerFailedError`` with the failure named, rather than measured as slow.
+server), opened as a target: warmed before its first point (its workload's corpus and a burst
+of its requests, ``kneepoint.probes.client.warmup``), each load point planned and sent by the
+load generator with its telemetry on the same clock, and a server that dies between load
+points raised as ``ServerFailedError`` with the failure named, rather than measured as slow.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def over_http(
     def opener(o: Opening) -> Iterator[Target]:
         clock = DeviceClock(o.config.gpu_count)
         with make(o).serve(o.config, o.trial_dir) as endpoint:
-            warm_up(endpoint.url, o.study, _options(o.study, endpoint))
+            warm_up(endpoint.url, o.study, _options(o.study, endpoint), o.trace)
             yield Target(
                 _http_prober(o.study, endpoint, o.size, o.trace, o.keep),
                 endpoint,
