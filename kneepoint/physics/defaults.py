@@ -108,7 +108,7 @@ def resolve_engine(engine: EngineConfig, gpu: GpuSpec, model: ModelSpec) -> Reso
         kv_dtype_bytes=KV_DTYPE_BYTES.get(kv_dtype, model.weight_dtype_bytes),
         linear_weight_bytes=scheme.weight_bytes if scheme else model.weight_dtype_bytes,
         fp8_compute=fp8,
-        gemm=_gemm(scheme.gemm if scheme else "native", fp8),
+        gemm=_gemm(scheme.gemm if scheme else "native", gpu),
         enable_prefix_caching=_on(engine.enable_prefix_caching, default=True),
         block_size=engine.block_size or block,
         async_scheduling=_on(engine.async_scheduling, default=True) and not drafts.sync,
@@ -148,10 +148,20 @@ def _draft_tokens(spec: Mapping[str, JsonValue] | None) -> _Drafts:
     return _Drafts(k, sync=method in SYNC_METHODS)
 
 
-def _gemm(gemm: Gemm, fp8_cores: bool) -> Gemm:
+def _gemm(gemm: Gemm, gpu: GpuSpec) -> Gemm:
     # fp8 weights on a GPU without fp8 tensor cores run weight-only (vLLM's fp8 Marlin path):
     # priced as before, by their bytes alone, for want of a measured dequantisation cost there.
-    return "native" if gemm == "fp8" and not fp8_cores else gemm
+    if gemm == "fp8" and not gpu.has_fp8:
+        return "native"
+    if gemm == "fp4" and not gpu.has_fp4:
+        if not gpu.runs_marlin:
+            raise UnmodeledSettingError(
+                f"an NVFP4 checkpoint does not run on the {gpu.display_name}: vLLM serves it "
+                "on NVIDIA GPUs only (FP4 tensor cores from Blackwell, the Marlin kernel "
+                "weight-only from Ampere)"
+            )
+        return "w4a16"  # vLLM's FP4 Marlin kernel, as AWQ's: 4-bit weights, 16-bit math
+    return gemm
 
 
 def _on(value: bool | None, default: bool) -> bool:

@@ -18,9 +18,10 @@ TENSOR_PARALLEL_SIZES = (1, 2, 4, 8)
 PCIE_TP_LIMIT = 2
 """Largest tensor-parallel size laid out without NVLink: past 2 GPUs a PCIe all-reduce is
 several times the step's own time (32 GB/s against NVLink's 450, configs/gpus.yaml)."""
-WEIGHT_FORMATS = (None, "fp8", "awq_marlin")
-"""The weight formats the plan tries: as served, fp8 online, and 4-bit AWQ (w4a16) where
-vLLM's Marlin kernels run (``GpuSpec.runs_marlin``)."""
+WEIGHT_FORMATS = (None, "fp8", "awq_marlin", "modelopt_fp4")
+"""The weight formats the plan tries: as served, fp8 online, 4-bit AWQ (w4a16) where vLLM's
+Marlin kernels run (``GpuSpec.runs_marlin``), and an NVFP4 checkpoint where the GPU has FP4
+tensor cores (``GpuSpec.has_fp4``; elsewhere it runs as AWQ does, which the plan shows)."""
 
 
 def sized_engine(engine: EngineConfig, tp: int, lengths: PlanLengths) -> EngineConfig:
@@ -112,6 +113,8 @@ def weight_options(
     served = checkpoint_of(engine.model, engine.quantization)
     for method in WEIGHT_FORMATS:
         if method == "awq_marlin" and not gpu.runs_marlin:
+            continue
+        if method == "modelopt_fp4" and not gpu.has_fp4 and served != "nvfp4":
             continue
         if method is None and served is not None:
             continue  # the checkpoint is quantized already: it has no unquantized form here

@@ -32,6 +32,9 @@ class GpuSpec(InputRecord):
     """Dense BF16 tensor-core peak, TFLOP/s."""
     fp8_tflops: float | None = Field(default=None, gt=0.0)
     """Dense FP8 tensor-core peak; None where the GPU has no FP8 tensor cores."""
+    fp4_tflops: float | None = Field(default=None, gt=0.0)
+    """Dense FP4 (NVFP4) tensor-core peak; None where the GPU has no FP4 tensor cores
+    (Blackwell has them)."""
     hbm_tb_s: float = Field(gt=0.0)
     """Peak memory bandwidth, TB/s."""
     memory_mib: int = Field(gt=0)
@@ -57,6 +60,10 @@ class GpuSpec(InputRecord):
     @property
     def has_fp8(self) -> bool:
         return self.fp8_tflops is not None
+
+    @property
+    def has_fp4(self) -> bool:
+        return self.fp4_tflops is not None
 
     def nvml_match(self, reported: str) -> int:
         """How closely an NVML device name (``NVIDIA GB200``) names this GPU: the length of

@@ -47,6 +47,7 @@ Condition = Literal[
     "unquantized_checkpoint",
     "awq_checkpoint",
     "gptq_checkpoint",
+    "nvfp4_checkpoint",
     "marlin_kernels",
     "kv_host_offload",
 ]

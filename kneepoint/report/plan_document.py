@@ -194,12 +194,10 @@ def _weights(plan: Plan, doc: Document) -> None:
     laid = [lay for lay in plan.layouts if lay.weights]
     if not laid:
         return
-    names = [w.quantization for w in laid[0].weights]
-    rows = [
-        [_label(lay)]
-        + ["refused" if w.kv_tokens is None else f"{w.kv_tokens:,}" for w in lay.weights]
-        for lay in laid
-    ]
+    # GPUs differ in the formats they run (AWQ's Marlin kernels, FP4 tensor cores): a column
+    # per format any layout has, "-" where a layout's GPU does not run it
+    names = list(dict.fromkeys(w.quantization for lay in laid for w in lay.weights))
+    rows = [[_label(lay)] + [_tokens(lay, name) for name in names] for lay in laid]
     needs = sorted(
         {f"`{w.quantization}` needs {w.needs}." for lay in laid for w in lay.weights if w.needs}
     )
@@ -211,6 +209,13 @@ def _weights(plan: Plan, doc: Document) -> None:
         f"it accepts them. {W4A16_RISK[0].upper()}{W4A16_RISK[1:]}."
     )
     doc.add(Paragraph(" ".join([text, *needs])))
+
+
+def _tokens(lay: Layout, quantization: str) -> str:
+    found = [w for w in lay.weights if w.quantization == quantization]
+    if not found:
+        return "-"
+    return "refused" if found[0].kv_tokens is None else f"{found[0].kv_tokens:,}"
 
 
 def _refused(plan: Plan, doc: Document) -> None:

@@ -38,7 +38,11 @@ from kneepoint.policies.pruning.kv_effects import memory_bytes, memory_fraction
 from kneepoint.policies.pruning.limits import Limits, has_shared_prefixes
 from kneepoint.policies.pruning.long_shot import as_runner_up, long_shot
 from kneepoint.policies.pruning.offload_effects import offloading
-from kneepoint.policies.pruning.quant_effects import held_conditions, quantization, w4a16_advice
+from kneepoint.policies.pruning.quant_effects import (
+    checkpoint_advice,
+    held_conditions,
+    quantization,
+)
 from kneepoint.policies.pruning.spec_effects import speculation
 from kneepoint.policies.pruning.tp_effect import tensor_parallel
 from kneepoint.records.backend_spec import BackendSpec, SimBackend
@@ -112,7 +116,7 @@ def prune(
         sit = replace(situation, choices=choices, floor=floor)
         found = _best_effect(narrowed, targets, sit)
         if knob.name == "quantization" and left_out and "unquantized_checkpoint" in held:
-            notes[knob.name] = w4a16_advice(sit, left_out)
+            notes[knob.name] = checkpoint_advice(sit, left_out)
             found = _with_note(found, f"{', '.join(left_out)}: see the knobs' notes")
         if isinstance(found, str):
             ruled.append(RuledOut(knob=knob.name, reason=found))

@@ -2,9 +2,10 @@
 
 The served checkpoint decides which ``--quantization`` values load at all
 (``held_conditions``): fp8 quantizes a bf16/fp16 checkpoint at load, while awq/gptq (w4a16)
-load only a checkpoint quantized that way. On a bf16 checkpoint the rule prices fp8; the w4a16
-values are out of reach, and ``w4a16_advice`` says what serving an AWQ/GPTQ checkpoint instead
-would do, priced by the same physics: more KV room, but slower steps once they are
+and modelopt_fp4 (NVFP4) load only a checkpoint quantized that way. On a bf16 checkpoint the
+rule prices fp8; the 4-bit values are out of reach, and ``checkpoint_advice`` says what
+serving an AWQ/GPTQ checkpoint (or an NVFP4 one, on FP4 tensor cores) instead would do, priced
+by the same physics: more KV room, but slower steps once they are
 compute-bound (the issue's RTX 6000 Ada / Qwen2.5-14B mix: preemptions 262 -> 132, short-class
 ITL p50 182 -> 557 ms). On a checkpoint that is already quantized nothing is left to switch.
 """
@@ -44,6 +45,8 @@ def held_conditions(observation: Observation) -> frozenset[Condition]:
         return device | {"awq_checkpoint"}
     if checkpoint == "gptq":
         return device | {"gptq_checkpoint"}
+    if checkpoint == "nvfp4":
+        return device | {"nvfp4_checkpoint"}
     return device  # an int8 W8A8 checkpoint: only vLLM's own detection loads it
 
 
@@ -55,6 +58,8 @@ def quantization(sit: Situation) -> Effect | str:
         return f"the checkpoint is already {checkpoint} (weight-only): {W4A16_RISK}"
     if sit.engine.gemm == "int8":
         return "the checkpoint is already int8 W8A8 (compressed-tensors)"
+    if sit.engine.gemm == "fp4":
+        return "the checkpoint is already NVFP4 (4-bit weights and activations)"
     if obs.engine.quantization is not None:
         return f"the weights are already quantized ({obs.engine.quantization})"
     return _fp8(sit)
@@ -86,9 +91,33 @@ def _fp8(sit: Situation) -> Effect | str:
     return Effect("to", sped_up(sit, ratio), reason, target="fp8")
 
 
-def w4a16_advice(sit: Situation, left_out: tuple[str, ...]) -> str:
-    """Why the w4a16 values ``left_out`` cannot be tried on this checkpoint, and what serving
-    an AWQ/GPTQ checkpoint would do: its KV room and its observed step, priced."""
+def checkpoint_advice(sit: Situation, left_out: tuple[str, ...]) -> str:
+    """Why the values ``left_out`` cannot be tried on this checkpoint, and what serving an
+    AWQ/GPTQ checkpoint (and, on a GPU with FP4 tensor cores, an NVFP4 one) would do: its KV
+    room and its observed step, priced."""
+    w4a16 = tuple(v for v in left_out if v != "modelopt_fp4")
+    parts = [_w4a16_advice(sit, w4a16)] if w4a16 else []
+    if "modelopt_fp4" in left_out:
+        parts.append(_fp4_advice(sit))
+    return "; ".join(parts)
+
+
+def _fp4_advice(sit: Situation) -> str:
+    obs = sit.observation
+    head = f"modelopt_fp4 needs an NVFP4 checkpoint, which {obs.engine.model} is not"
+    if not obs.gpu.has_fp4:
+        return f"{head} (and the {obs.gpu.name} has no FP4 tensor cores: it would run as AWQ)"
+    if sit.engine.kv_cache_memory_bytes is not None:
+        room = "no KV room (the pool is pinned in bytes)"
+    else:
+        ratio = kv_ratio(sit, quantization="modelopt_fp4")
+        room = ratio if isinstance(ratio, str) else f"{ratio - 1:+.0%} KV tokens"
+    speed = step_ratio(sit, obs.engine.replace(quantization="modelopt_fp4"))
+    step = "" if speed is None else f", the observed step {_slower(speed)}"
+    return f"{head}; serving one would give {room}{step} (changes outputs)"
+
+
+def _w4a16_advice(sit: Situation, left_out: tuple[str, ...]) -> str:
     obs = sit.observation
     model = obs.engine.model
     head = f"{', '.join(left_out)} need a checkpoint quantized that way, which {model} is not"
