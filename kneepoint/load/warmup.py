@@ -34,9 +34,8 @@ def warmup_plan(
     workload: Workload, vocab_size: int, trace: Sequence[TraceEntry] = ()
 ) -> list[PlannedRequest]:
     """Each document of the workload's prefix groups once (its tokens, one token of the
-    warm-up's own, one token out), then ``WARMUP_REQUESTS`` of the workload's requests at
-    ``BURST_RPS`` (a trace workload's from ``trace``); sent in order, the documents
-    ``1 / BURST_RPS`` apart."""
+    warm-up's own, one token out), ``1 / BURST_RPS`` apart, then ``WARMUP_REQUESTS`` of the
+    workload's requests (a trace workload's from ``trace``) at once."""
     docs = Documents(workload.prefix_groups, workload.seed, vocab_size, workload.seed)
     planned: list[PlannedRequest] = []
     for group in workload.prefix_groups:
@@ -47,9 +46,12 @@ def warmup_plan(
             planned.append(
                 PlannedRequest(len(planned), len(planned) / BURST_RPS, reader, prompt, 1, doc_id)
             )
+    # Planned at one second's worth, then sent at once: a plan at the burst's own rate draws
+    # the sessions a conversational workload has under way at 1,000 req/s (~20,000 of
+    # multiturn-chat's, 35 s of drawing), to send 16 turns.
     burst = plan_requests(
         workload,
-        BURST_RPS,
+        float(WARMUP_REQUESTS),
         num_requests=WARMUP_REQUESTS,
         seed=workload.seed,
         vocab_size=vocab_size,
@@ -57,9 +59,12 @@ def warmup_plan(
         salt=SALT,
     )
     start = len(planned) / BURST_RPS
-    return planned + [_shifted(p, len(planned), start) for p in burst]
+    return planned + [_at_once(p, len(planned), start) for p in burst]
 
 
-def _shifted(p: PlannedRequest, by: int, start_s: float) -> PlannedRequest:
+def _at_once(p: PlannedRequest, by: int, start_s: float) -> PlannedRequest:
+    """``p`` renumbered after the documents and due at ``start_s`` (a later turn of a
+    session still goes only once the turn it follows has ended)."""
     after = None if p.after is None else p.after + by
-    return dataclasses.replace(p, index=p.index + by, at_s=p.at_s + start_s, after=after)
+    last = None if p.last_s is None else p.last_s + start_s
+    return dataclasses.replace(p, index=p.index + by, at_s=start_s, after=after, last_s=last)
