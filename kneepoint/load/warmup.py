@@ -25,7 +25,7 @@ from kneepoint.records.workload import TraceEntry, Workload
 WARMUP_REQUESTS = 16
 """The burst: enough to run batches of every size up to 16 in prefill and decode."""
 BURST_RPS = 1000.0
-"""The burst's rate: all at once."""
+"""The documents' pace: one a millisecond, in order (the burst then goes at once)."""
 SALT = "warmup/"
 """The warm-up's own prompts are its own: no measured point's repeats one."""
 

@@ -87,7 +87,7 @@ def resolve_engine(engine: EngineConfig, gpu: GpuSpec, model: ModelSpec) -> Reso
     try:
         scheme = scheme_for(engine.model, engine.quantization)
     except KeyError:
-        known = ", ".join([*SCHEMES, "compressed-tensors (an int8 w8a8 checkpoint)"])
+        known = ", ".join([*SCHEMES, "compressed-tensors (an int8 w8a8 or NVFP4 checkpoint)"])
         raise UnmodeledSettingError(
             f"quantization {engine.quantization!r} is not modeled (modeled: {known})"
         ) from None

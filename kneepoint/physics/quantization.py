@@ -1,10 +1,9 @@
 """Weight quantization schemes as the physics prices them, and what a checkpoint already holds.
 
 A scheme says how many bytes one linear-layer weight takes and how the GEMMs compute with it:
-``fp8``, ``int8`` (W8A8) and ``fp4`` (NVFP4 W4A4) run on low-precision tensor cores; ``w4a16``
-(AWQ, GPTQ) stores
-4-bit weights and dequantises them to 16 bits inside the GEMM, so the math stays bf16/fp16
-and the dequantisation comes on top (priced in the roofline).
+``fp8``, ``int8`` (W8A8) and ``fp4`` (NVFP4 W4A4) run on low-precision tensor cores;
+``w4a16`` (AWQ, GPTQ) stores 4-bit weights and dequantises them to 16 bits inside the GEMM,
+so the math stays bf16/fp16 and the dequantisation comes on top (priced in the roofline).
 
 vLLM's ``--quantization`` values modeled (vLLM ``QuantizationMethods``):
 
