@@ -36,7 +36,7 @@ def warmup_plan(
     """Each document of the workload's prefix groups once (its tokens, one token of the
     warm-up's own, one token out), ``1 / BURST_RPS`` apart, then ``WARMUP_REQUESTS`` of the
     workload's requests (a trace workload's from ``trace``) at once."""
-    docs = Documents(workload.prefix_groups, workload.seed, vocab_size, workload.seed)
+    docs = Documents(workload.prefix_groups, workload.seed, vocab_size)
     planned: list[PlannedRequest] = []
     for group in workload.prefix_groups:
         readers = [c.name for c in workload.classes if c.prefix_group == group.name]

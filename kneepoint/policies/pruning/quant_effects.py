@@ -107,14 +107,7 @@ def _fp4_advice(sit: Situation) -> str:
     head = f"modelopt_fp4 needs an NVFP4 checkpoint, which {obs.engine.model} is not"
     if not obs.gpu.has_fp4:
         return f"{head} (and the {obs.gpu.name} has no FP4 tensor cores: it would run as AWQ)"
-    if sit.engine.kv_cache_memory_bytes is not None:
-        room = "no KV room (the pool is pinned in bytes)"
-    else:
-        ratio = kv_ratio(sit, quantization="modelopt_fp4")
-        room = ratio if isinstance(ratio, str) else f"{ratio - 1:+.0%} KV tokens"
-    speed = step_ratio(sit, obs.engine.replace(quantization="modelopt_fp4"))
-    step = "" if speed is None else f", the observed step {_slower(speed)}"
-    return f"{head}; serving one would give {room}{step} (changes outputs)"
+    return f"{head}; serving one would give {_served_as(sit, 'modelopt_fp4')} (changes outputs)"
 
 
 def _w4a16_advice(sit: Situation, left_out: tuple[str, ...]) -> str:
@@ -123,14 +116,20 @@ def _w4a16_advice(sit: Situation, left_out: tuple[str, ...]) -> str:
     head = f"{', '.join(left_out)} need a checkpoint quantized that way, which {model} is not"
     # what vLLM serves an AWQ checkpoint with: Marlin on NVIDIA Ampere and newer
     probe = "awq_marlin" if obs.gpu.runs_marlin else "awq"
+    return f"{head}; serving one would give {_served_as(sit, probe)}: {W4A16_RISK}"
+
+
+def _served_as(sit: Situation, quantization: str) -> str:
+    """What serving the checkpoint as ``quantization`` would give: its KV room and the
+    observed step priced."""
     if sit.engine.kv_cache_memory_bytes is not None:
         room = "no KV room (the pool is pinned in bytes)"
     else:
-        ratio = kv_ratio(sit, quantization=probe)
+        ratio = kv_ratio(sit, quantization=quantization)
         room = ratio if isinstance(ratio, str) else f"{ratio - 1:+.0%} KV tokens"
-    speed = step_ratio(sit, obs.engine.replace(quantization=probe))
+    speed = step_ratio(sit, sit.observation.engine.replace(quantization=quantization))
     step = "" if speed is None else f", the observed step {_slower(speed)}"
-    return f"{head}; serving one would give {room}{step}: {W4A16_RISK}"
+    return f"{room}{step}"
 
 
 def _slower(speed_ratio: float) -> str:
