@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kneepoint.config import knob_catalogue, load_study
-from kneepoint.planning.layouts import layout
+from kneepoint.planning.layouts import Shape, layout
 from kneepoint.planning.plan import plan_lengths
 from kneepoint.run.progress import LogProgress
 from kneepoint.tune.diagnose import measure_and_diagnose
@@ -26,7 +26,9 @@ def test_an_amd_part_is_named_as_a_gpu_and_read_without_nvml() -> None:
 
 def test_the_plan_spans_the_board_and_offers_no_marlin_format() -> None:
     study = load_study(QUICKSTART, ["gpu=mi300x"])
-    lay = layout(study.gpu, study.model, study.engine, 8, gpus=8, lengths=plan_lengths(study))
+    lay = layout(
+        study.gpu, study.model, study.engine, Shape(8), gpus=8, lengths=plan_lengths(study)
+    )
     assert lay.excluded is None and lay.fits
     assert [w.quantization for w in lay.weights] == ["bf16", "fp8"]
 

@@ -13,7 +13,7 @@ from kneepoint.cli.main import main
 from kneepoint.config import load_study
 from kneepoint.config.catalog import gpu_catalogue, model_catalogue
 from kneepoint.load.fleet import gpu_price
-from kneepoint.planning.layouts import layout
+from kneepoint.planning.layouts import Shape, layout
 from kneepoint.planning.lengths import request_lengths
 from kneepoint.planning.plan import make_plan, plan_lengths
 from kneepoint.policies.pruning.quant_effects import W4A16_RISK
@@ -40,7 +40,9 @@ def test_the_kv_pool_planned_for_llama_8b_is_within_2_percent_of_real_vllms(
     overrides: list[str], real_tokens: int
 ) -> None:
     study = load_study(QUICKSTART, overrides)
-    lay = layout(study.gpu, study.model, study.engine, 1, gpus=8, lengths=plan_lengths(study))
+    lay = layout(
+        study.gpu, study.model, study.engine, Shape(1), gpus=8, lengths=plan_lengths(study)
+    )
     assert lay.fits
     assert lay.kv_tokens == pytest.approx(real_tokens, rel=0.02)
 
@@ -84,15 +86,15 @@ def test_layouts_past_two_gpus_need_nvlink_and_enough_gpus() -> None:
     lengths = plan_lengths(study)
     l40s = gpu_catalogue()["l40s"]
     assert not l40s.nvlink and gpu_catalogue()["h100-sxm"].nvlink
-    lay = layout(l40s, study.model, study.engine, 4, gpus=8, lengths=lengths)
+    lay = layout(l40s, study.model, study.engine, Shape(4), gpus=8, lengths=lengths)
     assert lay.excluded is not None and "needs NVLink" in lay.excluded
-    lay = layout(study.gpu, study.model, study.engine, 8, gpus=4, lengths=lengths)
+    lay = layout(study.gpu, study.model, study.engine, Shape(8), gpus=4, lengths=lengths)
     assert lay.excluded == "needs 8 GPUs; the node has 4"
     # Qwen2.5-7B's 28 attention heads (4 KV heads): TP 8 does not divide them
     qwen7b = model_catalogue()["qwen2.5-14b"].model_copy(
         update={"num_attention_heads": 28, "num_kv_heads": 4}
     )
-    lay = layout(study.gpu, qwen7b, study.engine, 8, gpus=8, lengths=lengths)
+    lay = layout(study.gpu, qwen7b, study.engine, Shape(8), gpus=8, lengths=lengths)
     assert lay.excluded == (
         "Total number of attention heads (28) must be divisible by tensor parallel size (8)."
     )

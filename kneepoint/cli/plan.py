@@ -115,9 +115,7 @@ def run_plan(args: argparse.Namespace) -> int:
                 f"{lay.kv_tokens:,} KV tokens, SLO capacity {lay.prediction.capacity_rps:.2f} req/s"
             )
         elapsed = time.monotonic() - started
-        sys.stderr.write(
-            f"plan: {lay.gpu} TP {lay.tensor_parallel_size}: {what} ({elapsed:.0f} s)\n"
-        )
+        sys.stderr.write(f"plan: {lay.gpu} {lay.label}: {what} ({elapsed:.0f} s)\n")
 
     plan = make_plan(study, gpus, args.gpus, prices, progress)
     text = to_markdown(plan_document(plan), Path("."))

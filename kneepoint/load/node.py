@@ -10,8 +10,12 @@ from kneepoint.records.study import StudySpec
 
 
 def node_replicas(study: StudySpec, config: EngineConfig) -> int:
-    """Replicas of ``config`` the study's GPUs hold where it names none (1: as it is)."""
+    """Replicas of ``config`` the study's GPUs hold where it names none (1: as it is). An
+    MoE model gets none: its data-parallel ranks share the experts (``physics.experts``), so
+    more of them is another configuration, one the search prices and measures itself."""
     if not rules(study.objective).per_gpu or config.data_parallel_size is not None:
+        return 1
+    if study.model.is_moe:
         return 1
     return max(1, study.gpus // config.gpu_count)
 

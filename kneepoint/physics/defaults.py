@@ -67,6 +67,7 @@ class ResolvedEngine(Record):
     stream_interval: int = Field(ge=1)
     api_server_count: int = Field(default=1, ge=1)
     data_parallel_size: int = Field(default=1, ge=1)
+    expert_parallel: bool = False
     kv_offloading_bytes: int = Field(default=0, ge=0)
     """Host memory KV blocks are offloaded to (0: no offloading)."""
     speculative_tokens: int = Field(default=0, ge=0)
@@ -121,6 +122,7 @@ def resolve_engine(engine: EngineConfig, gpu: GpuSpec, model: ModelSpec) -> Reso
         # data_parallel_size")
         api_server_count=engine.api_server_count or engine.data_parallel_size or 1,
         data_parallel_size=engine.data_parallel_size or 1,
+        expert_parallel=_on(engine.enable_expert_parallel, default=False),
         speculative_tokens=drafts.k,
         kv_offloading_bytes=round((engine.kv_offloading_size or 0.0) * GIB),
     )

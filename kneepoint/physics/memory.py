@@ -17,6 +17,7 @@ from typing import Literal
 from pydantic import Field
 
 from kneepoint.physics.defaults import ResolvedEngine
+from kneepoint.physics.experts import expert_params
 from kneepoint.physics.kv_layout import KvLayout, kv_layout
 from kneepoint.records.base import Record
 from kneepoint.records.hardware import GIB, MIB, GpuSpec, ModelSpec
@@ -74,13 +75,17 @@ class MemoryPlan(Record):
 
 
 def weight_bytes_per_gpu(model: ModelSpec, engine: ResolvedEngine) -> float:
-    """Weights on one GPU: quantized linear layers plus embeddings at the stored dtype."""
+    """Weights on one GPU: quantized linear layers plus embeddings at the stored dtype, an MoE
+    model's routed experts spread over the data-parallel ranks too."""
     embedding_params = (
         model.vocab_size * model.hidden_size * (1 if model.tie_word_embeddings else 2)
     )
-    linear_params = model.total_params() - embedding_params
-    total = linear_params * engine.linear_weight_bytes + embedding_params * model.weight_dtype_bytes
-    return total / engine.tensor_parallel_size
+    experts = expert_params(model)
+    dense_params = model.total_params() - embedding_params - experts
+    dense = dense_params * engine.linear_weight_bytes + embedding_params * model.weight_dtype_bytes
+    # an MoE model's experts spread over every GPU of the server, DP ranks too (physics.experts)
+    shards = engine.tensor_parallel_size * engine.data_parallel_size
+    return dense / engine.tensor_parallel_size + experts * engine.linear_weight_bytes / shards
 
 
 def activation_peak_bytes(model: ModelSpec, engine: ResolvedEngine) -> float:

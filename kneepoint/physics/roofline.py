@@ -12,7 +12,8 @@ large at small batches (weight streaming) and shrinks where steps are compute-bo
 moderate batch sizes, as on a real H100. 4-bit weight-only formats (AWQ, GPTQ) read a quarter
 of the bytes but dequantise every weight on the GEMMs' critical path (``physics.gemm``): faster
 at tiny batches, slower than bf16 once steps are compute-bound. Kernel-launch overhead per
-step and per layer (smaller with CUDA graphs) and tensor-parallel all-reduces add on. CPU
+step and per layer (smaller with CUDA graphs), tensor-parallel all-reduces and an MoE model's
+gathering of its data-parallel ranks' tokens (``physics.experts``) add on. CPU
 work (scheduling, output processing) adds to the step unless async scheduling overlaps it
 with the GPU.
 
@@ -26,6 +27,7 @@ from collections.abc import Iterable
 from typing import NamedTuple
 
 from kneepoint.physics.defaults import ResolvedEngine
+from kneepoint.physics.experts import ExpertLayout, dispatch_s, expert_params
 from kneepoint.physics.gemm import LinearGemm
 from kneepoint.physics.memory import weight_bytes_per_gpu
 from kneepoint.records.efficiency import Efficiency
@@ -148,8 +150,9 @@ class Roofline:
             engine.kv_dtype_bytes, engine.tensor_parallel_size, layers=sliding
         )
         self._weight_bytes = weight_bytes_per_gpu(model, engine)
-        self._expert_share = _expert_share(model)
-        self._k_over_n = model.experts_per_token / model.num_experts if model.is_moe else 0.0
+        tp, dp = engine.tensor_parallel_size, engine.data_parallel_size
+        self._experts = ExpertLayout(model, tp, dp, engine.expert_parallel)
+        self._expert_bytes = expert_params(model) * engine.linear_weight_bytes / (tp * dp)
         bandwidth = gpu.hbm_tb_s * 1e12
         self._weight_bandwidth = bandwidth * eff.weight_bandwidth
         self._kv_bandwidth = bandwidth * eff.kv_bandwidth
@@ -160,11 +163,9 @@ class Roofline:
 
     def _weights_read(self, tokens: int) -> float:
         """Weight bytes streamed in one step. Dense models read all weights; an MoE model
-        reads the experts its tokens route to (expected distinct experts for the tokens)."""
-        if not self._expert_share:
-            return self._weight_bytes
-        touched = 1.0 - (1.0 - self._k_over_n) ** tokens
-        return self._weight_bytes * (1.0 - self._expert_share + self._expert_share * touched)
+        reads the experts its tokens route to (``kneepoint.physics.experts``)."""
+        unread = self._expert_bytes * (1.0 - self._experts.read_fraction(tokens))
+        return self._weight_bytes - unread
 
     def step(self, batch: BatchShape) -> StepCost:
         """Time of one step that runs ``batch`` (at least one request)."""
@@ -179,7 +180,7 @@ class Roofline:
             + self._window_flops_per_pair
             * (batch.attention_pairs if clipped_pairs is None else clipped_pairs)
         ) / tp
-        weights = self._weights_read(batch.new_tokens) if self._expert_share else self._weight_bytes
+        weights = self._weights_read(batch.new_tokens) if self._expert_bytes else self._weight_bytes
         linear_s = self._gemm.seconds(linear_flops, batch.new_tokens, weights / self._weight_bytes)
         attention_s = attention_flops / self._attention_flop_s
         kv_bytes = self._kv_bytes_per_token * batch.kv_tokens + self._window_kv_bytes_per_token * (
@@ -200,7 +201,7 @@ class Roofline:
         launch_s = self._fixed_launch_s + eff.request_overhead_s * batch.num_requests
         allreduce_s = (
             _allreduce_s(self._gpu, self._model, tp, batch.new_tokens, eff) if tp > 1 else 0.0
-        )
+        ) + dispatch_s(self._gpu, self._model, self._experts.ranks, batch.new_tokens, eff)
         gpu_s = roofline_s + launch_s + allreduce_s
         cpu_s = cpu_seconds(eff, batch, engine.stream_interval)
         return StepCost(
@@ -240,16 +241,6 @@ def step_cost(
 ) -> StepCost:
     """Time of one step that runs ``batch``; for many steps, build one Roofline instead."""
     return Roofline(gpu, model, engine, efficiency).step(batch)
-
-
-def _expert_share(model: ModelSpec) -> float:
-    """Fraction of an MoE model's parameters that sit in routed experts (0 for dense)."""
-    if not model.is_moe:
-        return 0.0
-    k_over_n = model.experts_per_token / model.num_experts
-    # active = shared + experts x k/n and total = shared + experts, so:
-    expert_params = (model.total_params() - model.active_params()) / (1.0 - k_over_n)
-    return expert_params / model.total_params()
 
 
 _DEFAULT_EFFICIENCY = Efficiency()

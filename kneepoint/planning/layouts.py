@@ -6,6 +6,8 @@ start. Pure.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from kneepoint.physics.defaults import UnmodeledSettingError, resolve_engine
 from kneepoint.physics.memory import MemoryPlan, plan_memory
 from kneepoint.physics.quantization import CHECKPOINT_METHODS, checkpoint_of
@@ -24,11 +26,40 @@ Marlin kernels run (``GpuSpec.runs_marlin``), and an NVFP4 checkpoint where the 
 tensor cores (``GpuSpec.has_fp4``; elsewhere it runs as AWQ does, which the plan shows)."""
 
 
-def sized_engine(engine: EngineConfig, tp: int, lengths: PlanLengths) -> EngineConfig:
-    """``engine`` laid out at ``tp`` with the right-sized max_model_len: what a layout plans
+class Shape(NamedTuple):
+    """One server's parallel layout: tensor-parallel size, data-parallel ranks, whole experts."""
+
+    tp: int
+    dp: int = 1
+    ep: bool = False
+
+
+def shapes(model: ModelSpec, gpus: int) -> list[Shape]:
+    """The layouts the plan tries on a node of ``gpus``: each tensor-parallel size (the node
+    filled with replicas of it); for a mixture-of-experts model also servers of 2, 4 ... data-
+    parallel ranks that share the experts (``kneepoint.physics.experts``), the node filled
+    with them, and the widest with whole experts per GPU too (vLLM's docs pair expert
+    parallelism with wide data parallelism; sliced and whole differ by the busiest GPU's
+    share alone)."""
+    found = []
+    for tp in TENSOR_PARALLEL_SIZES:
+        found.append(Shape(tp))
+        ranks = [dp for dp in TENSOR_PARALLEL_SIZES[1:] if tp * dp <= gpus]
+        if model.is_moe and ranks:
+            found += [Shape(tp, dp) for dp in ranks] + [Shape(tp, ranks[-1], True)]
+    return found
+
+
+def sized_engine(engine: EngineConfig, shape: Shape, lengths: PlanLengths) -> EngineConfig:
+    """``engine`` laid out as ``shape`` with the right-sized max_model_len: what a layout plans
     and predicts."""
     return engine.model_copy(
-        update={"tensor_parallel_size": tp, "max_model_len": lengths.max_model_len}
+        update={
+            "tensor_parallel_size": shape.tp,
+            "data_parallel_size": shape.dp if shape.dp > 1 else None,
+            "enable_expert_parallel": True if shape.ep else None,
+            "max_model_len": lengths.max_model_len,
+        }
     )
 
 
@@ -36,25 +67,27 @@ def layout(
     gpu: GpuSpec,
     model: ModelSpec,
     engine: EngineConfig,
-    tp: int,
+    shape: Shape,
     *,
     gpus: int,
     lengths: PlanLengths,
 ) -> Layout:
-    """The memory plan of ``engine`` at tensor-parallel size ``tp`` on ``gpus`` GPUs of
-    ``gpu``, at the right-sized max_model_len (and at the study's own, where that differs)."""
-    sized = sized_engine(engine, tp, lengths)
+    """The memory plan of ``engine`` laid out as ``shape`` on ``gpus`` GPUs of ``gpu``, at
+    the right-sized max_model_len (and at the study's own, where that differs)."""
+    sized = sized_engine(engine, shape, lengths)
     base = Layout(
         gpu=gpu.name,
-        tensor_parallel_size=tp,
-        replicas=gpus // tp,
+        tensor_parallel_size=shape.tp,
+        data_parallel_size=shape.dp,
+        expert_parallel=shape.ep,
+        replicas=gpus // (shape.tp * shape.dp),
         max_model_len=lengths.max_model_len,
     )
-    excluded = _excluded(gpu, model, tp, gpus)
+    excluded = _excluded(gpu, model, shape.tp, gpus)
     if excluded is not None:
         return base.model_copy(update={"excluded": excluded})
     plan = plan_memory(gpu, model, resolve_engine(sized, gpu, model))
-    as_configured = _refusal_as_configured(gpu, model, engine, tp, plan)
+    as_configured = _refusal_as_configured(gpu, model, sized, engine.max_model_len, plan)
     return base.model_copy(
         update={
             "weight_gib": plan.weight_bytes / GIB,
@@ -86,11 +119,15 @@ def _excluded(gpu: GpuSpec, model: ModelSpec, tp: int, gpus: int) -> str | None:
 
 
 def _refusal_as_configured(
-    gpu: GpuSpec, model: ModelSpec, engine: EngineConfig, tp: int, sized: MemoryPlan
+    gpu: GpuSpec,
+    model: ModelSpec,
+    sized_config: EngineConfig,
+    own_len: int | None,
+    sized: MemoryPlan,
 ) -> str | None:
     if sized.refusal is not None:
         return None
-    own = resolve_engine(engine.model_copy(update={"tensor_parallel_size": tp}), gpu, model)
+    own = resolve_engine(sized_config.model_copy(update={"max_model_len": own_len}), gpu, model)
     if own.max_model_len == sized.max_model_len:
         return None
     refusal = plan_memory(gpu, model, own).refusal

@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from kneepoint.config.trace import workload_trace
 from kneepoint.load.fleet import gpu_price
-from kneepoint.planning.layouts import TENSOR_PARALLEL_SIZES, layout, sized_engine
+from kneepoint.planning.layouts import layout, shapes, sized_engine
 from kneepoint.planning.lengths import request_lengths
 from kneepoint.planning.predict import predict, study_on
 from kneepoint.records.hardware import GpuSpec
@@ -36,17 +36,18 @@ def make_plan(
     laid: list[Layout] = []
     for gpu in gpus:
         start = study.tuning.start_rps
-        for tp in TENSOR_PARALLEL_SIZES:
-            lay = layout(gpu, study.model, study.engine, tp, gpus=gpus_per_node, lengths=lengths)
+        for shape in shapes(study.model, gpus_per_node):
+            lay = layout(gpu, study.model, study.engine, shape, gpus=gpus_per_node, lengths=lengths)
             if lay.fits:
-                config = sized_engine(study.engine, tp, lengths)
+                config = sized_engine(study.engine, shape, lengths)
                 prediction = predict(
                     study_on(study, gpu, config), gpu_price(study, gpu, prices), start
                 )
                 lay = lay.model_copy(update={"prediction": prediction})
                 # Doubling the GPUs raised the simulated 8B chat knee 1.4-1.8x (38 -> 70 ->
                 # 115 -> 166 req/s): the next size's search starts 1.4x above this knee.
-                start = max(start, (prediction.knee_rps or 0.0) * NEXT_SIZE_START)
+                if shape.dp == 1 and not shape.ep:
+                    start = max(start, (prediction.knee_rps or 0.0) * NEXT_SIZE_START)
             laid.append(lay)
             if progress is not None:
                 progress(lay)

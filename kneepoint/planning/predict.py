@@ -13,14 +13,12 @@ from kneepoint.measure.sweep import knee_search
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.hardware import GpuSpec
 from kneepoint.records.loadpoint import LoadPoint
-from kneepoint.records.plan import Prediction
+from kneepoint.records.plan import KNEE_REL_TOL, Prediction
 from kneepoint.records.study import StudySpec
 from kneepoint.sim.loadpoint import simulate_load_point
 
 POINT_SECONDS = 10.0
 """Arrivals per point (stretched to what the workload needs to settle, as the tune's are)."""
-REL_TOL = 0.05
-"""The knee bisects to 5%: finer than the gaps between layouts worth ranking."""
 
 
 def study_on(study: StudySpec, gpu: GpuSpec, config: EngineConfig) -> StudySpec:
@@ -48,12 +46,12 @@ def predict(study: StudySpec, usd_per_gpu_hour: float | None, start_rps: float) 
             warmup_s=size.warmup_s,
         ).point
 
-    result = knee_search(probe, study.engine, study.slo, start_rps, rel_tol=REL_TOL)
+    result = knee_search(probe, study.engine, study.slo, start_rps, rel_tol=KNEE_REL_TOL)
     tokens = output_per_request(result, study.workload)
-    tp = study.engine.tensor_parallel_size or 1
+    gpus = study.engine.gpu_count
     return Prediction(
         knee_rps=result.knee_rps,
         capacity_rps=result.capacity_rps,
         output_tokens_per_request=tokens,
-        usd_per_hour=None if usd_per_gpu_hour is None else usd_per_gpu_hour * tp,
+        usd_per_hour=None if usd_per_gpu_hour is None else usd_per_gpu_hour * gpus,
     )

@@ -75,6 +75,9 @@ class EngineConfig(InputRecord):
     data_parallel_size: int | None = Field(default=None, ge=1)
     """Replicas of the model one server runs, each on tensor_parallel_size GPUs of its own,
     behind vLLM's internal load balancer."""
+    enable_expert_parallel: bool | None = None
+    """A mixture-of-experts model's routed experts whole on each GPU (E/GPUs of them) rather
+    than a slice of every expert on each; either way spread over all TP x DP GPUs."""
     long_prefill_token_threshold: int | None = Field(default=None, ge=0)
     """Cap on one request's prefill tokens per step."""
     stream_interval: int | None = Field(default=None, ge=1)

@@ -50,6 +50,7 @@ Condition = Literal[
     "nvfp4_checkpoint",
     "marlin_kernels",
     "kv_host_offload",
+    "moe_model",
 ]
 """Conditions outside the engine without which a knob (or one of its values) cannot help: the
 served checkpoint's own quantization decides which ``--quantization`` values load at all, and

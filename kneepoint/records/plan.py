@@ -8,6 +8,10 @@ from pydantic import Field
 
 from kneepoint.records.base import Record
 
+KNEE_REL_TOL = 0.05
+"""A plan's knee searches bisect to 5%: finer than the gaps between layouts worth ranking,
+and the width within which two layouts are a tie."""
+
 
 class WeightOption(Record):
     """One weight format on a layout: does it start, and with how much KV cache."""
@@ -26,16 +30,16 @@ class Prediction(Record):
     knee_rps: float | None
     """Highest rate measured within the SLO."""
     capacity_rps: float | None
-    """SLO capacity of one replica, interpolated at the first failure."""
+    """SLO capacity of one server, interpolated at the first failure."""
     output_tokens_per_request: float = Field(gt=0.0)
     usd_per_hour: float | None
-    """One replica's GPUs; None without a price."""
+    """One server's GPUs; None without a price."""
 
     def per_gpu_rps(self, gpus: int) -> float | None:
         return None if self.capacity_rps is None else self.capacity_rps / gpus
 
     def usd_per_million_output(self, gpus: int) -> float | None:
-        """At the SLO capacity, every GPU of the replica busy: the floor a fleet pays."""
+        """At the SLO capacity, every GPU of the server busy: the floor a fleet pays."""
         if self.usd_per_hour is None or not self.capacity_rps:
             return None
         tokens_per_hour = self.capacity_rps * self.output_tokens_per_request * 3600.0
@@ -48,7 +52,13 @@ class Layout(Record):
     gpu: str
     tensor_parallel_size: int = Field(ge=1)
     replicas: int = Field(ge=0)
-    """Data-parallel replicas the node's GPUs hold at this size."""
+    """Servers of this layout the node's GPUs hold, each on its own GPUs."""
+    data_parallel_size: int = Field(default=1, ge=1)
+    """Data-parallel ranks within one server: laid out for a mixture-of-experts model only,
+    whose ranks share the experts (``kneepoint.physics.experts``); a dense model's ranks are
+    whole replicas, counted in ``replicas``."""
+    expert_parallel: bool = False
+    """The experts sit whole on each GPU (``--enable-expert-parallel``), not sliced."""
     excluded: str | None = None
     """Why the layout is not laid out at all (no NVLink, too few GPUs, heads not divisible)."""
     max_model_len: int = Field(ge=1)
@@ -71,6 +81,17 @@ class Layout(Record):
     @property
     def fits(self) -> bool:
         return self.excluded is None and self.refusal is None
+
+    @property
+    def gpus(self) -> int:
+        """GPUs one server of this layout holds."""
+        return self.tensor_parallel_size * self.data_parallel_size
+
+    @property
+    def label(self) -> str:
+        """``TP 2``, ``TP 1 x DP 8``, ``TP 1 x DP 8, EP``."""
+        dp = f" x DP {self.data_parallel_size}" if self.data_parallel_size > 1 else ""
+        return f"TP {self.tensor_parallel_size}{dp}{', EP' if self.expert_parallel else ''}"
 
 
 class PlanLengths(Record):
@@ -108,11 +129,10 @@ class Plan(Record):
 
         def key(lay: Layout) -> tuple[float, float]:
             assert lay.prediction is not None
-            tp = lay.tensor_parallel_size
-            cost = lay.prediction.usd_per_million_output(tp)
+            cost = lay.prediction.usd_per_million_output(lay.gpus)
             return (
                 cost if cost is not None else float("inf"),
-                -(lay.prediction.per_gpu_rps(tp) or 0.0),
+                -(lay.prediction.per_gpu_rps(lay.gpus) or 0.0),
             )
 
         return sorted(priced, key=key)

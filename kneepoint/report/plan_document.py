@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from kneepoint.config.catalog import gpu_catalogue
 from kneepoint.policies.pruning.quant_effects import W4A16_RISK
-from kneepoint.records.plan import Layout, Plan
+from kneepoint.records.plan import KNEE_REL_TOL, Layout, Plan
 from kneepoint.report.document import Bullets, Document, Heading, Paragraph, Table
 
 
@@ -16,7 +16,7 @@ def _name(gpu: str) -> str:
 
 
 def _label(lay: Layout) -> str:
-    return f"{_name(lay.gpu)}, TP {lay.tensor_parallel_size}"
+    return f"{_name(lay.gpu)}, {lay.label}"
 
 
 def _money(value: float | None, digits: int = 2) -> str:
@@ -58,7 +58,7 @@ def _ranking(plan: Plan, doc: Document) -> None:
     by_gpu = sorted(ranked, key=lambda lay: -_per_gpu(lay))
     rows = []
     for i, lay in enumerate(ranked, 1):
-        p, tp = lay.prediction, lay.tensor_parallel_size
+        p = lay.prediction
         assert p is not None
         rows.append(
             [
@@ -72,20 +72,20 @@ def _ranking(plan: Plan, doc: Document) -> None:
                 f"{_per_gpu(lay):.2f}",
                 str(by_gpu.index(lay) + 1),
                 _money(p.usd_per_hour),
-                _money(p.usd_per_million_output(tp), 3),
+                _money(p.usd_per_million_output(lay.gpus), 3),
             ]
         )
     header = [
         "rank",
         "layout",
-        f"data-parallel replicas on {plan.gpus_per_node} GPUs",
+        f"servers on {plan.gpus_per_node} GPUs",
         "KV tokens",
         "requests in KV (p50 / p99 length)",
         "knee req/s",
         "SLO capacity req/s",
         "req/s per GPU",
         "rank per GPU",
-        "$/hour (one replica)",
+        "$/hour (one server)",
         "$ per 1M output",
     ]
     best = ranked[0]
@@ -114,19 +114,19 @@ def _node(plan: Plan, best: Layout, doc: Document) -> None:
     in all, and why the best one beats the widest tensor-parallel layout."""
     same = sorted(
         (lay for lay in plan.ranked() if lay.gpu == best.gpu and lay.replicas),
-        key=lambda lay: lay.tensor_parallel_size,
+        key=lambda lay: (lay.gpus, lay.tensor_parallel_size, lay.expert_parallel),
     )
     if len(same) < 2:
         return
-    rps = {lay.tensor_parallel_size: _node_rps(lay) for lay in same}
-    wide, top = same[-1], max(same, key=_node_rps)
-    sizes = ", ".join(
-        f"TP {lay.tensor_parallel_size} x DP {lay.replicas}: {rps[lay.tensor_parallel_size]:.1f}"
-        for lay in same
-    )
+    sizes = ", ".join(f"{_node_label(lay)}: {_node_rps(lay):.1f}" for lay in same)
+    plain = [lay for lay in same if lay.data_parallel_size == 1 and not lay.expert_parallel]
+    wide = max(plain or same, key=lambda lay: lay.tensor_parallel_size)
+    top = _simplest_best(same)
     n, gpu = plan.gpus_per_node, _name(best.gpu)
     head = f"On {n} {gpu} GPUs the layouts serve in all (req/s within the SLO): {sizes}."
-    if top is wide:
+    if top.data_parallel_size > 1:
+        why = _shared_experts(top, n)
+    elif top is wide:
         why = (
             f"TP {wide.tensor_parallel_size} serves the node best: data parallelism over "
             "smaller layouts serves less here."
@@ -134,18 +134,67 @@ def _node(plan: Plan, best: Layout, doc: Document) -> None:
     else:
         assert top.prediction is not None and wide.prediction is not None
         gain = (wide.prediction.capacity_rps or 0.0) / (top.prediction.capacity_rps or 1.0)
-        gpus = wide.tensor_parallel_size // top.tensor_parallel_size
+        gpus = wide.gpus // top.gpus
         tp = top.tensor_parallel_size
         flag = f" --tensor-parallel-size {tp}" if tp > 1 else ""
+        how = (
+            f"{top.replicas} servers behind a load balancer (one `vllm serve --data-parallel-size"
+            f" {top.replicas}` would spread the experts over all {n} GPUs: the TP {tp} x DP "
+            f"{top.replicas} row)"
+            if top.expert_parallel or _moe(plan, top)
+            else f"one `vllm serve{flag} --data-parallel-size {top.replicas}` or "
+            f"{top.replicas} servers behind a load balancer"
+        )
         why = (
             f"TP {wide.tensor_parallel_size} gives one server {gain:.2f}x the capacity of "
-            f"TP {tp} from {gpus}x the GPUs (an all-reduce in every layer, one scheduler for "
+            f"{top.label} from {gpus}x the GPUs (an all-reduce in every layer, one scheduler for "
             "all of them), while data-parallel replicas each keep their full capacity: "
-            f"**TP {tp} x DP {top.replicas}** serves the node best, as one `vllm serve{flag} "
-            f"--data-parallel-size {top.replicas}` or {top.replicas} servers behind a load "
-            "balancer."
+            f"**{_node_label(top)}** serves the node best, as {how}."
         )
     doc.add(Paragraph(f"{head} {why}"))
+
+
+def _simplest_best(layouts: list[Layout]) -> Layout:
+    """The layout that serves the node most; sliced experts where whole ones serve no more
+    than the knee search's tolerance above them (the plan cannot tell them apart)."""
+    most = max(_node_rps(lay) for lay in layouts)
+    close = [lay for lay in layouts if _node_rps(lay) >= most * (1.0 - KNEE_REL_TOL)]
+    return min(close, key=lambda lay: (lay.expert_parallel, -_node_rps(lay)))
+
+
+def _moe(plan: Plan, lay: Layout) -> bool:
+    """Whether the plan laid out shared-expert servers for this model (an MoE model's)."""
+    return any(other.data_parallel_size > 1 for other in plan.layouts if other.gpu == lay.gpu)
+
+
+def _node_label(lay: Layout) -> str:
+    if lay.data_parallel_size > 1:
+        servers = f" x {lay.replicas} servers" if lay.replicas > 1 else ""
+        return f"{lay.label} (shared experts){servers}"
+    ep = ", EP" if lay.expert_parallel else ""
+    return f"TP {lay.tensor_parallel_size} x DP {lay.replicas}{ep}"
+
+
+def _shared_experts(top: Layout, node: int) -> str:
+    """Why servers whose data-parallel ranks share an MoE model's experts win."""
+    tp, dp, gpus = top.tensor_parallel_size, top.data_parallel_size, top.gpus
+    flags = f"--tensor-parallel-size {tp} " if tp > 1 else ""
+    flags += f"--data-parallel-size {dp}"
+    flags += " --enable-expert-parallel" if top.expert_parallel else ""
+    held = "whole experts" if top.expert_parallel else "a slice of every expert"
+    servers = (
+        f"one `vllm serve {flags}`"
+        if top.replicas == 1
+        else f"{top.replicas} servers of `vllm serve {flags}` behind a load balancer"
+    )
+    return (
+        f"**{_node_label(top)}** serves the node best, as {servers}: each server's {dp} ranks "
+        "keep their own KV caches and schedulers but share the model's routed experts, "
+        f"{held} on each of its {gpus} GPUs, so each GPU streams 1/{gpus} of the expert "
+        "weights and keeps the rest of its memory for KV; every MoE layer gathers the ranks' "
+        f"tokens and scatters the results back, which costs more the more ranks ({node} GPUs "
+        "in the node)."
+    )
 
 
 def _node_rps(lay: Layout) -> float:
@@ -155,7 +204,7 @@ def _node_rps(lay: Layout) -> float:
 
 def _per_gpu(lay: Layout) -> float:
     assert lay.prediction is not None
-    return lay.prediction.per_gpu_rps(lay.tensor_parallel_size) or 0.0
+    return lay.prediction.per_gpu_rps(lay.gpus) or 0.0
 
 
 def _memory(plan: Plan, doc: Document) -> None:

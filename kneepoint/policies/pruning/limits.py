@@ -30,6 +30,8 @@ class Limits:
     shared_prefixes: bool
     offloads_kv: bool
     """The device offloads KV to host memory (``GpuSpec.offloads_kv``)."""
+    moe: bool = False
+    """The model routes its tokens to experts (``ModelSpec.is_moe``)."""
 
     def reason_out(self, knob: Knob) -> str | None:
         """Why ``knob`` is out whatever binds, or None."""
@@ -55,6 +57,7 @@ class Limits:
                 "shared_prefixes" in knob.needs and not self.shared_prefixes,
                 "the workload's prompts share no prefixes: nothing for it to reuse",
             ),
+            ("moe_model" in knob.needs and not self.moe, "the model is dense: it has no experts"),
             (
                 "kv_host_offload" in knob.needs and not self.offloads_kv,
                 "vLLM offloads KV to host memory only from CUDA-alike GPUs and XPUs (its CPU "

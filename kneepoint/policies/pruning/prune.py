@@ -25,6 +25,7 @@ from kneepoint.policies.diagnosis.step_estimate import estimate_step
 from kneepoint.policies.pruning.batch_effects import BATCH_RULES, TAIL_RULES
 from kneepoint.policies.pruning.ceiling import bound_growth
 from kneepoint.policies.pruning.dp_effect import data_parallel
+from kneepoint.policies.pruning.ep_effect import expert_parallel
 from kneepoint.policies.pruning.frontend_effects import api_servers
 from kneepoint.policies.pruning.knob_effects import (
     RULES,
@@ -66,6 +67,7 @@ _RULES: dict[str, Rule] = {
     "quantization": quantization,
     "tensor_parallel_size": tensor_parallel,
     "data_parallel_size": data_parallel,
+    "enable_expert_parallel": expert_parallel,
     "gpu_memory_utilization": memory_fraction,
     "kv_cache_memory_bytes": memory_bytes,
     "speculative_config": speculation,
@@ -91,7 +93,15 @@ def prune(
     situation = _situation(diagnosis, context)
     workload = observation.workload
     shared = workload is None or has_shared_prefixes(workload)
-    limits = Limits(allowed, vllm_version, backend, gpus, shared, observation.gpu.offloads_kv)
+    limits = Limits(
+        allowed,
+        vllm_version,
+        backend,
+        gpus,
+        shared,
+        observation.gpu.offloads_kv,
+        observation.model.is_moe,
+    )
     held = held_conditions(observation)
     candidates: list[KnobCandidate] = []
     ruled: list[RuledOut] = []
@@ -111,6 +121,9 @@ def prune(
         choices = knob.choices_under(held)
         if knob.name == "tensor_parallel_size":
             narrowed, choices = _parallel_sizes(knob, gpus, observation.model.num_attention_heads)
+        if knob.name == "data_parallel_size":
+            width = situation.engine.tensor_parallel_size
+            choices = tuple(c for c in choices if isinstance(c, int) and c * width <= gpus)
         domain = narrowed.domain
         floor = domain.low if domain.numeric else None
         sit = replace(situation, choices=choices, floor=floor)
@@ -120,8 +133,8 @@ def prune(
             found = _with_note(found, f"{', '.join(left_out)}: see the knobs' notes")
         if isinstance(found, str):
             ruled.append(RuledOut(knob=knob.name, reason=found))
-            # replicas are 1.00x per GPU by construction, not by a reading that may be wrong
-            worth_a_shot = knob.name != "data_parallel_size"
+            # a dense model's replicas are 1.00x per GPU by construction, not by a reading
+            worth_a_shot = knob.name != "data_parallel_size" or observation.model.is_moe
             if worth_a_shot and (not narrowed.domain.choices_or_empty or len(choices) >= 2):
                 shots.append(long_shot(narrowed, targets[0], found, _RULES.get(knob.name), sit))
         else:

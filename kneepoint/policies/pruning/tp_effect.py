@@ -56,7 +56,7 @@ def _priced(sit: Situation, current: int, size: int) -> Effect | str:
     if isinstance(kv, str):
         return f"TP {current} -> {size}: {kv}"
     gpus = size / current
-    batch = _iso_latency_batch(sit, size, kv)
+    batch = iso_latency_batch(sit, kv, tensor_parallel_size=size)
     gain = damped(kv) if batch is None else min(MAX_RATIO, batch)
     said = "" if batch is None else f"{batch:.2f}x the batch at today's step time, "
     per_gpu = gain / gpus
@@ -67,12 +67,13 @@ def _priced(sit: Situation, current: int, size: int) -> Effect | str:
     return Effect("to", per_gpu, reason, target=size)
 
 
-def _iso_latency_batch(sit: Situation, size: int, kv: float) -> float | None:
-    """How many times today's running batch the other size runs in today's step time, at most
-    what its KV pool holds. The step time is the wall time, CPU-side work included: a server
-    whose scheduling sets the step (Llama-3.1-8B at TP 8) runs the same batch as fast on half
-    the GPUs. Under an SLO the step time is what the latency limits hold still,
-    and the requests served grow with the batch: a bandwidth-bound step barely grows with
+def iso_latency_batch(sit: Situation, kv: float, **changes: object) -> float | None:
+    """How many times today's running batch the server runs in today's step time after
+    ``changes``, at most what its KV pool (``kv`` times today's) holds. The step time is the
+    wall time, CPU-side work included: a server whose scheduling sets the step (Llama-3.1-8B
+    at TP 8) runs the same batch as fast on half the GPUs. Under an SLO the step time is what
+    the latency limits hold still, and the requests served grow with the batch: a
+    bandwidth-bound step barely grows with
     its batch, so a faster one buys far more than its speed-up (the simulated 70B on H100s
     went 4.2 -> 11.6 req/s from TP 2 to 4 for a 1.7x faster step)."""
     est, obs = sit.estimate, sit.observation
@@ -93,9 +94,7 @@ def _iso_latency_batch(sit: Situation, size: int, kv: float) -> float | None:
         )
 
     now = Roofline(obs.gpu, obs.model, sit.engine, obs.efficiency).step(shape(running)).wall_s
-    changed = resolve_engine(
-        drafter_free(obs.engine).replace(tensor_parallel_size=size), obs.gpu, obs.model
-    )
+    changed = resolve_engine(drafter_free(obs.engine).replace(**changes), obs.gpu, obs.model)
     other = Roofline(obs.gpu, obs.model, changed, obs.efficiency)
     low, high = 0.0, _batch_bound(running, kv, signals.kv_usage_mean, changed.max_num_seqs)
     if other.step(shape(high)).wall_s <= now:
