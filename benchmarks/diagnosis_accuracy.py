@@ -19,7 +19,10 @@ engine's own knob effects showed binds (``expected.yaml`` beside the recordings)
 
 Small models on wide tensor-parallel servers (``--wide``) are diagnosed as the others are, and
 the first move pruning proposes for each is printed beside: a narrower server, the rest of the
-node as replicas, is the right one there.
+node as replicas, is the right one there. Likewise small models streaming long answers behind
+one saturated API server (``--frontend``; its work per chunk the real recordings'): the truth
+charges a step whose output waits more than a step behind the server's backlog to scheduling,
+and the right first move is another API server.
 
 Run: .venv/bin/python benchmarks/diagnosis_accuracy.py [--scenarios 60] [--seed 0] [PATH ...]
 Goal: >= 95% on the full-signal tier, over >= 40 dominated scenarios; every scored real run.
@@ -37,6 +40,7 @@ from typing import Any
 import yaml
 from scenario_grid import (
     DRAFTING_ARCHETYPES,
+    FRONTEND_ARCHETYPES,
     LIBRARY_ARCHETYPES,
     SESSION_ARCHETYPES,
     WIDE_ARCHETYPES,
@@ -125,6 +129,7 @@ def main() -> None:
     parser.add_argument("--drafting", type=int, default=12, help="speculating servers")
     parser.add_argument("--libraries", type=int, default=16, help="long documents, a small pool")
     parser.add_argument("--wide", type=int, default=16, help="small models on wide TP servers")
+    parser.add_argument("--frontend", type=int, default=8, help="behind a saturated API server")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "real",
@@ -139,6 +144,7 @@ def main() -> None:
     rows: list[dict[str, Any]] = []
     skipped = Counter[str]()
     levers: list[bool | None] = []
+    scaled: list[bool | None] = []
     tiers = " ".join(f"{t:<22}" for t in TIERS)
     print(f"{'scenario':<12} {'model / gpu':<30} {'truth':<17} {tiers}")
     drawn = chain(
@@ -147,6 +153,7 @@ def main() -> None:
         scenarios(args.drafting, args.seed, DRAFTING_ARCHETYPES),
         scenarios(args.libraries, args.seed, LIBRARY_ARCHETYPES),
         scenarios(args.wide, args.seed, WIDE_ARCHETYPES),
+        scenarios(args.frontend, args.seed, FRONTEND_ARCHETYPES),
     )
     for scenario in drawn:
         measured = measure(scenario)
@@ -155,7 +162,9 @@ def main() -> None:
             continue
         observation, truth = measured
         # the first move counts on every wide server, dominated or not: its lever is the same
-        levers.append(narrows(scenario, observation, diagnose(context_of(observation))))
+        first = diagnose(context_of(observation))
+        levers.append(narrows(scenario, observation, first))
+        scaled.append(scales_out(scenario, observation, first))
         label, share = truth.dominant()
         if share < DOMINANCE:
             skipped[f"truth not dominated (<{DOMINANCE:.0%})"] += 1
@@ -174,6 +183,9 @@ def main() -> None:
     report(rows, skipped, time.perf_counter() - started)
     wide = [lever for lever in levers if lever is not None]
     print(f"wide servers whose first proposed move is a narrower TP: {sum(wide)}/{len(wide)}")
+    fronts = [lever for lever in scaled if lever is not None]
+    print(f"front-end-bound servers whose first proposed move is another API server: "
+          f"{sum(fronts)}/{len(fronts)}")  # fmt: skip
     real_tier(args.real)
 
 
@@ -191,6 +203,16 @@ def narrows(scenario: Scenario, observation: Observation, found: Diagnosis) -> b
         and first.knob.name == "tensor_parallel_size"
         and (isinstance(first.target, int) and first.target < now)
     )
+
+
+def scales_out(scenario: Scenario, observation: Observation, found: Diagnosis) -> bool | None:
+    """For a server behind a saturated API server (the ``frontend`` archetype, truth
+    dominated by it or not): whether the first knob pruning proposes is more API servers."""
+    if scenario.archetype != "frontend":
+        return None
+    pruning = prune(found, context_of(observation), knob_catalogue(), gpus=1)
+    first = pruning.candidates[0] if pruning.candidates else None
+    return first is not None and first.knob.name == "api_server_count"
 
 
 def expected_binding(recorded: RecordedSweep) -> tuple[str | None, str]:

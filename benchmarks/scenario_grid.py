@@ -202,6 +202,30 @@ def _wide(rng: random.Random) -> dict[str, Any]:
     }  # fmt: skip
 
 
+FRONTEND_CHUNK_S = 85e-6
+"""The API server's work per streamed chunk that replays the real H100 recordings' 40 req/s
+token pace (tests/test_frontend.py; configs/scenarios/frontend-bound.yaml)."""
+
+
+def _frontend(rng: random.Random) -> dict[str, Any]:
+    """A small model streaming long answers behind one API server
+    (configs/scenarios/frontend-bound.yaml, drawn around it): each step of a few milliseconds
+    hands the server a chunk per running request, more than its one event loop streams in
+    the step's time; --api-server-count is the lever."""
+    return {
+        "models": ["llama-3.2-1b"],
+        "gpus": ["h100-sxm", "h200-sxm", "a100-80gb-sxm"],
+        "input": _lognormal(rng.choice([128, 256]), 0.5, 16, 1024),
+        "output": _lognormal(rng.choice([256, 384, 512]), 0.4, 32, 1024),
+        "slo": {"ttft_p99_ms": 1000, "itl_p95_ms": rng.choice([40, 50])},
+        "engine": {"max_num_seqs": rng.choice([128, 256]), "max_model_len": 4096},
+        "frontend_chunk_s": FRONTEND_CHUNK_S,
+        "start": 16.0,
+    }  # fmt: skip
+
+
+FRONTEND_ARCHETYPES = {"frontend": _frontend}
+"""Front-end-bound servers, drawn apart likewise."""
 SESSION_ARCHETYPES = {"chat-sessions": _chat_sessions, "agent-sessions": _agent_sessions}
 """Conversational traffic, drawn apart from the others (``session_scenarios``) so that the
 earlier archetypes' draws stay as they were."""
@@ -241,9 +265,18 @@ def _study(name: str, rng: random.Random, recipe: dict[str, Any]) -> StudySpec |
         "workload": {"name": name, "seed": rng.randrange(1000), "classes": [traffic],
                      "prefix_groups": groups},
         "slo": {"default": recipe["slo"]},
+        "calibration": _frontend_calibration(gpu.name, model.name, recipe),
     })  # fmt: skip
     plan = plan_memory(gpu, model, resolve_engine(spec.engine, gpu, model))
     return spec if plan.refusal is None else None
+
+
+def _frontend_calibration(gpu: str, model: str, recipe: dict[str, Any]) -> dict[str, Any] | None:
+    """The built-in constants with the API server's work per chunk, where the recipe has one."""
+    if "frontend_chunk_s" not in recipe:
+        return None
+    efficiency = {"frontend_chunk_s": recipe["frontend_chunk_s"]}
+    return {"gpu": gpu, "model": model, "efficiency": efficiency, "step_error_rel": 0.0}
 
 
 def scenarios(

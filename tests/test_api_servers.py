@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from kneepoint.calibration.recorded import load_recorded
 from kneepoint.cli.main import main
 from kneepoint.config import knob_catalogue, load_study
 from kneepoint.policies.diagnosis.context import ConfigContext, context_of
@@ -121,3 +122,33 @@ def test_on_the_cpu_build_a_second_api_server_is_ruled_out_and_measured_worse() 
     assert "the front-end is not what binds" in pruning.ruled_out[0].reason
     for round_ in ("r0", "r1"):
         assert _real(f"servers2-{round_}")[1] < _real(f"servers1-{round_}")[1]
+
+
+def test_a_saturated_api_server_holds_the_ttft_the_servers_own_count_leaves_out() -> None:
+    # The CPU build's readings as a saturated API server would give them: 1,300 ms of
+    # client TTFT p50 against the server's own 130 ms is 90% of it spent in the API server.
+    observation = _with_signals(_real("servers1-r0")[0], frontend_cpu_pct=97.0)
+    point = observation.saturated
+    client = next(iter(point.dists.values()))["ttft"]
+    server = client.model_copy(update={"p50_ms": client.p50_ms / 10})
+    signals = point.signals.model_copy(update={"server_latency": {"ttft": server}})
+    held = observation.model_copy(
+        update={"saturated": point.model_copy(update={"signals": signals})}
+    )
+    found = diagnose(context_of(held))
+    line = next(e for e in found.evidence if e.signal == "ttft_in_frontend_share")
+    assert line.value == pytest.approx(0.9, abs=0.01)
+    assert (found.binding, found.scheduling_kind) == ("scheduling", "frontend")
+    assert found.confidence > 0.85
+
+
+def test_without_the_api_servers_cpu_the_ttft_gap_alone_names_nothing() -> None:
+    """The real H200 KV-bound run at 48 req/s: client TTFT p50 739 ms, the server's 72 ms
+    (its histogram spans the whole point, the client's percentiles the window), and no
+    API-server CPU read: the KV pool, not the front-end, is named."""
+    kv = REPO / "tests" / "fixtures" / "real" / "h200-llama8b-kv-tune" / "at-48rps"
+    recorded = load_recorded(kv)
+    study = recorded.study
+    found = diagnose(context_of(observe_study(study, study.engine, recorded.result)))
+    assert found.binding == "cache"
+    assert all(e.signal != "ttft_in_frontend_share" for e in found.evidence)

@@ -7,9 +7,11 @@ import pytest
 
 from kneepoint.calibration.recorded import load_recorded
 from kneepoint.calibration.replay import replay_point
+from kneepoint.config import load_study
 from kneepoint.records.efficiency import Efficiency
 from kneepoint.records.sweep import SweepPoint
 from kneepoint.sim.frontend import FrontEnd
+from kneepoint.sim.loadpoint import SimLoadPoint, simulate_load_point
 
 from .conftest import REPO
 
@@ -108,3 +110,35 @@ def test_busy_share_is_read_over_a_window_as_a_process_cpu_would_be() -> None:
     assert server.busy_pct(1.2, 1.3) == 0.0
     # Streaming at no cost is no model of the server: nothing to read.
     assert FrontEnd(latency_s=0.014, chunk_s=0.0).busy_pct(1.0, 2.0) is None
+
+
+def test_a_step_is_held_when_the_backlog_is_deeper_than_the_step() -> None:
+    server = FrontEnd(latency_s=0.0, chunk_s=100e-6)
+    assert not server.stream(1.000, chunks=150, step_s=0.005)  # busy 1.000-1.015
+    # 10 ms of the last step's output still ahead of it: more than its own 5 ms step
+    assert server.stream(1.005, chunks=10, step_s=0.005)
+    # 2 ms ahead of a 5 ms step is the server keeping up
+    assert not server.stream(1.014, chunks=10, step_s=0.005)
+    assert not server.stream(1.100, chunks=10, step_s=0.005)
+
+
+def test_the_servers_own_ttft_leaves_out_the_wait_in_a_saturated_api_server() -> None:
+    """configs/scenarios/frontend-bound.yaml past its knee: the steps whose output waits
+    more than a step behind the API server's backlog are scheduling's in the truth, and vLLM's
+    histogram, stamped when the server gets to a request, leaves the wait out of its TTFT;
+    behind four API servers neither happens."""
+    saturated = _frontend_bound(33.0)
+    shares = saturated.truth.shares()
+    assert shares["scheduling"] > 0.9, shares
+    server = saturated.point.signals.server_latency["ttft"].p50_ms
+    client = saturated.point.dists["chat"]["ttft"].p50_ms
+    assert server < 0.2 * client, (server, client)
+    scaled = _frontend_bound(33.0, "engine.api_server_count=4")
+    assert scaled.truth.shares()["scheduling"] < 0.9
+    server = scaled.point.signals.server_latency["ttft"].p50_ms
+    assert server > 0.8 * scaled.point.dists["chat"]["ttft"].p50_ms
+
+
+def _frontend_bound(rate_rps: float, *sets: str) -> SimLoadPoint:
+    study = load_study(REPO / "configs" / "scenarios" / "frontend-bound.yaml", list(sets))
+    return simulate_load_point(study, rate_rps, 600)

@@ -79,6 +79,9 @@ class StepRecord(NamedTuple):
     up in host memory past the device's hit, and those found there (KV offloading)."""
     engine: int = 0
     """Which data-parallel replica ran it (``kneepoint.sim.replicas``)."""
+    frontend_held: bool = False
+    """Its output waited behind output the API server was still streaming
+    (``kneepoint.sim.frontend``)."""
 
     @property
     def generated_tokens(self) -> int:
@@ -89,7 +92,7 @@ class StepRecord(NamedTuple):
     def truth(self) -> Attribution:
         """Ground truth: the step's wall time charged to the constraints (worked out when
         asked: a live server never asks, a load point only for its window)."""
-        return attribute(self.cost, self.admission_stop, self.kv_usage)
+        return attribute(self.cost, self.admission_stop, self.kv_usage, self.frontend_held)
 
 
 class StepOutcome(NamedTuple):

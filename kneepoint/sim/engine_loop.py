@@ -19,7 +19,8 @@ class EngineLoop:
 
     def __init__(self, engine: SimEngine, client: Client, run: SimRun, until_s: float) -> None:
         self.engine, self.client, self.run, self.until_s = engine, client, run, until_s
-        self._handed: deque[tuple[float, Arrival]] = deque()  # through the API server, in order
+        # through the API server, in order: when each reaches the engine, when it was picked up
+        self._handed: deque[tuple[float, float, Arrival]] = deque()
         self.over = False
 
     def turn(self) -> bool:
@@ -29,14 +30,18 @@ class EngineLoop:
             return self._end()
         self._take_in()
         while handed and handed[0][0] <= engine.now_s:
-            self._submit_or_reject(handed.popleft()[1])
+            _, picked_s, arrival = handed.popleft()
+            self._submit_or_reject(arrival, picked_s)
         stepped = engine.step() if engine.busy else None
         if stepped is not None:
             # Requests that arrived during the step are taken in before its output.
             self._take_in()
             interval = engine.resolved.stream_interval
-            engine.frontend.stream(engine.now_s, stepped.record.num_samples / interval)
-            self.run.steps.append(stepped.record)
+            record = stepped.record
+            chunks = record.num_samples / interval
+            if engine.frontend.stream(engine.now_s, chunks, record.cost.wall_s):
+                record = record._replace(frontend_held=True)
+            self.run.steps.append(record)
             self.run.finished += stepped.finished
             for req in stepped.finished:
                 client.finished(req, engine.frontend.seen_at(engine.now_s))
@@ -62,14 +67,17 @@ class EngineLoop:
         """Queue on the API server every arrival up to now."""
         engine = self.engine
         for arrival in self.client.take(engine.now_s):
-            self._handed.append((engine.frontend.intake(arrival.at_s), arrival))
+            picked = engine.frontend.pick_up(arrival.at_s)
+            self._handed.append((picked + engine.frontend.latency_s, picked, arrival))
 
-    def _submit_or_reject(self, arrival: Arrival) -> None:
+    def _submit_or_reject(self, arrival: Arrival, picked_s: float) -> None:
         try:
             req = self.engine.submit(arrival)
         except RequestRejectedError as exc:
             self.run.rejected.append((arrival, str(exc)))
             self.client.rejected(arrival, self.engine.now_s)
         else:
-            req.arrival_s = arrival.at_s  # it arrived mid-step; the engine sees it after
+            # the server's arrival stamp (its TTFT counts from there): it arrived mid-step,
+            # and the engine sees it after
+            req.arrival_s = picked_s
             self.run.submitted.append((arrival, req))

@@ -144,6 +144,7 @@ def virtual_signals(
         if finished
         else None,
         server_requests=float(len(finished)) if finished else None,
+        server_latency=server_latency(finished),
         speculation=_speculation(inside, engine.resolved.speculative_tokens),
         metric_samples=len(inside),
         gpu_samples=1,

@@ -19,6 +19,7 @@ import math
 from kneepoint.policies.diagnosis import evidence
 from kneepoint.policies.diagnosis.context import ConfigContext
 from kneepoint.policies.diagnosis.evidence import Tally
+from kneepoint.policies.diagnosis.frontend import frontend_share
 from kneepoint.policies.diagnosis.gpu_time import gpu_time
 from kneepoint.policies.diagnosis.step_estimate import estimate_step
 from kneepoint.records.diagnosis import (
@@ -67,6 +68,7 @@ def diagnose(context: ConfigContext) -> Diagnosis:
         evidence.admission_cap_share(point, engine.max_num_seqs, observation.response, tally)
         if engine is not None
         else 0.0,
+        frontend_share(point, tally),
     )
     rest = 1.0 - held
     rest -= evidence.interference_share(point, rest, tally)

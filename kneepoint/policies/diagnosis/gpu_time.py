@@ -9,12 +9,10 @@ step the engine's metrics describe does (``kneepoint.policies.diagnosis.step_est
 from __future__ import annotations
 
 from kneepoint.policies.diagnosis.evidence import Tally, queued
+from kneepoint.policies.diagnosis.frontend import FRONTEND_SATURATED_PCT
 from kneepoint.policies.diagnosis.step_estimate import StepEstimate
 from kneepoint.records.loadpoint import LoadPoint, Signals
 
-# vLLM's API server is one Python event loop: past this share of one core it has no time
-# left to take requests in and stream tokens out, and the engine waits on it.
-FRONTEND_SATURATED_PCT = 90.0
 # What real kernels reach of the peaks (public vLLM-on-H100 models): tensor activity near half
 # of peak already means GEMM-bound; streaming weights and KV reaches ~70% of peak bandwidth.
 TYPICAL_MFU = 0.5
