@@ -3,13 +3,13 @@
 Only tests and benchmarks read this; the agent must infer the same from the signals a real
 engine exposes. A step in which waiting requests could not be admitted is charged whole to
 what stopped them: KV blocks (or a preemption) to ``cache``, the sequence cap with KV room to
-``scheduling``. A step whose output waited behind output the API server was still streaming
-is charged whole to ``scheduling`` too: its tokens reach the client at the API server's pace,
-not the engine's (``kneepoint.sim.frontend``; the CPU-side serving work that the diagnosis
-names a saturated front-end, and ``--api-server-count`` relieves). Otherwise the step is split
-by what its time was spent on: CPU time the GPU waited for and kernel-launch overhead to
-``scheduling``, the roofline part to ``compute`` and ``bandwidth`` by the compute share, and
-tensor-parallel all-reduces and MoE gathers to ``bandwidth``.
+``scheduling``. A step whose output waited longer than the step behind output the API server
+was still streaming is charged whole to ``scheduling`` too: its tokens reach the client at the
+API server's pace, not the engine's (``kneepoint.sim.frontend``; the CPU-side serving work
+that the diagnosis names a saturated front-end, and ``--api-server-count`` relieves).
+Otherwise the step is split by what its time was spent on: CPU time the GPU waited for and
+kernel-launch overhead to ``scheduling``, the roofline part to ``compute`` and ``bandwidth`` by
+the compute share, and tensor-parallel all-reduces and MoE gathers to ``bandwidth``.
 """
 
 from __future__ import annotations

@@ -80,8 +80,8 @@ class StepRecord(NamedTuple):
     engine: int = 0
     """Which data-parallel replica ran it (``kneepoint.sim.replicas``)."""
     frontend_held: bool = False
-    """Its output waited behind output the API server was still streaming
-    (``kneepoint.sim.frontend``)."""
+    """Its output waited longer than the step itself behind output the API server was still
+    streaming (``FrontEnd.stream``)."""
 
     @property
     def generated_tokens(self) -> int:
