@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from glob import glob
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,15 @@ SHELL = {"&", "&&", "|", ";", "2>&1"}
 """Where the shell takes over from the command (redirections, pipes, background jobs)."""
 RUN = ("config check", "config list", "config schema")
 """Subcommands quick enough to run for real here (seconds, no server)."""
+ON_THE_SIMULATOR = ("--set", "backend={kind: sim, clock: virtual}", "--set", "budget.max_trials=1")
+"""What the slow tier adds to a documented command that measures: the study's GPU server is
+the simulator's, and a tune runs one trial (the command line, its files and its run folder
+are what is checked, not a night's search)."""
+ELSEWHERE = {
+    "diagnose --url": "an attached server's diagnosis needs one listening: test_diagnose_cli",
+    "worker": "workers need a shared storage and a study to join: test_workers",
+}
+"""Documented commands the slow tier does not run as written, and the tests that run them."""
 
 
 def _commands(page: Path) -> list[str]:
@@ -76,3 +86,34 @@ def test_a_quick_documented_command_runs(
         (tmp_path / name).symlink_to(REPO / name)
     (tmp_path / "STUDY.yaml").symlink_to(REPO / "configs" / "studies" / "quickstart.yaml")
     assert main(_argv(command)) == 0, f"{page.name}: {command}"
+
+
+def _elsewhere(argv: list[str]) -> bool:
+    return any(" ".join(argv).startswith(prefix) for prefix in ELSEWHERE)
+
+
+@pytest.mark.slow  # a plan, a one-trial tune, two diagnoses and a calibration (~6 min)
+def test_every_documented_command_runs_in_page_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each page's commands in turn, as a reader runs them (a calibration reads the
+    diagnoses before it), in a folder holding the repository's configs and the pages'
+    placeholder study files (the quickstart, named as the page names it)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "configs").symlink_to(REPO / "configs")
+    quickstart = (REPO / "configs" / "studies" / "quickstart.yaml").read_text()
+    (tmp_path / "STUDY.yaml").write_text(quickstart)
+    renamed = quickstart.replace("name: quickstart", "name: my-gpu-study")
+    (tmp_path / "my-gpu-study.yaml").write_text(renamed)
+    ran = []
+    for page, command in COMMANDS:
+        argv = _argv(command)
+        if _elsewhere(argv):
+            continue
+        argv = [w for word in argv for w in sorted(glob(word)) or [word]]
+        if argv[0] in ("tune", "diagnose"):
+            argv += ON_THE_SIMULATOR
+        assert main(argv) == 0, f"{page.name}: {command}"
+        ran.append(argv[0])
+    assert {"plan", "tune", "diagnose", "calibrate", "config"} <= set(ran)
+    assert (tmp_path / "my-gpu.calibration.yaml").exists()
