@@ -22,6 +22,7 @@ from __future__ import annotations
 from functools import lru_cache
 from math import comb
 
+from kneepoint.physics.defaults import ResolvedEngine
 from kneepoint.records.efficiency import Efficiency
 from kneepoint.records.hardware import GpuSpec, ModelSpec
 
@@ -33,6 +34,12 @@ def expert_params(model: ModelSpec) -> float:
         return 0.0
     k_over_n = model.experts_per_token / model.num_experts
     return (model.total_params() - model.active_params()) / (1.0 - k_over_n)
+
+
+def expert_bytes_per_gpu(model: ModelSpec, engine: ResolvedEngine) -> float:
+    """The routed experts' weights on one GPU: spread over every GPU of the server."""
+    shards = engine.tensor_parallel_size * engine.data_parallel_size
+    return expert_params(model) * engine.linear_weight_bytes / shards
 
 
 class ExpertLayout:

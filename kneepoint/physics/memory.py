@@ -17,7 +17,7 @@ from typing import Literal
 from pydantic import Field
 
 from kneepoint.physics.defaults import ResolvedEngine
-from kneepoint.physics.experts import expert_params
+from kneepoint.physics.experts import expert_bytes_per_gpu, expert_params
 from kneepoint.physics.kv_layout import KvLayout, kv_layout
 from kneepoint.records.base import Record
 from kneepoint.records.hardware import GIB, MIB, GpuSpec, ModelSpec
@@ -83,9 +83,7 @@ def weight_bytes_per_gpu(model: ModelSpec, engine: ResolvedEngine) -> float:
     experts = expert_params(model)
     dense_params = model.total_params() - embedding_params - experts
     dense = dense_params * engine.linear_weight_bytes + embedding_params * model.weight_dtype_bytes
-    # an MoE model's experts spread over every GPU of the server, DP ranks too (physics.experts)
-    shards = engine.tensor_parallel_size * engine.data_parallel_size
-    return dense / engine.tensor_parallel_size + experts * engine.linear_weight_bytes / shards
+    return dense / engine.tensor_parallel_size + expert_bytes_per_gpu(model, engine)
 
 
 def activation_peak_bytes(model: ModelSpec, engine: ResolvedEngine) -> float:

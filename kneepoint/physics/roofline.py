@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from typing import NamedTuple
 
 from kneepoint.physics.defaults import ResolvedEngine
-from kneepoint.physics.experts import ExpertLayout, dispatch_s, expert_params
+from kneepoint.physics.experts import ExpertLayout, dispatch_s, expert_bytes_per_gpu
 from kneepoint.physics.gemm import LinearGemm
 from kneepoint.physics.memory import weight_bytes_per_gpu
 from kneepoint.records.efficiency import Efficiency
@@ -152,7 +152,7 @@ class Roofline:
         self._weight_bytes = weight_bytes_per_gpu(model, engine)
         tp, dp = engine.tensor_parallel_size, engine.data_parallel_size
         self._experts = ExpertLayout(model, tp, dp, engine.expert_parallel)
-        self._expert_bytes = expert_params(model) * engine.linear_weight_bytes / (tp * dp)
+        self._expert_bytes = expert_bytes_per_gpu(model, engine)
         bandwidth = gpu.hbm_tb_s * 1e12
         self._weight_bandwidth = bandwidth * eff.weight_bandwidth
         self._kv_bandwidth = bandwidth * eff.kv_bandwidth

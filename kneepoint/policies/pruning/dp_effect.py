@@ -19,15 +19,8 @@ scheduler and batch, so per GPU a size gains what one rank's batch gains in toda
 
 from __future__ import annotations
 
-from kneepoint.policies.pruning.knob_effects import (
-    MAX_RATIO,
-    NOTHING_GAINED,
-    Effect,
-    Situation,
-    damped,
-    kv_ratio,
-)
-from kneepoint.policies.pruning.tp_effect import iso_latency_batch
+from kneepoint.policies.pruning.knob_effects import Effect, Situation
+from kneepoint.policies.pruning.tp_effect import best_per_gpu, grown
 
 
 def data_parallel(sit: Situation) -> Effect | str:
@@ -44,22 +37,14 @@ def _shared_experts(sit: Situation, now: int) -> Effect | str:
     sizes = [c for c in sit.choices if isinstance(c, int) and c != now]
     if not sizes:
         return f"no other size fits the study's GPUs (at {now})"
-    priced = [_ranks(sit, now, size) for size in sizes]
-    effects = [p for p in priced if isinstance(p, Effect)]
-    if not effects:
-        return "; ".join(str(p) for p in priced)
-    best = max(effects, key=lambda e: e.ratio)
-    if best.ratio < NOTHING_GAINED:
-        return "; ".join(e.reason for e in effects) + ": no gain per GPU"
-    return best
+    return best_per_gpu([_ranks(sit, now, size) for size in sizes])
 
 
 def _ranks(sit: Situation, now: int, size: int) -> Effect | str:
-    kv = kv_ratio(sit, data_parallel_size=size)
-    if isinstance(kv, str):
-        return f"DP {now} -> {size}: {kv}"
-    batch = iso_latency_batch(sit, kv, data_parallel_size=size)
-    per_gpu = damped(kv) if batch is None else min(MAX_RATIO, batch)
+    found = grown(sit, data_parallel_size=size)
+    if isinstance(found, str):
+        return f"DP {now} -> {size}: {found}"
+    kv, per_gpu = found.kv, found.gain
     width = sit.engine.tensor_parallel_size
     reason = (
         f"DP {now} -> {size}: the experts spread over {size * width} GPUs, not {now * width}; "

@@ -13,6 +13,8 @@ server gains per GPU; for one that fits (Llama-3.1-8B at TP 1 holds 455k) the na
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from kneepoint.physics.defaults import resolve_engine
 from kneepoint.physics.roofline import BatchShape, Roofline
 from kneepoint.physics.speculation import drafter_free
@@ -41,7 +43,11 @@ def tensor_parallel(sit: Situation) -> Effect | str:
     ]
     if not neighbours:
         return f"no other size fits the study's GPUs and the model's heads (at {current})"
-    priced = [_priced(sit, current, size) for size in neighbours]
+    return best_per_gpu([_priced(sit, current, size) for size in neighbours])
+
+
+def best_per_gpu(priced: list[Effect | str]) -> Effect | str:
+    """The size that gains most per GPU, or why none is worth a move."""
     effects = [p for p in priced if isinstance(p, Effect)]
     if not effects:
         return "; ".join(str(p) for p in priced)
@@ -51,13 +57,30 @@ def tensor_parallel(sit: Situation) -> Effect | str:
     return best
 
 
-def _priced(sit: Situation, current: int, size: int) -> Effect | str:
-    kv = kv_ratio(sit, tensor_parallel_size=size)
+class Grown(NamedTuple):
+    """What a server runs after a change: its KV pool and the batch it runs in today's step
+    time, each over today's, and the throughput gain taken from them."""
+
+    kv: float
+    batch: float | None
+    gain: float
+
+
+def grown(sit: Situation, **changes: object) -> Grown | str:
+    """The server after ``changes`` (why it would not start, if it would not)."""
+    kv = kv_ratio(sit, **changes)
     if isinstance(kv, str):
-        return f"TP {current} -> {size}: {kv}"
+        return kv
+    batch = iso_latency_batch(sit, kv, **changes)
+    return Grown(kv, batch, damped(kv) if batch is None else min(MAX_RATIO, batch))
+
+
+def _priced(sit: Situation, current: int, size: int) -> Effect | str:
+    found = grown(sit, tensor_parallel_size=size)
+    if isinstance(found, str):
+        return f"TP {current} -> {size}: {found}"
+    kv, batch, gain = found
     gpus = size / current
-    batch = iso_latency_batch(sit, kv, tensor_parallel_size=size)
-    gain = damped(kv) if batch is None else min(MAX_RATIO, batch)
     said = "" if batch is None else f"{batch:.2f}x the batch at today's step time, "
     per_gpu = gain / gpus
     reason = (
