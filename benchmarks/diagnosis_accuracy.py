@@ -53,8 +53,8 @@ from kneepoint.config import knob_catalogue
 from kneepoint.load.plan import point_seed
 from kneepoint.load.size import PointSize
 from kneepoint.measure.sweep import knee_search
+from kneepoint.policies.diagnosis.bottleneck import diagnose
 from kneepoint.policies.diagnosis.context import context_of
-from kneepoint.policies.diagnosis.diagnose import diagnose
 from kneepoint.policies.diagnosis.observe import knee_points, observe
 from kneepoint.policies.pruning.prune import prune
 from kneepoint.records.diagnosis import Diagnosis, Observation

@@ -28,8 +28,8 @@ import vllm_cpu
 
 sys.path.insert(0, str(vllm_cpu.REPO))
 from kneepoint.config import knob_catalogue, load_study
+from kneepoint.policies.diagnosis.bottleneck import diagnose
 from kneepoint.policies.diagnosis.context import context_of
-from kneepoint.policies.diagnosis.diagnose import diagnose
 from kneepoint.policies.diagnosis.observe import observe_study
 from kneepoint.policies.pruning.prune import prune
 from kneepoint.records.knobs import KnobCatalogue

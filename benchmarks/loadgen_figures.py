@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from kneepoint.load.score import percentile
+from kneepoint.load.scoring import percentile
 
 TRIM = 0.1
 MIN_SENT = 0.95

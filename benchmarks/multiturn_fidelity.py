@@ -30,9 +30,9 @@ from kneepoint.load.plan import plan_requests
 from kneepoint.load.size import PointSize
 from kneepoint.physics.defaults import resolve_engine
 from kneepoint.physics.memory import plan_memory
-from kneepoint.policies.pruning.prefix_reuse import prefix_reuse
+from kneepoint.policies.pruning.prefix_savings import prefix_reuse
+from kneepoint.probes.backends.measure import measure
 from kneepoint.probes.client.loadgen import LoadOptions
-from kneepoint.probes.measure import measure
 from kneepoint.probes.telemetry.prom import parse_metrics
 from kneepoint.records.study import StudySpec
 from kneepoint.run.logs import configure_logging

@@ -21,12 +21,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kneepoint.calibration.calibrate import calibrate
+from kneepoint.calibration.from_sweeps import calibrate
 from kneepoint.calibration.recorded import RecordedSweep, find_recorded
 from kneepoint.calibration.replay import replay
 from kneepoint.config import knob_catalogue
+from kneepoint.policies.diagnosis.bottleneck import diagnose
 from kneepoint.policies.diagnosis.context import context_of
-from kneepoint.policies.diagnosis.diagnose import diagnose
 from kneepoint.policies.diagnosis.observe import knee_points, observe_study
 from kneepoint.policies.pruning.prune import prune
 from kneepoint.records.backend_spec import VllmBackend

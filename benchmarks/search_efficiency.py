@@ -42,15 +42,15 @@ from pathlib import Path
 from kneepoint.config import knob_catalogue, load_study
 from kneepoint.load.size import PointSize
 from kneepoint.measure.sweep import knee_search
+from kneepoint.policies.diagnosis.bottleneck import diagnose
 from kneepoint.policies.diagnosis.context import context_of
-from kneepoint.policies.diagnosis.diagnose import diagnose
 from kneepoint.policies.diagnosis.observe import knee_points, observe
 from kneepoint.policies.pruning.prune import prune
 from kneepoint.policies.search.coordinate import CoordinateDescent
 from kneepoint.policies.search.optuna_search import OptunaProposer
 from kneepoint.policies.search.phased import Phased
 from kneepoint.policies.search.proposer import Proposer, replay
-from kneepoint.policies.search.search_space import search_space
+from kneepoint.policies.search.pruned_space import search_space
 from kneepoint.probes.backends import open_target
 from kneepoint.records.backend_spec import SimBackend
 from kneepoint.records.engine import EngineConfig

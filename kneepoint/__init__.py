@@ -1,8 +1,15 @@
 """kneepoint: an autonomous tuning agent for LLM serving engines (vLLM first).
 
-The package is one import namespace: ``records`` (typed data at every boundary), ``config``
-(YAML files into validated records), ``agent`` (the loop and CLI), ``probes`` (everything with
-side effects), ``policies`` (pure decisions) and ``sim`` (the embedded engine simulator).
+One package a concept (docs/development.md's Layout table), each naming its public API in its
+``__init__`` (its face, ``__all__``); a module reaches another package only through that face
+(tests/test_architecture.py): ``records`` (typed data at every boundary), ``config`` (YAML
+files into records), ``load`` and ``physics`` (pure load arithmetic and engine physics),
+``policies`` (pure decisions), ``probes`` (everything with side effects), ``measure`` (how one
+configuration is measured), ``tune`` and ``workers`` (the loop), ``run`` (a run's record),
+``report``, ``planning``, ``calibration``, ``sim`` (the embedded engine simulator) and
+``cli``.
 """
 
 __version__ = "0.1.0"
+
+__all__ = ["__version__"]

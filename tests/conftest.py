@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from _pytest.terminal import TerminalReporter
 
-from kneepoint.probes.measure import Measured
+from kneepoint.probes.backends.measure import Measured
 from tests.support.postgres_server import postgres_db, postgres_server, postgres_url  # noqa: F401
 from tests.support.real_vllm.host_speed import HostSpeed, measure_host
 

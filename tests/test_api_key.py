@@ -19,11 +19,11 @@ from kneepoint.cli.main import main
 from kneepoint.config import ConfigError, load_study
 from kneepoint.load.plan import PlannedRequest
 from kneepoint.probes.backends import LaunchBackend, RunningServer, sim_argv
+from kneepoint.probes.backends.measure import Instruments, measure
 from kneepoint.probes.backends.vllm import vllm_server
 from kneepoint.probes.client.loadgen import LoadOptions, run_load
 from kneepoint.probes.client.quality import QualityCheckError, greedy_outputs
-from kneepoint.probes.clock import Clock
-from kneepoint.probes.measure import Instruments, measure
+from kneepoint.probes.runtime.clock import Clock
 from kneepoint.probes.server.credentials import server_env
 from kneepoint.probes.server.server_failure import ServerFailedError
 from kneepoint.probes.telemetry.samplers import HttpSampler

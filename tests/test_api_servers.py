@@ -12,8 +12,8 @@ import pytest
 from kneepoint.calibration.recorded import load_recorded
 from kneepoint.cli.main import main
 from kneepoint.config import knob_catalogue, load_study
+from kneepoint.policies.diagnosis.bottleneck import diagnose
 from kneepoint.policies.diagnosis.context import ConfigContext, context_of
-from kneepoint.policies.diagnosis.diagnose import diagnose
 from kneepoint.policies.diagnosis.observe import observe_study
 from kneepoint.policies.pruning.prune import prune
 from kneepoint.records.backend_spec import SimBackend, VllmBackend

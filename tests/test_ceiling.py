@@ -12,12 +12,12 @@ import pytest
 from kneepoint.calibration.recorded import find_recorded
 from kneepoint.config.catalog import knob_catalogue
 from kneepoint.load.objective import rules
+from kneepoint.policies.diagnosis.bottleneck import diagnose
 from kneepoint.policies.diagnosis.context import context_of
-from kneepoint.policies.diagnosis.diagnose import diagnose
 from kneepoint.policies.diagnosis.observe import observe_study
 from kneepoint.policies.pruning.ceiling import compute_ceiling, latency_ceiling
 from kneepoint.policies.pruning.prune import prune
-from kneepoint.policies.search.search_space import ShortOfRate, in_objective_terms
+from kneepoint.policies.search.pruned_space import ShortOfRate, in_objective_terms
 from kneepoint.records.backend_spec import VllmBackend
 from kneepoint.records.diagnosis import Diagnosis, Observation, ServerResponse
 from kneepoint.records.engine import EngineConfig

@@ -17,9 +17,9 @@ from kneepoint.load.plan import plan_requests
 from kneepoint.planning.predict import predict
 from kneepoint.records.study import StudySpec
 from kneepoint.run.folder import serve_command
+from kneepoint.sim.deployment import serving
 from kneepoint.sim.loadpoint import simulate_load_point
 from kneepoint.sim.replicas import Replicas
-from kneepoint.sim.serving import serving
 from kneepoint.sim.virtual import run_plan
 
 from .conftest import QUICKSTART

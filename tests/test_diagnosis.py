@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from kneepoint.config.catalog import gpu_catalogue, model_catalogue
+from kneepoint.policies.diagnosis.bottleneck import diagnose
 from kneepoint.policies.diagnosis.context import context_of
-from kneepoint.policies.diagnosis.diagnose import diagnose
 from kneepoint.policies.diagnosis.gpu_time import roofline_reading
 from kneepoint.policies.diagnosis.step_estimate import StepEstimate
 from kneepoint.records.diagnosis import Diagnosis, Observation

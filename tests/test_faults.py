@@ -19,9 +19,9 @@ from kneepoint.config.study import load_study
 from kneepoint.load.plan import PlannedRequest
 from kneepoint.load.size import PointSize
 from kneepoint.probes.backends import LaunchBackend, open_target, sim_argv
+from kneepoint.probes.backends.measure import Instruments, measure
 from kneepoint.probes.client.loadgen import LoadOptions
-from kneepoint.probes.clock import Clock
-from kneepoint.probes.measure import Instruments, measure
+from kneepoint.probes.runtime.clock import Clock
 from kneepoint.probes.server.server_failure import ServerFailedError
 from kneepoint.probes.telemetry.samplers import HttpSampler
 from kneepoint.records.backend_spec import SimBackend

@@ -12,7 +12,7 @@ import pynvml
 import pytest
 
 from kneepoint.load.point import load_point
-from kneepoint.probes.clock import Clock
+from kneepoint.probes.runtime.clock import Clock
 from kneepoint.probes.telemetry.nvml import NvmlSampler
 from kneepoint.records.loadpoint import Signals
 from kneepoint.records.measure import RequestRecord

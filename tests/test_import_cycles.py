@@ -101,7 +101,9 @@ def test_the_cycle_finder_finds_a_cycle_and_nothing_else() -> None:
 
 def test_no_module_imports_one_that_imports_it_back() -> None:
     graph = {name: runtime_imports(name) for name in MODULES}
-    assert "kneepoint.measure.diagnosis" in graph["kneepoint.tune.diagnose"]
+    # A module reaches another package through its face, and the face reaches its modules.
+    assert "kneepoint.measure" in graph["kneepoint.tune.diagnose"]
+    assert "kneepoint.measure.diagnosis" in graph["kneepoint.measure"]
     assert cycles(graph) == []
 
 

@@ -9,8 +9,8 @@ import signal
 
 import pytest
 
-from kneepoint.probes import interrupts
-from kneepoint.probes.interrupts import raise_pending, run_async, unwinding
+from kneepoint.probes.runtime import interrupts
+from kneepoint.probes.runtime.interrupts import raise_pending, run_async, unwinding
 
 
 class _SignalledWhileCollected:

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kneepoint.policies.judge.promotion import is_finalist, judge
-from kneepoint.policies.judge.screen_bias import screen_bias
 from kneepoint.policies.judge.stats import t_cdf, t_quantile
+from kneepoint.policies.judge.yardstick import screen_bias
 from kneepoint.records.judgement import Judgement
 
 BASE = [10.0, 10.2, 9.9]

@@ -16,8 +16,8 @@ import pytest
 
 from kneepoint.calibration.recorded import RecordedSweep, find_recorded
 from kneepoint.config import knob_catalogue
+from kneepoint.policies.diagnosis.bottleneck import diagnose
 from kneepoint.policies.diagnosis.context import context_of
-from kneepoint.policies.diagnosis.diagnose import diagnose
 from kneepoint.policies.diagnosis.observe import knee_points, measured_response, observe
 from kneepoint.policies.pruning.prune import prune
 from kneepoint.records.backend_spec import SimBackend, VllmBackend

@@ -14,7 +14,7 @@ from kneepoint.cli.main import main
 from kneepoint.config import gpu_catalogue, knob_catalogue, load_study
 from kneepoint.physics.defaults import resolve_engine
 from kneepoint.physics.memory import plan_memory
-from kneepoint.policies.pruning.findings import findings
+from kneepoint.policies.pruning.sweep_findings import findings
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.ledger import Baseline, Proposed, Validated
 from kneepoint.run.ledger import Ledger

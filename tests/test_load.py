@@ -15,7 +15,7 @@ from kneepoint.config.trace import read_trace
 from kneepoint.load.knee import Verdict, find_capacity
 from kneepoint.load.plan import plan_requests
 from kneepoint.load.point import load_point
-from kneepoint.load.score import percentile, score, shown_over, stable_window
+from kneepoint.load.scoring import percentile, score, shown_over, stable_window
 from kneepoint.records.measure import RequestRecord
 from kneepoint.records.slo import ClassSlo, Slo
 from kneepoint.records.workload import TraceEntry, Workload

@@ -19,7 +19,7 @@ from kneepoint.planning.plan import make_plan, plan_lengths
 from kneepoint.policies.pruning.quant_effects import W4A16_RISK
 from kneepoint.records.plan import Plan
 from kneepoint.report.document import to_markdown
-from kneepoint.report.plan_document import plan_document
+from kneepoint.report.plan_report import plan_document
 
 from .conftest import CONFIGS
 

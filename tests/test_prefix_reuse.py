@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kneepoint.policies.pruning.prefix_reuse import prefix_reuse
+from kneepoint.policies.pruning.prefix_savings import prefix_reuse
 from tests.support.pruned import CHAT, RAG
 
 

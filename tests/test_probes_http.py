@@ -17,9 +17,9 @@ import pytest
 from kneepoint.config.study import load_study
 from kneepoint.load.plan import PlannedRequest, plan_requests
 from kneepoint.load.point import load_point
-from kneepoint.load.score import stable_window
+from kneepoint.load.scoring import stable_window
+from kneepoint.probes.backends.measure import Instruments, Measured, measure, measure_async
 from kneepoint.probes.client.loadgen import LoadOptions, run_load
-from kneepoint.probes.measure import Instruments, Measured, measure, measure_async
 from kneepoint.probes.server.process import ServerProcess, free_port
 from kneepoint.records.measure import RequestRecord
 from kneepoint.records.slo import ClassSlo, Slo

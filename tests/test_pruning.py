@@ -6,7 +6,7 @@ from __future__ import annotations
 from kneepoint.policies.diagnosis.context import context_of
 from kneepoint.policies.pruning.prune import prune
 from kneepoint.policies.search.long_shots import LongShots
-from kneepoint.policies.search.search_space import search_space
+from kneepoint.policies.search.pruned_space import search_space
 from kneepoint.records.backend_spec import AttachBackend, SimBackend
 from kneepoint.records.diagnosis import Diagnosis, Observation
 from kneepoint.records.engine import EngineConfig

@@ -12,7 +12,7 @@ import pytest
 
 from kneepoint.config import load_study
 from kneepoint.load.point import load_point
-from kneepoint.load.score import percentile, stable_window
+from kneepoint.load.scoring import percentile, stable_window
 from kneepoint.load.size import PointSize
 from kneepoint.load.trust import Trust, meets_from_sends
 from kneepoint.probes.telemetry.prom import parse_metrics

@@ -14,8 +14,8 @@ from kneepoint.calibration.replay import replay
 from kneepoint.config.catalog import gpu_catalogue, model_catalogue
 from kneepoint.physics.defaults import resolve_engine
 from kneepoint.physics.memory import plan_memory
+from kneepoint.policies.diagnosis.bottleneck import diagnose
 from kneepoint.policies.diagnosis.context import context_of
-from kneepoint.policies.diagnosis.diagnose import diagnose
 from kneepoint.policies.diagnosis.observe import observe
 from kneepoint.probes.server.server_failure import kv_capacity_tokens
 from kneepoint.records.engine import EngineConfig

@@ -25,8 +25,8 @@ from kneepoint.config.catalog import knob_catalogue
 from kneepoint.config.study import load_study
 from kneepoint.physics.defaults import resolve_engine
 from kneepoint.physics.roofline import BatchShape, step_cost
+from kneepoint.policies.diagnosis.bottleneck import diagnose
 from kneepoint.policies.diagnosis.context import context_of
-from kneepoint.policies.diagnosis.diagnose import diagnose
 from kneepoint.policies.pruning.prune import prune
 from kneepoint.records.backend_spec import VllmBackend
 from kneepoint.records.diagnosis import Observation

@@ -15,9 +15,9 @@ import pytest
 
 from kneepoint.load.plan import PlannedRequest
 from kneepoint.probes.backends import Endpoint, LaunchBackend, RunningServer, vllm_argv
+from kneepoint.probes.backends.measure import measure
 from kneepoint.probes.client.loadgen import LoadOptions
 from kneepoint.probes.client.quality import PROMPTS, greedy_outputs, token_agreement
-from kneepoint.probes.measure import measure
 from kneepoint.probes.server.server_failure import ServerFailedError
 from kneepoint.records.backend_spec import VllmBackend
 from kneepoint.records.engine import EngineConfig

@@ -16,7 +16,7 @@ from kneepoint.load.size import PointSize
 from kneepoint.physics.defaults import resolve_engine
 from kneepoint.physics.memory import plan_memory
 from kneepoint.policies.diagnosis.step_estimate import typical_context_tokens
-from kneepoint.policies.pruning.prefix_reuse import prefix_reuse
+from kneepoint.policies.pruning.prefix_savings import prefix_reuse
 from kneepoint.records.session import GeometricTurns, mean_turns
 from kneepoint.sim.loadpoint import simulate_load_point
 

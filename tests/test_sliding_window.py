@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from kneepoint.config import ConfigError, gpu_catalogue, model_catalogue, model_from_hf_config
 from kneepoint.physics.defaults import resolve_engine
-from kneepoint.physics.kv_layout import kv_layout
+from kneepoint.physics.kv_manager import kv_layout
 from kneepoint.physics.memory import plan_memory
 from kneepoint.physics.roofline import BatchShape, Roofline, window_pairs
 from kneepoint.records.engine import EngineConfig

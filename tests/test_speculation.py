@@ -19,11 +19,11 @@ from kneepoint.physics.speculation import (
     throughput_ratio,
     tokens_per_draft,
 )
+from kneepoint.policies.diagnosis.bottleneck import diagnose
 from kneepoint.policies.diagnosis.context import context_of
-from kneepoint.policies.diagnosis.diagnose import diagnose
 from kneepoint.policies.diagnosis.observe import observe_study
-from kneepoint.policies.pruning.findings import findings
 from kneepoint.policies.pruning.prune import prune
+from kneepoint.policies.pruning.sweep_findings import findings
 from kneepoint.probes.telemetry.prom import parse_metrics
 from kneepoint.probes.telemetry.signals import summarize_signals
 from kneepoint.records.backend_spec import VllmBackend

@@ -29,7 +29,7 @@ import numpy as np
 from kneepoint.calibration.fit import BOUNDS, gaps_ms, nelder_mead
 from kneepoint.calibration.recorded import RecordedSweep
 from kneepoint.calibration.replay import replay
-from kneepoint.records.efficiency import Efficiency
+from kneepoint.records import Efficiency
 
 REFINED = ("mfu", "weight_bandwidth", "kv_bandwidth")
 """The constants the coarse grid spans; the direct search moves the engine core's CPU work

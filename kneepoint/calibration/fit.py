@@ -20,13 +20,9 @@ import numpy as np
 
 from kneepoint.calibration.recorded import RecordedSweep
 from kneepoint.calibration.replay import replay_steps
-from kneepoint.physics.defaults import ResolvedEngine, resolve_engine
-from kneepoint.physics.kv_layout import kv_layout
-from kneepoint.physics.roofline import BatchShape, Roofline
-from kneepoint.policies.diagnosis.step_estimate import observed_shape
-from kneepoint.records.efficiency import Efficiency
-from kneepoint.records.hardware import GpuSpec, ModelSpec
-from kneepoint.records.sweep import SweepPoint
+from kneepoint.physics import BatchShape, ResolvedEngine, Roofline, kv_layout, resolve_engine
+from kneepoint.policies.diagnosis import observed_shape
+from kneepoint.records import Efficiency, GpuSpec, ModelSpec, SweepPoint
 
 # The constants fitted and the ranges searched, around what public models of vLLM on
 # H100-class GPUs use (REFERENCE.md: MFU 0.45-0.55, weights 0.73-0.8 of peak bandwidth, KV

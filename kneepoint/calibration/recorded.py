@@ -16,9 +16,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from kneepoint.config import ConfigError, Problem, load_study
-from kneepoint.records.backend_spec import SimBackend
-from kneepoint.records.study import StudySpec
-from kneepoint.records.sweep import SweepResult
+from kneepoint.records import SimBackend, StudySpec, SweepResult
 
 RUN_MARK = "ledger.jsonl"
 BASELINE_KNEE = Path("trials", "000-baseline", "knee.json")

@@ -8,19 +8,18 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from kneepoint.calibration.recorded import RecordedSweep
-from kneepoint.config.trace import workload_trace
-from kneepoint.load.capacity import interpolate_capacity, mean_interval, slo_margin
-from kneepoint.load.plan import rate_salt
-from kneepoint.load.size import PointSize
-from kneepoint.physics.roofline import BatchShape
-from kneepoint.records.efficiency import Efficiency
-from kneepoint.records.engine import EngineConfig
-from kneepoint.records.study import StudySpec
-from kneepoint.records.sweep import SweepPoint, SweepResult
-from kneepoint.records.workload import TraceEntry
-from kneepoint.sim.drafting import acceptance_of
-from kneepoint.sim.engine import SimEngine
-from kneepoint.sim.loadpoint import SimLoadPoint, simulate_load_point
+from kneepoint.config import workload_trace
+from kneepoint.load import PointSize, interpolate_capacity, mean_interval, rate_salt, slo_margin
+from kneepoint.physics import BatchShape
+from kneepoint.records import (
+    Efficiency,
+    EngineConfig,
+    StudySpec,
+    SweepPoint,
+    SweepResult,
+    TraceEntry,
+)
+from kneepoint.sim import SimEngine, SimLoadPoint, acceptance_of, simulate_load_point
 
 
 def replay(

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 if TYPE_CHECKING:
-    from kneepoint.calibration.calibrate import Fitted
+    from kneepoint.calibration import Fitted
 
 log = structlog.get_logger(__name__)
 
@@ -55,9 +55,8 @@ def _table(fitted: Fitted) -> list[str]:
 def run_calibrate(args: argparse.Namespace) -> int:
     import yaml
 
-    from kneepoint.calibration.calibrate import calibrate
-    from kneepoint.calibration.recorded import find_recorded
-    from kneepoint.run.files import check_output, write_atomically
+    from kneepoint.calibration import calibrate, find_recorded
+    from kneepoint.run import check_output, write_atomically
 
     check_output("--out", args.out)
     recordings = find_recorded(args.recordings)

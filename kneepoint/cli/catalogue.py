@@ -26,7 +26,7 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def _gpus() -> list[str]:
-    from kneepoint.config.catalog import gpu_catalogue
+    from kneepoint.config import gpu_catalogue
 
     return [
         f"{key:<16} {gpu.display_name} ({gpu.memory_mib / 1024:.0f} GiB, {gpu.hbm_tb_s:g} TB/s)"
@@ -35,7 +35,7 @@ def _gpus() -> list[str]:
 
 
 def _models() -> list[str]:
-    from kneepoint.config.catalog import model_catalogue
+    from kneepoint.config import model_catalogue
 
     return [
         f"{key:<16} {model.hf_id or '-':<36} {model.num_layers} layers, hidden "
@@ -45,7 +45,7 @@ def _models() -> list[str]:
 
 
 def _workloads() -> list[str]:
-    from kneepoint.config.catalog import configs_dir, preset_names
+    from kneepoint.config import configs_dir, preset_names
 
     lines = []
     for name in preset_names("workloads"):
@@ -56,7 +56,7 @@ def _workloads() -> list[str]:
 
 
 def _knobs() -> list[str]:
-    from kneepoint.config.catalog import knob_catalogue
+    from kneepoint.config import knob_catalogue
 
     return [
         f"{knob.name:<30} {knob.flag:<34} vLLM {knob.vllm_versions or 'any':<10} "

@@ -20,12 +20,17 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kneepoint.config import ConfigError, Problem, arguments, load_study, study_from_mapping
-from kneepoint.config.overrides import add_overrides_argument
+from kneepoint.config import (
+    ConfigError,
+    Problem,
+    add_overrides_argument,
+    arguments,
+    load_study,
+    study_from_mapping,
+)
 
 if TYPE_CHECKING:
-    from kneepoint.records.study import StudySpec
-    from kneepoint.records.sweep import SweepResult
+    from kneepoint.records import StudySpec, SweepResult
 
 EXIT_SERVER_FAILED = 1
 """The run failed (the server did not answer or died)."""
@@ -93,8 +98,8 @@ def _study(args: argparse.Namespace) -> StudySpec:
 
 def _recording(path: Path) -> tuple[StudySpec, SweepResult]:
     """The study and sweep a recording holds; a tune run's is its baseline's knee search."""
-    from kneepoint.calibration.recorded import is_run_folder, load_recorded
-    from kneepoint.run.folder import RunFolder, RunFolderError
+    from kneepoint.calibration import is_run_folder, load_recorded
+    from kneepoint.run import RunFolder, RunFolderError
 
     study = None
     if is_run_folder(path):
@@ -111,7 +116,7 @@ def _write_study(folder: Path, study: StudySpec) -> None:
     and benchmarks/real_fidelity.py can read."""
     import yaml
 
-    from kneepoint.run.files import write_atomically
+    from kneepoint.run import write_atomically
 
     resolved = yaml.safe_dump(study.model_dump(mode="json"), sort_keys=False)
     write_atomically(folder / "study.yaml", resolved)
@@ -120,11 +125,10 @@ def _write_study(folder: Path, study: StudySpec) -> None:
 def run_diagnose(args: argparse.Namespace) -> int:
     from kneepoint.cli.console import progress_for
     from kneepoint.config import knob_catalogue
-    from kneepoint.measure.trial_failure import TrialFailedError
-    from kneepoint.report.diagnosis_document import findings_document
-    from kneepoint.report.document import to_markdown
-    from kneepoint.run.files import check_output, write_atomically
-    from kneepoint.tune.diagnose import measure_and_diagnose, recorded
+    from kneepoint.measure import TrialFailedError
+    from kneepoint.report import findings_document, to_markdown
+    from kneepoint.run import check_output, write_atomically
+    from kneepoint.tune import measure_and_diagnose, recorded
 
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     check_output("--runs-dir", args.runs_dir, directory=True)

@@ -37,13 +37,11 @@ from kneepoint.cli.report import add_report_command
 from kneepoint.cli.sweep import add_sweep_command
 from kneepoint.cli.tune import EXIT_INTERRUPTED, add_tune_command
 from kneepoint.cli.worker import add_worker_command
-from kneepoint.config import ConfigError, load_study, study_file_schema
-from kneepoint.config.overrides import add_overrides_argument
-from kneepoint.probes.interrupts import unwinding
-from kneepoint.records.errors import KneepointError
-from kneepoint.run.files import check_output, write_atomically
-from kneepoint.run.logs import configure_logging
-from kneepoint.sim.serve_args import add_serve_arguments, bind_problem, resolve_serve_args
+from kneepoint.config import ConfigError, add_overrides_argument, load_study, study_file_schema
+from kneepoint.probes.runtime import unwinding
+from kneepoint.records import KneepointError
+from kneepoint.run import check_output, configure_logging, write_atomically
+from kneepoint.sim import add_serve_arguments, bind_problem, resolve_serve_args
 
 EXIT_OK = 0
 EXIT_RUN_FAILED = 1
@@ -141,9 +139,8 @@ def _global_options_everywhere(parser: argparse.ArgumentParser) -> None:
 
 
 def _sim_serve(args: argparse.Namespace) -> int:
-    from kneepoint.physics.defaults import UnmodeledSettingError
-    from kneepoint.sim.engine import EngineRefusedError
-    from kneepoint.sim.server import build_server, serve
+    from kneepoint.physics import UnmodeledSettingError
+    from kneepoint.sim import EngineRefusedError, build_server, serve
 
     # vLLM-style startup lines at vLLM's own level (info), plain off a terminal as every other
     # command's: the launcher that reads this log takes each line's message after its level
@@ -163,7 +160,7 @@ def _sim_serve(args: argparse.Namespace) -> int:
 
 
 def _config_check(args: argparse.Namespace) -> int:
-    from kneepoint.tune.feasibility import study_checks
+    from kneepoint.tune import study_checks
 
     now = datetime.now().astimezone()
     study = load_study(args.file, args.overrides, study_checks(now))

@@ -18,13 +18,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kneepoint.config import ConfigError, Problem, load_study
-from kneepoint.config.catalog import gpu_catalogue
-from kneepoint.config.overrides import add_overrides_argument
+from kneepoint.config import ConfigError, Problem, add_overrides_argument, gpu_catalogue, load_study
 
 if TYPE_CHECKING:
-    from kneepoint.records.hardware import GpuSpec
-    from kneepoint.records.plan import Layout
+    from kneepoint.records import GpuSpec, Layout
 
 
 def add_plan_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -92,10 +89,9 @@ def _prices(given: list[str]) -> Mapping[str, float]:
 
 
 def run_plan(args: argparse.Namespace) -> int:
-    from kneepoint.planning.plan import make_plan
-    from kneepoint.report.document import to_markdown
-    from kneepoint.report.plan_document import plan_document
-    from kneepoint.run.files import check_output, write_atomically
+    from kneepoint.planning import make_plan
+    from kneepoint.report import plan_document, to_markdown
+    from kneepoint.run import check_output, write_atomically
 
     if not 1 <= args.gpus <= 64:
         raise ConfigError([Problem("--gpus", None, None, "expected 1 to 64 GPUs in the node")])

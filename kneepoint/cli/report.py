@@ -25,8 +25,7 @@ def add_report_command(commands: argparse._SubParsersAction[argparse.ArgumentPar
 
 def run_report(args: argparse.Namespace) -> int:
     from kneepoint.report import write_report
-    from kneepoint.run.folder import RunFolder, RunFolderError, run_folder_error
-    from kneepoint.run.ledger import LedgerError
+    from kneepoint.run import LedgerError, RunFolder, RunFolderError, run_folder_error
 
     try:
         folder = RunFolder.existing(args.run)

@@ -15,16 +15,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kneepoint.config import arguments
-from kneepoint.config.overrides import add_overrides_argument
+from kneepoint.config import add_overrides_argument, arguments
 
 if TYPE_CHECKING:
-    from kneepoint.measure.watch import Watched
-    from kneepoint.probes.backends import Target
-    from kneepoint.probes.backends.base import Prober
-    from kneepoint.records.measure import RequestRecord
-    from kneepoint.records.study import StudySpec
-    from kneepoint.records.sweep import SweepResult
+    from kneepoint.measure import Watched
+    from kneepoint.probes.backends import Prober, Target
+    from kneepoint.records import RequestRecord, StudySpec, SweepResult
 
 EXIT_SERVER_FAILED = 1
 """The run failed (a server that would not start or died), as vLLM exits when it refuses."""
@@ -62,18 +58,13 @@ def add_sweep_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
 
 def run_sweep(args: argparse.Namespace) -> int:
     from kneepoint.cli.console import progress_for
-    from kneepoint.config import load_study
-    from kneepoint.config.overrides import parse_override
-    from kneepoint.load.score import stable_window
-    from kneepoint.load.size import PointSize
-    from kneepoint.measure.bench import Bench, with_retried
-    from kneepoint.measure.study_knee import study_knee_search
-    from kneepoint.measure.trial_failure import TrialFailedError
+    from kneepoint.config import load_study, parse_override
+    from kneepoint.load import PointSize, stable_window
+    from kneepoint.measure import Bench, TrialFailedError, study_knee_search, with_retried
     from kneepoint.probes.backends import PointArtifacts
-    from kneepoint.report.intervals import TRIM
-    from kneepoint.run.files import check_output
-    from kneepoint.run.folder import write_point
-    from kneepoint.tune.feasibility import launch_checks
+    from kneepoint.report import TRIM
+    from kneepoint.run import check_output, write_point
+    from kneepoint.tune import launch_checks
 
     knobs = [parse_override(text, "--config-set", ("engine",)) for text in args.knobs]
     overrides = [*args.overrides, *knobs]
@@ -132,8 +123,8 @@ def write_recording(out: Path, study: StudySpec, result: SweepResult) -> None:
     ``kneepoint diagnose --from`` and ``kneepoint calibrate`` read."""
     import yaml
 
-    from kneepoint.calibration.recorded import study_path_for
-    from kneepoint.run.files import write_atomically
+    from kneepoint.calibration import study_path_for
+    from kneepoint.run import write_atomically
 
     write_atomically(out, result.model_dump_json(indent=2) + "\n")
     resolved = yaml.safe_dump(study.model_dump(mode="json"), sort_keys=False)
@@ -187,7 +178,7 @@ def knee_intervals(
 ) -> str:
     """The SLO percentiles at the knee and the first rate past it, each with its bootstrap
     interval (requests resampled: ``kneepoint.load.bootstrap``)."""
-    from kneepoint.report.intervals import slo_intervals
+    from kneepoint.report import slo_intervals
 
     rates = sorted(windows)
     knee = result.knee_rps

@@ -20,16 +20,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kneepoint.config import ConfigError
-from kneepoint.config.errors import Problem
-from kneepoint.config.overrides import add_overrides_argument
+from kneepoint.config import ConfigError, Problem, add_overrides_argument
 
 if TYPE_CHECKING:
-    from kneepoint.records.objective import Objective
-    from kneepoint.records.study import StudySpec
-    from kneepoint.run.folder import RunFolder
-    from kneepoint.run.state import RunState
-    from kneepoint.tune.loop import Tuner
+    from kneepoint.records import Objective, StudySpec
+    from kneepoint.run import RunFolder, RunState
+    from kneepoint.tune import Tuner
 
 EXIT_RUN_FAILED = 1
 EXIT_INTERRUPTED = 130
@@ -54,10 +50,14 @@ def add_tune_command(commands: argparse._SubParsersAction[argparse.ArgumentParse
 
 def _open(args: argparse.Namespace) -> RunFolder:
     from kneepoint.config import load_study
-    from kneepoint.run.files import check_output
-    from kneepoint.run.folder import RunFolder, RunFolderError, run_folder_error
-    from kneepoint.run.lock import RunLockedError
-    from kneepoint.tune.feasibility import study_checks
+    from kneepoint.run import (
+        RunFolder,
+        RunFolderError,
+        RunLockedError,
+        check_output,
+        run_folder_error,
+    )
+    from kneepoint.tune import study_checks
 
     target: Path | None = args.resume or args.target
     if target is None:
@@ -126,13 +126,10 @@ def run_tune(args: argparse.Namespace) -> int:
 def _tune(folder: RunFolder, args: argparse.Namespace) -> int:
     from kneepoint.cli.console import ConsoleProgress, progress_for
     from kneepoint.config import knob_catalogue
-    from kneepoint.load.objective import rules
+    from kneepoint.load import rules
     from kneepoint.report import write_report
-    from kneepoint.run.folder import RunFolderError, run_folder_error
-    from kneepoint.run.ledger import LedgerError
-    from kneepoint.run.logs import configure_logging
-    from kneepoint.tune.feasibility import launched_vllm
-    from kneepoint.tune.loop import Tuner
+    from kneepoint.run import LedgerError, RunFolderError, configure_logging, run_folder_error
+    from kneepoint.tune import Tuner, launched_vllm
 
     # The run's own structured log lives with it, unless the user sent it elsewhere.
     configure_logging(level=args.log_level, log_file=args.log_file or folder.path / "events.jsonl")
@@ -186,7 +183,7 @@ def _tune(folder: RunFolder, args: argparse.Namespace) -> int:
 def _say_resumed(folder: RunFolder, tuner: Tuner) -> None:
     """A resumed run says so, and whether it had already finished (its report is then only
     written again): a finished run resumed rewrote its report without a word."""
-    from kneepoint.records.ledger import Finished
+    from kneepoint.records import Finished
 
     events = folder.ledger.read()
     if not events:
@@ -203,7 +200,7 @@ def _say_resumed(folder: RunFolder, tuner: Tuner) -> None:
 
 
 def _winner_lines(folder: RunFolder, study: StudySpec, state: RunState) -> list[str]:
-    from kneepoint.run.folder import serve_command
+    from kneepoint.run import serve_command
 
     assert state.incumbent is not None
     unchecked = [str(t.trial) for t in state.trials.values() if t.promoted and t.unchecked_quality]
@@ -216,6 +213,6 @@ def _winner_lines(folder: RunFolder, study: StudySpec, state: RunState) -> list[
 
 
 def _measured(value: float | None, objective: Objective) -> str:
-    from kneepoint.load.objective import rules
+    from kneepoint.load import rules
 
     return "nothing measured" if value is None else f"{value:.2f} {rules(objective).unit()}"

@@ -20,13 +20,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kneepoint.config import ConfigError, load_study
-from kneepoint.config.errors import Problem
-from kneepoint.config.overrides import add_overrides_argument
+from kneepoint.config import ConfigError, Problem, add_overrides_argument, load_study
 
 if TYPE_CHECKING:
-    from kneepoint.records.study import StudySpec
-    from kneepoint.workers.shared_study import SharedStudy
+    from kneepoint.records import StudySpec
+    from kneepoint.workers import SharedStudy
 
 EXIT_RUN_FAILED = 1
 STORAGE_VARIABLE = "KNEEPOINT_STORAGE"
@@ -85,9 +83,8 @@ def _bad(field: str, message: str) -> ConfigError:
 
 
 def _open(args: argparse.Namespace, now: datetime) -> tuple[SharedStudy, StudySpec]:
-    from kneepoint.tune.feasibility import study_checks
-    from kneepoint.workers.shared_study import SharedStudy
-    from kneepoint.workers.storage import SharedStudyError
+    from kneepoint.tune import study_checks
+    from kneepoint.workers import SharedStudy, SharedStudyError
 
     url = args.storage or os.environ.get(STORAGE_VARIABLE)
     if not url:
@@ -130,7 +127,7 @@ def _open(args: argparse.Namespace, now: datetime) -> tuple[SharedStudy, StudySp
 
 def _started(shared_study: Callable[[str], SharedStudy], name: str) -> datetime | None:
     """When the shared study of this name started; None: it is not published."""
-    from kneepoint.workers.shared_study import StudyNotFoundError
+    from kneepoint.workers import StudyNotFoundError
 
     try:
         shared = shared_study(name)
@@ -147,12 +144,10 @@ def _on_gpu(study: StudySpec, gpu: int) -> StudySpec:
 def run_worker(args: argparse.Namespace) -> int:
     from kneepoint.cli.console import progress_for
     from kneepoint.config import knob_catalogue
-    from kneepoint.load.objective import rules
-    from kneepoint.run.files import check_output
-    from kneepoint.run.folder import RunFolder, serve_command
-    from kneepoint.run.logs import configure_logging
-    from kneepoint.tune.feasibility import launched_vllm
-    from kneepoint.workers.worker import Worker
+    from kneepoint.load import rules
+    from kneepoint.run import RunFolder, check_output, configure_logging, serve_command
+    from kneepoint.tune import launched_vllm
+    from kneepoint.workers import Worker
 
     now = datetime.now().astimezone()
     check_output("--runs-dir", args.runs_dir, directory=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import math
 
-from kneepoint.records.limits import MAX_POINT_SECONDS, MAX_RATE_RPS
+from kneepoint.records import MAX_POINT_SECONDS, MAX_RATE_RPS
 
 
 def _finite(text: str, low: float, high: float, what: str) -> float:

@@ -20,10 +20,15 @@ from kneepoint.config.hf_window import window_fields, with_model_type_defaults
 from kneepoint.config.validation import validate
 from kneepoint.config.yaml_bounds import TOO_DEEP
 from kneepoint.config.yamlio import YamlDoc, read_mapping, read_text
-from kneepoint.records.base import Record
-from kneepoint.records.engine import EngineConfig, flag_for, knob_fields
-from kneepoint.records.hardware import GpuSpec, ModelSpec
-from kneepoint.records.knobs import KnobCatalogue
+from kneepoint.records import (
+    EngineConfig,
+    GpuSpec,
+    KnobCatalogue,
+    ModelSpec,
+    Record,
+    flag_for,
+    knob_fields,
+)
 
 _PACKAGE = Path(__file__).resolve().parent.parent
 

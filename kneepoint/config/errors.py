@@ -9,8 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kneepoint.records.errors import KneepointError
-from kneepoint.records.secret_env import mask_shapes
+from kneepoint.records import KneepointError, mask_shapes
 
 Loc = tuple[str | int, ...]
 

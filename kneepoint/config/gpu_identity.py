@@ -11,9 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from kneepoint.config.catalog import gpu_catalogue
-from kneepoint.records.hardware import GpuSpec
-from kneepoint.records.host import HostInfo
-from kneepoint.records.study import StudySpec
+from kneepoint.records import GpuSpec, HostInfo, StudySpec
 
 
 def identify_gpu(reported: str, gpus: Mapping[str, GpuSpec] | None = None) -> GpuSpec | None:

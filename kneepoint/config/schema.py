@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kneepoint.records.study import StudySpec
+from kneepoint.records import StudySpec
 
 _REFERENCES = {
     "gpu": "GPU catalogue name (configs/gpus.yaml), e.g. h100-sxm",

@@ -34,11 +34,7 @@ from kneepoint.config.overrides import Override, apply_override, parse_override
 from kneepoint.config.trace import read_trace
 from kneepoint.config.validation import validate
 from kneepoint.config.yamlio import YamlDoc, read_mapping
-from kneepoint.records.base import Record
-from kneepoint.records.calibration import Calibration
-from kneepoint.records.slo import Slo
-from kneepoint.records.study import StudySpec
-from kneepoint.records.workload import TraceArrivals, Workload
+from kneepoint.records import Calibration, Record, Slo, StudySpec, TraceArrivals, Workload
 
 StudyCheck = Callable[[StudySpec], Sequence[tuple[Loc, str]]]
 """A check of a validated study that needs more than the records know (the physics, the

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from kneepoint.config.errors import ConfigError, Problem
 from kneepoint.config.trace_formats import read_public
-from kneepoint.records.workload import TraceArrivals, TraceEntry, TraceFormat, Workload
+from kneepoint.records import TraceArrivals, TraceEntry, TraceFormat, Workload
 
 
 def read_trace(

@@ -29,7 +29,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from kneepoint.config.errors import ConfigError, Problem
-from kneepoint.records.workload import TraceEntry, TraceFormat
+from kneepoint.records import TraceEntry, TraceFormat
 
 MOONCAKE_BLOCK_TOKENS = 512
 """Mooncake's ``hash_ids`` name 512-token blocks (the trace's README)."""

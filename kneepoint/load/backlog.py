@@ -40,8 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from kneepoint.records.loadpoint import Backlog
-from kneepoint.records.measure import RequestRecord
+from kneepoint.records import Backlog, RequestRecord
 
 SAMPLES = 21
 """Times the count is read across the window (both ends included)."""

@@ -17,11 +17,8 @@ import math
 from collections.abc import Sequence
 
 from kneepoint.load.plan import PlannedRequest, plan_requests
-from kneepoint.load.score import metric_values, percentile
-from kneepoint.records.ledger import BurstWindow
-from kneepoint.records.measure import RequestRecord
-from kneepoint.records.slo import Slo
-from kneepoint.records.workload import TraceEntry, Workload
+from kneepoint.load.scoring import metric_values, percentile
+from kneepoint.records import BurstWindow, RequestRecord, Slo, TraceEntry, Workload
 
 WINDOW_MIN_S = 5.0
 WINDOW_REQUESTS = 100

@@ -14,8 +14,7 @@ import math
 import statistics
 from collections.abc import Sequence
 
-from kneepoint.records.loadpoint import LoadPoint
-from kneepoint.records.slo import Slo
+from kneepoint.records import LoadPoint, Slo
 
 # Two-sided 95% Student-t quantiles by degrees of freedom (1..10); 1.96 beyond.
 _T95 = (12.71, 4.30, 3.18, 2.78, 2.57, 2.45, 2.36, 2.31, 2.26, 2.23)

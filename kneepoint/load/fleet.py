@@ -14,11 +14,14 @@ import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from kneepoint.records.hardware import GpuSpec
-from kneepoint.records.lengths import mean_length_tokens
-from kneepoint.records.study import FleetSpec, StudySpec
-from kneepoint.records.sweep import SweepResult
-from kneepoint.records.workload import Workload
+from kneepoint.records import (
+    FleetSpec,
+    GpuSpec,
+    StudySpec,
+    SweepResult,
+    Workload,
+    mean_length_tokens,
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from kneepoint.records.limits import MAX_SEARCH_RPS
+from kneepoint.records import MAX_SEARCH_RPS
 
 Verdict = Literal["pass", "fail", "unknown", "hopeless"]
 

@@ -5,8 +5,7 @@ the GPUs the study gives the server beyond it run further replicas of it
 from __future__ import annotations
 
 from kneepoint.load.objective import rules
-from kneepoint.records.engine import EngineConfig
-from kneepoint.records.study import StudySpec
+from kneepoint.records import EngineConfig, StudySpec
 
 
 def node_replicas(study: StudySpec, config: EngineConfig) -> int:

@@ -26,10 +26,16 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from kneepoint.load.ranges import validation_rates
-from kneepoint.records.engine import EngineConfig
-from kneepoint.records.loadpoint import LoadPoint
-from kneepoint.records.objective import GoodputAtRate, Objective, PeakThroughput, SloCapacity
-from kneepoint.records.sweep import SweepPoint, SweepResult
+from kneepoint.records import (
+    EngineConfig,
+    GoodputAtRate,
+    LoadPoint,
+    Objective,
+    PeakThroughput,
+    SloCapacity,
+    SweepPoint,
+    SweepResult,
+)
 
 AT_RATE_TOLERANCE = 0.03
 """How near a point's offered rate must be to the fixed rate to count as measured at it."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from kneepoint.records.measure import RequestRecord
+from kneepoint.records import RequestRecord
 
 LatencyFrom = Literal["schedule", "slot"]
 

@@ -23,7 +23,7 @@ from kneepoint.load.request import (
     unit_gap,
 )
 from kneepoint.load.sessions import plan_sessions
-from kneepoint.records.workload import TraceEntry, Workload
+from kneepoint.records import TraceEntry, Workload
 
 __all__ = [
     "DEFAULT_VOCAB_SIZE",

@@ -13,7 +13,7 @@ import numpy as np
 
 from kneepoint.load.backlog import backlog, violation
 from kneepoint.load.origin import counted
-from kneepoint.load.score import Score, score, stable_window
+from kneepoint.load.scoring import Score, score, stable_window
 from kneepoint.load.trust import (
     Trust,
     concurrency_ratio,
@@ -23,9 +23,7 @@ from kneepoint.load.trust import (
     send_lags_ms,
     server_meets,
 )
-from kneepoint.records.loadpoint import LoadPoint, Signals
-from kneepoint.records.measure import RequestRecord
-from kneepoint.records.slo import Slo
+from kneepoint.records import LoadPoint, RequestRecord, Signals, Slo
 
 LATE_STEP_SHARE = 0.01
 """A simulator may send at most this share of a point's steps over 5 ms late (its clock lag

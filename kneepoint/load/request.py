@@ -16,18 +16,16 @@ from typing import Generic, TypeVar
 
 import numpy as np
 
-from kneepoint.records.lengths import (
+from kneepoint.records import (
+    ConstantArrivals,
     EmpiricalLength,
     FixedLength,
+    GammaArrivals,
     LengthDist,
     LognormalLength,
-    UniformLength,
-)
-from kneepoint.records.workload import (
-    ConstantArrivals,
-    GammaArrivals,
     PoissonArrivals,
     PrefixGroup,
+    UniformLength,
     Workload,
 )
 

@@ -22,15 +22,15 @@ from dataclasses import dataclass
 from itertools import accumulate
 
 from kneepoint.load.request import Documents, Kept, PlannedRequest, sample_length, unit_gap
-from kneepoint.records.session import (
+from kneepoint.records import (
     ExponentialThink,
     FixedThink,
     FixedTurns,
     ThinkDist,
     TurnsDist,
     UniformTurns,
+    Workload,
 )
-from kneepoint.records.workload import Workload
 
 LEAD_SESSIONS = 400
 LEAD_QUANTILE = 0.99

@@ -10,9 +10,7 @@ where decode sits near the knee), or a typical decode step where the SLO sets no
 
 from __future__ import annotations
 
-from kneepoint.records.lengths import mean_length_tokens
-from kneepoint.records.slo import Slo
-from kneepoint.records.workload import Workload
+from kneepoint.records import Slo, Workload, mean_length_tokens
 
 TYPICAL_TOKEN_S = 0.03
 PACE_SHARE_OF_LIMIT = 0.75

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kneepoint.load.settle import ramp_seconds, settle_seconds
-from kneepoint.records.study import StudySpec
+from kneepoint.records import StudySpec
 
 
 @dataclass(frozen=True, slots=True)

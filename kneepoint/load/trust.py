@@ -36,11 +36,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kneepoint.load.origin import LatencyFrom
-from kneepoint.load.score import percentile
-from kneepoint.records.loadpoint import Signals
-from kneepoint.records.measure import Dist, RequestRecord
-from kneepoint.records.measurement import MeasurementSpec
-from kneepoint.records.slo import Slo
+from kneepoint.load.scoring import percentile
+from kneepoint.records import Dist, MeasurementSpec, RequestRecord, Signals, Slo
 
 DEFAULT_LATE_SEND_MS = 10.0
 LATE_SHARE_OF_SLO = 0.05

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 from kneepoint.load.plan import plan_requests
 from kneepoint.load.request import Documents, PlannedRequest
-from kneepoint.records.workload import TraceEntry, Workload
+from kneepoint.records import TraceEntry, Workload
 
 WARMUP_REQUESTS = 16
 """The burst: enough to run batches of every size up to 16 in prefill and decode."""

@@ -18,25 +18,17 @@ from typing import Any, TypeVar
 
 import structlog
 
-from kneepoint.load.objective import rules
-from kneepoint.load.plan import PlannedRequest
-from kneepoint.load.size import PointSize
+from kneepoint.load import PlannedRequest, PointSize, rules
 from kneepoint.measure import sweep
 from kneepoint.measure.study_knee import study_knee_search
 from kneepoint.measure.trial_failure import FAILURE_STATUS, TrialFailedError, retrying
 from kneepoint.measure.watch import Watched
-from kneepoint.physics.defaults import UnmodeledSettingError
-from kneepoint.probes.backends import PointArtifacts, Target, open_target
-from kneepoint.probes.backends.base import Keep, Prober
-from kneepoint.probes.server.server_failure import ServerFailedError
-from kneepoint.records.engine import EngineConfig
-from kneepoint.records.measure import RequestRecord
-from kneepoint.records.study import StudySpec
-from kneepoint.records.sweep import SweepPoint, SweepResult
-from kneepoint.run.files import write_atomically
-from kneepoint.run.folder import write_point
-from kneepoint.run.progress import Progress
-from kneepoint.sim.engine import EngineRefusedError
+from kneepoint.physics import UnmodeledSettingError
+from kneepoint.probes.backends import Keep, PointArtifacts, Prober, Target, open_target
+from kneepoint.probes.server import ServerFailedError
+from kneepoint.records import EngineConfig, RequestRecord, StudySpec, SweepPoint, SweepResult
+from kneepoint.run import Progress, write_atomically, write_point
+from kneepoint.sim import EngineRefusedError
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")

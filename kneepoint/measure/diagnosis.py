@@ -8,16 +8,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kneepoint.load.objective import rules
+from kneepoint.load import rules
 from kneepoint.measure import sweep
 from kneepoint.measure.bench import Bench, with_retried
 from kneepoint.measure.study_knee import study_knee_search
-from kneepoint.probes.backends import Target
-from kneepoint.probes.backends.base import Prober
-from kneepoint.records.study import StudySpec
-from kneepoint.records.sweep import SweepResult
-from kneepoint.run.files import write_atomically
-from kneepoint.run.progress import Progress
+from kneepoint.probes.backends import Prober, Target
+from kneepoint.records import StudySpec, SweepResult
+from kneepoint.run import Progress, write_atomically
 
 
 def diagnosis_sweep(

@@ -8,10 +8,8 @@ import time
 
 from kneepoint.measure.sweep import knee_search
 from kneepoint.measure.sweep_run import Clock
-from kneepoint.probes.backends.base import Prober
-from kneepoint.records.engine import EngineConfig
-from kneepoint.records.study import StudySpec
-from kneepoint.records.sweep import SweepResult
+from kneepoint.probes.backends import Prober
+from kneepoint.records import EngineConfig, StudySpec, SweepResult
 
 
 def study_knee_search(

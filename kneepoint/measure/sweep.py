@@ -23,13 +23,10 @@ from collections.abc import Sequence
 
 import structlog
 
-from kneepoint.load.knee import Verdict, find_capacity
+from kneepoint.load import Verdict, find_capacity
 from kneepoint.measure.sweep_run import Clock, SweepRun
-from kneepoint.probes.backends.base import Prober
-from kneepoint.records.engine import EngineConfig
-from kneepoint.records.limits import MAX_SEARCH_RPS
-from kneepoint.records.slo import Slo
-from kneepoint.records.sweep import SweepKind, SweepPoint, SweepResult
+from kneepoint.probes.backends import Prober
+from kneepoint.records import MAX_SEARCH_RPS, EngineConfig, Slo, SweepKind, SweepPoint, SweepResult
 
 log = structlog.get_logger(__name__)
 

@@ -9,11 +9,9 @@ from collections.abc import Callable, Sequence
 
 import structlog
 
-from kneepoint.load.capacity import interpolate_capacity, mean_interval, slo_margin
-from kneepoint.probes.backends.base import Prober
-from kneepoint.records.engine import EngineConfig
-from kneepoint.records.slo import Slo
-from kneepoint.records.sweep import SweepKind, SweepPoint, SweepResult
+from kneepoint.load import interpolate_capacity, mean_interval, slo_margin
+from kneepoint.probes.backends import Prober
+from kneepoint.records import EngineConfig, Slo, SweepKind, SweepPoint, SweepResult
 
 log = structlog.get_logger(__name__)
 

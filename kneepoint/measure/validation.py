@@ -12,10 +12,8 @@ from pathlib import Path
 from kneepoint.measure import sweep
 from kneepoint.measure.bench import Bench, keep_sweep
 from kneepoint.measure.trial_failure import TrialFailedError
-from kneepoint.probes.backends import Target
-from kneepoint.probes.backends.base import Prober
-from kneepoint.records.engine import EngineConfig
-from kneepoint.records.sweep import SweepPoint, SweepResult
+from kneepoint.probes.backends import Prober, Target
+from kneepoint.records import EngineConfig, SweepPoint, SweepResult
 
 
 def validate_pair(

@@ -4,14 +4,11 @@ still writes what it measured, as a sweep marked interrupted."""
 
 from __future__ import annotations
 
-from kneepoint.load.capacity import slo_margin
+from kneepoint.load import slo_margin
 from kneepoint.measure.sweep import result_of
-from kneepoint.probes.backends.base import Prober
-from kneepoint.records.engine import EngineConfig
-from kneepoint.records.loadpoint import LoadPoint
-from kneepoint.records.slo import Slo
-from kneepoint.records.sweep import SweepKind, SweepPoint, SweepResult
-from kneepoint.run.progress import Progress
+from kneepoint.probes.backends import Prober
+from kneepoint.records import EngineConfig, LoadPoint, Slo, SweepKind, SweepPoint, SweepResult
+from kneepoint.run import Progress
 
 
 class Watched:

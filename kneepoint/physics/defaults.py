@@ -18,10 +18,7 @@ from pydantic import Field, JsonValue
 
 from kneepoint.physics.quantization import SCHEMES, Gemm, scheme_for
 from kneepoint.physics.speculation import SYNC_METHODS
-from kneepoint.records.base import Record
-from kneepoint.records.engine import EngineConfig
-from kneepoint.records.errors import KneepointError
-from kneepoint.records.hardware import GIB, GpuSpec, ModelSpec
+from kneepoint.records import GIB, EngineConfig, GpuSpec, KneepointError, ModelSpec, Record
 
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.92
 DEFAULT_BLOCK_SIZE = 16

@@ -23,8 +23,7 @@ from functools import lru_cache
 from math import comb
 
 from kneepoint.physics.defaults import ResolvedEngine
-from kneepoint.records.efficiency import Efficiency
-from kneepoint.records.hardware import GpuSpec, ModelSpec
+from kneepoint.records import Efficiency, GpuSpec, ModelSpec
 
 
 def expert_params(model: ModelSpec) -> float:

@@ -14,8 +14,7 @@ the roofline's.
 from __future__ import annotations
 
 from kneepoint.physics.defaults import ResolvedEngine
-from kneepoint.records.efficiency import Efficiency
-from kneepoint.records.hardware import GpuSpec, ModelSpec
+from kneepoint.records import Efficiency, GpuSpec, ModelSpec
 
 M_TILE_TOKENS = 64
 """Tokens one pass of a Marlin GEMM multiplies with each weight it dequantises: at most four

@@ -18,9 +18,8 @@ from pydantic import Field
 
 from kneepoint.physics.defaults import ResolvedEngine
 from kneepoint.physics.experts import expert_bytes_per_gpu, expert_params
-from kneepoint.physics.kv_layout import KvLayout, kv_layout
-from kneepoint.records.base import Record
-from kneepoint.records.hardware import GIB, MIB, GpuSpec, ModelSpec
+from kneepoint.physics.kv_manager import KvLayout, kv_layout
+from kneepoint.records import GIB, MIB, GpuSpec, ModelSpec, Record
 
 NON_TORCH_BYTES = 0.5 * GIB
 """NCCL buffers, cuBLAS workspaces, the CUDA context's allocations outside torch."""

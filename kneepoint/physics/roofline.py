@@ -30,8 +30,7 @@ from kneepoint.physics.defaults import ResolvedEngine
 from kneepoint.physics.experts import ExpertLayout, dispatch_s, expert_bytes_per_gpu
 from kneepoint.physics.gemm import LinearGemm
 from kneepoint.physics.memory import weight_bytes_per_gpu
-from kneepoint.records.efficiency import Efficiency
-from kneepoint.records.hardware import GpuSpec, ModelSpec
+from kneepoint.records import Efficiency, GpuSpec, ModelSpec
 
 __all__ = ["BatchShape", "Efficiency", "Roofline", "StepCost", "step_cost", "window_pairs"]
 

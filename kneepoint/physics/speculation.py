@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kneepoint.records.engine import EngineConfig
+from kneepoint.records import EngineConfig
 
 SYNC_METHODS = frozenset({"ngram", "suffix", "medusa", "mlp_speculator"})
 """Methods with which vLLM turns async scheduling off ("Async scheduling not supported with

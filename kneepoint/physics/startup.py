@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from kneepoint.physics.defaults import ResolvedEngine
 from kneepoint.physics.memory import weight_bytes_per_gpu
-from kneepoint.records.hardware import ModelSpec
+from kneepoint.records import ModelSpec
 
 LOAD_BYTES_PER_S = 2.5e9
 """Weights read from a local NVMe cache into GPU memory, per GPU."""

@@ -8,12 +8,23 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from kneepoint.physics.defaults import UnmodeledSettingError, resolve_engine
-from kneepoint.physics.memory import MemoryPlan, plan_memory
-from kneepoint.physics.quantization import CHECKPOINT_METHODS, checkpoint_of
-from kneepoint.records.engine import EngineConfig
-from kneepoint.records.hardware import GIB, GpuSpec, ModelSpec
-from kneepoint.records.plan import Layout, PlanLengths, WeightOption
+from kneepoint.physics import (
+    CHECKPOINT_METHODS,
+    MemoryPlan,
+    UnmodeledSettingError,
+    checkpoint_of,
+    plan_memory,
+    resolve_engine,
+)
+from kneepoint.records import (
+    GIB,
+    EngineConfig,
+    GpuSpec,
+    Layout,
+    ModelSpec,
+    PlanLengths,
+    WeightOption,
+)
 
 TENSOR_PARALLEL_SIZES = (1, 2, 4, 8)
 """The sizes within one node (vLLM needs the heads to divide evenly; 8 GPUs to a node)."""

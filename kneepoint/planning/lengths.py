@@ -8,9 +8,8 @@ from __future__ import annotations
 import math
 import random
 
-from kneepoint.load.plan import sample_length
-from kneepoint.records.plan import PlanLengths
-from kneepoint.records.workload import TraceEntry, Workload
+from kneepoint.load import sample_length
+from kneepoint.records import PlanLengths, TraceEntry, Workload
 
 DRAWS = 20_000
 """Requests drawn to read percentiles from: a p99 then rests on 200 requests past it."""

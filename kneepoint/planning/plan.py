@@ -6,14 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from kneepoint.config.trace import workload_trace
-from kneepoint.load.fleet import gpu_price
+from kneepoint.config import workload_trace
+from kneepoint.load import gpu_price
 from kneepoint.planning.layouts import layout, shapes, sized_engine
 from kneepoint.planning.lengths import request_lengths
 from kneepoint.planning.predict import predict, study_on
-from kneepoint.records.hardware import GpuSpec
-from kneepoint.records.plan import Layout, Plan, PlanLengths
-from kneepoint.records.study import StudySpec
+from kneepoint.records import GpuSpec, Layout, Plan, PlanLengths, StudySpec
 
 NEXT_SIZE_START = 1.4
 Progress = Callable[[Layout], None]

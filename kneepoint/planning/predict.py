@@ -5,17 +5,18 @@ plan ranks layouts before any GPU is rented; the tune measures the one chosen).
 
 from __future__ import annotations
 
-from kneepoint.config.trace import workload_trace
-from kneepoint.load.fleet import output_per_request
-from kneepoint.load.plan import point_seed
-from kneepoint.load.size import PointSize
-from kneepoint.measure.sweep import knee_search
-from kneepoint.records.engine import EngineConfig
-from kneepoint.records.hardware import GpuSpec
-from kneepoint.records.loadpoint import LoadPoint
-from kneepoint.records.plan import KNEE_REL_TOL, Prediction
-from kneepoint.records.study import StudySpec
-from kneepoint.sim.loadpoint import simulate_load_point
+from kneepoint.config import workload_trace
+from kneepoint.load import PointSize, output_per_request, point_seed
+from kneepoint.measure import knee_search
+from kneepoint.records import (
+    KNEE_REL_TOL,
+    EngineConfig,
+    GpuSpec,
+    LayoutPrediction,
+    LoadPoint,
+    StudySpec,
+)
+from kneepoint.sim import simulate_load_point
 
 POINT_SECONDS = 10.0
 """Arrivals per point (stretched to what the workload needs to settle, as the tune's are)."""
@@ -30,7 +31,7 @@ def study_on(study: StudySpec, gpu: GpuSpec, config: EngineConfig) -> StudySpec:
     return study.model_copy(update={"gpu": gpu, "engine": config, "calibration": calibration})
 
 
-def predict(study: StudySpec, usd_per_gpu_hour: float | None, start_rps: float) -> Prediction:
+def predict(study: StudySpec, usd_per_gpu_hour: float | None, start_rps: float) -> LayoutPrediction:
     """Knee search from ``start_rps`` on ``study``'s GPU and engine config."""
     size = PointSize.for_study(study, POINT_SECONDS)
     trace = workload_trace(study.workload)
@@ -49,7 +50,7 @@ def predict(study: StudySpec, usd_per_gpu_hour: float | None, start_rps: float) 
     result = knee_search(probe, study.engine, study.slo, start_rps, rel_tol=KNEE_REL_TOL)
     tokens = output_per_request(result, study.workload)
     gpus = study.engine.gpu_count
-    return Prediction(
+    return LayoutPrediction(
         knee_rps=result.knee_rps,
         capacity_rps=result.capacity_rps,
         output_tokens_per_request=tokens,

@@ -7,3 +7,5 @@ beyond the measured noise). Pruning and search read the diagnosis; the judge sta
 Nothing here touches processes, sockets, GPUs or files; it imports records, physics and load,
 and nothing from ``kneepoint.probes`` or from the packages that run them (``kneepoint.tune``,
 ``kneepoint.workers``)."""
+
+__all__: list[str] = []  # each concept is a package with its own face

@@ -24,7 +24,7 @@ class WeightOption(Record):
     """What it needs besides the flag (a checkpoint quantized that way), or ''."""
 
 
-class Prediction(Record):
+class LayoutPrediction(Record):
     """The simulator's figures for a layout at the study's traffic and SLO."""
 
     knee_rps: float | None
@@ -76,7 +76,7 @@ class Layout(Record):
     """vLLM's words at the study's own max_model_len, where that one is refused and the
     right-sized one is not: what right-sizing buys."""
     weights: tuple[WeightOption, ...] = ()
-    prediction: Prediction | None = None
+    prediction: LayoutPrediction | None = None
 
     @property
     def fits(self) -> bool:

@@ -1,32 +1,19 @@
 """``kneepoint report``: a run folder's report, as Markdown and as one self-contained HTML page
 with PNG plots (written into the run folder)."""
 
-from __future__ import annotations
+from kneepoint.report.diagnosis_document import findings_document
+from kneepoint.report.document import to_markdown
+from kneepoint.report.intervals import TRIM, slo_intervals
+from kneepoint.report.plan_report import plan_document
+from kneepoint.report.speculation import probe_words
+from kneepoint.report.write import write_report
 
-import dataclasses
-from pathlib import Path
-
-from kneepoint.report.data import ReportData, gather
-from kneepoint.report.document import to_html, to_markdown
-from kneepoint.report.intervals import kept_points, with_intervals
-from kneepoint.report.sections import build
-from kneepoint.run.files import write_atomically
-from kneepoint.run.folder import RunFolder
-
-
-def write_report(folder: RunFolder) -> tuple[Path, Path]:
-    """Write report.md and report.html into the run folder; returns their paths."""
-    doc = build(_with_intervals(gather(folder)))
-    markdown, html = folder.path / "report.md", folder.path / "report.html"
-    write_atomically(markdown, to_markdown(doc, folder.path))
-    write_atomically(html, to_html(doc))
-    return markdown, html
-
-
-def _with_intervals(data: ReportData) -> ReportData:
-    confidence, kept = data.study.tuning.confidence, kept_points(data.folder.path)
-    start, final = (
-        None if c is None else with_intervals(kept, data.study, c, confidence)
-        for c in (data.start, data.final)
-    )
-    return dataclasses.replace(data, start=start, final=final)
+__all__ = [
+    "TRIM",
+    "findings_document",
+    "plan_document",
+    "probe_words",
+    "slo_intervals",
+    "to_markdown",
+    "write_report",
+]

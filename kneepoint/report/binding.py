@@ -4,8 +4,7 @@ diagnose`` prints the same tables."""
 
 from __future__ import annotations
 
-from kneepoint.records.diagnosis import Diagnosis
-from kneepoint.records.proposal import Pruning
+from kneepoint.records import Diagnosis, Pruning
 from kneepoint.report.data import ReportData
 from kneepoint.report.document import Document, Heading, Paragraph, Table
 

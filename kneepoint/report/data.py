@@ -8,18 +8,19 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from kneepoint.load.objective import rules
-from kneepoint.policies.diagnosis.observe import knee_points
-from kneepoint.policies.judge.promotion import judge
-from kneepoint.records.host import HostInfo
-from kneepoint.records.judgement import Judgement
-from kneepoint.records.ledger import RunStarted
-from kneepoint.records.loadpoint import LoadPoint
-from kneepoint.records.study import StudySpec
-from kneepoint.records.sweep import SweepPoint, SweepResult
-from kneepoint.run.folder import RunFolder, serve_command
-from kneepoint.run.state import RunState
-from kneepoint.run.trial_state import TrialState
+from kneepoint.load import rules
+from kneepoint.policies.diagnosis import knee_points
+from kneepoint.policies.judge import judge
+from kneepoint.records import (
+    HostInfo,
+    Judgement,
+    LoadPoint,
+    RunStarted,
+    StudySpec,
+    SweepPoint,
+    SweepResult,
+)
+from kneepoint.run import RunFolder, RunState, TrialState, serve_command
 
 
 @dataclass(frozen=True)

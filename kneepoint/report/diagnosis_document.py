@@ -3,11 +3,8 @@ the knobs worth trying and the ones not, and the points it was read from."""
 
 from __future__ import annotations
 
-from kneepoint.load.objective import rules
-from kneepoint.records.diagnosis import Diagnosis
-from kneepoint.records.proposal import Pruning
-from kneepoint.records.study import StudySpec
-from kneepoint.records.sweep import SweepResult
+from kneepoint.load import rules
+from kneepoint.records import Diagnosis, Pruning, StudySpec, SweepResult
 from kneepoint.report.binding import evidence_table, pruning_tables
 from kneepoint.report.document import Document, Heading, Paragraph, Table
 from kneepoint.report.measured import objective_text, slo

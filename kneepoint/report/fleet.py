@@ -4,8 +4,8 @@ implies; the saving in dollars between them (``kneepoint.load.fleet``)."""
 
 from __future__ import annotations
 
-from kneepoint.load.fleet import FleetSize, gpu_price, output_per_request, size_fleet
-from kneepoint.records.engine import EngineConfig
+from kneepoint.load import FleetSize, gpu_price, output_per_request, size_fleet
+from kneepoint.records import EngineConfig
 from kneepoint.report.data import Curve, ReportData
 from kneepoint.report.document import Document, Heading, Paragraph, Table
 

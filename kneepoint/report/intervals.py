@@ -11,13 +11,8 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
-from kneepoint.load.bootstrap import mean_percentile_interval
-from kneepoint.load.score import metric_values, stable_window
-from kneepoint.load.settle import ramp_seconds
-from kneepoint.records.loadpoint import LoadPoint
-from kneepoint.records.measure import RequestRecord
-from kneepoint.records.study import StudySpec
-from kneepoint.records.sweep import SweepPoint
+from kneepoint.load import mean_percentile_interval, metric_values, ramp_seconds, stable_window
+from kneepoint.records import LoadPoint, RequestRecord, StudySpec, SweepPoint
 from kneepoint.report.data import Curve, slo_metrics
 
 TRIM = 0.1

@@ -9,11 +9,8 @@ import statistics
 from collections.abc import Sequence
 from pathlib import Path
 
-from kneepoint.load.capacity import mean_interval
-from kneepoint.load.objective import AT_RATE_TOLERANCE, rules
-from kneepoint.records.objective import Objective
-from kneepoint.records.study import StudySpec
-from kneepoint.records.sweep import SweepResult
+from kneepoint.load import AT_RATE_TOLERANCE, mean_interval, rules
+from kneepoint.records import Objective, StudySpec, SweepResult
 from kneepoint.report import plots
 from kneepoint.report.data import Curve, CurvePoint, ReportData, slo_lines
 from kneepoint.report.document import Bullets, Document, Heading, Image, Paragraph, Table

@@ -3,7 +3,7 @@ replicas (``kneepoint.load.node``), and what that serves beside the start."""
 
 from __future__ import annotations
 
-from kneepoint.load.node import node_replicas
+from kneepoint.load import node_replicas
 from kneepoint.report.data import ReportData
 
 

@@ -14,8 +14,7 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-from kneepoint.records.engine import EngineConfig
-from kneepoint.records.sweep import SweepResult
+from kneepoint.records import EngineConfig, SweepResult
 from kneepoint.report import plots
 from kneepoint.report.data import ReportData
 from kneepoint.report.document import Document, Heading, Image, Paragraph

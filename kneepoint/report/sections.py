@@ -8,8 +8,8 @@ import math
 import statistics
 from pathlib import Path
 
-from kneepoint.config.gpu_identity import study_gpu_mismatch
-from kneepoint.load.objective import rules
+from kneepoint.config import study_gpu_mismatch
+from kneepoint.load import rules
 from kneepoint.report import burst, measured, pareto, plots, speculation, traffic
 from kneepoint.report.binding import bottleneck, pruned
 from kneepoint.report.data import ReportData
@@ -25,7 +25,7 @@ from kneepoint.report.document import (
 from kneepoint.report.fleet import fleet
 from kneepoint.report.measured import objective_text
 from kneepoint.report.node import node_item
-from kneepoint.run.trial_state import TrialState
+from kneepoint.run import TrialState
 
 
 def _pct(value: float | None) -> str:

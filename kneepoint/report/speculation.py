@@ -5,8 +5,7 @@ counters, ``SpecReading``)."""
 
 from __future__ import annotations
 
-from kneepoint.records.drafts import AcceptanceProbe
-from kneepoint.records.loadpoint import LoadPoint, SpecReading
+from kneepoint.records import AcceptanceProbe, LoadPoint, SpecReading
 from kneepoint.report.data import ReportData
 from kneepoint.report.document import Bullets, Document, Heading, Paragraph
 

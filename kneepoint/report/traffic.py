@@ -4,9 +4,8 @@ pool would serve of the prompts, from the workload, beside the server's own hit 
 
 from __future__ import annotations
 
-from kneepoint.policies.pruning.prefix_reuse import prefix_reuse
-from kneepoint.records.loadpoint import LoadPoint
-from kneepoint.records.workload import Workload
+from kneepoint.policies.pruning import prefix_reuse
+from kneepoint.records import LoadPoint, Workload
 from kneepoint.report.data import ReportData
 from kneepoint.report.document import Bullets, Document, Heading, Paragraph
 

@@ -6,7 +6,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from kneepoint.config.errors import ConfigError, Problem
+from kneepoint.config import ConfigError, Problem
 
 
 def _umask() -> int:

@@ -27,13 +27,10 @@ from pathlib import Path
 import yaml
 from pydantic import ValidationError
 
-from kneepoint.config.errors import ConfigError, Problem, render_loc
-from kneepoint.load.node import filled_node
+from kneepoint.config import ConfigError, Problem, render_loc
+from kneepoint.load import filled_node
 from kneepoint.probes.backends import PointArtifacts
-from kneepoint.records.engine import EngineConfig
-from kneepoint.records.errors import KneepointError
-from kneepoint.records.ledger import RunStarted
-from kneepoint.records.study import StudySpec
+from kneepoint.records import EngineConfig, KneepointError, RunStarted, StudySpec
 from kneepoint.run.files import write_atomically
 from kneepoint.run.ledger import Ledger, LedgerError
 from kneepoint.run.lock import RunLock, RunLockedError, try_lock

@@ -18,9 +18,8 @@ from pathlib import Path
 import structlog
 from pydantic import TypeAdapter, ValidationError
 
-from kneepoint.probes.server.redact import redact
-from kneepoint.records.errors import KneepointError
-from kneepoint.records.ledger import Event
+from kneepoint.probes.server import redact
+from kneepoint.records import Event, KneepointError
 from kneepoint.run.state import RunState, StateError
 
 log = structlog.get_logger(__name__)

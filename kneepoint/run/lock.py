@@ -18,7 +18,7 @@ import socket
 from datetime import datetime
 from pathlib import Path
 
-from kneepoint.records.errors import KneepointError
+from kneepoint.records import KneepointError
 
 LOCK_NAME = ".lock"
 

@@ -5,8 +5,8 @@ Events go to stderr, readable on a terminal and as plain timestamped lines when 
 terminal (the same "HH:MM:SSZ text" lines as the run's progress: a raw JSON warning in the
 middle of a plain log read as a glitch), and to a JSON-lines file, the run's machine-readable
 record (``events.jsonl``).
-Every event has secrets taken out first (``kneepoint.probes.server.redact``), on the console and in
-the file alike.
+Every event has secrets taken out first (``kneepoint.probes.server.redaction``), on the
+console and in the file alike.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 import optuna
 import structlog
 
-from kneepoint.probes.server.redact import redact_all
+from kneepoint.probes.server import redact_all
 
 _MARK = "_kneepoint_handler"
 

@@ -11,7 +11,7 @@ from typing import Protocol
 
 import structlog
 
-from kneepoint.records.loadpoint import LoadPoint
+from kneepoint.records import LoadPoint
 
 log = structlog.get_logger(__name__)
 

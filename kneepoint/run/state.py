@@ -13,25 +13,28 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from kneepoint.load.objective import rules
-from kneepoint.records.diagnosis import Diagnosis
-from kneepoint.records.engine import EngineConfig
-from kneepoint.records.errors import KneepointError
-from kneepoint.records.ledger import (
+from kneepoint.load import rules
+from kneepoint.records import (
     Baseline,
     BurstChecked,
+    Diagnosis,
+    EngineConfig,
     Event,
     Finished,
+    KneepointError,
+    Objective,
+    Outcome,
     Promoted,
+    Proposal,
     Proposed,
+    Pruning,
     QualityChecked,
     RunStarted,
     Screened,
+    SloCapacity,
+    SweepResult,
     Validated,
 )
-from kneepoint.records.objective import Objective, SloCapacity
-from kneepoint.records.proposal import Outcome, Proposal, Pruning
-from kneepoint.records.sweep import SweepResult
 from kneepoint.run.trial_state import Step, TrialState
 
 _STEP_OF: dict[type, Step] = {
@@ -261,7 +264,7 @@ class RunState:
     def screen_pairs(self) -> list[tuple[float, float]]:
         """(screen, validated objective) of each configuration measured both ways: the
         starting configuration's knee search against its repeats, and each validated trial's
-        screen against its challenger arm (``kneepoint.policies.judge.screen_bias``)."""
+        screen against its challenger arm (``kneepoint.policies.judge.yardstick``)."""
         rule = rules(self.objective)
         pairs: list[tuple[float | None, float | None]] = []
         if self.baseline is not None:

@@ -6,10 +6,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from kneepoint.load.objective import rules
-from kneepoint.records.ledger import Promoted, QualityChecked, Screened, Validated
-from kneepoint.records.objective import Objective, SloCapacity
-from kneepoint.records.proposal import Outcome, Proposal
+from kneepoint.load import rules
+from kneepoint.records import (
+    Objective,
+    Outcome,
+    Promoted,
+    Proposal,
+    QualityChecked,
+    Screened,
+    SloCapacity,
+    Validated,
+)
 
 Step = Literal["screen", "quality", "validate", "promote"]
 """A trial's steps, in order; the run's own order (start, baseline, trials, stop, burst) is

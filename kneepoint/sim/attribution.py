@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kneepoint.physics.roofline import StepCost
+from kneepoint.physics import StepCost
 from kneepoint.sim.step_plan import AdmissionStop
 
 # From this KV usage on, the pool is what limits the batch.

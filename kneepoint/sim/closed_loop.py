@@ -16,7 +16,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kneepoint.load.plan import PlannedRequest
+from kneepoint.load import PlannedRequest
 from kneepoint.sim.client import Arrival, Client
 from kneepoint.sim.request import SimRequest
 

@@ -14,9 +14,8 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping
 
-from kneepoint.physics.speculation import shares_through
-from kneepoint.records.drafts import DraftAcceptance
-from kneepoint.records.workload import Workload
+from kneepoint.physics import shares_through
+from kneepoint.records import DraftAcceptance, Workload
 from kneepoint.sim.request import SimRequest
 
 

@@ -11,13 +11,18 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from kneepoint.physics.defaults import ResolvedEngine, resolve_engine
-from kneepoint.physics.memory import MemoryPlan, StartupRefusal, plan_memory
-from kneepoint.physics.roofline import BatchShape, Efficiency, Roofline, StepCost
-from kneepoint.records.drafts import DraftAcceptance
-from kneepoint.records.engine import EngineConfig
-from kneepoint.records.errors import KneepointError
-from kneepoint.records.hardware import GpuSpec, ModelSpec
+from kneepoint.physics import (
+    BatchShape,
+    Efficiency,
+    MemoryPlan,
+    ResolvedEngine,
+    Roofline,
+    StartupRefusal,
+    StepCost,
+    plan_memory,
+    resolve_engine,
+)
+from kneepoint.records import DraftAcceptance, EngineConfig, GpuSpec, KneepointError, ModelSpec
 from kneepoint.sim.attribution import Attribution, attribute
 from kneepoint.sim.client import Arrival, Client, RequestRejectedError, Scheduled
 from kneepoint.sim.engine_loop import EngineLoop

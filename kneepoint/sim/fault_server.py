@@ -20,8 +20,8 @@ import structlog
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from kneepoint.physics.memory import StartupRefusal
-from kneepoint.records.faults import CRASH_TEXT, MARKER, OOM_TEXT, Faults
+from kneepoint.physics import StartupRefusal
+from kneepoint.records import CRASH_TEXT, MARKER, OOM_TEXT, Faults
 from kneepoint.sim.engine import EngineRefusedError
 
 log = structlog.get_logger("kneepoint.sim.faults")

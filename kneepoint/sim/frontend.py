@@ -30,7 +30,7 @@ import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from kneepoint.records.efficiency import Efficiency
+from kneepoint.records import Efficiency
 
 
 @dataclass(slots=True)

@@ -6,7 +6,7 @@ share a block only if they share the whole prefix. A request's blocks are freed 
 so its last blocks are evicted before its shared prefix.
 
 A model with sliding-window layers has several KV cache groups drawing on one pool
-(``kneepoint.physics.kv_layout``): each block position of a request takes one block in every
+(``kneepoint.physics.kv_manager``): each block position of a request takes one block in every
 group, and the sliding groups' blocks are freed once the position falls out of the window, as
 vLLM's ``SlidingWindowManager`` frees them. The first group's blocks are tracked one by one
 (``SimRequest.blocks``, with prefix caching); the other groups' are counted, so a prefix hit
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kneepoint.physics.kv_layout import KvLayout
+from kneepoint.physics import KvLayout
 from kneepoint.sim.block_hash import block_hashes
 from kneepoint.sim.block_pool import BlockPool
 from kneepoint.sim.host_tier import HostTier

@@ -9,21 +9,23 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kneepoint.config.trace import workload_trace
-from kneepoint.load.knee import Capacity, Verdict, find_capacity
-from kneepoint.load.origin import counted
-from kneepoint.load.plan import plan_requests
-from kneepoint.load.point import load_point, window_bounds
-from kneepoint.load.score import Score, score
-from kneepoint.load.trust import Trust
-from kneepoint.records.efficiency import Efficiency
-from kneepoint.records.engine import EngineConfig
-from kneepoint.records.loadpoint import LoadPoint
-from kneepoint.records.study import StudySpec
-from kneepoint.records.workload import TraceEntry
+from kneepoint.config import workload_trace
+from kneepoint.load import (
+    Capacity,
+    Score,
+    Trust,
+    Verdict,
+    counted,
+    find_capacity,
+    load_point,
+    plan_requests,
+    score,
+    window_bounds,
+)
+from kneepoint.records import Efficiency, EngineConfig, LoadPoint, StudySpec, TraceEntry
 from kneepoint.sim.attribution import Attribution
+from kneepoint.sim.deployment import Serving, serving
 from kneepoint.sim.drafting import acceptance_of
-from kneepoint.sim.serving import Serving, serving
 from kneepoint.sim.signals import virtual_signals
 from kneepoint.sim.virtual import VirtualLoad, run_plan
 

@@ -11,8 +11,7 @@ import itertools
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from kneepoint.physics.defaults import ResolvedEngine
-from kneepoint.physics.memory import MemoryPlan
+from kneepoint.physics import MemoryPlan, ResolvedEngine
 from kneepoint.sim.engine import StepRecord
 from kneepoint.sim.request import SimRequest
 

@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Mapping
 
-from kneepoint.physics.defaults import ResolvedEngine
-from kneepoint.records.drafts import DraftAcceptance
+from kneepoint.physics import ResolvedEngine
+from kneepoint.records import DraftAcceptance
 from kneepoint.sim.decode_cohort import DecodeCohort
 from kneepoint.sim.drafting import Drafter
 from kneepoint.sim.host_tier import PrefixLoads

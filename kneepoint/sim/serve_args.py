@@ -16,22 +16,28 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from kneepoint.config import arguments
-from kneepoint.config.catalog import (
+from kneepoint.config import (
+    ConfigError,
+    Problem,
+    arguments,
     exact_key,
     family_key,
     gpu_catalogue,
     model_catalogue,
     prefix_keys,
+    read_mapping,
+    validate,
 )
-from kneepoint.config.errors import ConfigError, Problem
-from kneepoint.config.validation import validate
-from kneepoint.config.yamlio import read_mapping
-from kneepoint.records.calibration import Calibration
-from kneepoint.records.efficiency import Efficiency
-from kneepoint.records.engine import EngineConfig, flag_for, knob_fields
-from kneepoint.records.faults import Faults
-from kneepoint.records.hardware import GpuSpec, ModelSpec
+from kneepoint.records import (
+    Calibration,
+    Efficiency,
+    EngineConfig,
+    Faults,
+    GpuSpec,
+    ModelSpec,
+    flag_for,
+    knob_fields,
+)
 
 # vLLM flags that change nothing the simulator models, accepted so real command lines work.
 _HARMLESS = ("--disable-log-requests", "--disable-log-stats", "--trust-remote-code")

@@ -21,7 +21,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from kneepoint.physics.roofline import Efficiency
+from kneepoint.physics import Efficiency
 from kneepoint.sim.access import ApiKeyGuard, is_loopback
 from kneepoint.sim.engine import RequestRejectedError, SimEngine
 from kneepoint.sim.fault_server import (

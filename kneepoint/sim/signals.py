@@ -13,13 +13,11 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 
-from kneepoint.load.score import summarize
-from kneepoint.records.loadpoint import Signals, SpecReading
-from kneepoint.records.measure import Dist
-from kneepoint.records.telemetry import GpuSample
+from kneepoint.load import summarize
+from kneepoint.records import Dist, GpuSample, Signals, SpecReading
+from kneepoint.sim.deployment import Serving
 from kneepoint.sim.engine import StepRecord
 from kneepoint.sim.request import SimRequest
-from kneepoint.sim.serving import Serving
 from kneepoint.sim.telemetry import GpuTelemetry
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from kneepoint.physics.roofline import BatchShape, window_pairs
+from kneepoint.physics import BatchShape, window_pairs
 from kneepoint.sim.request import SimRequest
 
 AdmissionStop = Literal["no_waiting", "preempted", "max_num_seqs", "budget", "kv_capacity"]

@@ -12,9 +12,8 @@ from __future__ import annotations
 import random
 from collections.abc import Iterable
 
-from kneepoint.physics.memory import MemoryPlan
-from kneepoint.records.hardware import MIB, GpuSpec
-from kneepoint.records.telemetry import GpuSample
+from kneepoint.physics import MemoryPlan
+from kneepoint.records import MIB, GpuSample, GpuSpec
 from kneepoint.sim.engine import StepRecord
 
 # Memory-bound kernels still keep warps resident while they wait on loads.

@@ -10,14 +10,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kneepoint.load.plan import PlannedRequest
-from kneepoint.records.measure import RequestRecord
+from kneepoint.load import PlannedRequest
+from kneepoint.records import RequestRecord
 from kneepoint.sim.attribution import Attribution
 from kneepoint.sim.closed_loop import ClosedLoop
+from kneepoint.sim.deployment import Serving
 from kneepoint.sim.engine import Arrival, SimRun
 from kneepoint.sim.frontend import FrontEnd
 from kneepoint.sim.request import SimRequest
-from kneepoint.sim.serving import Serving
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,3 +1,62 @@
 """The one tuning loop: pure decisions over a closed set of actions (``decide``), their
 executor (``loop``), the steps that measure through ``kneepoint.measure``, proposers,
 budgets, deadlines and the checks a study passes before anything starts."""
+
+from kneepoint.tune.burst_step import unmeasured
+from kneepoint.tune.decide import (
+    Action,
+    CheckBurst,
+    CheckQuality,
+    Done,
+    MeasureBaseline,
+    Promote,
+    Propose,
+    Screen,
+    Start,
+    Stop,
+    Validate,
+    next_actions,
+)
+from kneepoint.tune.diagnose import measure_and_diagnose, recorded
+from kneepoint.tune.execute import Executor, Measure, proposed
+from kneepoint.tune.feasibility import launch_checks, launched_vllm, study_checks
+from kneepoint.tune.loop import Now, Tuner, local_now
+from kneepoint.tune.proposers import run_proposer
+from kneepoint.tune.standing import baseline_words
+from kneepoint.tune.steps import Steps, repeats_wanted
+from kneepoint.tune.verdict import judged, measured_repeats, next_repeats, outrun
+
+__all__ = [
+    "Action",
+    "CheckBurst",
+    "CheckQuality",
+    "Done",
+    "Executor",
+    "Measure",
+    "MeasureBaseline",
+    "Now",
+    "Promote",
+    "Propose",
+    "Screen",
+    "Start",
+    "Steps",
+    "Stop",
+    "Tuner",
+    "Validate",
+    "baseline_words",
+    "judged",
+    "launch_checks",
+    "launched_vllm",
+    "local_now",
+    "measure_and_diagnose",
+    "measured_repeats",
+    "next_actions",
+    "next_repeats",
+    "outrun",
+    "proposed",
+    "recorded",
+    "repeats_wanted",
+    "run_proposer",
+    "study_checks",
+    "unmeasured",
+]

@@ -16,14 +16,9 @@ from pathlib import Path
 
 from pydantic import JsonValue
 
-from kneepoint.measure.bench import Bench
-from kneepoint.measure.trial_failure import TrialFailedError
-from kneepoint.records.drafts import AcceptanceProbe
-from kneepoint.records.engine import EngineConfig
-from kneepoint.records.knobs import KnobCatalogue
-from kneepoint.records.study import StudySpec
-from kneepoint.records.sweep import SweepResult
-from kneepoint.report.speculation import probe_words
+from kneepoint.measure import Bench, TrialFailedError
+from kneepoint.records import AcceptanceProbe, EngineConfig, KnobCatalogue, StudySpec, SweepResult
+from kneepoint.report import probe_words
 
 KNOB = "speculative_config"
 

@@ -12,13 +12,10 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-from kneepoint.load.objective import rules
-from kneepoint.policies.search.learning import single_knob_errors
-from kneepoint.policies.search.worth import spread_log
-from kneepoint.records.ledger import Finished
-from kneepoint.records.proposal import TrialPrice
-from kneepoint.records.study import StudySpec
-from kneepoint.run.state import RunState
+from kneepoint.load import rules
+from kneepoint.policies.search import single_knob_errors, spread_log
+from kneepoint.records import Finished, StudySpec, TrialPrice
+from kneepoint.run import RunState
 
 Step = Literal["screen", "validation"]
 

@@ -7,23 +7,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kneepoint.config.trace import workload_trace
-from kneepoint.load.burst import (
+from kneepoint.config import workload_trace
+from kneepoint.load import (
     BurstPlan,
+    PointSize,
     burst_plan,
     recovery_s,
+    rules,
     ttft_limits,
     window_s,
     windows,
 )
-from kneepoint.load.objective import rules
-from kneepoint.load.size import PointSize
-from kneepoint.measure.bench import Bench
-from kneepoint.measure.trial_failure import TrialFailedError
-from kneepoint.records.engine import EngineConfig
-from kneepoint.records.ledger import BurstChecked, Finished
-from kneepoint.records.study import StudySpec
-from kneepoint.records.sweep import SweepResult
+from kneepoint.measure import Bench, TrialFailedError
+from kneepoint.records import BurstChecked, EngineConfig, Finished, StudySpec, SweepResult
 
 BUDGET_STOPS = ("max_device_hours", "deadline")
 """Stops after which nothing more is measured: the budget the person set is spent."""

@@ -12,11 +12,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from kneepoint.load.ranges import VALIDATE_FRACTIONS
-from kneepoint.load.size import PointSize
-from kneepoint.physics.defaults import UnmodeledSettingError, resolve_engine
-from kneepoint.physics.startup import startup_seconds
-from kneepoint.records.study import StudySpec
+from kneepoint.load import VALIDATE_FRACTIONS, PointSize
+from kneepoint.physics import UnmodeledSettingError, resolve_engine, startup_seconds
+from kneepoint.records import StudySpec
 
 KNEE_MIN_POINTS = 2
 """A knee search measures at least one rate that meets the SLO and one that does not."""

@@ -19,14 +19,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from kneepoint.load.objective import rules
-from kneepoint.policies.search.learning import best_left, learned_factors, nothing_worth_trying
-from kneepoint.records.ledger import Finished
-from kneepoint.records.objective import GoodputAtRate
-from kneepoint.records.study import StudySpec
-from kneepoint.records.sweep import nothing_met
-from kneepoint.run.state import RunState
-from kneepoint.run.trial_state import TrialState
+from kneepoint.load import rules
+from kneepoint.policies.search import best_left, learned_factors, nothing_worth_trying
+from kneepoint.records import Finished, GoodputAtRate, StudySpec, nothing_met
+from kneepoint.run import RunState, TrialState
 from kneepoint.tune.budget import diminishing_returns, floor_rel, long_shots_only, unaffordable
 
 

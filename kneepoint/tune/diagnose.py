@@ -10,14 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import NamedTuple
 
-from kneepoint.measure.diagnosis import diagnosis_sweep
-from kneepoint.policies.pruning.findings import findings
-from kneepoint.records.diagnosis import Diagnosis
-from kneepoint.records.knobs import KnobCatalogue
-from kneepoint.records.proposal import Pruning
-from kneepoint.records.study import StudySpec
-from kneepoint.records.sweep import SweepResult
-from kneepoint.run.progress import Progress
+from kneepoint.measure import diagnosis_sweep
+from kneepoint.policies.pruning import findings
+from kneepoint.records import Diagnosis, KnobCatalogue, Pruning, StudySpec, SweepResult
+from kneepoint.run import Progress
 
 
 class Findings(NamedTuple):

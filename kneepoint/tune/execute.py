@@ -10,17 +10,20 @@ from __future__ import annotations
 
 from typing import assert_never
 
-from kneepoint.load.objective import rules
-from kneepoint.measure.trial_failure import TrialFailedError
-from kneepoint.policies.judge.screen_bias import screen_bias
-from kneepoint.records.knobs import KnobCatalogue
-from kneepoint.records.ledger import Event, Finished, Proposed
-from kneepoint.records.proposal import Proposal
-from kneepoint.records.study import StopRule, StudySpec
-from kneepoint.records.task import ValidationPart
-from kneepoint.run.progress import Progress
-from kneepoint.run.state import RunState
-from kneepoint.run.trial_state import TrialState
+from kneepoint.load import rules
+from kneepoint.measure import TrialFailedError
+from kneepoint.policies.judge import screen_bias
+from kneepoint.records import (
+    Event,
+    Finished,
+    KnobCatalogue,
+    Proposal,
+    Proposed,
+    StopRule,
+    StudySpec,
+    ValidationPart,
+)
+from kneepoint.run import Progress, RunState, TrialState
 from kneepoint.tune.burst_step import check_burst
 from kneepoint.tune.decide import (
     CheckBurst,

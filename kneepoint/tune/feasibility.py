@@ -24,12 +24,10 @@ from functools import cache
 import structlog
 from packaging.version import InvalidVersion, Version
 
-from kneepoint.config.catalog import knob_catalogue
-from kneepoint.config.errors import Loc
-from kneepoint.physics.defaults import UnmodeledSettingError, resolve_engine
-from kneepoint.probes.server.credentials import missing_variables
-from kneepoint.records.knobs import KnobCatalogue
-from kneepoint.records.study import StudySpec
+from kneepoint.config import Loc, knob_catalogue
+from kneepoint.physics import UnmodeledSettingError, resolve_engine
+from kneepoint.probes.server import missing_variables
+from kneepoint.records import KnobCatalogue, StudySpec
 from kneepoint.tune.deadline import deadline_problem
 
 log = structlog.get_logger(__name__)

@@ -18,20 +18,14 @@ from typing import assert_never
 import structlog
 
 from kneepoint import __version__
-from kneepoint.config.gpu_identity import study_gpu_mismatch
-from kneepoint.measure.bench import Bench
-from kneepoint.policies.search.long_shots import LongShots
-from kneepoint.policies.search.proposer import Proposer
-from kneepoint.probes.interrupts import raise_pending
-from kneepoint.probes.server.process import reap_orphans
-from kneepoint.probes.telemetry.host_info import describe_host
-from kneepoint.records.knobs import KnobCatalogue
-from kneepoint.records.ledger import Event, Promoted, RunStarted
-from kneepoint.records.study import StudySpec
-from kneepoint.run.folder import RunFolder, study_digest
-from kneepoint.run.progress import Progress
-from kneepoint.run.state import RunState
-from kneepoint.run.trial_state import TrialState
+from kneepoint.config import study_gpu_mismatch
+from kneepoint.measure import Bench
+from kneepoint.policies.search import LongShots, Proposer
+from kneepoint.probes.runtime import raise_pending
+from kneepoint.probes.server import reap_orphans
+from kneepoint.probes.telemetry import describe_host
+from kneepoint.records import Event, KnobCatalogue, Promoted, RunStarted, StudySpec
+from kneepoint.run import Progress, RunFolder, RunState, TrialState, study_digest
 from kneepoint.tune.decide import (
     Action,
     CheckBurst,

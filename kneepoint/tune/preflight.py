@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from kneepoint.physics.defaults import UnmodeledSettingError, resolve_engine
-from kneepoint.physics.memory import plan_memory
-from kneepoint.records.ledger import Screened
-from kneepoint.records.proposal import Outcome, Proposal
-from kneepoint.records.study import StudySpec
+from kneepoint.physics import UnmodeledSettingError, plan_memory, resolve_engine
+from kneepoint.records import Outcome, Proposal, Screened, StudySpec
 
 
 def preflight(study: StudySpec, trial: int, proposal: Proposal) -> Screened | None:

@@ -10,24 +10,26 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from kneepoint.load.objective import rules
-from kneepoint.policies.diagnosis.context import context_of
-from kneepoint.policies.diagnosis.observe import observe_study
-from kneepoint.policies.search.combination import Combination
-from kneepoint.policies.search.coordinate import CoordinateDescent
-from kneepoint.policies.search.known import Known
-from kneepoint.policies.search.learning import learned_factors
-from kneepoint.policies.search.long_shots import LongShots, ThenLongShots
-from kneepoint.policies.search.optuna_search import OptunaProposer
-from kneepoint.policies.search.phased import Phased
-from kneepoint.policies.search.proposer import Proposer, replay
-from kneepoint.policies.search.search_space import ShortOfRate, search_space
-from kneepoint.policies.search.step_ons import StepOns
-from kneepoint.policies.search.worth import PRIOR_SPREAD_LOG
-from kneepoint.records.proposal import Outcome, Pruning, SearchSpace
-from kneepoint.records.study import StudySpec
-from kneepoint.run.optuna_storage import open_storage
-from kneepoint.run.state import RunState
+from kneepoint.load import rules
+from kneepoint.policies.diagnosis import context_of, observe_study
+from kneepoint.policies.search import (
+    PRIOR_SPREAD_LOG,
+    Combination,
+    CoordinateDescent,
+    Known,
+    LongShots,
+    OptunaProposer,
+    Phased,
+    Proposer,
+    ShortOfRate,
+    StepOns,
+    ThenLongShots,
+    learned_factors,
+    replay,
+    search_space,
+)
+from kneepoint.records import Outcome, Pruning, SearchSpace, StudySpec
+from kneepoint.run import RunState, open_storage
 from kneepoint.tune.budget import long_shots_only, trial_price
 
 Factory = Callable[[StudySpec, SearchSpace, str | None, str], Proposer]

@@ -10,17 +10,14 @@ from pathlib import Path
 
 import structlog
 
-from kneepoint.measure.bench import Bench
-from kneepoint.measure.trial_failure import TrialFailedError
-from kneepoint.probes.client.quality import (
+from kneepoint.measure import Bench, TrialFailedError
+from kneepoint.probes.client import (
     PROMPTS,
     QualityCheckError,
     greedy_outputs,
     token_agreement,
 )
-from kneepoint.records.engine import EngineConfig
-from kneepoint.records.ledger import QualityChecked
-from kneepoint.records.study import StudySpec
+from kneepoint.records import EngineConfig, QualityChecked, StudySpec
 
 log = structlog.get_logger(__name__)
 

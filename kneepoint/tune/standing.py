@@ -7,12 +7,9 @@ from __future__ import annotations
 import statistics
 from datetime import datetime
 
-from kneepoint.load.objective import rules
-from kneepoint.records.ledger import Baseline
-from kneepoint.records.study import StudySpec
-from kneepoint.run.progress import duration
-from kneepoint.run.state import RunState
-from kneepoint.run.trial_state import TrialState
+from kneepoint.load import rules
+from kneepoint.records import Baseline, StudySpec
+from kneepoint.run import RunState, TrialState, duration
 
 
 def baseline_words(baseline: Baseline, study: StudySpec) -> str:

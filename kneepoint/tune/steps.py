@@ -9,26 +9,32 @@ from dataclasses import dataclass
 
 import structlog
 
-from kneepoint.load.objective import rules
-from kneepoint.measure.bench import Bench
-from kneepoint.measure.sweep import merge
-from kneepoint.measure.trial_failure import TrialFailedError
-from kneepoint.measure.validation import validate_pair
-from kneepoint.policies.diagnosis.context import context_of
-from kneepoint.policies.diagnosis.diagnose import diagnose
-from kneepoint.policies.diagnosis.observe import observe_study
-from kneepoint.policies.judge.promotion import is_finalist
-from kneepoint.policies.pruning.findings import findings
-from kneepoint.records.diagnosis import Diagnosis
-from kneepoint.records.drafts import AcceptanceProbe
-from kneepoint.records.engine import EngineConfig
-from kneepoint.records.knobs import KnobCatalogue
-from kneepoint.records.ledger import Baseline, Promoted, QualityChecked, Screened, Validated
-from kneepoint.records.proposal import Outcome, Proposal, Pruning
-from kneepoint.records.study import StudySpec
-from kneepoint.records.sweep import SweepPoint, SweepResult, nothing_met
-from kneepoint.records.task import BaselinePart, ValidationPart
-from kneepoint.run.folder import RunFolder
+from kneepoint.load import rules
+from kneepoint.measure import Bench, TrialFailedError, merge, validate_pair
+from kneepoint.policies.diagnosis import context_of, diagnose, observe_study
+from kneepoint.policies.judge import is_finalist
+from kneepoint.policies.pruning import findings
+from kneepoint.records import (
+    AcceptanceProbe,
+    Baseline,
+    BaselinePart,
+    Diagnosis,
+    EngineConfig,
+    KnobCatalogue,
+    Outcome,
+    Promoted,
+    Proposal,
+    Pruning,
+    QualityChecked,
+    Screened,
+    StudySpec,
+    SweepPoint,
+    SweepResult,
+    Validated,
+    ValidationPart,
+    nothing_met,
+)
+from kneepoint.run import RunFolder
 from kneepoint.tune.acceptance_step import probe_acceptance, probe_rate, probed_setting
 from kneepoint.tune.preflight import preflight
 from kneepoint.tune.quality_step import quality_check

@@ -14,16 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kneepoint.load.objective import rules
-from kneepoint.measure.sweep import merge
-from kneepoint.policies.judge.contention import out_of_contention
-from kneepoint.policies.judge.early import early_look
-from kneepoint.policies.judge.promotion import judge
-from kneepoint.records.judgement import Judgement
-from kneepoint.records.ledger import Validated
-from kneepoint.records.study import StudySpec
-from kneepoint.records.sweep import SweepResult
-from kneepoint.records.task import ValidationPart
+from kneepoint.load import rules
+from kneepoint.measure import merge
+from kneepoint.policies.judge import early_look, judge, out_of_contention
+from kneepoint.records import Judgement, StudySpec, SweepResult, Validated, ValidationPart
 
 
 def measured_repeats(parts: Sequence[ValidationPart]) -> int:

@@ -19,16 +19,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import assert_never
 
-from kneepoint.records.knobs import KnobCatalogue
-from kneepoint.records.ledger import Finished
-from kneepoint.records.study import StudySpec
-from kneepoint.records.task import Task, TaskKind
-from kneepoint.run.trial_state import TrialState
-from kneepoint.tune.decide import (
+from kneepoint.records import Finished, KnobCatalogue, StudySpec, Task, TaskKind
+from kneepoint.run import TrialState
+from kneepoint.tune import (
     Action,
     CheckBurst,
     CheckQuality,
     Done,
+    Measure,
     MeasureBaseline,
     Promote,
     Propose,
@@ -36,12 +34,14 @@ from kneepoint.tune.decide import (
     Start,
     Stop,
     Validate,
+    measured_repeats,
     next_actions,
+    next_repeats,
+    outrun,
+    proposed,
+    repeats_wanted,
+    run_proposer,
 )
-from kneepoint.tune.execute import Measure, proposed
-from kneepoint.tune.proposers import run_proposer
-from kneepoint.tune.steps import repeats_wanted
-from kneepoint.tune.verdict import measured_repeats, next_repeats, outrun
 from kneepoint.workers.state import Shared
 
 

@@ -22,9 +22,7 @@ import structlog
 from optuna.exceptions import UpdateFinishedTrialError
 from optuna.trial import FrozenTrial, TrialState, create_trial
 
-from kneepoint.records.ledger import Finished
-from kneepoint.records.study import StudySpec
-from kneepoint.records.task import Task, TaskResult
+from kneepoint.records import Finished, StudySpec, Task, TaskResult
 from kneepoint.workers.advisory_lock import advisory_lock, lock_key
 from kneepoint.workers.storage import SharedStudyError, first_line, opened, quiet
 

@@ -19,22 +19,22 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from kneepoint import __version__
-from kneepoint.records.ledger import (
+from kneepoint.records import (
+    BaselinePart,
     Event,
     Finished,
+    Outcome,
     Proposed,
     QualityChecked,
     RunStarted,
     Screened,
+    StudySpec,
+    Task,
     Validated,
+    ValidationPart,
 )
-from kneepoint.records.proposal import Outcome
-from kneepoint.records.study import StudySpec
-from kneepoint.records.task import BaselinePart, Task, ValidationPart
-from kneepoint.run.folder import study_digest
-from kneepoint.run.state import RunState
-from kneepoint.tune.burst_step import unmeasured
-from kneepoint.tune.verdict import judged, outrun
+from kneepoint.run import RunState, study_digest
+from kneepoint.tune import judged, outrun, unmeasured
 from kneepoint.workers.shared_study import Attempts
 
 

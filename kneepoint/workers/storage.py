@@ -13,7 +13,7 @@ import optuna
 import sqlalchemy
 from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
 
-from kneepoint.records.errors import KneepointError
+from kneepoint.records import KneepointError
 from kneepoint.workers.advisory_lock import SCHEMA_LOCK, advisory_lock
 
 

@@ -14,21 +14,23 @@ import time
 
 import structlog
 
-from kneepoint.load.objective import rules
-from kneepoint.measure.bench import Bench
-from kneepoint.measure.trial_failure import TrialFailedError
-from kneepoint.records.knobs import KnobCatalogue
-from kneepoint.records.study import StudySpec
-from kneepoint.records.task import Task, TaskResult
+from kneepoint.load import rules
+from kneepoint.measure import Bench, TrialFailedError
+from kneepoint.records import KnobCatalogue, StudySpec, Task, TaskResult
 from kneepoint.report import write_report
-from kneepoint.run.folder import RunFolder
-from kneepoint.run.progress import Progress
-from kneepoint.run.state import RunState
-from kneepoint.tune.decide import CheckBurst, CheckQuality, Promote, Screen
-from kneepoint.tune.execute import Executor, Measure
-from kneepoint.tune.loop import Now, local_now
-from kneepoint.tune.standing import baseline_words
-from kneepoint.tune.steps import Steps
+from kneepoint.run import Progress, RunFolder, RunState
+from kneepoint.tune import (
+    CheckBurst,
+    CheckQuality,
+    Executor,
+    Measure,
+    Now,
+    Promote,
+    Screen,
+    Steps,
+    baseline_words,
+    local_now,
+)
 from kneepoint.workers.plan import plan
 from kneepoint.workers.shared_study import Claimed, SharedStudy
 from kneepoint.workers.state import Shared, shared_state

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from kneepoint.config.catalog import gpu_catalogue, model_catalogue
+from kneepoint.policies.diagnosis.bottleneck import diagnose
 from kneepoint.policies.diagnosis.context import context_of
-from kneepoint.policies.diagnosis.diagnose import diagnose
 from kneepoint.records.diagnosis import Observation
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.loadpoint import LoadPoint, Signals

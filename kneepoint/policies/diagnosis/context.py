@@ -6,10 +6,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kneepoint.physics.defaults import ResolvedEngine, UnmodeledSettingError, resolve_engine
-from kneepoint.physics.memory import MemoryPlan, plan_memory
-from kneepoint.physics.speculation import drafter_free
-from kneepoint.records.diagnosis import Observation
+from kneepoint.physics import (
+    MemoryPlan,
+    ResolvedEngine,
+    UnmodeledSettingError,
+    drafter_free,
+    plan_memory,
+    resolve_engine,
+)
+from kneepoint.records import Observation
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,9 +19,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from kneepoint.records.diagnosis import Evidence, SchedulingKind, ServerResponse, SignalSource
-from kneepoint.records.knobs import Constraint
-from kneepoint.records.loadpoint import LoadPoint, Signals
+from kneepoint.records import (
+    Constraint,
+    Evidence,
+    LoadPoint,
+    SchedulingKind,
+    ServerResponse,
+    Signals,
+    SignalSource,
+)
 
 # KV usage from which the pool, not the GPU, limits the batch (vLLM admits a request only
 # when all of its blocks fit, so a pool 90% full already turns requests away).

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 
 from kneepoint.policies.diagnosis.evidence import Tally
-from kneepoint.records.loadpoint import LoadPoint
+from kneepoint.records import LoadPoint
 
 FRONTEND_SATURATED_PCT = 90.0
 """vLLM's API server is one Python event loop: past this share of one core it has no time left

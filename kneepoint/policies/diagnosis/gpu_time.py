@@ -11,7 +11,7 @@ from __future__ import annotations
 from kneepoint.policies.diagnosis.evidence import Tally, queued
 from kneepoint.policies.diagnosis.frontend import FRONTEND_SATURATED_PCT
 from kneepoint.policies.diagnosis.step_estimate import StepEstimate
-from kneepoint.records.loadpoint import LoadPoint, Signals
+from kneepoint.records import LoadPoint, Signals
 
 # What real kernels reach of the peaks (public vLLM-on-H100 models): tensor activity near half
 # of peak already means GEMM-bound; streaming weights and KV reaches ~70% of peak bandwidth.

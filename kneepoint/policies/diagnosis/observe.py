@@ -16,16 +16,21 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from kneepoint.records.diagnosis import Observation, ServerResponse
-from kneepoint.records.drafts import AcceptanceProbe
-from kneepoint.records.efficiency import Efficiency
-from kneepoint.records.engine import EngineConfig
-from kneepoint.records.hardware import GpuSpec, ModelSpec
-from kneepoint.records.loadpoint import LoadPoint
-from kneepoint.records.slo import Slo
-from kneepoint.records.study import StudySpec
-from kneepoint.records.sweep import SweepPoint, SweepResult
-from kneepoint.records.workload import Workload
+from kneepoint.records import (
+    AcceptanceProbe,
+    Efficiency,
+    EngineConfig,
+    GpuSpec,
+    LoadPoint,
+    ModelSpec,
+    Observation,
+    ServerResponse,
+    Slo,
+    StudySpec,
+    SweepPoint,
+    SweepResult,
+    Workload,
+)
 
 MIN_RUNNING = 2.0
 """Below this many running sequences the engine idles between steps, so its step rate is not

@@ -15,14 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kneepoint.physics.defaults import ResolvedEngine
-from kneepoint.physics.kv_layout import KvLayout, kv_layout
-from kneepoint.physics.roofline import BatchShape, Roofline
-from kneepoint.records.efficiency import Efficiency
-from kneepoint.records.hardware import GpuSpec, ModelSpec
-from kneepoint.records.lengths import mean_length_tokens
-from kneepoint.records.loadpoint import Signals
-from kneepoint.records.workload import Workload
+from kneepoint.physics import BatchShape, KvLayout, ResolvedEngine, Roofline, kv_layout
+from kneepoint.records import Efficiency, GpuSpec, ModelSpec, Signals, Workload, mean_length_tokens
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,2 +1,15 @@
 """Whether a challenger beats the incumbent beyond the measured noise (``promotion``: Welch or
 bootstrap intervals over repeated sweeps) and whether a screen makes a finalist. Pure."""
+
+from kneepoint.policies.judge.contention import out_of_contention
+from kneepoint.policies.judge.early import early_look
+from kneepoint.policies.judge.promotion import is_finalist, judge
+from kneepoint.policies.judge.yardstick import screen_bias
+
+__all__ = [
+    "early_look",
+    "is_finalist",
+    "judge",
+    "out_of_contention",
+    "screen_bias",
+]

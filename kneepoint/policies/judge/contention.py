@@ -27,7 +27,7 @@ from kneepoint.policies.judge.early import (
     look_t,
     strict_confidence,
 )
-from kneepoint.records.judgement import Judgement
+from kneepoint.records import Judgement
 
 
 def out_of_contention(

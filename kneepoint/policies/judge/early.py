@@ -30,7 +30,7 @@ import statistics
 from collections.abc import Sequence
 
 from kneepoint.policies.judge.stats import t_quantile
-from kneepoint.records.judgement import Judgement
+from kneepoint.records import Judgement
 
 LOOK_SHARE = 0.5
 """The early look's share of the study's false-promotion rate (1 - confidence)."""

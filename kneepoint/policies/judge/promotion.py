@@ -22,7 +22,7 @@ from typing import Literal, NamedTuple
 import numpy as np
 
 from kneepoint.policies.judge.stats import t_quantile
-from kneepoint.records.judgement import FinalistCheck, Judgement, RepeatsMethod
+from kneepoint.records import FinalistCheck, Judgement, RepeatsMethod
 
 _POWER = 0.8
 """The power at which the minimum detectable effect is quoted."""
@@ -124,7 +124,7 @@ def is_finalist(
     the sequential run's winner (2026-12-03, benchmarks/README.md, workers.py), for 0.4 and
     0.6 more device-hours on the sequential quickstart and rag, whose winners did not move.
     ``screen_bias``: how far screens read above validations in this run
-    (``kneepoint.policies.judge.screen_bias``); the screen is divided by it first.
+    (``kneepoint.policies.judge.yardstick``); the screen is divided by it first.
     ``validated_gain``: the gain repeated pairs already showed for the same move from the
     incumbent before, where a sibling of its round was promoted instead
     (``RunState.outrun_gain``). One screen then has only to confirm it, to read above the

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from kneepoint.policies.diagnosis.evidence import (
+from kneepoint.policies.diagnosis import (
     PREEMPTIONS_PER_REQUEST,
     cap_pinned,
     preemptions_per_request,
 )
 from kneepoint.policies.pruning.ceiling import compute_ceiling, slo_limits, tightest_limit
 from kneepoint.policies.pruning.knob_effects import NOTHING_GAINED, Effect, Rule, Situation, damped
-from kneepoint.records.diagnosis import Observation
+from kneepoint.records import Observation
 
 
 def seqs(sit: Situation) -> Effect | str:

@@ -17,9 +17,7 @@ import math
 from dataclasses import dataclass, replace
 
 from kneepoint.policies.pruning.knob_effects import NOTHING_GAINED, Effect
-from kneepoint.records.diagnosis import Observation
-from kneepoint.records.knobs import Constraint
-from kneepoint.records.loadpoint import LoadPoint
+from kneepoint.records import Constraint, LoadPoint, Observation
 
 PER_TOKEN = ("itl", "tpot")
 """Limits a step's length sets: the gap between tokens, and the time per output token."""

@@ -13,10 +13,8 @@ beyond that (fewer, larger expert GEMMs; DeepEP's kernels across nodes) is not m
 
 from __future__ import annotations
 
-from kneepoint.physics.defaults import resolve_engine
-from kneepoint.physics.kv_layout import kv_layout
-from kneepoint.physics.roofline import Roofline
-from kneepoint.policies.diagnosis.step_estimate import observed_shape
+from kneepoint.physics import Roofline, kv_layout, resolve_engine
+from kneepoint.policies.diagnosis import observed_shape
 from kneepoint.policies.pruning.knob_effects import NOTHING_GAINED, Effect, Situation
 
 

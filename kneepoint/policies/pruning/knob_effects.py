@@ -17,16 +17,18 @@ from dataclasses import dataclass, replace
 
 from pydantic import JsonValue
 
-from kneepoint.physics.defaults import ResolvedEngine, resolve_engine
-from kneepoint.physics.memory import MemoryPlan, plan_memory
-from kneepoint.physics.roofline import BatchShape, Roofline
-from kneepoint.physics.speculation import drafter_free
-from kneepoint.policies.diagnosis.step_estimate import StepEstimate
-from kneepoint.policies.pruning.prefix_reuse import prefix_reuse
-from kneepoint.records.diagnosis import Diagnosis, Observation
-from kneepoint.records.engine import EngineConfig
-from kneepoint.records.knobs import Constraint
-from kneepoint.records.proposal import Direction
+from kneepoint.physics import (
+    BatchShape,
+    MemoryPlan,
+    ResolvedEngine,
+    Roofline,
+    drafter_free,
+    plan_memory,
+    resolve_engine,
+)
+from kneepoint.policies.diagnosis import StepEstimate
+from kneepoint.policies.pruning.prefix_savings import prefix_reuse
+from kneepoint.records import Constraint, Diagnosis, Direction, EngineConfig, Observation
 
 # Capacity rarely grows as fast as the resource a knob adds: queueing, other walls and
 # the tail of the SLO take a share. Ratios of raw resource are damped by this power.

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 from kneepoint.policies.pruning.knob_effects import Effect, Situation, damped, kv_ratio
-from kneepoint.records.lengths import mean_length_tokens
+from kneepoint.records import mean_length_tokens
 
 MAX_KV_GROWTH = 16
 """The largest jump a KV pool rule proposes at once."""

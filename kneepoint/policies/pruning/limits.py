@@ -7,9 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kneepoint.records.backend_spec import BackendSpec
-from kneepoint.records.knobs import Knob
-from kneepoint.records.workload import TraceArrivals, Workload
+from kneepoint.records import BackendSpec, Knob, TraceArrivals, Workload
 
 
 def has_shared_prefixes(workload: Workload) -> bool:

@@ -13,10 +13,9 @@ running cap the knee never came near (139 of 256 running) went to 512 and measur
 
 from __future__ import annotations
 
-from kneepoint.policies.diagnosis.evidence import CAP_PINNED_FROM
+from kneepoint.policies.diagnosis import CAP_PINNED_FROM
 from kneepoint.policies.pruning.knob_effects import Effect, Rule, Situation, if_bound
-from kneepoint.records.knobs import Constraint, Knob
-from kneepoint.records.proposal import Direction, KnobCandidate
+from kneepoint.records import Constraint, Direction, Knob, KnobCandidate
 
 
 def long_shot(

@@ -25,10 +25,8 @@ from kneepoint.policies.pruning.knob_effects import (
     Situation,
     prefill_schedules,
 )
-from kneepoint.policies.pruning.prefix_reuse import prefix_reuse
-from kneepoint.records.efficiency import Efficiency
-from kneepoint.records.hardware import GIB
-from kneepoint.records.measure import Dist
+from kneepoint.policies.pruning.prefix_savings import prefix_reuse
+from kneepoint.records import GIB, Dist, Efficiency
 
 ENOUGH = 0.98
 """The smallest size whose price is within 2% of the largest's is proposed: host memory is

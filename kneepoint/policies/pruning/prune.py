@@ -20,8 +20,7 @@ from typing import get_args
 
 from pydantic import JsonValue
 
-from kneepoint.policies.diagnosis.context import ConfigContext
-from kneepoint.policies.diagnosis.step_estimate import estimate_step
+from kneepoint.policies.diagnosis import ConfigContext, estimate_step
 from kneepoint.policies.pruning.batch_effects import BATCH_RULES, TAIL_RULES
 from kneepoint.policies.pruning.ceiling import bound_growth
 from kneepoint.policies.pruning.dp_effect import data_parallel
@@ -46,16 +45,19 @@ from kneepoint.policies.pruning.quant_effects import (
 )
 from kneepoint.policies.pruning.spec_effects import speculation
 from kneepoint.policies.pruning.tp_effect import tensor_parallel
-from kneepoint.records.backend_spec import BackendSpec, SimBackend
-from kneepoint.records.diagnosis import Diagnosis
-from kneepoint.records.knobs import (
+from kneepoint.records import (
+    BackendSpec,
     ChoiceDomain,
     Condition,
     Constraint,
+    Diagnosis,
     Knob,
+    KnobCandidate,
     KnobCatalogue,
+    Pruning,
+    RuledOut,
+    SimBackend,
 )
-from kneepoint.records.proposal import KnobCandidate, Pruning, RuledOut
 
 SIM = SimBackend()
 # Below this confidence the runner-up's knobs are tried too, if it holds this share of time.

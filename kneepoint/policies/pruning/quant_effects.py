@@ -12,7 +12,7 @@ ITL p50 182 -> 557 ms). On a checkpoint that is already quantized nothing is lef
 
 from __future__ import annotations
 
-from kneepoint.physics.quantization import checkpoint_of
+from kneepoint.physics import checkpoint_of
 from kneepoint.policies.pruning.knob_effects import (
     Effect,
     Situation,
@@ -21,8 +21,7 @@ from kneepoint.policies.pruning.knob_effects import (
     sped_up,
     step_ratio,
 )
-from kneepoint.records.diagnosis import Observation
-from kneepoint.records.knobs import Condition
+from kneepoint.records import Condition, Observation
 
 W4A16_RISK = (
     "w4a16 dequantises every weight on the GEMMs' critical path: decode slows (higher ITL) "

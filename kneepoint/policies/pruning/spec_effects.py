@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from pydantic import JsonValue
 
-from kneepoint.physics.speculation import (
+from kneepoint.physics import (
     Drafting,
     tokens_per_draft,
 )
@@ -28,8 +28,7 @@ from kneepoint.policies.pruning.knob_effects import (
     Situation,
 )
 from kneepoint.policies.pruning.spec_steps import paced_room, step_growth
-from kneepoint.records.drafts import AcceptanceProbe
-from kneepoint.records.loadpoint import SpecReading
+from kneepoint.records import AcceptanceProbe, SpecReading
 
 PRIOR_RATIO = 1.15
 """The unmeasured prior: n-gram speculation at a small, bandwidth-bound batch (no acceptance

@@ -19,20 +19,22 @@ from dataclasses import dataclass
 
 from pydantic import JsonValue
 
-from kneepoint.physics.defaults import ResolvedEngine
-from kneepoint.physics.kv_layout import kv_layout
-from kneepoint.physics.roofline import BatchShape, Roofline, cpu_seconds
-from kneepoint.physics.speculation import (
+from kneepoint.physics import (
     SYNC_METHODS,
+    BatchShape,
     Drafting,
+    ResolvedEngine,
+    Roofline,
+    cpu_seconds,
+    kv_layout,
     step_tokens_then,
     throughput_ratio,
 )
-from kneepoint.policies.diagnosis.step_estimate import observed_shape
+from kneepoint.policies.diagnosis import observed_shape
 from kneepoint.policies.pruning.batch_effects import TAIL_AT_LIMIT
 from kneepoint.policies.pruning.ceiling import compute_ceiling, slo_limits, tightest_limit
 from kneepoint.policies.pruning.knob_effects import Situation, async_gain
-from kneepoint.records.efficiency import Efficiency
+from kneepoint.records import Efficiency
 
 EXTRAPOLATION = 1.25
 """How far past the tokens per step its two points spanned a step response prices a step

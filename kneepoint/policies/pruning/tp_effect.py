@@ -15,9 +15,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from kneepoint.physics.defaults import resolve_engine
-from kneepoint.physics.roofline import BatchShape, Roofline
-from kneepoint.physics.speculation import drafter_free
+from kneepoint.physics import BatchShape, Roofline, drafter_free, resolve_engine
 from kneepoint.policies.pruning.knob_effects import (
     MAX_RATIO,
     NOTHING_GAINED,

@@ -26,7 +26,7 @@ from pydantic import JsonValue
 from kneepoint.policies.search.proposer import liar_batch
 from kneepoint.policies.search.space import build_config, changes_from_incumbent, show
 from kneepoint.policies.search.worth import no_loss_ratio, worth_a_trial
-from kneepoint.records.proposal import Outcome, Prediction, Proposal, SearchSpace
+from kneepoint.records import Outcome, Prediction, Proposal, SearchSpace
 
 
 class Combination:

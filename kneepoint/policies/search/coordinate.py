@@ -40,9 +40,15 @@ from kneepoint.policies.search.walk import (
     start,
 )
 from kneepoint.policies.search.worth import expected_gain, words, worth_a_trial
-from kneepoint.records.engine import EngineConfig
-from kneepoint.records.knob_domains import same
-from kneepoint.records.proposal import KnobCandidate, Outcome, Prediction, Proposal, SearchSpace
+from kneepoint.records import (
+    EngineConfig,
+    KnobCandidate,
+    Outcome,
+    Prediction,
+    Proposal,
+    SearchSpace,
+    same,
+)
 
 
 class CoordinateDescent:

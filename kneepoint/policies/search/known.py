@@ -12,7 +12,7 @@ and asked again, so it walks on (coordinate descent halves back or turns, as aft
 from __future__ import annotations
 
 from kneepoint.policies.search.proposer import Proposer
-from kneepoint.records.proposal import Outcome, Proposal
+from kneepoint.records import Outcome, Proposal
 
 
 class Known:

@@ -16,7 +16,7 @@ import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from kneepoint.records.proposal import KnobCandidate, Proposal
+from kneepoint.records import KnobCandidate, Proposal
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,10 +24,15 @@ from pydantic import JsonValue
 
 from kneepoint.policies.search.proposer import SAMPLED, Proposer, liar_batch
 from kneepoint.policies.search.space import build_config, changes_from_incumbent, effective, show
-from kneepoint.records.engine import EngineConfig
-from kneepoint.records.knob_domains import same
-from kneepoint.records.knobs import KnobDomain
-from kneepoint.records.proposal import Outcome, Prediction, Proposal, SearchSpace
+from kneepoint.records import (
+    EngineConfig,
+    KnobDomain,
+    Outcome,
+    Prediction,
+    Proposal,
+    SearchSpace,
+    same,
+)
 
 
 class LongShots:

@@ -41,9 +41,7 @@ from kneepoint.policies.search.optuna_space import (
 )
 from kneepoint.policies.search.proposer import SAMPLED, liar_batch
 from kneepoint.policies.search.space import build_config, changes_from_incumbent, effective, show
-from kneepoint.records.engine import EngineConfig
-from kneepoint.records.errors import KneepointError
-from kneepoint.records.proposal import Outcome, Proposal, SearchSpace
+from kneepoint.records import EngineConfig, KneepointError, Outcome, Proposal, SearchSpace
 
 KEY, INDEX, PROPOSER = "kneepoint_key", "kneepoint_index", "kneepoint_proposer"
 STATUS, DETAIL, DISCARDED = "kneepoint_status", "kneepoint_detail", "kneepoint_discarded"

@@ -35,9 +35,7 @@ from optuna.trial import TrialState
 from pydantic import JsonValue
 
 from kneepoint.policies.search.space import along, effective, only_space_knobs_changed, show
-from kneepoint.records.engine import EngineConfig
-from kneepoint.records.knob_domains import Categorical
-from kneepoint.records.proposal import Outcome, Prediction, SearchSpace
+from kneepoint.records import Categorical, EngineConfig, Outcome, Prediction, SearchSpace
 
 FEASIBLE, INFEASIBLE, BROKEN = 0.0, 1.0, 2.0
 """SLO constraint values (<= 0 is feasible): met, missed, did not run to a measurement."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from kneepoint.policies.search.proposer import Proposer, replay
-from kneepoint.records.proposal import Outcome, Proposal
+from kneepoint.records import Outcome, Proposal
 
 
 class Phased:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Protocol
 
-from kneepoint.records.proposal import Outcome, Proposal, SearchSpace
+from kneepoint.records import Outcome, Proposal, SearchSpace
 
 SAMPLED = "optuna-"
 """How a sampler's proposer names itself (``optuna-tpe``): one that never runs out of draws."""

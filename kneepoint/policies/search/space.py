@@ -14,9 +14,7 @@ from typing import Any
 
 from pydantic import JsonValue, ValidationError
 
-from kneepoint.records.engine import EngineConfig
-from kneepoint.records.knob_domains import canonical, same
-from kneepoint.records.proposal import KnobCandidate, SearchSpace
+from kneepoint.records import EngineConfig, KnobCandidate, SearchSpace, canonical, same
 
 
 def effective(config: EngineConfig, name: str, space: SearchSpace) -> JsonValue:

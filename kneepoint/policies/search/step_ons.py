@@ -31,9 +31,7 @@ from kneepoint.policies.search.long_shots import LongShots, one_knob_move
 from kneepoint.policies.search.proposer import liar_batch
 from kneepoint.policies.search.space import effective, show
 from kneepoint.policies.search.worth import no_loss_ratio
-from kneepoint.records.engine import EngineConfig
-from kneepoint.records.knobs import KnobDomain
-from kneepoint.records.proposal import Outcome, Proposal, SearchSpace
+from kneepoint.records import EngineConfig, KnobDomain, Outcome, Proposal, SearchSpace
 
 Way = Literal["up", "down"]
 

@@ -10,8 +10,7 @@ from typing import Literal
 
 from pydantic import JsonValue
 
-from kneepoint.records.engine import EngineConfig
-from kneepoint.records.proposal import KnobCandidate, Outcome
+from kneepoint.records import EngineConfig, KnobCandidate, Outcome
 
 Result = Literal["better", "onward", "flat", "wall"]
 WALLS = frozenset({"startup_failed", "crashed", "timed_out"})

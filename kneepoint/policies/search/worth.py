@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from kneepoint.records.proposal import Outcome, TrialPrice
+from kneepoint.records import Outcome, TrialPrice
 
 RECORDED_ERRORS: tuple[tuple[str, float, float, str], ...] = (
     ("enable_prefix_caching", 2.50, 2.47, "vLLM CPU build, cpu-tiny-multiturn (benchmarks/README)"),

@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
-from kneepoint.config.trace import workload_trace
-from kneepoint.load.size import PointSize
+from kneepoint.config import workload_trace
+from kneepoint.load import PointSize
 from kneepoint.probes.backends.attach import RunningServer, attached
 from kneepoint.probes.backends.base import (
     Backend,
@@ -30,8 +30,7 @@ from kneepoint.probes.backends.launch import LaunchBackend
 from kneepoint.probes.backends.sim_http import sim_argv, sim_server
 from kneepoint.probes.backends.sim_virtual import virtual_target
 from kneepoint.probes.backends.vllm import vllm_argv, vllm_server
-from kneepoint.records.engine import EngineConfig
-from kneepoint.records.study import StudySpec
+from kneepoint.records import EngineConfig, StudySpec
 
 __all__ = [
     "BACKENDS",

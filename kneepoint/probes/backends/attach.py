@@ -10,13 +10,10 @@ from pathlib import Path
 import httpx
 
 from kneepoint.probes.backends.base import Backend, Endpoint, Opening, server_version
-from kneepoint.probes.client.openai_wire import bearer
-from kneepoint.probes.measure import Instruments
-from kneepoint.probes.server.credentials import api_key
-from kneepoint.probes.server.identity import attached_card, model_cards
-from kneepoint.probes.server.server_failure import Failure, ServerFailedError
-from kneepoint.records.backend_spec import AttachBackend
-from kneepoint.records.engine import EngineConfig
+from kneepoint.probes.backends.measure import Instruments
+from kneepoint.probes.client import bearer
+from kneepoint.probes.server import Failure, ServerFailedError, api_key, attached_card, model_cards
+from kneepoint.records import AttachBackend, EngineConfig
 
 
 def attached(o: Opening) -> Backend:

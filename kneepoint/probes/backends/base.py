@@ -17,18 +17,11 @@ import httpx
 import structlog
 from packaging.version import InvalidVersion, Version
 
-from kneepoint.load.plan import PlannedRequest
-from kneepoint.load.size import PointSize
-from kneepoint.probes.client.openai_wire import bearer
-from kneepoint.probes.measure import Instruments
-from kneepoint.probes.server.process import ServerProcess
-from kneepoint.probes.server.server_failure import Failure
-from kneepoint.records.engine import EngineConfig
-from kneepoint.records.faults import Faults
-from kneepoint.records.loadpoint import LoadPoint
-from kneepoint.records.measure import RequestRecord
-from kneepoint.records.study import StudySpec
-from kneepoint.records.workload import TraceEntry
+from kneepoint.load import PlannedRequest, PointSize
+from kneepoint.probes.backends.measure import Instruments
+from kneepoint.probes.client import bearer
+from kneepoint.probes.server import Failure, ServerProcess
+from kneepoint.records import EngineConfig, Faults, LoadPoint, RequestRecord, StudySpec, TraceEntry
 
 log = structlog.get_logger(__name__)
 

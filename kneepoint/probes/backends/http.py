@@ -11,9 +11,7 @@ import dataclasses
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 
-from kneepoint.load.plan import PlannedRequest, plan_requests, point_seed, rate_salt
-from kneepoint.load.size import PointSize
-from kneepoint.load.trust import Trust
+from kneepoint.load import PlannedRequest, PointSize, Trust, plan_requests, point_seed, rate_salt
 from kneepoint.probes.backends.base import (
     Backend,
     DeviceClock,
@@ -26,14 +24,10 @@ from kneepoint.probes.backends.base import (
     Target,
     rejected,
 )
-from kneepoint.probes.client.loadgen import LoadOptions
-from kneepoint.probes.client.warmup import warm_up
-from kneepoint.probes.measure import Instruments, measure
-from kneepoint.probes.server.server_failure import ServerFailedError
-from kneepoint.records.loadpoint import LoadPoint
-from kneepoint.records.measure import RequestRecord
-from kneepoint.records.study import StudySpec
-from kneepoint.records.workload import TraceEntry
+from kneepoint.probes.backends.measure import Instruments, measure
+from kneepoint.probes.client import LoadOptions, warm_up
+from kneepoint.probes.server import ServerFailedError
+from kneepoint.records import LoadPoint, RequestRecord, StudySpec, TraceEntry
 
 
 def over_http(

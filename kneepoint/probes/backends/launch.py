@@ -14,18 +14,19 @@ from pathlib import Path
 import structlog
 
 from kneepoint.probes.backends.base import Endpoint, server_version
-from kneepoint.probes.measure import Instruments
-from kneepoint.probes.server.credentials import SERVER_KEY_VARIABLE
-from kneepoint.probes.server.identity import check_identity
-from kneepoint.probes.server.process import ServerProcess, free_port
-from kneepoint.probes.server.server_failure import (
+from kneepoint.probes.backends.measure import Instruments
+from kneepoint.probes.server import (
+    SERVER_KEY_VARIABLE,
     ServerFailedError,
+    ServerProcess,
     address_in_use,
     bound_cores,
+    check_identity,
+    free_port,
     kv_capacity_tokens,
 )
-from kneepoint.records.engine import EngineConfig
-from kneepoint.sim.access import is_loopback
+from kneepoint.records import EngineConfig
+from kneepoint.sim import is_loopback
 
 log = structlog.get_logger(__name__)
 _WARNED_HOSTS: set[str] = set()

@@ -12,9 +12,7 @@ import yaml
 
 from kneepoint.probes.backends.base import Backend, Opening
 from kneepoint.probes.backends.launch import ArgvFor, LaunchBackend
-from kneepoint.records.engine import EngineConfig
-from kneepoint.records.faults import fault_flags
-from kneepoint.records.study import StudySpec
+from kneepoint.records import EngineConfig, StudySpec, fault_flags
 
 
 def sim_server(o: Opening) -> Backend:

@@ -9,23 +9,21 @@ from contextlib import contextmanager
 
 import structlog
 
-from kneepoint.load.plan import PlannedRequest, point_seed, rate_salt
-from kneepoint.load.point import load_point
-from kneepoint.load.trust import Trust
-from kneepoint.load.warmup import BURST_RPS, warmup_plan
-from kneepoint.physics.defaults import resolve_engine
-from kneepoint.physics.startup import startup_seconds
+from kneepoint.load import (
+    BURST_RPS,
+    PlannedRequest,
+    Trust,
+    load_point,
+    point_seed,
+    rate_salt,
+    warmup_plan,
+)
+from kneepoint.physics import resolve_engine, startup_seconds
 from kneepoint.probes.backends.base import DeviceClock, Opening, PointArtifacts, Target, rejected
 from kneepoint.probes.backends.virtual_faults import Lifetime, faulted_records, faulted_signals
-from kneepoint.probes.server.server_failure import ServerFailedError
-from kneepoint.records.faults import MARKER, Faults
-from kneepoint.records.loadpoint import LoadPoint
-from kneepoint.records.measure import RequestRecord
-from kneepoint.sim.drafting import acceptance_of
-from kneepoint.sim.fault_server import refuse_start
-from kneepoint.sim.loadpoint import simulate_load_point
-from kneepoint.sim.serving import serving
-from kneepoint.sim.virtual import run_plan
+from kneepoint.probes.server import ServerFailedError
+from kneepoint.records import MARKER, Faults, LoadPoint, RequestRecord
+from kneepoint.sim import acceptance_of, refuse_start, run_plan, serving, simulate_load_point
 
 log = structlog.get_logger(__name__)
 SEND_TIMEOUT_S = 120.0

@@ -16,10 +16,8 @@ from dataclasses import dataclass
 
 import structlog
 
-from kneepoint.probes.server.server_failure import Failure
-from kneepoint.records.faults import CRASH_TEXT, MARKER, Faults
-from kneepoint.records.loadpoint import Signals
-from kneepoint.records.measure import RequestRecord
+from kneepoint.probes.server import Failure
+from kneepoint.records import CRASH_TEXT, MARKER, Faults, RequestRecord, Signals
 
 log = structlog.get_logger(__name__)
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from kneepoint.probes.backends.base import Backend, Opening
 from kneepoint.probes.backends.launch import ArgvFor, LaunchBackend
-from kneepoint.probes.server.credentials import api_key, server_env
-from kneepoint.records.backend_spec import AttachBackend, SimBackend, VllmBackend
-from kneepoint.records.engine import EngineConfig
+from kneepoint.probes.server import api_key, server_env
+from kneepoint.records import AttachBackend, EngineConfig, SimBackend, VllmBackend
 
 
 def vllm_server(o: Opening) -> Backend:

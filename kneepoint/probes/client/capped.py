@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import httpx
 
-from kneepoint.records.errors import KneepointError
+from kneepoint.records import KneepointError
 
 MAX_PAGE_BYTES = 4 * 2**20
 """vLLM's own /metrics pages are 54-56 KB (tests/fixtures/metrics: 0.32.0 on a CPU, 0.26.0 on

@@ -25,12 +25,12 @@ from collections.abc import Callable, Iterator, Sequence
 
 import httpx
 
-from kneepoint.load.plan import PlannedRequest
+from kneepoint.load import PlannedRequest
 from kneepoint.probes.client import http1
 from kneepoint.probes.client.one_request import Client, LoadOptions, Outcome, record_of, send_one
 from kneepoint.probes.client.openai_wire import bearer
-from kneepoint.probes.clock import Clock
-from kneepoint.records.measure import RequestRecord
+from kneepoint.probes.runtime import Clock
+from kneepoint.records import RequestRecord
 
 __all__ = ["LoadOptions", "run_load"]
 

@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from kneepoint.load.plan import PlannedRequest
+from kneepoint.load import PlannedRequest
 from kneepoint.probes.client import http1
 from kneepoint.probes.client.openai_wire import Stream, error_message, request_body
-from kneepoint.probes.clock import Clock
-from kneepoint.records.measure import RequestRecord
+from kneepoint.probes.runtime import Clock
+from kneepoint.records import RequestRecord
 
 _DRAIN_GRACE_S = 0.5
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from kneepoint.load.plan import PlannedRequest
+from kneepoint.load import PlannedRequest
 
 
 def bearer(api_key: str | None) -> dict[str, str]:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import httpx
 
 from kneepoint.probes.client.openai_wire import bearer
-from kneepoint.records.errors import KneepointError
+from kneepoint.records import KneepointError
 
 PROMPTS = (
     "The capital of France is",

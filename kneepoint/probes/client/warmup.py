@@ -7,11 +7,10 @@ from collections.abc import Sequence
 
 import structlog
 
-from kneepoint.load.warmup import warmup_plan
+from kneepoint.load import warmup_plan
 from kneepoint.probes.client.loadgen import LoadOptions, run_load
-from kneepoint.probes.interrupts import run_async
-from kneepoint.records.study import StudySpec
-from kneepoint.records.workload import TraceEntry
+from kneepoint.probes.runtime import run_async
+from kneepoint.records import StudySpec, TraceEntry
 
 log = structlog.get_logger(__name__)
 

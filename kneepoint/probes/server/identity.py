@@ -17,11 +17,10 @@ from pathlib import PurePosixPath
 
 import httpx
 
-from kneepoint.probes.client.capped import PageTooLargeError, capped_text
-from kneepoint.probes.client.openai_wire import bearer
+from kneepoint.probes.client import PageTooLargeError, bearer, capped_text
 from kneepoint.probes.server.server_failure import Failure, ServerFailedError
-from kneepoint.probes.telemetry.prom import parse_metrics
-from kneepoint.records.engine import EngineConfig
+from kneepoint.probes.telemetry import parse_metrics
+from kneepoint.records import EngineConfig
 
 
 @dataclass(frozen=True, slots=True)

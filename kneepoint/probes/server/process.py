@@ -24,7 +24,7 @@ import httpx
 import structlog
 
 from kneepoint.probes.server.priority import lower_priority
-from kneepoint.probes.server.redact import redact_file
+from kneepoint.probes.server.redaction import redact_file
 from kneepoint.probes.server.server_failure import Failure, ServerFailedError, classify
 
 log = structlog.get_logger(__name__)

@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from kneepoint.probes.server.redact import redact
-from kneepoint.records.errors import KneepointError
+from kneepoint.probes.server.redaction import redact
+from kneepoint.records import KneepointError
 
 FailureKind = Literal[
     "startup_oom",

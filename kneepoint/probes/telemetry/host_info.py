@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pynvml
 
-from kneepoint.records.host import HostInfo
+from kneepoint.records import HostInfo
 
 CPUINFO = Path("/proc/cpuinfo")
 ISA_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16", "amx_int8", "amx_tile")

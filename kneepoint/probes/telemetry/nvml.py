@@ -18,8 +18,8 @@ from typing import Any
 import pynvml
 import structlog
 
-from kneepoint.probes.clock import Clock
-from kneepoint.records.telemetry import GpuSample
+from kneepoint.probes.runtime import Clock
+from kneepoint.records import GpuSample
 
 log = structlog.get_logger(__name__)
 

@@ -19,11 +19,10 @@ import contextlib
 import httpx
 import structlog
 
-from kneepoint.probes.client.capped import PageTooLargeError, capped_text_async
-from kneepoint.probes.client.openai_wire import bearer
-from kneepoint.probes.clock import Clock
+from kneepoint.probes.client import PageTooLargeError, bearer, capped_text_async
+from kneepoint.probes.runtime import Clock
 from kneepoint.probes.telemetry.prom import Scrape, parse_metrics
-from kneepoint.records.telemetry import GpuSample
+from kneepoint.records import GpuSample
 
 log = structlog.get_logger(__name__)
 COST_FACTOR = 200.0

@@ -12,10 +12,8 @@ from collections.abc import Sequence
 from statistics import fmean
 
 from kneepoint.probes.telemetry.prom import Scrape, quantile
-from kneepoint.records.loadpoint import Signals, SpecReading
-from kneepoint.records.measure import Dist
-from kneepoint.records.telemetry import GpuSample
-from kneepoint.sim.metrics import CLOCK_LAG_LIMIT_S
+from kneepoint.records import Dist, GpuSample, Signals, SpecReading
+from kneepoint.sim import CLOCK_LAG_LIMIT_S
 
 _GPU_FIELDS = (
     "gpu_util_pct",

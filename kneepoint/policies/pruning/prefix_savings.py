@@ -15,9 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kneepoint.records.lengths import mean_length_tokens
-from kneepoint.records.session import turn_survival
-from kneepoint.records.workload import Workload
+from kneepoint.records import Workload, mean_length_tokens, turn_survival
 
 RESIDENT_SHARE = 0.5
 """Share of the KV pool shared documents may occupy before they evict each other: the rest

@@ -14,8 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from kneepoint.records.measure import Dist, RequestRecord
-from kneepoint.records.slo import METRICS, GoodputRule, Slo
+from kneepoint.records import METRICS, Dist, GoodputRule, RequestRecord, Slo
 
 FloatArray = npt.NDArray[np.float64]
 

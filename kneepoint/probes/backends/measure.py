@@ -13,22 +13,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from kneepoint.load.plan import PlannedRequest
-from kneepoint.load.point import load_point, window_bounds
-from kneepoint.load.trust import Trust
-from kneepoint.probes.client.loadgen import LoadOptions, run_load
-from kneepoint.probes.clock import Clock
-from kneepoint.probes.interrupts import run_async
-from kneepoint.probes.server.server_failure import Failure, ServerFailedError
-from kneepoint.probes.telemetry.cpu import HostLoad
-from kneepoint.probes.telemetry.nvml import NvmlSampler
-from kneepoint.probes.telemetry.prom import Scrape
-from kneepoint.probes.telemetry.samplers import HttpSampler
-from kneepoint.probes.telemetry.signals import summarize_signals
-from kneepoint.records.loadpoint import LoadPoint
-from kneepoint.records.measure import RequestRecord
-from kneepoint.records.slo import Slo
-from kneepoint.records.telemetry import GpuSample
+from kneepoint.load import PlannedRequest, Trust, load_point, window_bounds
+from kneepoint.probes.client import LoadOptions, run_load
+from kneepoint.probes.runtime import Clock, run_async
+from kneepoint.probes.server import Failure, ServerFailedError
+from kneepoint.probes.telemetry import HostLoad, HttpSampler, NvmlSampler, Scrape, summarize_signals
+from kneepoint.records import GpuSample, LoadPoint, RequestRecord, Slo
 
 T = TypeVar("T")
 

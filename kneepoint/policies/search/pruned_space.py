@@ -10,11 +10,10 @@ from dataclasses import dataclass
 
 from pydantic import JsonValue
 
-from kneepoint.physics.defaults import resolve_engine
-from kneepoint.physics.speculation import drafter_free
-from kneepoint.policies.diagnosis.context import ConfigContext
+from kneepoint.physics import drafter_free, resolve_engine
+from kneepoint.policies.diagnosis import ConfigContext
 from kneepoint.policies.search.worth import phi
-from kneepoint.records.proposal import KnobCandidate, Pruning, SearchSpace, TrialPrice
+from kneepoint.records import KnobCandidate, Pruning, SearchSpace, TrialPrice
 
 
 def search_space(

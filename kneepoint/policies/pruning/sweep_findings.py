@@ -4,18 +4,18 @@ configuration this way; ``kneepoint diagnose`` reads a server it measured, or a 
 
 from __future__ import annotations
 
-from kneepoint.policies.diagnosis.context import context_of
-from kneepoint.policies.diagnosis.diagnose import diagnose
-from kneepoint.policies.diagnosis.observe import observe_study
+from kneepoint.policies.diagnosis import context_of, diagnose, observe_study
 from kneepoint.policies.pruning.prune import prune
-from kneepoint.records.backend_spec import VllmBackend
-from kneepoint.records.diagnosis import Diagnosis
-from kneepoint.records.drafts import AcceptanceProbe
-from kneepoint.records.engine import EngineConfig
-from kneepoint.records.knobs import KnobCatalogue
-from kneepoint.records.proposal import Pruning
-from kneepoint.records.study import StudySpec
-from kneepoint.records.sweep import SweepResult
+from kneepoint.records import (
+    AcceptanceProbe,
+    Diagnosis,
+    EngineConfig,
+    KnobCatalogue,
+    Pruning,
+    StudySpec,
+    SweepResult,
+    VllmBackend,
+)
 
 
 def findings(

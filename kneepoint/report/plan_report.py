@@ -4,9 +4,9 @@ GPU, the weight formats that start, and what vLLM would refuse, in its words."""
 
 from __future__ import annotations
 
-from kneepoint.config.catalog import gpu_catalogue
-from kneepoint.policies.pruning.quant_effects import W4A16_RISK
-from kneepoint.records.plan import KNEE_REL_TOL, Layout, Plan
+from kneepoint.config import gpu_catalogue
+from kneepoint.policies.pruning import W4A16_RISK
+from kneepoint.records import KNEE_REL_TOL, Layout, Plan
 from kneepoint.report.document import Bullets, Document, Heading, Paragraph, Table
 
 

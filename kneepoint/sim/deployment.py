@@ -5,10 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from kneepoint.physics.roofline import Efficiency
-from kneepoint.records.drafts import DraftAcceptance
-from kneepoint.records.engine import EngineConfig
-from kneepoint.records.hardware import GpuSpec, ModelSpec
+from kneepoint.physics import Efficiency
+from kneepoint.records import DraftAcceptance, EngineConfig, GpuSpec, ModelSpec
 from kneepoint.sim.engine import SimEngine
 from kneepoint.sim.replicas import Replicas
 

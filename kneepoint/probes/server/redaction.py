@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from kneepoint.records.secret_env import MASK, looks_secret, mask_shapes, secret_flag
+from kneepoint.records import MASK, looks_secret, mask_shapes, secret_flag
 
 REDACTED = MASK
 MIN_SECRET_CHARS = 6

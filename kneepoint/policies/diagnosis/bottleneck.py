@@ -22,15 +22,17 @@ from kneepoint.policies.diagnosis.evidence import Tally
 from kneepoint.policies.diagnosis.frontend import frontend_share
 from kneepoint.policies.diagnosis.gpu_time import gpu_time
 from kneepoint.policies.diagnosis.step_estimate import estimate_step
-from kneepoint.records.diagnosis import (
+from kneepoint.records import (
+    CONSTRAINTS,
     Binding,
+    Constraint,
     Diagnosis,
     Evidence,
+    LoadPoint,
     Observation,
     SignalSource,
+    host_words,
 )
-from kneepoint.records.knobs import CONSTRAINTS, Constraint
-from kneepoint.records.loadpoint import LoadPoint, host_words
 
 # Below this share of the evidence the verdict is a guess: say so instead.
 MIN_CONFIDENCE = 0.4

@@ -20,8 +20,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from kneepoint.physics.defaults import ResolvedEngine
-from kneepoint.records.base import Record
-from kneepoint.records.hardware import ModelSpec
+from kneepoint.records import ModelSpec, Record
 
 GROUP_SIZE_SLACK = 1.5
 """vLLM pads to the larger layer count when it is under 1.5x the smaller one

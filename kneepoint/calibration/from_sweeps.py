@@ -20,9 +20,7 @@ from kneepoint.calibration.fit import (
 from kneepoint.calibration.recorded import RecordedSweep
 from kneepoint.calibration.replay import replay_point
 from kneepoint.config import ConfigError, Problem
-from kneepoint.records.calibration import Calibration
-from kneepoint.records.efficiency import Efficiency
-from kneepoint.records.sweep import SweepPoint
+from kneepoint.records import Calibration, Efficiency, SweepPoint
 
 REPLAY_ROUNDS = 2
 
