@@ -47,7 +47,8 @@ from kneepoint.config import load_study
 from kneepoint.load.capacity import interpolate_capacity
 from kneepoint.load.size import PointSize
 from kneepoint.measure.study_knee import study_knee_search
-from kneepoint.probes.backends import Endpoint, PointArtifacts, open_target
+from kneepoint.probes.backends import Endpoint, open_target
+from kneepoint.records import PointArtifacts
 from kneepoint.records.measure import RequestRecord
 from kneepoint.records.study import StudySpec
 from kneepoint.records.sweep import SweepPoint

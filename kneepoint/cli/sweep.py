@@ -61,7 +61,7 @@ def run_sweep(args: argparse.Namespace) -> int:
     from kneepoint.config import load_study, parse_override
     from kneepoint.load import PointSize, stable_window
     from kneepoint.measure import Bench, TrialFailedError, study_knee_search, with_retried
-    from kneepoint.probes.backends import PointArtifacts
+    from kneepoint.records import PointArtifacts
     from kneepoint.report import TRIM
     from kneepoint.run import check_output, write_point
     from kneepoint.tune import launch_checks

@@ -24,9 +24,16 @@ from kneepoint.measure.study_knee import study_knee_search
 from kneepoint.measure.trial_failure import FAILURE_STATUS, TrialFailedError, retrying
 from kneepoint.measure.watch import Watched
 from kneepoint.physics import UnmodeledSettingError
-from kneepoint.probes.backends import Keep, PointArtifacts, Prober, Target, open_target
+from kneepoint.probes.backends import Keep, Prober, Target, open_target
 from kneepoint.probes.server import ServerFailedError
-from kneepoint.records import EngineConfig, RequestRecord, StudySpec, SweepPoint, SweepResult
+from kneepoint.records import (
+    EngineConfig,
+    PointArtifacts,
+    RequestRecord,
+    StudySpec,
+    SweepPoint,
+    SweepResult,
+)
 from kneepoint.run import Progress, write_atomically, write_point
 from kneepoint.sim import EngineRefusedError
 

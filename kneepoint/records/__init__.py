@@ -4,6 +4,7 @@ Field names carry their units (``ttft_p99_ms``, ``memory_mib``); ``None`` means 
 (for engine knobs: the engine's default; for telemetry: the source cannot tell).
 """
 
+from kneepoint.records.artifacts import PointArtifacts
 from kneepoint.records.backend_spec import AttachBackend, BackendSpec, SimBackend, VllmBackend
 from kneepoint.records.base import Record
 from kneepoint.records.budget import Budget
@@ -180,6 +181,7 @@ __all__ = [
     "PeakThroughput",
     "Plan",
     "PlanLengths",
+    "PointArtifacts",
     "PoissonArrivals",
     "Prediction",
     "PrefixGroup",

@@ -29,8 +29,7 @@ from pydantic import ValidationError
 
 from kneepoint.config import ConfigError, Problem, render_loc
 from kneepoint.load import filled_node
-from kneepoint.probes.backends import PointArtifacts
-from kneepoint.records import EngineConfig, KneepointError, RunStarted, StudySpec
+from kneepoint.records import EngineConfig, KneepointError, PointArtifacts, RunStarted, StudySpec
 from kneepoint.run.files import write_atomically
 from kneepoint.run.ledger import Ledger, LedgerError
 from kneepoint.run.lock import RunLock, RunLockedError, try_lock

@@ -21,7 +21,15 @@ from kneepoint.load import PlannedRequest, PointSize
 from kneepoint.probes.backends.measure import Instruments
 from kneepoint.probes.client import bearer
 from kneepoint.probes.server import Failure, ServerProcess
-from kneepoint.records import EngineConfig, Faults, LoadPoint, RequestRecord, StudySpec, TraceEntry
+from kneepoint.records import (
+    EngineConfig,
+    Faults,
+    LoadPoint,
+    PointArtifacts,
+    RequestRecord,
+    StudySpec,
+    TraceEntry,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -52,20 +60,6 @@ class Backend(Protocol):
     def serve(self, config: EngineConfig, trial_dir: Path) -> AbstractContextManager[Endpoint]:
         """The server for ``config``, up and checked, for the length of the ``with``."""
         ...
-
-
-@dataclass(frozen=True, slots=True)
-class PointArtifacts:
-    """What one measured point leaves behind besides its LoadPoint."""
-
-    rate_rps: float
-    repeat: int
-    point: LoadPoint
-    records: tuple[RequestRecord, ...]
-    metrics_text: tuple[str, ...] = ()
-    """``/metrics`` before and after the load (HTTP backends only)."""
-    attempt: int = 0
-    """Which retake of the point this was (0: the first measurement)."""
 
 
 class Prober(Protocol):

@@ -18,7 +18,6 @@ from kneepoint.probes.backends.base import (
     Endpoint,
     Keep,
     Opening,
-    PointArtifacts,
     Prober,
     Sender,
     Target,
@@ -27,7 +26,7 @@ from kneepoint.probes.backends.base import (
 from kneepoint.probes.backends.measure import Instruments, measure
 from kneepoint.probes.client import LoadOptions, warm_up
 from kneepoint.probes.server import ServerFailedError
-from kneepoint.records import LoadPoint, RequestRecord, StudySpec, TraceEntry
+from kneepoint.records import LoadPoint, PointArtifacts, RequestRecord, StudySpec, TraceEntry
 
 
 def over_http(

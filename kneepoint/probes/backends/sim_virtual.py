@@ -19,10 +19,10 @@ from kneepoint.load import (
     warmup_plan,
 )
 from kneepoint.physics import resolve_engine, startup_seconds
-from kneepoint.probes.backends.base import DeviceClock, Opening, PointArtifacts, Target, rejected
+from kneepoint.probes.backends.base import DeviceClock, Opening, Target, rejected
 from kneepoint.probes.backends.virtual_faults import Lifetime, faulted_records, faulted_signals
 from kneepoint.probes.server import ServerFailedError
-from kneepoint.records import MARKER, Faults, LoadPoint, RequestRecord
+from kneepoint.records import MARKER, Faults, LoadPoint, PointArtifacts, RequestRecord
 from kneepoint.sim import acceptance_of, refuse_start, run_plan, serving, simulate_load_point
 
 log = structlog.get_logger(__name__)
