@@ -5,16 +5,9 @@ module prints."""
 from __future__ import annotations
 
 import ast
-import importlib
 from pathlib import Path
 
 import pytest
-
-from kneepoint.cli import plan as cli_plan
-from kneepoint.cli.main import main
-from kneepoint.config.errors import ConfigError, Problem
-from kneepoint.records.errors import KneepointError
-from kneepoint.run.ledger import LedgerError
 
 from .conftest import REPO
 from .support.layering import ALLOWED
@@ -171,52 +164,6 @@ def test_no_command_goes_through_a_shell(path: Path) -> None:
 
 # The simulated server's own errors (its HTTP answers, its injected faults, a request its
 # engine turns away) are the server's, not the agent's; a private helper's is its own.
-NOT_THE_AGENTS = {"ApiError", "StreamCutError", "RequestRejectedError", "_HoldsItselfError"}
-
-
-def test_every_error_of_the_agents_own_has_one_root() -> None:
-    defined = []
-    for path in _modules():
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ClassDef) and node.name.endswith("Error"):
-                module = ".".join(path.relative_to(REPO).with_suffix("").parts)
-                defined.append((module, node.name))
-    assert len(defined) >= 15, defined
-    for module, name in defined:
-        if name not in NOT_THE_AGENTS:
-            error = getattr(importlib.import_module(module), name)
-            assert issubclass(error, KneepointError), f"{module}.{name}"
-
-
-def test_an_error_of_its_own_that_reaches_the_command_line_is_one_line(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    def fails(_args: object) -> int:
-        raise LedgerError(Path("runs/x/ledger.jsonl"), 3, "a promotion of trial 9, never proposed")
-
-    monkeypatch.setattr(cli_plan, "run_plan", fails)
-    code = main(["plan", "configs/studies/quickstart.yaml"])
-    assert code == 1
-    assert capsys.readouterr().err == (
-        "kneepoint: runs/x/ledger.jsonl:3: a promotion of trial 9, never proposed\n"
-    )
-
-
-def test_every_error_of_its_own_ends_a_command_with_the_status_it_carries(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """One root carries the exit status: a failed run 1, bad input 2 (each problem a line)."""
-    problems = [Problem("study.yaml", 4, ("slo",), "missing"), Problem("study.yaml", 9, (), "x")]
-
-    def refuses(_args: object) -> int:
-        raise ConfigError(problems)
-
-    monkeypatch.setattr(cli_plan, "run_plan", refuses)
-    assert main(["plan", "configs/studies/quickstart.yaml"]) == 2
-    assert capsys.readouterr().err.splitlines() == [f"kneepoint: {p}" for p in problems]
-    assert KneepointError("failed").exit_code == 1 and ConfigError(problems).exit_code == 2
-
-
 TESTS = REPO / "tests"
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from kneepoint.cli.main import main
-from kneepoint.cli.tune import EXIT_INTERRUPTED
+from kneepoint.records import EXIT_INTERRUPTED
 from kneepoint.records.ledger import QualityChecked
 
 from .conftest import KNEEPOINT, QUICKSTART, TuneRun

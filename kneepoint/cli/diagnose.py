@@ -32,10 +32,6 @@ from kneepoint.config import (
 if TYPE_CHECKING:
     from kneepoint.records import StudySpec, SweepResult
 
-EXIT_SERVER_FAILED = 1
-"""The run failed (the server did not answer or died)."""
-EXIT_INTERRUPTED = 130
-
 
 def add_diagnose_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     cmd = commands.add_parser(
@@ -99,16 +95,21 @@ def _study(args: argparse.Namespace) -> StudySpec:
 def _recording(path: Path) -> tuple[StudySpec, SweepResult]:
     """The study and sweep a recording holds; a tune run's is its baseline's knee search."""
     from kneepoint.calibration import is_run_folder, load_recorded
-    from kneepoint.run import RunFolder, RunFolderError
+    from kneepoint.run import RunFolder
 
-    study = None
-    if is_run_folder(path):
-        try:
-            study = RunFolder.existing(path).study()
-        except RunFolderError as exc:
-            raise ConfigError([Problem(str(path), None, (), str(exc))]) from exc
+    study = RunFolder.existing(path).study() if is_run_folder(path) else None
     recorded = load_recorded(path, study)
     return recorded.study, recorded.result
+
+
+def _kept(folder: Path) -> str:
+    """Where a diagnosis that failed or was interrupted keeps what it measured; with nothing
+    measured, no folder is left."""
+    kept = folder / "sweep.json"
+    if not kept.is_file():
+        shutil.rmtree(folder, ignore_errors=True)
+        return ""
+    return f"; what it measured is in {kept} (kneepoint diagnose --from {folder})"
 
 
 def _write_study(folder: Path, study: StudySpec) -> None:
@@ -125,7 +126,7 @@ def _write_study(folder: Path, study: StudySpec) -> None:
 def run_diagnose(args: argparse.Namespace) -> int:
     from kneepoint.cli.console import progress_for
     from kneepoint.config import knob_catalogue
-    from kneepoint.measure import TrialFailedError
+    from kneepoint.records import noted
     from kneepoint.report import findings_document, to_markdown
     from kneepoint.run import check_output, write_atomically
     from kneepoint.tune import measure_and_diagnose, recorded
@@ -144,24 +145,10 @@ def run_diagnose(args: argparse.Namespace) -> int:
         study = _study(args)
         folder = args.runs_dir / f"diagnose-{study.name}-{stamp}"
         _write_study(folder, study)  # first: an interrupted diagnosis is a recording too
-        try:
+        with noted(lambda: _kept(folder)):
             findings = measure_and_diagnose(
                 study, folder, knob_catalogue(), progress_for(sys.stderr), args.knee_rps
             )
-        except TrialFailedError as exc:
-            if not (folder / "sweep.json").exists():  # nothing measured: no folder left
-                shutil.rmtree(folder, ignore_errors=True)
-            print(f"kneepoint: {exc.sentence}", file=sys.stderr)
-            return EXIT_SERVER_FAILED
-        except KeyboardInterrupt:
-            kept = folder / "sweep.json"
-            where = (
-                f"; what it measured is in {kept} (kneepoint diagnose --from {folder})"
-                if kept.is_file()
-                else ""
-            )
-            print(f"\nkneepoint: interrupted{where}", file=sys.stderr)
-            return EXIT_INTERRUPTED
     text = to_markdown(findings_document(study, *findings), folder)
     write_atomically(folder / "diagnosis.md", text)
     body = {

@@ -35,17 +35,21 @@ from kneepoint.cli.diagnose import add_diagnose_command
 from kneepoint.cli.plan import add_plan_command
 from kneepoint.cli.report import add_report_command
 from kneepoint.cli.sweep import add_sweep_command
-from kneepoint.cli.tune import EXIT_INTERRUPTED, add_tune_command
+from kneepoint.cli.tune import add_tune_command
 from kneepoint.cli.worker import add_worker_command
-from kneepoint.config import ConfigError, add_overrides_argument, load_study, study_file_schema
+from kneepoint.config import add_overrides_argument, load_study, study_file_schema
 from kneepoint.probes.runtime import unwinding
-from kneepoint.records import KneepointError
+from kneepoint.records import (
+    EXIT_BAD_INPUT,
+    EXIT_INTERRUPTED,
+    EXIT_RUN_FAILED,
+    KneepointError,
+    said_after,
+)
 from kneepoint.run import check_output, configure_logging, write_atomically
 from kneepoint.sim import add_serve_arguments, bind_problem, resolve_serve_args
 
 EXIT_OK = 0
-EXIT_RUN_FAILED = 1
-EXIT_BAD_INPUT = 2
 
 log = structlog.get_logger(__name__)
 
@@ -139,8 +143,7 @@ def _global_options_everywhere(parser: argparse.ArgumentParser) -> None:
 
 
 def _sim_serve(args: argparse.Namespace) -> int:
-    from kneepoint.physics import UnmodeledSettingError
-    from kneepoint.sim import EngineRefusedError, build_server, serve
+    from kneepoint.sim import build_server, serve
 
     # vLLM-style startup lines at vLLM's own level (info), plain off a terminal as every other
     # command's: the launcher that reads this log takes each line's message after its level
@@ -150,11 +153,8 @@ def _sim_serve(args: argparse.Namespace) -> int:
     if (problem := bind_problem(serve_args.host, serve_args.port)) is not None:
         print(f"kneepoint: --port {problem}", file=sys.stderr)  # "address already in use"
         return EXIT_BAD_INPUT
-    try:
-        server = build_server(serve_args, serve_args.efficiency)
-    except (EngineRefusedError, UnmodeledSettingError) as exc:
-        print(f"kneepoint: {exc}", file=sys.stderr)
-        return EXIT_RUN_FAILED  # vLLM exits 1 when it refuses to start
+    # A refusal (EngineRefusedError, UnmodeledSettingError) exits 1, as vLLM's does.
+    server = build_server(serve_args, serve_args.efficiency)
     serve(server, args.api_key or os.environ.get("VLLM_API_KEY") or None)  # as vLLM reads it
     return EXIT_OK
 
@@ -196,34 +196,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown and not getattr(args, "takes_unknown", False):
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     args.unknown = unknown
-    try:
-        if args.log_file is not None:
-            check_output("--log-file", args.log_file)
-        configure_logging(level=args.log_level, log_file=args.log_file)
-    except ConfigError as exc:
-        for line in exc.lines():
-            print(f"kneepoint: {line}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except OSError as exc:  # what the check could not foresee (root passes every access test)
-        print(f"kneepoint: --log-file {args.log_file}: {exc.strerror or exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
     return _run(args)
 
 
 def _run(args: argparse.Namespace) -> int:
-    """The command's handler, what escapes it said in one line with the exit status it means."""
+    """The command, and what ends it said in lines with the exit status it means: the command
+    line's one ``except`` (kneepoint.records.errors draws what reaches it)."""
     # The simulated server handles its own signals; every other command may hold a server,
     # and SIGTERM and SIGHUP (a scheduler's stop, a closed terminal) unwind like Ctrl-C, so it
     # is stopped with its whole process group rather than orphaned.
     guard = nullcontext() if args.command == "sim" else unwinding()
     try:
         with guard:
+            if args.log_file is not None:
+                check_output("--log-file", args.log_file)
+            configure_logging(level=args.log_level, log_file=args.log_file, flag="--log-file")
             code: int = args.handler(args)
-    except KeyboardInterrupt:
-        print("kneepoint: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as exc:
+        print(f"kneepoint: interrupted{said_after(exc)}", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except KneepointError as exc:  # one the command did not turn into its own words
-        for line in exc.lines():
+    except KneepointError as exc:
+        lines = exc.lines()
+        if lines:
+            lines[-1] += said_after(exc)
+        for line in lines:
             print(f"kneepoint: {line}", file=sys.stderr)
         return exc.exit_code
     except OSError as exc:

@@ -18,7 +18,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kneepoint.config import ConfigError, Problem, add_overrides_argument, gpu_catalogue, load_study
+from kneepoint.config import (
+    ConfigError,
+    Problem,
+    add_overrides_argument,
+    arguments,
+    gpu_catalogue,
+    load_study,
+)
 
 if TYPE_CHECKING:
     from kneepoint.records import GpuSpec, Layout
@@ -77,11 +84,8 @@ def _prices(given: list[str]) -> Mapping[str, float]:
     prices: dict[str, float] = {}
     for text in given:
         name, _, value = text.partition("=")
-        try:
-            price = float(value)
-        except ValueError:
-            price = -1.0
-        if name not in gpu_catalogue() or not 0 < price < float("inf"):
+        price = arguments.positive(value)
+        if name not in gpu_catalogue() or price is None:
             message = "expected GPU=USD, a catalogue GPU and a positive price"
             raise ConfigError([Problem(f"--price {text}", None, None, message)])
         prices[name] = price

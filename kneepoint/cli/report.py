@@ -25,13 +25,9 @@ def add_report_command(commands: argparse._SubParsersAction[argparse.ArgumentPar
 
 def run_report(args: argparse.Namespace) -> int:
     from kneepoint.report import write_report
-    from kneepoint.run import LedgerError, RunFolder, RunFolderError, run_folder_error
+    from kneepoint.run import RunFolder
 
-    try:
-        folder = RunFolder.existing(args.run)
-        markdown, html = write_report(folder)
-    except (RunFolderError, LedgerError) as exc:
-        raise run_folder_error(args.run, exc) from exc
+    markdown, html = write_report(RunFolder.existing(args.run))
     log.info("report.written", markdown=str(markdown), html=str(html))
     sys.stdout.write(f"{markdown}\n{html}\n")
     return 0

@@ -22,10 +22,6 @@ if TYPE_CHECKING:
     from kneepoint.probes.backends import Prober, Target
     from kneepoint.records import RequestRecord, StudySpec, SweepResult
 
-EXIT_SERVER_FAILED = 1
-"""The run failed (a server that would not start or died), as vLLM exits when it refuses."""
-EXIT_INTERRUPTED = 130
-
 
 def add_sweep_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     sweep = commands.add_parser(
@@ -60,8 +56,8 @@ def run_sweep(args: argparse.Namespace) -> int:
     from kneepoint.cli.console import progress_for
     from kneepoint.config import load_study, parse_override
     from kneepoint.load import PointSize, stable_window
-    from kneepoint.measure import Bench, TrialFailedError, study_knee_search, with_retried
-    from kneepoint.records import PointArtifacts
+    from kneepoint.measure import Bench, study_knee_search, with_retried
+    from kneepoint.records import PointArtifacts, noted
     from kneepoint.report import TRIM
     from kneepoint.run import check_output, write_point
     from kneepoint.tune import launch_checks
@@ -88,16 +84,8 @@ def run_sweep(args: argparse.Namespace) -> int:
     progress.phase("sweep", f"{study.name}: knee search of {config.fingerprint()}")
     bench = Bench(study, progress)
     where = (out.parent / f"{out.stem}-server", out.stem, seconds)
-    try:
+    with noted(lambda: _kept(bench.watched, out, study)):
         result, _, retried = bench.on_server("sweep", config, where, search, keep=keep)
-    except TrialFailedError as exc:
-        print(f"kneepoint: {exc.sentence}{_kept(bench.watched, out, study)}", file=sys.stderr)
-        return EXIT_SERVER_FAILED
-    except KeyboardInterrupt:
-        if bench.watched is None or not bench.watched.points:
-            raise
-        print(f"\nkneepoint: interrupted{_kept(bench.watched, out, study)}", file=sys.stderr)
-        return EXIT_INTERRUPTED
     result = with_retried(result, retried)
     write_recording(out, study, result)
     warmup_s = PointSize.for_study(study, seconds).warmup_s

@@ -21,14 +21,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kneepoint.config import ConfigError, Problem, add_overrides_argument
+from kneepoint.records import EXIT_RUN_FAILED
 
 if TYPE_CHECKING:
     from kneepoint.records import Objective, StudySpec
     from kneepoint.run import RunFolder, RunState
     from kneepoint.tune import Tuner
-
-EXIT_RUN_FAILED = 1
-EXIT_INTERRUPTED = 130
 
 
 def add_tune_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -48,15 +46,11 @@ def add_tune_command(commands: argparse._SubParsersAction[argparse.ArgumentParse
     tune.set_defaults(handler=run_tune)
 
 
-def _open(args: argparse.Namespace) -> RunFolder:
+def _open(args: argparse.Namespace) -> tuple[RunFolder, bool]:
+    """The run folder, locked, and whether it is resumed: a new one for a study file, or the
+    one to resume (then checked by ``_check_resumed``)."""
     from kneepoint.config import load_study
-    from kneepoint.run import (
-        RunFolder,
-        RunFolderError,
-        RunLockedError,
-        check_output,
-        run_folder_error,
-    )
+    from kneepoint.run import RunFolder, check_output
     from kneepoint.tune import study_checks
 
     target: Path | None = args.resume or args.target
@@ -65,22 +59,9 @@ def _open(args: argparse.Namespace) -> RunFolder:
     if target.is_dir():
         if args.overrides:
             raise ConfigError([Problem("--set", None, (), "a resumed run keeps its study")])
-        try:
-            folder = RunFolder.existing(target)
-            folder.take_lock(datetime.now().astimezone())  # before the repair writes
-        except (RunFolderError, RunLockedError) as exc:
-            raise run_folder_error(target, exc) from exc
-        try:
-            if args.repair_ledger:
-                _repair(folder)
-            folder.check_resumable()  # after a repair too: it may have kept nothing
-            folder.check_study_unchanged(folder.study())
-        except BaseException as exc:
-            folder.release()
-            if isinstance(exc, RunFolderError):
-                raise run_folder_error(target, exc) from exc
-            raise
-        return folder
+        folder = RunFolder.existing(target)
+        folder.take_lock(datetime.now().astimezone())  # before the repair writes
+        return folder, True
     if args.repair_ledger:
         raise ConfigError(
             [
@@ -97,7 +78,16 @@ def _open(args: argparse.Namespace) -> RunFolder:
     # Refused before anything starts (kneepoint.tune.feasibility): a baseline cut off by the
     # deadline, or an engine vLLM or the simulator refuses, is device time for nothing.
     study = load_study(target, args.overrides, study_checks(now))
-    return RunFolder.create(args.runs_dir, study, now)
+    return RunFolder.create(args.runs_dir, study, now), False
+
+
+def _check_resumed(folder: RunFolder, args: argparse.Namespace) -> None:
+    """A resumed run's ledger repaired where asked, then checked: it must be what its trials
+    came from (after a repair too: it may have kept nothing), under the study as it was."""
+    if args.repair_ledger:
+        _repair(folder)
+    folder.check_resumable()
+    folder.check_study_unchanged(folder.study())
 
 
 def _repair(folder: RunFolder) -> None:
@@ -116,8 +106,10 @@ def _repair(folder: RunFolder) -> None:
 
 
 def run_tune(args: argparse.Namespace) -> int:
-    folder = _open(args)
+    folder, resumed = _open(args)
     try:
+        if resumed:
+            _check_resumed(folder, args)
         return _tune(folder, args)
     finally:
         folder.release()
@@ -128,31 +120,19 @@ def _tune(folder: RunFolder, args: argparse.Namespace) -> int:
     from kneepoint.config import knob_catalogue
     from kneepoint.load import rules
     from kneepoint.report import write_report
-    from kneepoint.run import LedgerError, RunFolderError, configure_logging, run_folder_error
+    from kneepoint.run import configure_logging
     from kneepoint.tune import Tuner, launched_vllm
 
     # The run's own structured log lives with it, unless the user sent it elsewhere.
-    configure_logging(level=args.log_level, log_file=args.log_file or folder.path / "events.jsonl")
-    try:
-        study = folder.study()
-        tuner = Tuner(
-            folder,
-            study,
-            progress_for(sys.stderr),
-            knob_catalogue(),
-            vllm_version=launched_vllm(study),
-        )
-    except (RunFolderError, LedgerError) as exc:
-        raise run_folder_error(folder.path, exc) from exc
+    log_file = args.log_file or folder.path / "events.jsonl"
+    configure_logging(level=args.log_level, log_file=log_file, flag=args.log_file and "--log-file")
+    study = folder.study()
+    tuner = Tuner(
+        folder, study, progress_for(sys.stderr), knob_catalogue(), vllm_version=launched_vllm(study)
+    )
     tuner.progress.phase("run", f"{study.name} in {folder.path}")
     _say_resumed(folder, tuner)
-    try:
-        state = tuner.run()
-    except KeyboardInterrupt:
-        # A phase, so the console (a terminal's bar ended first, or a pipe's plain line) and
-        # events.jsonl say it once each: a print beside it said it twice on a pipe.
-        tuner.progress.phase("interrupted", f"resume with: kneepoint tune {folder.path}")
-        return EXIT_INTERRUPTED
+    state = tuner.run()
     if isinstance(tuner.progress, ConsoleProgress):
         tuner.progress.finish_bar()  # the summary below starts on a line of its own
     markdown, html = write_report(folder)

@@ -15,18 +15,17 @@ import argparse
 import os
 import socket
 import sys
-from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kneepoint.config import ConfigError, Problem, add_overrides_argument, load_study
+from kneepoint.records import EXIT_RUN_FAILED
 
 if TYPE_CHECKING:
     from kneepoint.records import StudySpec
     from kneepoint.workers import SharedStudy
 
-EXIT_RUN_FAILED = 1
 STORAGE_VARIABLE = "KNEEPOINT_STORAGE"
 
 
@@ -84,7 +83,7 @@ def _bad(field: str, message: str) -> ConfigError:
 
 def _open(args: argparse.Namespace, now: datetime) -> tuple[SharedStudy, StudySpec]:
     from kneepoint.tune import study_checks
-    from kneepoint.workers import SharedStudy, SharedStudyError
+    from kneepoint.workers import SharedStudy, published_start
 
     url = args.storage or os.environ.get(STORAGE_VARIABLE)
     if not url:
@@ -107,33 +106,19 @@ def _open(args: argparse.Namespace, now: datetime) -> tuple[SharedStudy, StudySp
         )
 
     path = Path(args.study)
-    try:
-        if path.is_file():
-            # Checked as of the run's start: a worker joining (or restarted) after the
-            # deadline finds the run finished rather than its study refused. Nothing is
-            # written to the storage before the study passes.
-            started = _started(shared_study, load_study(path, args.overrides).name)
-            spec = load_study(path, args.overrides, study_checks(started or now))
-            shared = shared_study(spec.name, create=True)
-            shared.publish(spec, now)
-            return shared, spec
-        if args.overrides:
-            raise _bad("--set", "only the worker that publishes a study file may override it")
-        shared = shared_study(args.study)
-        return shared, shared.spec()
-    except SharedStudyError as exc:
-        raise _bad(exc.flag, exc.message) from exc
-
-
-def _started(shared_study: Callable[[str], SharedStudy], name: str) -> datetime | None:
-    """When the shared study of this name started; None: it is not published."""
-    from kneepoint.workers import StudyNotFoundError
-
-    try:
-        shared = shared_study(name)
-    except StudyNotFoundError:
-        return None
-    return shared.started_at() if shared.published() else None
+    if path.is_file():
+        # Checked as of the run's start: a worker joining (or restarted) after the deadline
+        # finds the run finished rather than its study refused. Nothing is written to the
+        # storage before the study passes.
+        started = published_start(shared_study, load_study(path, args.overrides).name)
+        spec = load_study(path, args.overrides, study_checks(started or now))
+        shared = shared_study(spec.name, create=True)
+        shared.publish(spec, now)
+        return shared, spec
+    if args.overrides:
+        raise _bad("--set", "only the worker that publishes a study file may override it")
+    shared = shared_study(args.study)
+    return shared, shared.spec()
 
 
 def _on_gpu(study: StudySpec, gpu: int) -> StudySpec:

@@ -23,6 +23,15 @@ def _finite(text: str, low: float, high: float, what: str) -> float:
     return value
 
 
+def positive(text: str) -> float | None:
+    """A finite number above 0 (a price), or None where the text is not one."""
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and value > 0 else None
+
+
 def rate_rps(text: str) -> float:
     """An offered rate in requests per second."""
     return _finite(text, 0.0, MAX_RATE_RPS, "a rate in req/s")

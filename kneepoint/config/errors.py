@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kneepoint.records import KneepointError, mask_shapes
+from kneepoint.records import EXIT_BAD_INPUT, KneepointError, mask_shapes
 
 Loc = tuple[str | int, ...]
 
@@ -53,7 +53,7 @@ class Problem:
 class ConfigError(KneepointError):
     """One or more configuration problems, each printable as a single line."""
 
-    exit_code = 2
+    exit_code = EXIT_BAD_INPUT
 
     def __init__(self, problems: Sequence[Problem]) -> None:
         if not problems:

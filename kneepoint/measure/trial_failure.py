@@ -43,6 +43,9 @@ class TrialFailedError(KneepointError, RuntimeError):
         self.sentence = sentence or cause
         """What a person reads (the server's failure in words)."""
 
+    def lines(self) -> list[str]:
+        return [self.sentence]
+
 
 def retrying(
     what: str, attempt: Callable[[], tuple[T, float]], retries: int, progress: Progress

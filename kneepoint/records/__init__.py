@@ -21,7 +21,15 @@ from kneepoint.records.diagnosis import (
 from kneepoint.records.drafts import AcceptanceProbe, DraftAcceptance
 from kneepoint.records.efficiency import Efficiency
 from kneepoint.records.engine import EngineConfig, flag_for, knob_fields
-from kneepoint.records.errors import KneepointError
+from kneepoint.records.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_INTERRUPTED,
+    EXIT_RUN_FAILED,
+    KneepointError,
+    RunInterruptedError,
+    noted,
+    said_after,
+)
 from kneepoint.records.faults import CRASH_TEXT, MARKER, OOM_TEXT, Faults, fault_flags
 from kneepoint.records.hardware import GIB, MIB, GpuSpec, ModelSpec
 from kneepoint.records.host import HostInfo
@@ -112,6 +120,9 @@ from kneepoint.records.workload import (
 __all__ = [
     "CONSTRAINTS",
     "CRASH_TEXT",
+    "EXIT_BAD_INPUT",
+    "EXIT_INTERRUPTED",
+    "EXIT_RUN_FAILED",
     "GIB",
     "KNEE_REL_TOL",
     "MARKER",
@@ -194,6 +205,7 @@ __all__ = [
     "RepeatsMethod",
     "RequestRecord",
     "RuledOut",
+    "RunInterruptedError",
     "RunStarted",
     "SchedulingKind",
     "Screened",
@@ -236,8 +248,10 @@ __all__ = [
     "looks_secret",
     "mask_shapes",
     "mean_length_tokens",
+    "noted",
     "nothing_met",
     "referenced",
+    "said_after",
     "same",
     "secret_flag",
     "turn_survival",

@@ -5,7 +5,6 @@ from kneepoint.run.files import check_output, write_atomically
 from kneepoint.run.folder import (
     RunFolder,
     RunFolderError,
-    run_folder_error,
     serve_command,
     study_digest,
     write_point,
@@ -31,7 +30,6 @@ __all__ = [
     "configure_logging",
     "duration",
     "open_storage",
-    "run_folder_error",
     "serve_command",
     "study_digest",
     "write_atomically",

@@ -27,16 +27,32 @@ from pathlib import Path
 import yaml
 from pydantic import ValidationError
 
-from kneepoint.config import ConfigError, Problem, render_loc
+from kneepoint.config import Problem, render_loc
 from kneepoint.load import filled_node
-from kneepoint.records import EngineConfig, KneepointError, PointArtifacts, RunStarted, StudySpec
+from kneepoint.records import (
+    EXIT_BAD_INPUT,
+    EngineConfig,
+    KneepointError,
+    PointArtifacts,
+    RunStarted,
+    StudySpec,
+)
 from kneepoint.run.files import write_atomically
 from kneepoint.run.ledger import Ledger, LedgerError
-from kneepoint.run.lock import RunLock, RunLockedError, try_lock
+from kneepoint.run.lock import RunLock, try_lock
 
 
 class RunFolderError(KneepointError, ValueError):
     """A folder that is not a kneepoint run (or not this study's)."""
+
+    exit_code = EXIT_BAD_INPUT  # the user named it
+
+    def __init__(self, path: Path, message: str) -> None:
+        super().__init__(f"{path}: {message}")
+        self.path, self.message = path, message
+
+    def lines(self) -> list[str]:
+        return [str(Problem(str(self.path), None, (), self.message))]
 
 
 class RunFolder:
@@ -75,7 +91,9 @@ class RunFolder:
     @classmethod
     def existing(cls, path: Path) -> RunFolder:
         if not (path / "study.yaml").is_file() or not (path / "ledger.jsonl").is_file():
-            raise RunFolderError("not a kneepoint run folder (no study.yaml and ledger.jsonl)")
+            raise RunFolderError(
+                path, "not a kneepoint run folder (no study.yaml and ledger.jsonl)"
+            )
         return cls(path)
 
     def take_lock(self, now: datetime) -> None:
@@ -97,9 +115,10 @@ class RunFolder:
         found = sorted(p.name for p in trials.iterdir()) if trials.is_dir() else []
         if found and self.ledger.is_empty():
             raise RunFolderError(
+                self.path,
                 f"ledger.jsonl is empty but trials/ holds {len(found)} trial folder(s) "
                 f"({', '.join(found[:3])}{', ...' if len(found) > 3 else ''}): the run's record "
-                "is lost; restore ledger.jsonl from a backup, or start a new run from the study"
+                "is lost; restore ledger.jsonl from a backup, or start a new run from the study",
             )
 
     def check_study_unchanged(self, study: StudySpec) -> None:
@@ -113,9 +132,10 @@ class RunFolder:
         if started is None or started.study_sha256 in (None, study_digest(study)):
             return
         raise RunFolderError(
+            self.path,
             "study.yaml was changed since the run started: its baseline and trials were "
             "measured under the study as it was; put the file back, or start a new run from "
-            "the edited study (kneepoint tune STUDY.yaml)"
+            "the edited study (kneepoint tune STUDY.yaml)",
         )
 
     def study(self) -> StudySpec:
@@ -125,14 +145,17 @@ class RunFolder:
             return StudySpec.model_validate(yaml.safe_load(text))
         except (OSError, UnicodeDecodeError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-            raise RunFolderError(f"study.yaml cannot be read: {reason}") from exc
+            raise RunFolderError(self.path, f"study.yaml cannot be read: {reason}") from exc
         except yaml.YAMLError as exc:
-            raise RunFolderError(f"study.yaml is damaged: {str(exc).splitlines()[0]}") from exc
+            raise RunFolderError(
+                self.path, f"study.yaml is damaged: {str(exc).splitlines()[0]}"
+            ) from exc
         except ValidationError as exc:
             first = exc.errors()[0]
             where = render_loc(first["loc"]) or "its top level"
             raise RunFolderError(
-                f"study.yaml is damaged: {where}: {first['msg']} ({exc.error_count()} problem(s))"
+                self.path,
+                f"study.yaml is damaged: {where}: {first['msg']} ({exc.error_count()} problem(s))",
             ) from exc
 
     def set_optuna_aside(self, tag: str) -> None:
@@ -175,26 +198,6 @@ def write_point(folder: Path, label: str, artifacts: PointArtifacts) -> None:
     write_atomically(points / f"{stem}.point.json", artifacts.point.model_dump_json() + "\n")
     for when, text in zip(("before", "after"), artifacts.metrics_text, strict=False):
         write_atomically(points / f"{stem}.metrics-{when}.prom", text)
-
-
-def run_folder_error(path: Path, exc: RunFolderError | LedgerError | RunLockedError) -> ConfigError:
-    """A run folder's problem as the one line the CLI prints (a bad ledger line by number)."""
-    if isinstance(exc, LedgerError):
-        return ConfigError([Problem(str(exc.path), exc.line, (), exc.detail)])
-    if isinstance(exc, RunLockedError):
-        return ConfigError(
-            [
-                Problem(
-                    str(path),
-                    None,
-                    (),
-                    f"another agent is working on this "
-                    f"run ({exc.holder}); wait for it to end, or stop it "
-                    "and resume",
-                )
-            ]
-        )
-    return ConfigError([Problem(str(path), None, (), str(exc))])
 
 
 def _discard_abandoned_builds(runs_dir: Path, now: datetime) -> None:

@@ -19,6 +19,7 @@ from typing import Any
 import optuna
 import structlog
 
+from kneepoint.config import ConfigError, Problem
 from kneepoint.probes.server import redact_all
 
 _MARK = "_kneepoint_handler"
@@ -67,8 +68,12 @@ def _handler(stream_or_path: Any, renderer: Any) -> logging.Handler:
     return handler
 
 
-def configure_logging(level: str = "info", log_file: Path | None = None) -> None:
-    """Route structlog and stdlib logging to stderr (and ``log_file``); safe to call again."""
+def configure_logging(
+    level: str = "info", log_file: Path | None = None, *, flag: str | None = None
+) -> None:
+    """Route structlog and stdlib logging to stderr (and ``log_file``); safe to call again.
+    ``flag``: the option that named ``log_file``; a file the OS will not open is then bad
+    input naming it, as a check could not foresee (root passes every access test)."""
     console: Any = _plain
     if sys.stderr.isatty():
         console = structlog.dev.ConsoleRenderer(colors=True)
@@ -83,7 +88,13 @@ def configure_logging(level: str = "info", log_file: Path | None = None) -> None
     if log_file is not None:
         # The file is the unattended run's record: it keeps progress events whatever the
         # console shows.
-        in_file = _handler(log_file, structlog.processors.JSONRenderer())
+        try:
+            in_file = _handler(log_file, structlog.processors.JSONRenderer())
+        except OSError as exc:
+            if flag is None:
+                raise
+            problem = Problem(f"{flag} {log_file}", None, (), exc.strerror or str(exc))
+            raise ConfigError([problem]) from exc
         in_file.setLevel(min(logging.INFO, levels[0]))
         root.addHandler(in_file)
         levels.append(in_file.level)

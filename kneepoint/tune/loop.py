@@ -24,7 +24,14 @@ from kneepoint.policies.search import LongShots, Proposer
 from kneepoint.probes.runtime import raise_pending
 from kneepoint.probes.server import reap_orphans
 from kneepoint.probes.telemetry import describe_host
-from kneepoint.records import Event, KnobCatalogue, Promoted, RunStarted, StudySpec
+from kneepoint.records import (
+    Event,
+    KnobCatalogue,
+    Promoted,
+    RunInterruptedError,
+    RunStarted,
+    StudySpec,
+)
 from kneepoint.run import Progress, RunFolder, RunState, TrialState, study_digest
 from kneepoint.tune.decide import (
     Action,
@@ -75,7 +82,17 @@ class Tuner:
         self._trial_started = time.monotonic()
 
     def run(self) -> RunState:
-        """Take actions until the run is finished; returns the final state."""
+        """Take actions until the run is finished; returns the final state. An interrupt is
+        said as a phase, with how to resume, and ends the run as ``RunInterruptedError``:
+        the console (a terminal's bar ended first, or a pipe's plain line) and events.jsonl
+        then say it once each (a print beside it said it twice on a pipe)."""
+        try:
+            return self._run()
+        except KeyboardInterrupt as exc:
+            self.progress.phase("interrupted", f"resume with: kneepoint tune {self.folder.path}")
+            raise RunInterruptedError(str(exc) or "interrupted") from exc
+
+    def _run(self) -> RunState:
         if reaped := reap_orphans(self.folder.path):
             log.warning("run.reaped_orphan_servers", pids=reaped)
         while not isinstance(action := next_action(self.state, self.study, self.now()), Done):

@@ -13,6 +13,7 @@ time, under a PostgreSQL advisory lock that dies with its connection.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -35,6 +36,16 @@ SEEN = "kneepoint.seen."
 
 class StudyNotFoundError(SharedStudyError):
     """No kneepoint study of this name is in the storage (yet)."""
+
+
+def published_start(open_study: Callable[[str], SharedStudy], name: str) -> datetime | None:
+    """When the shared study of this name started; None: it is not in the storage, or not
+    published yet (a first worker's study file then sets the start)."""
+    try:
+        shared = open_study(name)
+    except StudyNotFoundError:
+        return None
+    return shared.started_at() if shared.published() else None
 
 
 @dataclass(frozen=True)
