@@ -26,6 +26,7 @@ import structlog
 from kneepoint.probes.server.priority import lower_priority
 from kneepoint.probes.server.redaction import redact_file
 from kneepoint.probes.server.server_failure import Failure, ServerFailedError, classify
+from kneepoint.probes.server.watchdog import group_alive, stat_fields
 
 log = structlog.get_logger(__name__)
 
@@ -167,7 +168,9 @@ def _watch(
     argv = [str(pgid), started, str(pid_path), str(sockets)]
     try:
         watchdog = subprocess.Popen(
-            [sys.executable, "-m", "kneepoint.probes.server.watchdog", *argv],
+            # By its path, isolated (-I: no PYTHONPATH, nothing of this package on sys.path):
+            # it imports nothing of kneepoint, so it starts in a tenth of the agent's time.
+            [sys.executable, "-I", str(Path(__file__).with_name("watchdog.py")), *argv],
             stdin=read_end,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -181,53 +184,12 @@ def _watch(
     return write_end, watchdog
 
 
-def _stat_fields(pid: int) -> list[str]:
-    """The fields of /proc/PID/stat after the command name (state first); [] if unreadable."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return []
-    return stat.rsplit(")", 1)[-1].split()
-
-
 def _started(pid: int) -> str:
     """When a process started (clock ticks since boot, from /proc): with the pid, an identity
     no later process can share. '' where it cannot be read, or the process is a zombie (dead,
     waiting for a parent that may never reap it)."""
-    fields = _stat_fields(pid)
+    fields = stat_fields(pid)
     return fields[19] if len(fields) > 19 and fields[0] != "Z" else ""
-
-
-def _group_members(pgid: int, started: str) -> list[int]:
-    """Live processes in group ``pgid`` that started no earlier than its leader did: what
-    is left of a server whose leader already died (vLLM's engine core and workers)."""
-    members = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        fields = _stat_fields(int(entry.name))
-        if (
-            len(fields) > 19
-            and fields[0] != "Z"
-            and fields[2] == str(pgid)
-            and int(fields[19]) >= int(started)
-        ):
-            members.append(int(entry.name))
-    return members
-
-
-def group_alive(pgid: int, started: str) -> bool:
-    """Whether the group whose leader was ``pgid``, started at ``started``, still has a live
-    process (the leader itself, or members that outlived it)."""
-    if not started.isdigit():  # no identity to check against: never signal a stranger
-        return False
-    leader = _stat_fields(pgid)
-    if leader and leader[0] != "Z":
-        # A live process holds the pid. Linux does not hand out a pid that is still some
-        # live process's group id, so if this is not our leader, our group is gone and the
-        # pid (and any group it leads) belongs to a stranger.
-        return len(leader) > 19 and leader[19] == started
-    return bool(_group_members(pgid, started))
 
 
 def boot_id() -> str:

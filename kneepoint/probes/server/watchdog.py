@@ -12,7 +12,11 @@ left to stop.
 The server's socket folder (its ``VLLM_RPC_BASE_PATH``) goes with it: an agent killed with
 SIGKILL cannot remove it, and a night of such runs would leave one a server in /tmp.
 
-    python -m kneepoint.probes.server.watchdog PGID STARTED PIDFILE SOCKETS
+    python -I .../kneepoint/probes/server/watchdog.py PGID STARTED PIDFILE SOCKETS
+
+It imports nothing of kneepoint (a package's imports cost a short-lived process most of its
+start): the process identity it checks (``group_alive``, from /proc) lives here, and the
+agent's ``process`` module imports it from here.
 
 (stdin: the agent's pipe)
 """
@@ -27,10 +31,49 @@ import sys
 import time
 from pathlib import Path
 
-from kneepoint.probes.server.process import group_alive
-
 GRACE_S = 15.0
 """As ServerProcess.stop: vLLM frees the GPU and its workers on SIGTERM within seconds."""
+
+
+def stat_fields(pid: int) -> list[str]:
+    """The fields of /proc/PID/stat after the command name (state first); [] if unreadable."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return []
+    return stat.rsplit(")", 1)[-1].split()
+
+
+def group_members(pgid: int, started: str) -> list[int]:
+    """Live processes in group ``pgid`` that started no earlier than its leader did: what
+    is left of a server whose leader already died (vLLM's engine core and workers)."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        fields = stat_fields(int(entry.name))
+        if (
+            len(fields) > 19
+            and fields[0] != "Z"
+            and fields[2] == str(pgid)
+            and int(fields[19]) >= int(started)
+        ):
+            members.append(int(entry.name))
+    return members
+
+
+def group_alive(pgid: int, started: str) -> bool:
+    """Whether the group whose leader was ``pgid``, started at ``started``, still has a live
+    process (the leader itself, or members that outlived it)."""
+    if not started.isdigit():  # no identity to check against: never signal a stranger
+        return False
+    leader = stat_fields(pgid)
+    if leader and leader[0] != "Z":
+        # A live process holds the pid. Linux does not hand out a pid that is still some
+        # live process's group id, so if this is not our leader, our group is gone and the
+        # pid (and any group it leads) belongs to a stranger.
+        return len(leader) > 19 and leader[19] == started
+    return bool(group_members(pgid, started))
 
 
 def stop_group(pgid: int, started: str, grace_s: float = GRACE_S) -> bool:
