@@ -44,7 +44,7 @@ def _screen(trial: int) -> Task:
 
 def _result(trial: int, worker: str) -> TaskResult:
     outcome = Outcome(status="ok", objective=10.0, feasible=True)
-    return TaskResult(screened=Screened(trial=trial, outcome=outcome, reason="screened"),
+    return TaskResult(events=(Screened(trial=trial, outcome=outcome, reason="screened"),),
                       worker=worker)  # fmt: skip
 
 

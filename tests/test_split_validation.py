@@ -109,8 +109,8 @@ def test_parts_are_judged_as_tune_judged_the_same_repeats(phased_run: TuneRun, t
         assert judged(study, trial, parts[:first]) is None
 
 
-def _attempts(task: Task, **result: object) -> Attempts:
-    done = TaskResult.model_validate({"worker": "h/gpu0", **result})
+def _attempts(task: Task, *events: Event, **result: object) -> Attempts:
+    done = TaskResult.model_validate({"worker": "h/gpu0", "events": events, **result})
     return Attempts(task, done, pending=False, failed=0)
 
 
@@ -119,10 +119,10 @@ def _screened_trial_1(events: list[Event]) -> list[Attempts]:
     assert isinstance(baseline, Baseline) and isinstance(proposed, Proposed)
     assert isinstance(screened, Screened) and screened.finalist
     return [
-        _attempts(Task(kind="baseline", trial=0, generation=0), baseline=baseline),
+        _attempts(Task(kind="baseline", trial=0, generation=0), baseline),
         _attempts(
             Task(kind="screen", trial=1, generation=0, batch=2, proposal=proposed.proposal),
-            screened=screened,
+            screened,
         ),
     ]
 
@@ -232,7 +232,7 @@ def test_the_baseline_is_its_knee_search_then_its_repeats_split_then_made_of_the
         tasks.append(_attempts(task, baseline_part=part))
     [made] = planned(tasks)
     assert made.key == "baseline" and made.batch == 3
-    shared = shared_state(study, NOW, [*tasks, _attempts(made, baseline=baseline)], None)
+    shared = shared_state(study, NOW, [*tasks, _attempts(made, baseline)], None)
     assert shared.state.baseline == baseline and len(shared.baseline_parts) == 1 + n
     assert shared.makespan_s == 150.0, "the knee search, then the repeats side by side"
 
@@ -288,7 +288,7 @@ def test_a_finalist_whose_first_repeats_put_it_below_the_winner_is_closed_by_its
     assert isinstance(second, Proposed) and isinstance(screened, Screened) and screened.finalist
     tasks.append(_attempts(
         Task(kind="screen", trial=2, generation=0, batch=2, proposal=second.proposal),
-        screened=screened.model_copy(update={"trial": 2}),
+        screened.model_copy(update={"trial": 2}),
     ))  # fmt: skip
     won, begun = _parts(_validated(events, 1)), _parts(_validated(events, 2))[:2]
     for part in (*won, *begun):
@@ -301,7 +301,7 @@ def test_a_finalist_whose_first_repeats_put_it_below_the_winner_is_closed_by_its
     assert promote.key == "trial-1-promote"
 
     [promoted] = [e for e in events if isinstance(e, Promoted) and e.trial == 1]
-    tasks.append(_attempts(promote.model_copy(update={"batch": 4}), promoted=promoted))
+    tasks.append(_attempts(promote.model_copy(update={"batch": 4}), promoted))
     after = shared_state(study, NOW, tasks, None)
     closed = next(e for e in after.events if isinstance(e, Validated) and e.trial == 2)
     assert closed.judgement is not None and not closed.judgement.promote

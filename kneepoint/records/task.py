@@ -12,7 +12,7 @@ task, and at most one attempt of a key ever completes.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal, TypeVar
 
 from pydantic import Field
 
@@ -30,14 +30,11 @@ from kneepoint.records.ledger import (
 from kneepoint.records.proposal import Outcome, Proposal
 from kneepoint.records.sweep import SweepResult
 
-Recorded = Baseline | Screened | QualityChecked | Promoted | BurstChecked
-_FIELD: dict[type, str] = {
-    Baseline: "baseline",
-    Screened: "screened",
-    QualityChecked: "quality",
-    Promoted: "promoted",
-    BurstChecked: "burst",
-}
+Recorded = Annotated[
+    Baseline | Screened | QualityChecked | Promoted | BurstChecked, Field(discriminator="event")
+]
+"""The ledger events a task can record."""
+R = TypeVar("R", Baseline, Screened, QualityChecked, Promoted, BurstChecked)
 TaskKind = Literal[
     "knee", "repeats", "baseline", "screen", "quality", "validate", "promote", "burst"
 ]  # fmt: skip
@@ -105,18 +102,16 @@ class Task(Record):
 
 
 class TaskResult(Record):
-    """What a finished task recorded: the baseline, a screen, a quality check, part of a
-    validation, a promotion or the burst check."""
+    """What a finished task gave: the ledger events it recorded (the baseline, a screen, a
+    quality check, a promotion or the burst check), or part of a measurement the run judges
+    whole, or why it could not be measured."""
 
-    baseline: Baseline | None = None
-    screened: Screened | None = None
-    quality: QualityChecked | None = None
+    events: tuple[Recorded, ...] = ()
+    """In the order the run took the steps, as ``kneepoint tune`` records them."""
     part: ValidationPart | None = None
     """Not a ledger event: the run's Validated is judged on all of a validation's parts."""
     baseline_part: BaselinePart | None = None
     """Not a ledger event: the run's Baseline is made of its knee search and repeats."""
-    promoted: Promoted | None = None
-    burst: BurstChecked | None = None
     failure: str | None = None
     """Why the baseline or part of it could not be measured (its server would not start,
     or died)."""
@@ -127,28 +122,18 @@ class TaskResult(Record):
     def from_events(cls, events: list[Event], *, worker: str) -> TaskResult:
         """A task's result from the events its steps recorded (a Finished: the baseline
         could not be measured, and why)."""
-        fields: dict[str, object] = {"worker": worker}
-        for event in events:
-            if isinstance(event, Finished):
-                fields["failure"] = event.detail
-            else:
-                fields[_FIELD[type(event)]] = event
-        return cls.model_validate(fields)
+        failure = next((e.detail for e in events if isinstance(e, Finished)), None)
+        kept = tuple(e for e in events if not isinstance(e, Finished))
+        return cls.model_validate({"events": kept, "failure": failure, "worker": worker})
 
-    def events(self) -> tuple[Recorded, ...]:
-        """What it recorded, in the order the run took the steps."""
-        recorded = (
-            self.baseline,
-            self.screened,
-            self.quality,
-            self.promoted,
-            self.burst,
-        )
-        return tuple(e for e in recorded if e is not None)
+    def of(self, kind: type[R]) -> R | None:
+        """The event of this kind it recorded, if any."""
+        return next((e for e in self.events if isinstance(e, kind)), None)
 
     @property
     def device_s(self) -> float:
         """The device time this task spent (a Baseline's was spent by the tasks that
         measured its parts)."""
-        spent = (self.screened, self.quality, self.burst, self.part, self.baseline_part)
-        return sum(e.device_s for e in spent if e is not None)
+        spent = [e for e in self.events if not isinstance(e, (Baseline, Promoted))]
+        parts = [p for p in (self.part, self.baseline_part) if p is not None]
+        return sum(e.device_s for e in spent) + sum(p.device_s for p in parts)

@@ -197,8 +197,8 @@ def _lost(attempts: Attempts) -> str:
 def recorded(study: StudySpec, attempts: Attempts, before: list[Event]) -> list[Event]:
     """What a finished task recorded; for one every attempt of which died, its failure."""
     task, result = attempts.task, attempts.result
-    if result is not None and result.events():
-        return list(result.events())
+    if result is not None and result.events:
+        return list(result.events)
     why = _lost(attempts) if result is None else (result.failure or "not measured")
     match task.kind:
         case "knee" | "repeats" | "baseline":  # the run's failure, said once

@@ -16,7 +16,16 @@ import structlog
 
 from kneepoint.load import rules
 from kneepoint.measure import Bench, TrialFailedError
-from kneepoint.records import KnobCatalogue, StudySpec, Task, TaskResult
+from kneepoint.records import (
+    Baseline,
+    BurstChecked,
+    KnobCatalogue,
+    Promoted,
+    Screened,
+    StudySpec,
+    Task,
+    TaskResult,
+)
 from kneepoint.report import write_report
 from kneepoint.run import Progress, RunFolder, RunState
 from kneepoint.tune import (
@@ -165,8 +174,8 @@ class Worker:
         else:
             events = [self.executor.event(self._action(task, state), state)]
             result = TaskResult.from_events(events, worker=self.name)
-        if result.screened is not None:
-            self.progress.outcome(f"trial {task.trial}: {result.screened.reason}")
+        if (screened := result.of(Screened)) is not None:
+            self.progress.outcome(f"trial {task.trial}: {screened.reason}")
         return result, _value(result, self.study)
 
     def _baseline_task(self, task: Task, shared: Shared) -> TaskResult:
@@ -188,7 +197,7 @@ class Worker:
         repeats = [p for p in shared.baseline_parts if p.repeats > 0]
         baseline = steps.baseline_of(knee, repeats)
         self.progress.outcome(baseline_words(baseline, self.study))
-        return TaskResult(baseline=baseline, worker=self.name)
+        return TaskResult(events=(baseline,), worker=self.name)
 
     @staticmethod
     def _action(task: Task, state: RunState) -> Measure:
@@ -208,12 +217,14 @@ def _value(result: TaskResult, study: StudySpec) -> float:
     """What a task measured, for Optuna's view of the shared study."""
     rule = rules(study.objective)
     part = result.part
+    baseline, screened = result.of(Baseline), result.of(Screened)
+    promoted, burst = result.of(Promoted), result.of(BurstChecked)
     values = (
-        rule.value(result.baseline.repeats) if result.baseline else None,
+        rule.value(baseline.repeats) if baseline else None,
         rule.value(result.baseline_part.sweep) if result.baseline_part else None,
-        result.screened.outcome.objective if result.screened else None,
+        screened.outcome.objective if screened else None,
         rule.value(part.challenger) if part and part.challenger else None,
-        result.promoted.objective if result.promoted else None,
-        result.burst.recovery_s if result.burst else None,
+        promoted.objective if promoted else None,
+        burst.recovery_s if burst else None,
     )
     return next((v for v in values if v is not None), 0.0)
