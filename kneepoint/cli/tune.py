@@ -124,8 +124,9 @@ def _tune(folder: RunFolder, args: argparse.Namespace) -> int:
     from kneepoint.tune import Tuner, launched_vllm
 
     # The run's own structured log lives with it, unless the user sent it elsewhere.
+    named = "--log-file" if args.log_file is not None else None  # else the run's own file
     log_file = args.log_file or folder.path / "events.jsonl"
-    configure_logging(level=args.log_level, log_file=log_file, flag=args.log_file and "--log-file")
+    configure_logging(level=args.log_level, log_file=log_file, flag=named)
     study = folder.study()
     tuner = Tuner(
         folder, study, progress_for(sys.stderr), knob_catalogue(), vllm_version=launched_vllm(study)
