@@ -3,26 +3,26 @@
 Every error the agent raises on purpose derives from ``KneepointError`` (besides the builtin
 its callers expect: a ``ValueError`` for a bad ledger, a ``RuntimeError`` for a server that
 died), says in its ``lines`` what went wrong in words a person can act on, and carries the
-command line's exit status: 2 for bad input (a file, a flag, a folder the user named), 1 for a
-run that failed. Foreign errors (OS, YAML, pydantic, httpx, Optuna's storage) are turned into
-these where they enter, so the command line has one ``except`` (``kneepoint.cli.main``),
-which prints them as lines, never a traceback. The simulated server's own HTTP errors are not
-the agent's and stay outside the tree (tests/test_error_tree.py draws the tree from the code
-and holds it to this picture)::
+command line's exit status: 2 for bad input (a file, a flag, a folder the user named: each a
+``ConfigError``, said as the ``Problem`` lines it holds), 1 for a run that failed. Foreign
+errors (OS, YAML, pydantic, httpx, Optuna's storage) are turned into these where they enter,
+so the command line has one ``except`` (``kneepoint.cli.main``), which prints them as lines,
+never a traceback. The simulated server's own HTTP errors are not the agent's and stay outside
+the tree (tests/test_error_tree.py draws the tree from the code and holds it to this picture)::
 
     KneepointError                  1  a run failed
-    ├── ConfigError                 2  config: a study, a flag, a --set; a line each problem
+    ├── ConfigError                 2  config: bad input the user named, a line each problem
+    │   ├── LedgerError             2  run: a ledger line that is not the next event
+    │   ├── RunFolderError          2  run: a folder that is not this run
+    │   ├── RunLockedError          2  run: another agent holds the run
+    │   └── SharedStudyError        2  workers: the storage or the shared study, by flag
+    │       └── StudyNotFoundError  2  workers: no shared study of that name
     ├── EngineRefusedError          1  sim: the engine will not start so configured
     ├── GpDependenciesError         1  policies.search: the GP sampler's torch is missing
-    ├── LedgerError                 2  run: a ledger line that is not the next event
     ├── PageTooLargeError           1  probes.client: a server's page past its cap
     ├── QualityCheckError           1  probes.client: the quality check got no answer
-    ├── RunFolderError              2  run: a folder that is not this run
     ├── RunInterruptedError       130  tune: interrupted, said by its progress
-    ├── RunLockedError              2  run: another agent holds the run
     ├── ServerFailedError           1  probes.server: the server failed, in its words
-    ├── SharedStudyError            2  workers: the storage or the shared study, by flag
-    │   └── StudyNotFoundError      2  workers: no shared study of that name
     ├── StateError                  1  run: events that cannot have happened in this order
     ├── TrialFailedError            1  measure: a trial's server failed
     └── UnmodeledSettingError       1  physics: a setting the simulator cannot price

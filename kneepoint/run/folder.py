@@ -27,12 +27,10 @@ from pathlib import Path
 import yaml
 from pydantic import ValidationError
 
-from kneepoint.config import Problem, render_loc
+from kneepoint.config import ConfigError, Problem, render_loc
 from kneepoint.load import filled_node
 from kneepoint.records import (
-    EXIT_BAD_INPUT,
     EngineConfig,
-    KneepointError,
     PointArtifacts,
     RunStarted,
     StudySpec,
@@ -42,17 +40,12 @@ from kneepoint.run.ledger import Ledger, LedgerError
 from kneepoint.run.lock import RunLock, try_lock
 
 
-class RunFolderError(KneepointError, ValueError):
-    """A folder that is not a kneepoint run (or not this study's)."""
-
-    exit_code = EXIT_BAD_INPUT  # the user named it
+class RunFolderError(ConfigError, ValueError):
+    """A folder the user named that is not a kneepoint run (or not this study's)."""
 
     def __init__(self, path: Path, message: str) -> None:
-        super().__init__(f"{path}: {message}")
+        super().__init__([Problem(str(path), None, (), message)])
         self.path, self.message = path, message
-
-    def lines(self) -> list[str]:
-        return [str(Problem(str(self.path), None, (), self.message))]
 
 
 class RunFolder:

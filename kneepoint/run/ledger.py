@@ -18,26 +18,22 @@ from pathlib import Path
 import structlog
 from pydantic import TypeAdapter, ValidationError
 
-from kneepoint.config import Problem
+from kneepoint.config import ConfigError, Problem
 from kneepoint.probes.server import redact
-from kneepoint.records import EXIT_BAD_INPUT, Event, KneepointError
+from kneepoint.records import Event
 from kneepoint.run.state import RunState, StateError
 
 log = structlog.get_logger(__name__)
 _EVENT: TypeAdapter[Event] = TypeAdapter(Event)
 
 
-class LedgerError(KneepointError, ValueError):
-    """A ledger line that is whole but not a known event: the file is not ours, or damaged."""
-
-    exit_code = EXIT_BAD_INPUT  # the user named the run: bad input, said by line
+class LedgerError(ConfigError, ValueError):
+    """A ledger line that is whole but not a known event: the file is not ours, or damaged
+    (the user named the run: bad input, said by line)."""
 
     def __init__(self, path: Path, line: int, detail: str) -> None:
-        super().__init__(f"{path}:{line}: {detail}")
+        super().__init__([Problem(str(path), line, (), detail)])
         self.path, self.line, self.detail = path, line, detail
-
-    def lines(self) -> list[str]:
-        return [str(Problem(str(self.path), self.line, (), self.detail))]
 
 
 REPAIR_HINT = "kneepoint tune --resume {run} --repair-ledger"

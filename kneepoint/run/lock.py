@@ -18,29 +18,22 @@ import socket
 from datetime import datetime
 from pathlib import Path
 
-from kneepoint.config import Problem
-from kneepoint.records import EXIT_BAD_INPUT, KneepointError
+from kneepoint.config import ConfigError, Problem
 
 LOCK_NAME = ".lock"
 
 
-class RunLockedError(KneepointError, RuntimeError):
-    """The folder is held by another live agent; ``holder`` says who, as it wrote itself."""
-
-    exit_code = (
-        EXIT_BAD_INPUT  # the user named a run that is not free: wait, or stop the other agent
-    )
+class RunLockedError(ConfigError, RuntimeError):
+    """The folder the user named is held by another live agent; ``holder`` says who, as it
+    wrote itself."""
 
     def __init__(self, folder: Path, holder: str) -> None:
-        super().__init__(f"{folder}: {holder}")
-        self.folder, self.holder = folder, holder
-
-    def lines(self) -> list[str]:
         busy = (
-            f"another agent is working on this run ({self.holder}); wait for it to end, or "
-            "stop it and resume"
+            f"another agent is working on this run ({holder}); wait for it to end, or stop it "
+            "and resume"
         )
-        return [str(Problem(str(self.folder), None, (), busy))]
+        super().__init__([Problem(str(folder), None, (), busy)])
+        self.folder, self.holder = folder, holder
 
 
 class RunLock:

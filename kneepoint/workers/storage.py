@@ -13,24 +13,16 @@ import optuna
 import sqlalchemy
 from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
 
-from kneepoint.config import Problem
-from kneepoint.records import EXIT_BAD_INPUT, KneepointError
+from kneepoint.config import ConfigError, Problem
 from kneepoint.workers.advisory_lock import SCHEMA_LOCK, advisory_lock
 
 
-class SharedStudyError(KneepointError, ValueError):
-    """The storage or the study cannot be used: one line for the user, about one flag."""
-
-    exit_code = (
-        EXIT_BAD_INPUT  # a flag the user gave names a storage or a study that cannot be used
-    )
+class SharedStudyError(ConfigError, ValueError):
+    """The storage or the study a flag names cannot be used: one line for the user."""
 
     def __init__(self, flag: str, message: str) -> None:
-        super().__init__(f"{flag}: {message}")
+        super().__init__([Problem(flag, None, (), message)])
         self.flag, self.message = flag, message
-
-    def lines(self) -> list[str]:
-        return [str(Problem(self.flag, None, (), self.message))]
 
 
 @contextmanager
