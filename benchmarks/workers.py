@@ -30,6 +30,7 @@ sys.path.insert(0, str(REPO))
 
 from kneepoint.config import load_study  # noqa: E402
 from kneepoint.load.objective import rules  # noqa: E402
+from kneepoint.records.actions import JoinBaseline, Promote  # noqa: E402
 from kneepoint.records.ledger import Baseline, Promoted  # noqa: E402
 from kneepoint.records.objective import Objective  # noqa: E402
 from kneepoint.run.folder import RunFolder  # noqa: E402
@@ -76,8 +77,12 @@ def _shared(
     state = final.state
     assert state.finished is not None
     won = state.promotions[-1].trial if state.promotions else 0
-    found = max(a.task.batch for a in attempts
-                if a.task.trial == won and a.task.kind in ("baseline", "promote"))  # fmt: skip
+    # the batch that made the winner: the baseline's, or its promotion's
+    found = max(
+        a.task.batch
+        for a in attempts
+        if a.task.trial == won and isinstance(a.task.action, JoinBaseline | Promote)
+    )
     before = [a for a in attempts if a.task.batch <= found]
     to_winner = shared_state(spec, shared.started_at(), before, None).makespan_s
     return Row(f"{workers} worker{'s' if workers > 1 else ''}", state.trials_run,

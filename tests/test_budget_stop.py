@@ -22,6 +22,7 @@ from kneepoint.policies.search.worth import (
     spread_log,
     words,
 )
+from kneepoint.records.actions import Validate
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.ledger import Event, Proposed, Screened
 from kneepoint.records.proposal import Outcome, Prediction, Proposal, Pruning, TrialPrice
@@ -29,7 +30,7 @@ from kneepoint.records.study import StudySpec
 from kneepoint.run.ledger import Ledger
 from kneepoint.run.state import RunState
 from kneepoint.tune.budget import cost_share, expected_step_s, own_errors, trial_price
-from kneepoint.tune.decide import Propose, Stop, Validate, next_action
+from kneepoint.tune.decide import Propose, Stop, next_action
 from kneepoint.tune.proposers import run_proposer
 from tests.support.synthetic_space import candidate, drive, make_space
 

@@ -12,16 +12,14 @@ from datetime import datetime
 import pytest
 
 from kneepoint.config import load_study
+from kneepoint.records.actions import Promote, Screen, Validate
 from kneepoint.records.ledger import Event, Finished, Promoted, Proposed, Screened, Validated
 from kneepoint.records.study import StudySpec
 from kneepoint.run.ledger import Ledger
 from kneepoint.run.state import RunState, StateError
 from kneepoint.tune.decide import (
-    Promote,
     Propose,
-    Screen,
     Stop,
-    Validate,
     next_action,
     next_actions,
 )
@@ -61,7 +59,7 @@ def test_a_round_screens_side_by_side_then_its_best_finalist_goes_first(
     state = RunState.replay(_round(events), study.objective)
     screens = next_actions(state, study, NOW, slots=2)
     assert [type(a) for a in screens] == [Screen, Screen]
-    assert [a.trial.trial for a in screens if isinstance(a, Screen)] == [1, 2]
+    assert [a.trial for a in screens if isinstance(a, Screen)] == [1, 2]
     second, first = events[7], events[3]
     assert isinstance(first, Screened) and isinstance(second, Screened)
     assert first.finalist and second.finalist
@@ -70,10 +68,10 @@ def test_a_round_screens_side_by_side_then_its_best_finalist_goes_first(
     state.apply(first)
     best = max((1, 2), key=lambda n: state.trials[n].measured_objective() or 0.0)
     [validate] = next_actions(state, study, NOW, slots=1)
-    assert isinstance(validate, Validate) and validate.trial.trial == best
+    assert isinstance(validate, Validate) and validate.trial == best
     side_by_side = next_actions(state, study, NOW, slots=2)
     assert all(isinstance(a, Validate) for a in side_by_side)
-    assert [a.trial.trial for a in side_by_side if isinstance(a, Validate)] == [best, 3 - best]
+    assert [a.trial for a in side_by_side if isinstance(a, Validate)] == [best, 3 - best]
 
 
 def _won(validated: Event, trial: int, capacity_rps: float) -> Validated:
@@ -93,8 +91,8 @@ def test_finalists_validated_side_by_side_promote_the_best_winner(small_run: Tun
     state.apply(_won(winner, 1, top * 1.1))  # trial 1 validated beside it, and higher
     state.apply(_won(winner, 2, top))
     [promote] = next_actions(state, study, NOW, slots=2)
-    assert isinstance(promote, Promote) and promote.trial.trial == 1
-    assert [a.trial.trial for a in next_actions(state, study, NOW) if isinstance(a, Promote)] == [1]
+    assert isinstance(promote, Promote) and promote.trial == 1
+    assert [a.trial for a in next_actions(state, study, NOW) if isinstance(a, Promote)] == [1]
 
 
 def test_a_promotion_closes_the_finalists_left_in_its_round(small_run: TuneRun) -> None:

@@ -12,6 +12,7 @@ from datetime import datetime
 import pytest
 
 from kneepoint.config import load_study
+from kneepoint.records.actions import Screen
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.ledger import Screened
 from kneepoint.records.proposal import Outcome, Prediction, Proposal
@@ -39,7 +40,7 @@ def _screen(trial: int) -> Task:
     proposal = Proposal(config=config, changes={"max_num_seqs": 512}, proposer="coordinate",
                         reason="max_num_seqs 256 -> 512",
                         prediction=Prediction(capacity_ratio=1.1, reason="r"))  # fmt: skip
-    return Task(kind="screen", trial=trial, generation=0, proposal=proposal)
+    return Task(action=Screen(trial=trial), generation=0, proposal=proposal)
 
 
 def _result(trial: int, worker: str) -> TaskResult:

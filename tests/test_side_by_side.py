@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from kneepoint.config import knob_catalogue, load_study
+from kneepoint.records.actions import Validate
 from kneepoint.records.ledger import Event, Proposed, Validated
 from kneepoint.records.study import StudySpec
 from kneepoint.records.task import Task
@@ -46,17 +47,17 @@ def _won(validated: Event, trial: int, capacity_rps: float) -> Validated:
 def test_two_workers_validate_two_finalists_side_by_side(small_run: TuneRun) -> None:
     _, state, study = _screened(small_run)
     tasks = plan(_shared(state, SCREENED), study, knob_catalogue(), 2, NOW).tasks
-    assert {t.kind for t in tasks} == {"validate"}
+    assert {t.action.step for t in tasks} == {"validate"}
     assert {t.trial for t in tasks} == {1, 2} and {t.batch for t in tasks} == {3}
     [alone] = plan(_shared(state, SCREENED), study, knob_catalogue(), 1, NOW).tasks
-    assert alone.kind == "validate"
+    assert alone.action.step == "validate"
 
 
 def test_nothing_is_planned_while_a_task_of_the_batch_is_out(small_run: TuneRun) -> None:
     events, state, study = _screened(small_run)
     planned = SCREENED | {"trial-1-validate", "trial-2-validate"}
     state.apply(_won(events[8], 2, 100.0))  # trial 2 is in and won; trial 1 still validating
-    out = Task(kind="validate", trial=1, generation=0, batch=3)
+    out = Task(action=Validate(trial=1), generation=0, batch=3)
     decided = plan(_shared(state, planned, (out,)), study, knob_catalogue(), 2, NOW)
     assert decided.tasks == () and decided.finished is None
 
@@ -67,6 +68,6 @@ def test_the_best_winner_is_promoted_by_a_task_of_its_own(small_run: TuneRun) ->
     state.apply(_won(events[8], 1, 110.0))
     state.apply(_won(events[8], 2, 100.0))
     [promote] = plan(_shared(state, planned), study, knob_catalogue(), 2, NOW).tasks
-    assert (promote.kind, promote.trial, promote.key) == ("promote", 1, "trial-1-promote")
+    assert (promote.action.step, promote.trial, promote.key) == ("promote", 1, "trial-1-promote")
     again = plan(_shared(state, planned | {promote.key}), study, knob_catalogue(), 2, NOW)
     assert [t.key for t in again.tasks] == [promote.key], "a lost promotion is queued again"

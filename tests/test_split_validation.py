@@ -17,6 +17,7 @@ import pytest
 
 from kneepoint.config import knob_catalogue, load_study
 from kneepoint.measure.sweep import merge
+from kneepoint.records.actions import JoinBaseline, MeasureRepeats, Screen, SearchKnee, Validate
 from kneepoint.records.ledger import (
     Baseline,
     Event,
@@ -119,9 +120,9 @@ def _screened_trial_1(events: list[Event]) -> list[Attempts]:
     assert isinstance(baseline, Baseline) and isinstance(proposed, Proposed)
     assert isinstance(screened, Screened) and screened.finalist
     return [
-        _attempts(Task(kind="baseline", trial=0, generation=0), baseline),
+        _attempts(Task(action=JoinBaseline(), generation=0), baseline),
         _attempts(
-            Task(kind="screen", trial=1, generation=0, batch=2, proposal=proposed.proposal),
+            Task(action=Screen(trial=1), generation=0, batch=2, proposal=proposed.proposal),
             screened,
         ),
     ]
@@ -137,8 +138,13 @@ def _two_finalists(events: list[Event], study: StudySpec) -> RunState:
     return state
 
 
+def _repeats(task: Task) -> tuple[int, int]:
+    assert isinstance(task.action, Validate | MeasureRepeats) and task.action.repeats
+    return task.action.repeats
+
+
 def _part_task(first: int, batch: int) -> Task:
-    return Task(kind="validate", trial=1, generation=0, batch=batch, repeats=(first, 1))
+    return Task(action=Validate(trial=1, repeats=(first, 1)), generation=0, batch=batch)
 
 
 def test_spare_gpus_split_a_finalists_repeats_and_the_second_phase_follows(
@@ -149,7 +155,10 @@ def test_spare_gpus_split_a_finalists_repeats_and_the_second_phase_follows(
     started = NOW
     shared = shared_state(study, started, tasks, None)
     queued = plan(shared, study, knob_catalogue(), 3, NOW).tasks
-    assert [(t.kind, t.repeats) for t in queued] == [("validate", (0, 1)), ("validate", (1, 1))]
+    assert [(t.action.step, _repeats(t)) for t in queued] == [
+        ("validate", (0, 1)),
+        ("validate", (1, 1)),
+    ]
     assert [t.key for t in queued] == ["trial-1-validate-r0", "trial-1-validate-r1"]
 
     parts = _parts(_validated(events, 1))
@@ -157,7 +166,7 @@ def test_spare_gpus_split_a_finalists_repeats_and_the_second_phase_follows(
     shared = shared_state(study, started, tasks, None)
     assert not any(isinstance(e, Validated) for e in shared.events), "phase 1 cannot tell"
     queued = plan(shared, study, knob_catalogue(), 3, NOW).tasks
-    assert [t.repeats for t in queued] == [(2, 1), (3, 1)], "the second phase, split"
+    assert [_repeats(t) for t in queued] == [(2, 1), (3, 1)], "the second phase, split"
 
     tasks += [_attempts(_part_task(p.first_repeat, 4), part=p) for p in parts[2:]]
     shared = shared_state(study, started, tasks, None)
@@ -179,12 +188,12 @@ def test_two_finalists_repeats_are_a_task_each_best_screened_first(phased_run: T
     other = 3 - best
     shared = Shared(state, (), (), frozenset({"baseline", "trial-1-screen", "trial-2-screen"}), 2)
     queued = plan(shared, study, knob_catalogue(), 3, NOW).tasks
-    assert [(t.trial, t.repeats) for t in queued] == [
+    assert [(t.trial, _repeats(t)) for t in queued] == [
         (best, (0, 1)), (best, (1, 1)), (other, (0, 1)), (other, (1, 1))
     ]  # fmt: skip
     assert {t.workers for t in queued} == {3}
     [alone] = plan(shared, study, knob_catalogue(), 1, NOW).tasks
-    assert (alone.trial, alone.repeats) == (best, (0, 2)), "one worker: tune's order"
+    assert (alone.trial, _repeats(alone)) == (best, (0, 2)), "one worker: tune's order"
 
 
 def test_a_part_every_attempt_of_which_died_fails_the_trial(phased_run: TuneRun) -> None:
@@ -219,14 +228,14 @@ def test_the_baseline_is_its_knee_search_then_its_repeats_split_then_made_of_the
     knee_part = BaselinePart(sweep=baseline.knee, device_s=100.0)
     tasks = [_attempts(knee, baseline_part=knee_part)]
     repeats = planned(tasks)
-    assert [(t.key, t.repeats) for t in repeats] == [(f"repeats-r{i}", (i, 1)) for i in range(n)], (
-        "one repeat a GPU, up to the study's repeats"
-    )
+    assert [(t.key, _repeats(t)) for t in repeats] == [
+        (f"repeats-r{i}", (i, 1)) for i in range(n)
+    ], "one repeat a GPU, up to the study's repeats"
     for task in repeats:
         part = BaselinePart(
-            first_repeat=task.repeats[0],  # type: ignore[index]
+            first_repeat=_repeats(task)[0],
             repeats=1,
-            sweep=_repeat(baseline.repeats, task.repeats[0]),  # type: ignore[index]
+            sweep=_repeat(baseline.repeats, _repeats(task)[0]),
             device_s=50.0,
         )
         tasks.append(_attempts(task, baseline_part=part))
@@ -239,7 +248,7 @@ def test_the_baseline_is_its_knee_search_then_its_repeats_split_then_made_of_the
 
 def test_a_knee_search_whose_server_failed_fails_the_run(phased_run: TuneRun) -> None:
     _, study = _ledger(phased_run)
-    knee = Task(kind="knee", trial=0, generation=0)
+    knee = Task(action=SearchKnee(), generation=0)
     shared = shared_state(study, NOW, [_attempts(knee, failure="server died: exit 1")], None)
     assert shared.state.finished is not None
     assert shared.state.finished.reason == "baseline_failed"
@@ -260,7 +269,7 @@ def test_a_finalist_whose_first_repeats_could_not_tell_goes_on_before_a_promotio
     planned = frozenset({"baseline", "trial-1-screen", "trial-2-screen"})
     shared = Shared(state, (), (), planned, 3, parts={2: tuple(begun)})
     queued = plan(shared, study, knob_catalogue(), 3, NOW).tasks
-    assert [(t.kind, t.trial, t.repeats) for t in queued] == [
+    assert [(t.action.step, t.trial, _repeats(t)) for t in queued] == [
         ("validate", 2, (2, 1)), ("validate", 2, (3, 1))
     ]  # fmt: skip
     alone = Shared(state, (), (), planned, 3)
@@ -287,13 +296,13 @@ def test_a_finalist_whose_first_repeats_put_it_below_the_winner_is_closed_by_its
     second, screened = events[6], events[7]
     assert isinstance(second, Proposed) and isinstance(screened, Screened) and screened.finalist
     tasks.append(_attempts(
-        Task(kind="screen", trial=2, generation=0, batch=2, proposal=second.proposal),
+        Task(action=Screen(trial=2), generation=0, batch=2, proposal=second.proposal),
         screened.model_copy(update={"trial": 2}),
     ))  # fmt: skip
     won, begun = _parts(_validated(events, 1)), _parts(_validated(events, 2))[:2]
     for part in (*won, *begun):
-        task = Task(kind="validate", trial=part.trial, generation=0, batch=3,
-                    repeats=(part.first_repeat, 1))  # fmt: skip
+        task = Task(action=Validate(trial=part.trial, repeats=(part.first_repeat, 1)),
+                    generation=0, batch=3)  # fmt: skip
         tasks.append(_attempts(task, part=part))
     shared = shared_state(study, NOW, tasks, None)
     assert [e.trial for e in shared.events if isinstance(e, Validated)] == [1]
@@ -315,10 +324,10 @@ def test_two_failed_baseline_repeats_fail_the_run_once(phased_run: TuneRun) -> N
     events, study = _ledger(phased_run)
     baseline = events[1]
     assert isinstance(baseline, Baseline)
-    knee = Task(kind="knee", trial=0, generation=0)
+    knee = Task(action=SearchKnee(), generation=0)
     tasks = [_attempts(knee, baseline_part=BaselinePart(sweep=baseline.knee, device_s=1.0))]
     for first in (0, 1):
-        part = Task(kind="repeats", trial=0, generation=0, batch=2, repeats=(first, 1))
+        part = Task(action=MeasureRepeats(repeats=(first, 1)), generation=0, batch=2)
         tasks.append(_attempts(part, failure=f"repeat {first}: server died"))
     shared = shared_state(study, NOW, tasks, None)
     finished = [e for e in shared.events if isinstance(e, Finished)]
@@ -365,7 +374,7 @@ def test_one_worker_measures_the_early_pair_first(small_run: TuneRun) -> None:
     events, study = _ledger(small_run)
     shared = shared_state(study, NOW, _screened_trial_1(events), None)
     queued = plan(shared, study, knob_catalogue(), 1, NOW).tasks
-    assert [(t.kind, t.repeats) for t in queued] == [("validate", (0, 1))]
+    assert [(t.action.step, _repeats(t)) for t in queued] == [("validate", (0, 1))]
 
 
 def test_validations_that_fill_the_workers_measure_their_early_pairs_first(
@@ -383,8 +392,8 @@ def test_validations_that_fill_the_workers_measure_their_early_pairs_first(
     shared = Shared(state, (), (), planned, 2)
     for workers in (2, 3):
         queued = plan(shared, early, knob_catalogue(), workers, NOW).tasks
-        assert sorted((t.trial, t.repeats) for t in queued) == [(1, (0, 1)), (2, (0, 1))]
+        assert sorted((t.trial, _repeats(t)) for t in queued) == [(1, (0, 1)), (2, (0, 1))]
     queued = plan(shared, early, knob_catalogue(), 4, NOW).tasks
-    assert sorted((t.trial, t.repeats) for t in queued) == [
+    assert sorted((t.trial, _repeats(t)) for t in queued) == [
         (1, (0, 1)), (1, (1, 1)), (2, (0, 1)), (2, (1, 1))
     ]  # fmt: skip

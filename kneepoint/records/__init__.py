@@ -4,6 +4,18 @@ Field names carry their units (``ttft_p99_ms``, ``memory_mib``); ``None`` means 
 (for engine knobs: the engine's default; for telemetry: the source cannot tell).
 """
 
+from kneepoint.records.actions import (
+    CheckBurst,
+    CheckQuality,
+    JoinBaseline,
+    MeasureRepeats,
+    Promote,
+    Screen,
+    SearchKnee,
+    TaskStep,
+    TrialStep,
+    Validate,
+)
 from kneepoint.records.artifacts import PointArtifacts
 from kneepoint.records.backend_spec import AttachBackend, BackendSpec, SimBackend, VllmBackend
 from kneepoint.records.base import Record
@@ -103,7 +115,7 @@ from kneepoint.records.session import (
 from kneepoint.records.slo import METRICS, ClassSlo, GoodputRule, Slo
 from kneepoint.records.study import FleetSpec, StopRule, StudySpec
 from kneepoint.records.sweep import SweepKind, SweepPoint, SweepResult, nothing_met
-from kneepoint.records.task import BaselinePart, Task, TaskKind, TaskResult, ValidationPart
+from kneepoint.records.task import BaselinePart, Task, TaskResult, ValidationPart
 from kneepoint.records.telemetry import GpuSample
 from kneepoint.records.workload import (
     ConstantArrivals,
@@ -145,6 +157,8 @@ __all__ = [
     "BurstWindow",
     "Calibration",
     "Categorical",
+    "CheckBurst",
+    "CheckQuality",
     "ChoiceDomain",
     "ClassSlo",
     "Condition",
@@ -173,6 +187,7 @@ __all__ = [
     "GpuSample",
     "GpuSpec",
     "HostInfo",
+    "JoinBaseline",
     "Judgement",
     "KneepointError",
     "Knob",
@@ -184,6 +199,7 @@ __all__ = [
     "LengthDist",
     "LoadPoint",
     "LognormalLength",
+    "MeasureRepeats",
     "MeasurementSpec",
     "ModelSpec",
     "Objective",
@@ -196,6 +212,7 @@ __all__ = [
     "PoissonArrivals",
     "Prediction",
     "PrefixGroup",
+    "Promote",
     "Promoted",
     "Proposal",
     "Proposed",
@@ -208,7 +225,9 @@ __all__ = [
     "RunInterruptedError",
     "RunStarted",
     "SchedulingKind",
+    "Screen",
     "Screened",
+    "SearchKnee",
     "SearchSpace",
     "ServerResponse",
     "SignalSource",
@@ -223,8 +242,8 @@ __all__ = [
     "SweepPoint",
     "SweepResult",
     "Task",
-    "TaskKind",
     "TaskResult",
+    "TaskStep",
     "ThinkDist",
     "TraceArrivals",
     "TraceEntry",
@@ -232,9 +251,11 @@ __all__ = [
     "TrafficClass",
     "TrialPrice",
     "TrialStatus",
+    "TrialStep",
     "TurnsDist",
     "UniformLength",
     "UniformTurns",
+    "Validate",
     "Validated",
     "ValidationPart",
     "VllmBackend",

@@ -12,10 +12,11 @@ task, and at most one attempt of a key ever completes.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, TypeVar
+from typing import Annotated, TypeVar
 
 from pydantic import Field
 
+from kneepoint.records.actions import TaskStep
 from kneepoint.records.base import Record
 from kneepoint.records.drafts import AcceptanceProbe
 from kneepoint.records.ledger import (
@@ -35,9 +36,6 @@ Recorded = Annotated[
 ]
 """The ledger events a task can record."""
 R = TypeVar("R", Baseline, Screened, QualityChecked, Promoted, BurstChecked)
-TaskKind = Literal[
-    "knee", "repeats", "baseline", "screen", "quality", "validate", "promote", "burst"
-]  # fmt: skip
 
 
 class BaselinePart(Record):
@@ -74,9 +72,8 @@ class ValidationPart(Record):
 
 
 class Task(Record):
-    kind: TaskKind
-    trial: int = Field(ge=0)
-    """The trial it belongs to (0: the baseline)."""
+    action: TaskStep
+    """What it measures (``kneepoint.records.actions``), as the run's executor takes it."""
     generation: int = Field(ge=0)
     """The incumbent it is measured against: 0 the baseline, k the k-th promotion."""
     batch: int = Field(default=1, ge=1)
@@ -89,16 +86,15 @@ class Task(Record):
     its validation."""
     workers: int = Field(default=1, ge=1)
     """The live workers its batch was planned for (tasks past them wait for a free one)."""
-    repeats: tuple[int, int] | None = None
-    """A validation part's repeats: the first, and how many."""
-    stopped: Finished | None = None
-    """Why the search stopped, for the burst check that follows it (its budget stops skip it,
-    as in ``kneepoint tune``); the run finishes with it once the check is in."""
 
     @property
     def key(self) -> str:
-        name = self.kind if self.trial == 0 else f"trial-{self.trial}-{self.kind}"
-        return name if self.repeats is None else f"{name}-r{self.repeats[0]}"
+        return self.action.key
+
+    @property
+    def trial(self) -> int:
+        """The trial it belongs to (0: the baseline or the winner)."""
+        return self.action.trial
 
 
 class TaskResult(Record):

@@ -5,16 +5,11 @@ budgets, deadlines and the checks a study passes before anything starts."""
 from kneepoint.tune.burst_step import unmeasured
 from kneepoint.tune.decide import (
     Action,
-    CheckBurst,
-    CheckQuality,
     Done,
     MeasureBaseline,
-    Promote,
     Propose,
-    Screen,
     Start,
     Stop,
-    Validate,
     next_actions,
 )
 from kneepoint.tune.diagnose import measure_and_diagnose, recorded
@@ -28,21 +23,16 @@ from kneepoint.tune.verdict import judged, measured_repeats, next_repeats, outru
 
 __all__ = [
     "Action",
-    "CheckBurst",
-    "CheckQuality",
     "Done",
     "Executor",
     "Measure",
     "MeasureBaseline",
     "Now",
-    "Promote",
     "Propose",
-    "Screen",
     "Start",
     "Steps",
     "Stop",
     "Tuner",
-    "Validate",
     "baseline_words",
     "judged",
     "launch_checks",

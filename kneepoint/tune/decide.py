@@ -21,7 +21,18 @@ from datetime import datetime
 
 from kneepoint.load import rules
 from kneepoint.policies.search import best_left, learned_factors, nothing_worth_trying
-from kneepoint.records import Finished, GoodputAtRate, StudySpec, nothing_met
+from kneepoint.records import (
+    CheckBurst,
+    CheckQuality,
+    Finished,
+    GoodputAtRate,
+    Promote,
+    Screen,
+    StudySpec,
+    TrialStep,
+    Validate,
+    nothing_met,
+)
 from kneepoint.run import RunState, TrialState
 from kneepoint.tune.budget import diminishing_returns, floor_rel, long_shots_only, unaffordable
 
@@ -33,7 +44,8 @@ class Start:
 
 @dataclass(frozen=True)
 class MeasureBaseline:
-    """Knee search, repeats and diagnosis of the starting configuration."""
+    """Knee search, repeats and diagnosis of the starting configuration (the whole of it, on
+    one GPU; a shared study's workers share its parts, ``kneepoint.workers.plan``)."""
 
 
 @dataclass(frozen=True)
@@ -51,42 +63,13 @@ class Propose:
 
 
 @dataclass(frozen=True)
-class _OnTrial:
-    trial: TrialState
-
-
-@dataclass(frozen=True)
-class Screen(_OnTrial):
-    """Preflight and screen the trial's configuration."""
-
-
-@dataclass(frozen=True)
-class CheckQuality(_OnTrial):
-    """Compare the trial's greedy outputs with the incumbent's."""
-
-
-@dataclass(frozen=True)
-class Validate(_OnTrial):
-    """Validate the finalist against the incumbent, interleaved."""
-
-
-@dataclass(frozen=True)
-class Promote(_OnTrial):
-    """Make the validated winner the incumbent."""
-
-
-@dataclass(frozen=True)
-class CheckBurst:
-    """Burst the winner and time its recovery (after the search has finished)."""
-
-
-@dataclass(frozen=True)
 class Done:
     """The run has finished."""
 
 
-TrialAction = Screen | CheckQuality | Validate | Promote
-Action = Start | MeasureBaseline | Stop | Propose | TrialAction | CheckBurst | Done
+Action = Start | MeasureBaseline | Stop | Propose | TrialStep | CheckBurst | Done
+"""The closed set: the run's own steps, and the measuring steps of
+``kneepoint.records.actions`` (each naming its trial by number)."""
 
 
 def next_action(state: RunState, study: StudySpec, now: datetime) -> Action:
@@ -100,7 +83,7 @@ def next_actions(state: RunState, study: StudySpec, now: datetime, slots: int = 
     if run is not None:
         return [run]
     trials = state.open_trials()
-    screens: list[Action] = [Screen(t) for t in trials if t.next_step() == "screen"]
+    screens: list[Action] = [Screen(trial=t.trial) for t in trials if t.next_step() == "screen"]
     if screens:
         return screens
     if trials:
@@ -126,7 +109,7 @@ def _over_budget(state: RunState, study: StudySpec, action: Action) -> Finished 
     """A validation the device-hour budget left cannot pay for (``unaffordable``)."""
     if not isinstance(action, Validate):
         return None
-    return unaffordable(state, study, "validation", action.trial.trial)
+    return unaffordable(state, study, "validation", action.trial)
 
 
 def finalist_steps(trials: list[TrialState], slots: int) -> list[Action]:
@@ -138,7 +121,7 @@ def finalist_steps(trials: list[TrialState], slots: int) -> list[Action]:
     ranked = sorted(trials, key=lambda t: (-(t.measured_objective() or 0.0), t.trial))
     winners = [t for t in ranked if t.next_step() == "promote"]
     if winners:
-        return [Promote(winners[0])]
+        return [Promote(trial=winners[0].trial)]
     return [trial_action(t) for t in ranked[: max(1, slots)]]
 
 
@@ -206,18 +189,18 @@ def rate_out_of_reach(state: RunState, study: StudySpec) -> Finished | None:
     return Finished(reason="baseline_failed", detail=detail)
 
 
-def trial_action(trial: TrialState) -> TrialAction:
+def trial_action(trial: TrialState) -> TrialStep:
     """The action of a trial's next step."""
-    step = trial.next_step()
+    step, n = trial.next_step(), trial.trial
     match step:
         case "screen":
-            return Screen(trial)
+            return Screen(trial=n)
         case "quality":
-            return CheckQuality(trial)
+            return CheckQuality(trial=n)
         case "validate":
-            return Validate(trial)
+            return Validate(trial=n)
         case "promote":
-            return Promote(trial)
+            return Promote(trial=n)
     raise AssertionError(f"a trial has no {step} step")
 
 

@@ -14,30 +14,28 @@ from kneepoint.load import rules
 from kneepoint.measure import TrialFailedError
 from kneepoint.policies.judge import screen_bias
 from kneepoint.records import (
+    CheckBurst,
+    CheckQuality,
     Event,
     Finished,
     KnobCatalogue,
+    Promote,
     Proposal,
     Proposed,
+    Screen,
     StopRule,
     StudySpec,
+    TrialStep,
+    Validate,
     ValidationPart,
 )
-from kneepoint.run import Progress, RunState, TrialState
+from kneepoint.run import Progress, RunState
 from kneepoint.tune.burst_step import check_burst
-from kneepoint.tune.decide import (
-    CheckBurst,
-    CheckQuality,
-    MeasureBaseline,
-    Promote,
-    Screen,
-    TrialAction,
-    Validate,
-)
+from kneepoint.tune.decide import MeasureBaseline
 from kneepoint.tune.standing import baseline_words
 from kneepoint.tune.steps import Steps
 
-Measure = MeasureBaseline | TrialAction | CheckBurst
+Measure = MeasureBaseline | TrialStep | CheckBurst
 """The actions that run on a GPU."""
 
 
@@ -113,9 +111,9 @@ class Executor:
         self.progress.outcome(checked.summary())
         return checked
 
-    def _trial_step(self, action: TrialAction, state: RunState) -> Event:
+    def _trial_step(self, action: TrialStep, state: RunState) -> Event:
         """The event of one step of a trial: screen, quality check, validation, promotion."""
-        steps, trial, progress = self.steps, action.trial, self.progress
+        steps, trial, progress = self.steps, state.trials[action.trial], self.progress
         n, proposal = trial.trial, trial.proposal
         assert state.incumbent is not None and state.incumbent_repeats is not None
         incumbent, repeats = state.incumbent, state.incumbent_repeats
@@ -134,6 +132,7 @@ class Executor:
                 return steps.quality(n, incumbent, proposal.config)
             case Validate():
                 assert trial.screened is not None
+                assert action.repeats is None, "a share of a validation is a part of it"
                 progress.phase("validate", f"trial {n}: interleaved with the incumbent")
                 return steps.validate(
                     n,
@@ -157,13 +156,15 @@ class Executor:
                 assert_never(action)
 
     def validation_part(
-        self, trial: TrialState, state: RunState, repeats: range, earlier: list[ValidationPart]
+        self, action: Validate, state: RunState, earlier: list[ValidationPart]
     ) -> ValidationPart:
-        """Some of a finalist's validation repeats (a worker's share of them; ``earlier``:
-        its parts measured before)."""
+        """Some of a finalist's validation repeats (a worker's share of them, ``action``'s
+        repeats; ``earlier``: its parts measured before)."""
         assert state.incumbent is not None and state.incumbent_repeats is not None
+        assert action.repeats is not None
+        n, (first, count) = action.trial, action.repeats
+        trial, repeats = state.trials[n], range(first, first + count)
         assert trial.screened is not None
-        n = trial.trial
         last = repeats.stop - 1
         self.progress.phase(
             "validate", f"trial {n}: repeats {repeats.start}-{last} interleaved with the incumbent"

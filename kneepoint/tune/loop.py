@@ -25,26 +25,26 @@ from kneepoint.probes.runtime import raise_pending
 from kneepoint.probes.server import reap_orphans
 from kneepoint.probes.telemetry import describe_host
 from kneepoint.records import (
+    CheckBurst,
+    CheckQuality,
     Event,
     KnobCatalogue,
+    Promote,
     Promoted,
     RunInterruptedError,
     RunStarted,
+    Screen,
     StudySpec,
+    Validate,
 )
 from kneepoint.run import Progress, RunFolder, RunState, TrialState, study_digest
 from kneepoint.tune.decide import (
     Action,
-    CheckBurst,
-    CheckQuality,
     Done,
     MeasureBaseline,
-    Promote,
     Propose,
-    Screen,
     Start,
     Stop,
-    Validate,
     next_action,
 )
 from kneepoint.tune.execute import Executor, proposed
@@ -131,7 +131,7 @@ class Tuner:
                 self._record(event)
                 if isinstance(event, Promoted):
                     self.folder.write_best(self.study, event.config)
-                self._after(action.trial)
+                self._after(self.state.trials[action.trial])
             case Done():
                 pass
             case _:

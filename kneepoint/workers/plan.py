@@ -19,21 +19,30 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import assert_never
 
-from kneepoint.records import Finished, KnobCatalogue, StudySpec, Task, TaskKind
+from kneepoint.records import (
+    CheckBurst,
+    CheckQuality,
+    Finished,
+    JoinBaseline,
+    KnobCatalogue,
+    MeasureRepeats,
+    Promote,
+    Proposed,
+    Screen,
+    SearchKnee,
+    StudySpec,
+    Task,
+    TaskStep,
+    Validate,
+)
 from kneepoint.run import TrialState
 from kneepoint.tune import (
     Action,
-    CheckBurst,
-    CheckQuality,
     Done,
-    Measure,
     MeasureBaseline,
-    Promote,
     Propose,
-    Screen,
     Start,
     Stop,
-    Validate,
     measured_repeats,
     next_actions,
     next_repeats,
@@ -77,9 +86,10 @@ def _begun_first(shared: Shared, study: StudySpec, actions: list[Action]) -> lis
     (``kneepoint.policies.judge.contention``), takes its next step first. (A finalist's steps
     were one task before its repeats were split, all in before any promotion; ``tune`` takes
     one finalist at a time and never has such a trial.)"""
-    winner = next((a.trial for a in actions if isinstance(a, Promote)), None)
-    if winner is None:
+    promote = next((a for a in actions if isinstance(a, Promote)), None)
+    if promote is None:
         return actions
+    winner = shared.state.trials[promote.trial]
     begun = [
         t
         for t in shared.state.open_trials()
@@ -87,7 +97,7 @@ def _begun_first(shared: Shared, study: StudySpec, actions: list[Action]) -> lis
         and (t.quality is not None or t.trial in shared.parts)
         and not _outrun(shared, study, t, winner)
     ]
-    return [Validate(t) for t in begun] or actions
+    return [Validate(trial=t.trial) for t in begun] or actions
 
 
 def _outrun(shared: Shared, study: StudySpec, trial: TrialState, winner: TrialState) -> bool:
@@ -100,7 +110,7 @@ def _outrun(shared: Shared, study: StudySpec, trial: TrialState, winner: TrialSt
 def _fresh(task: Task, planned: frozenset[str]) -> bool:
     """Not queued before; or a promotion every attempt of which died (it measures nothing,
     so it is queued again rather than lost with the round's winner)."""
-    return task.key not in planned or task.kind == "promote"
+    return task.key not in planned or isinstance(task.action, Promote)
 
 
 def _plan(
@@ -119,59 +129,48 @@ def _plan(
             return _stopped(shared, finished)
         case Done():
             return Plan(finished=shared.state.finished)
-        case Validate(trial):
-            return Plan(_validation(shared, study, trial, workers, spare))
+        case Validate(trial=n):
+            return Plan(_validation(shared, study, shared.state.trials[n], workers, spare))
         case MeasureBaseline():
             return Plan(_baseline(shared, study, workers))
         case Screen() | CheckQuality() | Promote() | CheckBurst():
-            return Plan((_task(shared, action),))
+            return Plan((_alone(shared, action),))
         case Start():
             raise AssertionError("a shared study starts when its study file is published")
         case _:
             assert_never(action)
 
 
-def _task(shared: Shared, action: Measure) -> Task:
-    """The task that carries out an action (a promotion is queued once every validation
-    side by side with it is in; a screen's was queued with its round)."""
-    state, batch = shared.state, shared.batches + 1
-    generation = len(state.promotions)
-    match action:
-        case CheckBurst():
-            return Task(
-                kind="burst", trial=0, generation=generation, batch=batch, stopped=state.finished
-            )
-        case Validate() | MeasureBaseline():
-            raise AssertionError("queued in parts (_validation, _baseline)")
-        case Screen(trial) | CheckQuality(trial) | Promote(trial):
-            return Task(
-                kind=_KINDS[type(action)],
-                trial=trial.trial,
-                generation=generation,
-                proposal=trial.proposal,
-                quality_check=trial.quality_check,
-                batch=batch,
-            )
-        case _:
-            assert_never(action)
+def _alone(shared: Shared, action: Screen | CheckQuality | Promote | CheckBurst) -> Task:
+    """A step queued on its own: a promotion once every validation side by side with it is
+    in; the burst check with the stop it follows (the run finishes with it)."""
+    if isinstance(action, CheckBurst):
+        return _queued(shared, CheckBurst(stopped=shared.state.finished))
+    return _queued(shared, action, shared.state.trials[action.trial])
 
 
-_KINDS: dict[type, TaskKind] = {
-    Screen: "screen", CheckQuality: "quality", Promote: "promote"
-}  # fmt: skip
+def _queued(shared: Shared, action: TaskStep, trial: TrialState | Proposed | None = None) -> Task:
+    """``action`` as a task of the next batch, against the incumbent now; a trial's carries
+    its proposal (a screen's Proposed is made of it, ``kneepoint.workers.state``)."""
+    return Task(
+        action=action,
+        generation=len(shared.state.promotions),
+        batch=shared.batches + 1,
+        proposal=None if trial is None else trial.proposal,
+        quality_check=trial is not None and trial.quality_check,
+    )
 
 
 def _baseline(shared: Shared, study: StudySpec, workers: int) -> tuple[Task, ...]:
     """The baseline's next task: its knee search; then its repeats around the knee
     (``_split``); then its Baseline made of them (no device time)."""
-    batch = shared.batches + 1
     knee = next((p for p in shared.baseline_parts if p.repeats == 0), None)
     if knee is None:
-        return (Task(kind="knee", trial=0, generation=0, batch=batch),)
+        return (_queued(shared, SearchKnee()),)
     if len(shared.baseline_parts) > 1 or not repeats_wanted(study, knee):
-        return (Task(kind="baseline", trial=0, generation=0, batch=batch),)
+        return (_queued(shared, JoinBaseline()),)
     return tuple(
-        Task(kind="repeats", trial=0, generation=0, batch=batch, repeats=r)
+        _queued(shared, MeasureRepeats(repeats=r))
         for r in _split(0, study.tuning.validate_repeats, workers)
     )
 
@@ -195,15 +194,7 @@ def _validation(
     first = measured_repeats(shared.parts.get(trial.trial, ()))
     phase = next_repeats(study, first, spare)
     return tuple(
-        Task(
-            kind="validate",
-            trial=trial.trial,
-            generation=len(shared.state.promotions),
-            proposal=trial.proposal,
-            quality_check=trial.quality_check,
-            batch=shared.batches + 1,
-            repeats=r,
-        )
+        _queued(shared, Validate(trial=trial.trial, repeats=r), trial)
         for r in _split(phase.start, len(phase), workers)
     )
 
@@ -215,17 +206,7 @@ def _round(shared: Shared, study: StudySpec, catalogue: KnobCatalogue, n: int) -
     trials = proposed(proposals, state, catalogue, study.tuning.stop)
     if isinstance(trials, Finished):
         return _stopped(shared, trials)
-    screens = (
-        Task(
-            kind="screen",
-            trial=t.trial,
-            generation=len(state.promotions),
-            proposal=t.proposal,
-            quality_check=t.quality_check,
-            batch=shared.batches + 1,
-        )
-        for t in trials
-    )
+    screens = (_queued(shared, Screen(trial=t.trial), t) for t in trials)
     return Plan(tuple(screens))
 
 
@@ -234,11 +215,4 @@ def _stopped(shared: Shared, stop: Finished) -> Plan:
     ``kneepoint tune`` runs it after its Finished; a run without a winner just ends."""
     if not stop.burst_follows or shared.state.incumbent is None:
         return Plan(finished=stop)
-    burst = Task(
-        kind="burst",
-        trial=0,
-        generation=len(shared.state.promotions),
-        batch=shared.batches + 1,
-        stopped=stop,
-    )
-    return Plan((burst,))
+    return Plan((_queued(shared, CheckBurst(stopped=stop)),))

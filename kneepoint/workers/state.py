@@ -17,19 +17,28 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import assert_never
 
 from kneepoint import __version__
 from kneepoint.records import (
     BaselinePart,
+    CheckBurst,
+    CheckQuality,
     Event,
     Finished,
+    JoinBaseline,
+    MeasureRepeats,
     Outcome,
+    Promote,
     Proposed,
     QualityChecked,
     RunStarted,
+    Screen,
     Screened,
+    SearchKnee,
     StudySpec,
     Task,
+    Validate,
     Validated,
     ValidationPart,
 )
@@ -112,8 +121,10 @@ def _of_batch(tasks: list[Attempts], batch: int) -> list[Attempts]:
 
 
 def _order(attempts: Attempts) -> tuple[int, int]:
-    repeats = attempts.task.repeats
-    return attempts.task.trial, repeats[0] if repeats is not None else 0
+    match attempts.task.action:
+        case Validate(repeats=(first, _)) | MeasureRepeats(repeats=(first, _)):
+            return attempts.task.trial, first
+    return attempts.task.trial, 0
 
 
 def _batch_events(
@@ -128,27 +139,29 @@ def _batch_events(
     events: list[Event] = [
         Proposed(trial=a.task.trial, proposal=a.task.proposal, quality_check=a.task.quality_check)
         for a in batch
-        if a.task.kind == "screen" and a.task.proposal is not None
+        if isinstance(a.task.action, Screen) and a.task.proposal is not None
     ]
     for attempts in batch:
         task = attempts.task
-        if task.kind == "burst":
-            assert task.stopped is not None
-            events.append(task.stopped)
+        if isinstance(task.action, CheckBurst):
+            assert task.action.stopped is not None
+            events.append(task.action.stopped)
         if attempts.pending:
             continue
         result = attempts.result
         if result is not None and result.baseline_part is not None:
             parts.baseline.append(result.baseline_part)
             continue
-        if task.kind == "promote":
+        if isinstance(task.action, Promote):
             events += _closed_by(study, task.trial, [*before, *events], parts.validation)
-        if task.kind != "validate":
+        if not isinstance(task.action, Validate):
             events += recorded(study, attempts, [*before, *events])
             continue
         validation = parts.validation
         validation[task.trial] = (*validation.get(task.trial, ()), part_of(attempts))
-        mine = [a for a in batch if (a.task.kind, a.task.trial) == ("validate", task.trial)]
+        mine = [
+            a for a in batch if isinstance(a.task.action, Validate) and a.task.trial == task.trial
+        ]
         if attempts is mine[-1] and not any(a.pending for a in mine):
             known = RunState.replay([*before, *events], study.objective).incumbent_by_repeat
             validated = judged(study, task.trial, validation[task.trial], known)
@@ -180,10 +193,10 @@ def part_of(attempts: Attempts) -> ValidationPart:
     task, result = attempts.task, attempts.result
     if result is not None and result.part is not None:
         return result.part
-    assert task.repeats is not None
+    assert isinstance(task.action, Validate) and task.action.repeats is not None
     why = _lost(attempts) if result is None else (result.failure or "not measured")
     failed = Outcome(status="crashed", detail=f"during validation: {why}")
-    first, n = task.repeats
+    first, n = task.action.repeats
     return ValidationPart(trial=task.trial, first_repeat=first, repeats=n, failure=failed)
 
 
@@ -200,24 +213,26 @@ def recorded(study: StudySpec, attempts: Attempts, before: list[Event]) -> list[
     if result is not None and result.events:
         return list(result.events)
     why = _lost(attempts) if result is None else (result.failure or "not measured")
-    match task.kind:
-        case "knee" | "repeats" | "baseline":  # the run's failure, said once
+    match task.action:
+        case SearchKnee() | MeasureRepeats() | JoinBaseline():  # the run's failure, said once
             finished = any(isinstance(e, Finished) for e in before)
             return [] if finished else [Finished(reason="baseline_failed", detail=why)]
-        case "screen":
+        case Screen():
             lost = Outcome(status="crashed", detail=why)
             return [Screened(trial=task.trial, outcome=lost, reason=why)]
-        case "quality":  # the trial ends: its configuration may be what kills workers
+        case CheckQuality():  # the trial ends: its configuration may be what kills workers
             failed = Outcome(status="crashed", detail=f"during its quality check: {why}")
             skipped = QualityChecked(
                 trial=task.trial, verdict="skipped", threshold=1.0, reason=f"not checked: {why}"
             )
             return [skipped, Validated(trial=task.trial, failure=failed)]
-        case "validate":
+        case Validate():
             raise AssertionError("a validation's parts are judged together (part_of)")
-        case "promote":
+        case Promote():
             return []  # nothing measured is lost: the planner queues the promotion again
-        case "burst":
+        case CheckBurst():
             state = RunState.replay(before, study.objective)
             assert state.incumbent is not None
             return [unmeasured(study, state.incumbent, f"the burst check's server {why}")]
+        case _:
+            assert_never(task.action)

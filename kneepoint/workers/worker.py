@@ -19,23 +19,22 @@ from kneepoint.measure import Bench, TrialFailedError
 from kneepoint.records import (
     Baseline,
     BurstChecked,
+    JoinBaseline,
     KnobCatalogue,
+    MeasureRepeats,
     Promoted,
     Screened,
+    SearchKnee,
     StudySpec,
     Task,
     TaskResult,
+    Validate,
 )
 from kneepoint.report import write_report
-from kneepoint.run import Progress, RunFolder, RunState
+from kneepoint.run import Progress, RunFolder
 from kneepoint.tune import (
-    CheckBurst,
-    CheckQuality,
     Executor,
-    Measure,
     Now,
-    Promote,
-    Screen,
     Steps,
     baseline_words,
     local_now,
@@ -146,71 +145,62 @@ class Worker:
             )
 
     def _measure(self, task: Task, shared: Shared) -> tuple[TaskResult, float]:
-        """The task's events (or validation part), measured by ``kneepoint tune``'s executor,
-        and its value to Optuna (the objective it measured)."""
-        state = shared.state
-        if task.kind != "baseline" and task.generation != len(state.promotions):
+        """The task's events (or part of a measurement), measured by ``kneepoint tune``'s
+        executor, and its value to Optuna (the objective it measured)."""
+        state, action = shared.state, task.action
+        if not isinstance(action, JoinBaseline) and task.generation != len(state.promotions):
             raise RuntimeError(
                 f"{task.key} was planned against incumbent {task.generation}, "
                 f"the study is at {len(state.promotions)}"
             )
-        if task.kind in ("knee", "repeats", "baseline"):
-            result = self._baseline_task(task, shared)
-        elif task.kind == "validate":
-            assert task.repeats is not None
-            first, n = task.repeats
-            # the phases before this one (not a part of this phase that happened to finish
-            # first: what a repeat's retakes compare with must not depend on timing)
-            # (one worker measures whole phases; several, a phase's repeats one a task, and
-            # the first validate_repeats count as one phase: an early pair's part is then not
-            # among the earlier, whichever finished first)
-            phase = (
-                first if task.workers == 1 else first - first % self.study.tuning.validate_repeats
-            )
-            earlier = [p for p in shared.parts.get(task.trial, ()) if p.after <= phase]
-            trial = state.trials[task.trial]
-            part = self.executor.validation_part(trial, state, range(first, first + n), earlier)
-            result = TaskResult(part=part, worker=self.name)
-        else:
-            events = [self.executor.event(self._action(task, state), state)]
-            result = TaskResult.from_events(events, worker=self.name)
+        match action:
+            case SearchKnee() | MeasureRepeats() | JoinBaseline():
+                result = self._baseline_task(action, shared)
+            case Validate(repeats=(first, _)):
+                result = self._validation_task(task, action, first, shared)
+            case _:
+                events = [self.executor.event(action, state)]
+                result = TaskResult.from_events(events, worker=self.name)
         if (screened := result.of(Screened)) is not None:
             self.progress.outcome(f"trial {task.trial}: {screened.reason}")
         return result, _value(result, self.study)
 
-    def _baseline_task(self, task: Task, shared: Shared) -> TaskResult:
+    def _validation_task(
+        self, task: Task, action: Validate, first: int, shared: Shared
+    ) -> TaskResult:
+        """Some of a finalist's validation repeats, judged with the rest once all are in."""
+        # the phases before this one (not a part of this phase that happened to finish
+        # first: what a repeat's retakes compare with must not depend on timing)
+        # (one worker measures whole phases; several, a phase's repeats one a task, and
+        # the first validate_repeats count as one phase: an early pair's part is then not
+        # among the earlier, whichever finished first)
+        phase = first if task.workers == 1 else first - first % self.study.tuning.validate_repeats
+        earlier = [p for p in shared.parts.get(task.trial, ()) if p.after <= phase]
+        part = self.executor.validation_part(action, shared.state, earlier)
+        return TaskResult(part=part, worker=self.name)
+
+    def _baseline_task(
+        self, action: SearchKnee | MeasureRepeats | JoinBaseline, shared: Shared
+    ) -> TaskResult:
         """The baseline's knee search, some of its repeats, or its Baseline made of them; a
         server that failed them is the run's failure, as in ``kneepoint tune``."""
         steps = self.executor.steps
         knee = next((p for p in shared.baseline_parts if p.repeats == 0), None)
         try:
-            if task.kind == "knee":
-                return TaskResult(baseline_part=steps.baseline_knee(), worker=self.name)
-            assert knee is not None
-            if task.kind == "repeats":
-                assert task.repeats is not None
-                first, n = task.repeats
-                part = steps.baseline_repeats(knee, range(first, first + n))
-                return TaskResult(baseline_part=part, worker=self.name)
+            match action:
+                case SearchKnee():
+                    return TaskResult(baseline_part=steps.baseline_knee(), worker=self.name)
+                case MeasureRepeats(repeats=(first, n)):
+                    assert knee is not None
+                    part = steps.baseline_repeats(knee, range(first, first + n))
+                    return TaskResult(baseline_part=part, worker=self.name)
         except TrialFailedError as exc:
             return TaskResult(failure=str(exc), worker=self.name)
+        assert knee is not None
         repeats = [p for p in shared.baseline_parts if p.repeats > 0]
         baseline = steps.baseline_of(knee, repeats)
         self.progress.outcome(baseline_words(baseline, self.study))
         return TaskResult(events=(baseline,), worker=self.name)
-
-    @staticmethod
-    def _action(task: Task, state: RunState) -> Measure:
-        match task.kind:
-            case "burst":
-                return CheckBurst()
-            case "quality":
-                return CheckQuality(state.trials[task.trial])
-            case "promote":
-                return Promote(state.trials[task.trial])
-            case "screen":
-                return Screen(state.trials[task.trial])
-        raise AssertionError(f"{task.kind} is not one action")
 
 
 def _value(result: TaskResult, study: StudySpec) -> float:
