@@ -20,6 +20,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from kneepoint.cli.main import main
 from kneepoint.config import load_study
+from kneepoint.records.actions import Screen
 from kneepoint.records.ledger import BurstChecked, Event, Finished
 from kneepoint.records.task import Task
 from kneepoint.run.folder import RunFolder
@@ -98,7 +99,7 @@ def _kill_one_mid_screen(
             attrs = trial.user_attrs
             if trial.state != TrialState.RUNNING or WORKER not in attrs:
                 continue
-            if Task.model_validate_json(str(attrs[TASK])).kind != "screen":
+            if not isinstance(Task.model_validate_json(str(attrs[TASK])).action, Screen):
                 continue
             pid = int(str(attrs[WORKER]).rsplit("/", 1)[-1])
             [gpu] = [g for g, p in workers.items() if p.pid == pid]
@@ -146,7 +147,9 @@ def test_three_workers_one_killed_mid_trial(postgres_db: str, tmp_path: Path) ->
     assert RESULT in retries[0].user_attrs
     assert next(t for t in trials if t.number == killed.number).state == TrialState.FAIL
     tasks = {task.key: task for task in task_of.values()}  # attempts of one task: one task
-    screened = [t.proposal.key() for t in tasks.values() if t.proposal and t.kind == "screen"]
+    screened = [
+        t.proposal.key() for t in tasks.values() if t.proposal and isinstance(t.action, Screen)
+    ]
     assert len(screened) == len(set(screened)), "a configuration screened twice"
 
     study = load_study(QUICKSTART, [WALK_ONLY])
