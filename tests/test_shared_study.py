@@ -5,11 +5,14 @@ whole."""
 
 from __future__ import annotations
 
+import json
+import re
 import threading
 import time
 from datetime import datetime
 
 import pytest
+from optuna.trial import TrialState, create_trial
 
 from kneepoint.config import load_study
 from kneepoint.records.actions import Screen
@@ -17,7 +20,7 @@ from kneepoint.records.engine import EngineConfig
 from kneepoint.records.ledger import Screened
 from kneepoint.records.proposal import Outcome, Prediction, Proposal
 from kneepoint.records.task import Task, TaskResult
-from kneepoint.workers.shared_study import Claimed, SharedStudy
+from kneepoint.workers.shared_study import TASK, Claimed, SharedStudy
 from kneepoint.workers.state import recorded
 from kneepoint.workers.storage import SharedStudyError
 
@@ -157,3 +160,24 @@ def test_planning_is_one_worker_at_a_time(postgres_db: str) -> None:
 def test_only_postgresql_is_shared() -> None:
     with pytest.raises(SharedStudyError, match="kneepoint tune"):
         SharedStudy("sqlite:///x.db", "s", heartbeat_s=1, grace_s=2, max_retry=0)
+
+
+def test_a_task_another_version_queued_is_one_line_not_a_traceback(postgres_db: str) -> None:
+    """Before a task carried its step as a record it said ``kind``; a worker of this version
+    joining such a study names the study, the trial and the mismatch."""
+    shared = _open(postgres_db)
+    old = {"kind": "screen", "trial": 1, "generation": 0}
+    shared.study.add_trial(create_trial(state=TrialState.WAITING,
+                                        user_attrs={TASK: json.dumps(old)}))  # fmt: skip
+    with pytest.raises(SharedStudyError):
+        shared.claim("w0")
+    assert shared.study.trials[0].state == TrialState.WAITING, "not claimed"
+    with pytest.raises(SharedStudyError) as info:
+        shared.attempts(_now())
+    assert info.value.flag == "--study"
+    assert re.fullmatch(
+        r"quickstart: Optuna trial 0's kneepoint\.task cannot be read by kneepoint \S+ "
+        r"\(action: Field required\); every worker of a shared study must run the kneepoint "
+        r"version that queued its tasks",
+        info.value.message,
+    )

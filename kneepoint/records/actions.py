@@ -24,20 +24,20 @@ Repeats = tuple[int, int]
 class _Step(Record):
     step: str
     """Its name (each kind's literal, the tasks' discriminator)."""
-    trial: int = Field(default=0, ge=0)
-    """The trial it belongs to (0: the run's baseline or its winner)."""
+    trial: int = Field(default=0, ge=0, le=0)
+    """The trial it belongs to; 0: none (the baseline's steps, the winner's burst check)."""
 
     @property
     def key(self) -> str:
         """The work it names, not an attempt at it: a shared study completes each key once."""
-        step: str = self.step
-        name = step if self.trial == 0 else f"trial-{self.trial}-{step}"
+        name = self.step if self.trial == 0 else f"trial-{self.trial}-{self.step}"
         repeats: Repeats | None = getattr(self, "repeats", None)
         return name if repeats is None else f"{name}-r{repeats[0]}"
 
 
 class _OnTrial(_Step):
     trial: int = Field(ge=1)
+    """The trial it is a step of."""
 
 
 class Screen(_OnTrial):

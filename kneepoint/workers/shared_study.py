@@ -17,12 +17,15 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import TypeVar
 
 import optuna
 import structlog
 from optuna.exceptions import UpdateFinishedTrialError
 from optuna.trial import FrozenTrial, TrialState, create_trial
+from pydantic import ValidationError
 
+from kneepoint import __version__
 from kneepoint.records import Finished, StudySpec, Task, TaskResult
 from kneepoint.workers.advisory_lock import advisory_lock, lock_key
 from kneepoint.workers.storage import SharedStudyError, first_line, opened, quiet
@@ -32,6 +35,7 @@ log = structlog.get_logger(__name__)
 TASK, RESULT, WORKER = "kneepoint.task", "kneepoint.result", "kneepoint.worker"
 SPEC, STARTED, FINISHED = "kneepoint.study", "kneepoint.started_at", "kneepoint.finished"
 SEEN = "kneepoint.seen."
+R = TypeVar("R", Task, TaskResult)
 
 
 class StudyNotFoundError(SharedStudyError):
@@ -148,15 +152,30 @@ class SharedStudy:
         by_key: dict[str, tuple[Task, list[FrozenTrial]]] = {}
         for trial in self.study.get_trials(deepcopy=False):
             if TASK in trial.user_attrs:
-                task = Task.model_validate_json(str(trial.user_attrs[TASK]))
+                task = self._read(Task, trial, TASK)
                 by_key.setdefault(task.key, (task, []))[1].append(trial)
         return [self._attempts(task, trials, now, requeue) for task, trials in by_key.values()]
+
+    def _read(self, record: type[R], trial: FrozenTrial, attr: str) -> R:
+        """A task or result as this kneepoint reads it; one it cannot read (written by another
+        version, whose records had another shape) is said in one line."""
+        try:
+            return record.model_validate_json(str(trial.user_attrs[attr]))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise SharedStudyError(
+                "--study",
+                f"{self.name}: Optuna trial {trial.number}'s {attr} cannot be read by kneepoint "
+                f"{__version__} ({where}: {first['msg']}); every worker of a shared study "
+                "must run the kneepoint version that queued its tasks",
+            ) from None
 
     def _attempts(
         self, task: Task, trials: list[FrozenTrial], now: datetime, requeue: bool
     ) -> Attempts:
         done = [t for t in trials if t.state == TrialState.COMPLETE and RESULT in t.user_attrs]
-        result = TaskResult.model_validate_json(str(done[0].user_attrs[RESULT])) if done else None
+        result = self._read(TaskResult, done[0], RESULT) if done else None
         failed = [t for t in trials if t.state == TrialState.FAIL]
         pending = any(t.state in (TrialState.WAITING, TrialState.RUNNING) for t in trials)
         last = max((t.datetime_complete for t in failed if t.datetime_complete), default=None)
@@ -187,6 +206,7 @@ class SharedStudy:
         for trial in sorted(waiting, key=lambda t: t.number):
             if TASK not in trial.user_attrs:
                 continue
+            task = self._read(Task, trial, TASK)  # before claiming: one it cannot read stays
             try:
                 if not self.storage.set_trial_state_values(trial._trial_id, TrialState.RUNNING):
                     continue
@@ -194,7 +214,6 @@ class SharedStudy:
                 continue
             self.storage.record_heartbeat(trial._trial_id)
             self.storage.set_trial_user_attr(trial._trial_id, WORKER, worker)
-            task = Task.model_validate_json(str(trial.user_attrs[TASK]))
             return self._beating(trial, task)
         return None
 
