@@ -1,7 +1,8 @@
 """Carrying out a run's actions (``kneepoint.tune.decide``): what each one records. The
 measuring ones (the baseline, a trial's screen, quality check, validation or part of one, and
-promotion, the winner's burst check) run the study's steps on a GPU; a round's proposals become
-its trials.
+promotion, the winner's burst check) run the study's steps on a GPU, but a screen the memory
+model says vLLM would refuse (``preflight``) starts nothing; a round's proposals become its
+trials.
 ``kneepoint tune`` records each event as it comes; a worker of a shared study returns its
 task's events to the study. One executor for both: a step exists once.
 """
@@ -12,6 +13,7 @@ from typing import assert_never
 
 from kneepoint.load import rules
 from kneepoint.measure import TrialFailedError
+from kneepoint.physics import UnmodeledSettingError, plan_memory, resolve_engine
 from kneepoint.policies.judge import screen_bias
 from kneepoint.records import (
     CheckBurst,
@@ -19,10 +21,12 @@ from kneepoint.records import (
     Event,
     Finished,
     KnobCatalogue,
+    Outcome,
     Promote,
     Proposal,
     Proposed,
     Screen,
+    Screened,
     StopRule,
     StudySpec,
     TrialStep,
@@ -122,7 +126,7 @@ class Executor:
             case Screen():
                 progress.phase("screen", f"trial {n}: {reason_once(state, n)}")
                 bias = screen_bias(state.screen_pairs())
-                refused = steps.preflight(n, proposal)
+                refused = preflight(self.study, n, proposal)
                 shown = state.outrun_gain(proposal)
                 return refused or steps.screen(
                     n, proposal, knee, repeats, bias, validated_gain=shown
@@ -194,3 +198,21 @@ def reason_once(state: RunState, n: int) -> str:
         if m < n and earlier.partition(": ")[2] == why:
             return f"{moved}: as trial {m}{later}"
     return proposal.reason
+
+
+def preflight(study: StudySpec, trial: int, proposal: Proposal) -> Screened | None:
+    """vLLM's refusal of ``proposal`` as the memory model words it (None: it would start, or
+    the backend's GPU entry does not describe its device)."""
+    if not study.backend.checks_memory:
+        return None
+    try:
+        engine = resolve_engine(proposal.config, study.gpu, study.model)
+    except UnmodeledSettingError as exc:
+        refusal = f"not modelled: {exc}"
+    else:
+        plan = plan_memory(study.gpu, study.model, engine)
+        if plan.refusal is None:
+            return None
+        refusal = plan.refusal.message
+    outcome = Outcome(status="startup_failed", detail=f"preflight: {refusal}")
+    return Screened(trial=trial, outcome=outcome, reason=f"preflight refused: {refusal}")

@@ -36,7 +36,6 @@ from kneepoint.records import (
 )
 from kneepoint.run import RunFolder
 from kneepoint.tune.acceptance_step import probe_acceptance, probe_rate, probed_setting
-from kneepoint.tune.preflight import preflight
 from kneepoint.tune.quality_step import quality_check
 from kneepoint.tune.verdict import judged, measured_repeats, next_repeats
 
@@ -117,10 +116,6 @@ class Steps:
             device_s=knee.device_s + sum(p.device_s for p in ordered),
             acceptance=knee.acceptance,
         )
-
-    def preflight(self, trial: int, proposal: Proposal) -> Screened | None:
-        """A refusal without starting anything, when the memory model says it cannot start."""
-        return preflight(self.study, trial, proposal)
 
     def screen(
         self,
