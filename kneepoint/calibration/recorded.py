@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from kneepoint.config import ConfigError, Problem, load_study
+from kneepoint.config import ConfigError, Problem, first_problem, load_study
 from kneepoint.records import SimBackend, StudySpec, SweepResult
 
 RUN_MARK = "ledger.jsonl"
@@ -109,9 +109,7 @@ def load_recorded(path: Path, study: StudySpec | None = None) -> RecordedSweep:
     try:
         result = SweepResult.model_validate_json(sweep.read_bytes())
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        problem = f"not a sweep: {where}: {first['msg']}"
+        problem = f"not a sweep: {first_problem(exc)}"
         raise ConfigError([Problem(str(sweep), None, (), problem)]) from exc
     study = (study or load_study(_study_beside(sweep))).model_copy(update={"engine": result.config})
     name = sweep.parent.name if sweep.name == "sweep.json" else sweep.stem

@@ -12,7 +12,7 @@ from kneepoint.config.catalog import (
     prefix_keys,
     preset_names,
 )
-from kneepoint.config.errors import ConfigError, Loc, Problem, render_loc
+from kneepoint.config.errors import ConfigError, Loc, Problem, first_problem, render_loc
 from kneepoint.config.gpu_identity import study_gpu_mismatch
 from kneepoint.config.overrides import add_overrides_argument, parse_override
 from kneepoint.config.schema import study_file_schema
@@ -31,6 +31,7 @@ __all__ = [
     "configs_dir",
     "exact_key",
     "family_key",
+    "first_problem",
     "gpu_catalogue",
     "knob_catalogue",
     "load_study",

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from pydantic import ValidationError
+
 from kneepoint.records import EXIT_BAD_INPUT, KneepointError, mask_shapes
 
 Loc = tuple[str | int, ...]
@@ -63,3 +65,12 @@ class ConfigError(KneepointError):
 
     def lines(self) -> list[str]:
         return [str(p) for p in self.problems]
+
+
+def first_problem(exc: ValidationError) -> str:
+    """A validation's first problem as ``where: what`` (pydantic's dotted location; the
+    message alone where the document itself is wrong), for a line about a file or a body
+    that is not the record it should be."""
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"])
+    return f"{where}: {first['msg']}" if where else str(first["msg"])

@@ -18,7 +18,7 @@ from pathlib import Path
 import structlog
 from pydantic import TypeAdapter, ValidationError
 
-from kneepoint.config import ConfigError, Problem
+from kneepoint.config import ConfigError, Problem, first_problem
 from kneepoint.probes.server import redact
 from kneepoint.records import Event
 from kneepoint.run.state import RunState, StateError
@@ -121,7 +121,7 @@ class Ledger:
                 event = _EVENT.validate_json(line)
                 state.apply(event)
             except ValidationError as exc:
-                return _Scan(events, number, f"not a ledger event ({_first_problem(exc)})")
+                return _Scan(events, number, f"not a ledger event ({first_problem(exc)})")
             except StateError as exc:
                 return _Scan(events, number, f"out of order: {exc}")
             events.append(event)
@@ -152,9 +152,3 @@ class Ledger:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, self.path)
-
-
-def _first_problem(exc: ValidationError) -> str:
-    first = exc.errors()[0]
-    where = ".".join(str(p) for p in first["loc"])
-    return f"{where}: {first['msg']}" if where else str(first["msg"])

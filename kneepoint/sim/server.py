@@ -21,6 +21,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from kneepoint.config import first_problem
 from kneepoint.physics import Efficiency
 from kneepoint.sim.access import ApiKeyGuard, is_loopback
 from kneepoint.sim.engine import RequestRejectedError, SimEngine
@@ -161,9 +162,7 @@ class SimServer:
         except json.JSONDecodeError:
             return _error(ApiError(400, "the request body is not JSON"))
         except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"])
-            return _error(ApiError(400, f"{where}: {first['msg']}"))
+            return _error(ApiError(400, first_problem(exc)))
         except RequestRejectedError as exc:
             return _error(ApiError(400, str(exc)))
         responder = Responder(kind, self.args.served_model_name, len(prompt))

@@ -26,6 +26,7 @@ from optuna.trial import FrozenTrial, TrialState, create_trial
 from pydantic import ValidationError
 
 from kneepoint import __version__
+from kneepoint.config import first_problem
 from kneepoint.records import Finished, StudySpec, Task, TaskResult
 from kneepoint.workers.advisory_lock import advisory_lock, lock_key
 from kneepoint.workers.storage import SharedStudyError, first_line, opened, quiet
@@ -162,12 +163,10 @@ class SharedStudy:
         try:
             return record.model_validate_json(str(trial.user_attrs[attr]))
         except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"])
             raise SharedStudyError(
                 "--study",
                 f"{self.name}: Optuna trial {trial.number}'s {attr} cannot be read by kneepoint "
-                f"{__version__} ({where}: {first['msg']}); every worker of a shared study "
+                f"{__version__} ({first_problem(exc)}); every worker of a shared study "
                 "must run the kneepoint version that queued its tasks",
             ) from None
 
