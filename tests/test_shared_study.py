@@ -52,6 +52,11 @@ def _result(trial: int, worker: str) -> TaskResult:
                       worker=worker)  # fmt: skip
 
 
+SILENT_S = 1.5
+"""How long a dead worker's claim stays silent in these tests: past a 1 s grace period (Optuna
+counts its grace in whole seconds, from the heartbeats the database stamped)."""
+
+
 def _die(claimed: Claimed) -> None:
     """What a SIGKILL does to a claim: the heartbeat stops, nothing else happens."""
     claimed._stop.set()
@@ -78,12 +83,12 @@ def test_only_one_of_two_workers_claims_a_task(postgres_db: str) -> None:
 def test_a_silent_workers_task_is_retried_elsewhere_and_its_late_result_refused(
     postgres_db: str,
 ) -> None:
-    dead, alive = _open(postgres_db), _open(postgres_db)
+    dead, alive = _open(postgres_db, grace_s=1), _open(postgres_db, grace_s=1)
     dead.enqueue([_screen(1)])
     claimed = dead.claim("dead")
     assert claimed is not None
     _die(claimed)
-    time.sleep(3.5)  # past the 2 s grace period
+    time.sleep(SILENT_S)
     alive.fail_stale()
     retry = alive.claim("alive")
     assert retry is not None and retry.task == claimed.task
@@ -98,12 +103,12 @@ def test_a_silent_workers_task_is_retried_elsewhere_and_its_late_result_refused(
 
 
 def test_a_task_whose_every_attempt_died_is_a_crashed_trial(postgres_db: str) -> None:
-    shared = _open(postgres_db, max_retry=0)
+    shared = _open(postgres_db, max_retry=0, grace_s=1)
     shared.enqueue([_screen(1)])
     claimed = shared.claim("dead")
     assert claimed is not None
     _die(claimed)
-    time.sleep(3.5)
+    time.sleep(SILENT_S)
     shared.fail_stale()
     assert shared.claim("next") is None, "no retry left"
     [attempts] = shared.attempts(_now())

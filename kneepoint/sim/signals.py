@@ -13,6 +13,9 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 
+import numpy as np
+import numpy.typing as npt
+
 from kneepoint.load import summarize
 from kneepoint.records import Dist, GpuSample, Signals, SpecReading
 from kneepoint.sim.deployment import Serving
@@ -34,15 +37,29 @@ def server_latency(finished: Sequence[SimRequest]) -> dict[str, Dist]:
     done = [r for r in finished if r.token_times_s]
     if not done:
         return {}
-    # one gap a step: a draft's accepted tokens all come at its step's end
-    gaps = [(b - a) * 1000.0 for r in done for a, b in itertools.pairwise(r.token_times_s) if b > a]
+    gaps = _gaps_ms(done)
     found = {
         "ttft": summarize([(r.token_times_s[0] - r.arrival_s) * 1000.0 for r in done]),
         "e2e": summarize([(r.token_times_s[-1] - r.arrival_s) * 1000.0 for r in done]),
     }
-    if gaps:
+    if gaps.size:
         found["itl"] = summarize(gaps)
     return found
+
+
+def _gaps_ms(done: Sequence[SimRequest]) -> npt.NDArray[np.float64]:
+    """Every request's gaps between consecutive tokens, in ms: one gap a step (a draft's
+    accepted tokens all come at its step's end, no gap between them). In one array pass, not
+    a Python loop over the ~10^5 tokens of a load point; ``summarize`` sorts them, so their
+    order does not matter."""
+    times = np.fromiter(
+        itertools.chain.from_iterable(r.token_times_s for r in done), dtype=np.float64
+    )
+    lengths = np.fromiter((len(r.token_times_s) for r in done), dtype=np.int64, count=len(done))
+    steps = np.diff(times)
+    keep = steps > 0
+    keep[np.cumsum(lengths)[:-1] - 1] = False  # one request's last token to the next's first
+    return steps[keep] * 1000.0
 
 
 def _hit_rate(inside: Sequence[StepRecord]) -> float | None:
