@@ -17,7 +17,6 @@ class Record(BaseModel):
         frozen=True,
         extra="forbid",
         validate_default=True,
-        use_attribute_docstrings=True,
         # Latencies of failed requests are infinite; JSON has no infinity, so it is written as
         # the string "Infinity" (and read back as the float), never silently as null.
         ser_json_inf_nan="strings",
@@ -29,4 +28,7 @@ class InputRecord(Record):
     must be finite. Measurements may be infinite (a failed request's latency); a budget of
     ``.inf`` hours or a rate of ``.nan`` is a typo that would silently switch a limit off."""
 
-    model_config = ConfigDict(allow_inf_nan=False)
+    # Field docstrings become the study file schema's descriptions (kneepoint config schema):
+    # read from the source for a person's records only, where every record paid 130 ms of each
+    # process's start (0.79 s to import the command line, 2026-12-05)
+    model_config = ConfigDict(allow_inf_nan=False, use_attribute_docstrings=True)
