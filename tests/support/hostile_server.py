@@ -4,6 +4,7 @@ signals or one ``kneepoint:`` line, never a traceback or a hang."""
 
 from __future__ import annotations
 
+import functools
 import json
 import socket
 import threading
@@ -127,7 +128,10 @@ class HostileServer:
 
     def __init__(self, mode: str) -> None:
         self._server = _Server(mode)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        # shutdown() waits for the loop to look again: every 0.5 s by default, which was half
+        # a second of every hostile-server test
+        serve = functools.partial(self._server.serve_forever, poll_interval=0.02)
+        self._thread = threading.Thread(target=serve, daemon=True)
 
     def __enter__(self) -> str:
         self._thread.start()
