@@ -4,7 +4,6 @@ line for every value (``kneepoint.config.yamlio`` parses in C and falls back to 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -31,15 +30,6 @@ def _lines(node: yaml.Node | None) -> list[tuple[int, int]]:
     return found
 
 
-def _python(text: str) -> tuple[Any, yaml.Node | None]:
-    loader = yamlio._StrictLoader(text)
-    try:
-        root = loader.get_single_node()
-        return (loader.construct_document(root) if root is not None else None), root
-    finally:
-        loader.dispose()
-
-
 def test_the_project_ships_yaml_files() -> None:
     assert len(FILES) > 20
 
@@ -50,8 +40,8 @@ def test_libyaml_reads_each_shipped_file_as_pyyaml_does(path: Path) -> None:
     fast = yamlio._fast(text, str(path))
     if fast is None:  # a file libyaml cannot parse is PyYAML's to refuse
         with pytest.raises(yaml.YAMLError):
-            _python(text)
+            yamlio.load(yamlio._StrictLoader(text))
         return
-    data, root = _python(text)
+    data, root = yamlio.load(yamlio._StrictLoader(text))
     assert fast[0] == data
     assert _lines(fast[1]) == _lines(root)

@@ -27,12 +27,16 @@ _OPENS = (
 _CLOSES = (yaml.FlowSequenceEndToken, yaml.FlowMappingEndToken, yaml.BlockEndToken)
 
 
-def check_depth(text: str, source: str) -> None:
+def check_depth(
+    text: str, source: str, scanner: type[yaml.SafeLoader | yaml.CSafeLoader] | None = None
+) -> None:
     """ConfigError where collections nest deeper than MAX_DEPTH, from the scanner's tokens
-    (a loop, not a recursion); syntax errors are left to the parse that follows."""
+    (a loop, not a recursion); syntax errors are left to the parse that follows.
+    ``scanner``: the loader whose scanner reads the tokens (PyYAML's, unless the parse that
+    follows is libyaml's)."""
     depth = 0
     try:
-        for token in yaml.scan(text, Loader=yaml.SafeLoader):
+        for token in yaml.scan(text, Loader=scanner or yaml.SafeLoader):
             if isinstance(token, _OPENS):
                 depth += 1
                 if depth > MAX_DEPTH:
