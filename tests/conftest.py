@@ -8,7 +8,7 @@ import os
 import pty
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -21,8 +21,18 @@ from _pytest.terminal import TerminalReporter
 from kneepoint.probes.backends.measure import Measured
 from tests.support.postgres_server import postgres_db, postgres_server, postgres_url  # noqa: F401
 from tests.support.real_vllm.host_speed import HostSpeed, measure_host
+from tests.support.session_once import session_once
 
 REPO = Path(__file__).resolve().parent.parent
+
+# The tier starts ~50 Python processes (the command line as users run it, simulated servers)
+# beside its workers, which each import ~120 test modules. Where the environment says not to
+# write bytecode (PYTHONDONTWRITEBYTECODE, set on these machines) each one compiles every module
+# from source again: 0.3 s of a simulated `kneepoint tune`'s 5.9 s, 3.5 s of a worker's 7 s
+# collection (cProfile, 2026-12-05). So the tier writes it, into __pycache__/ folders git
+# ignores; set before xdist starts its workers, which, and whatever they start, inherit it.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 CONFIGS = REPO / "configs"
 QUICKSTART = CONFIGS / "studies" / "quickstart.yaml"
 SMALL = REPO / "tests" / "fixtures" / "studies" / "small-tune.yaml"
@@ -139,10 +149,25 @@ def _only_run(runs: Path) -> Path:
     return found
 
 
+def shared_run(factory: pytest.TempPathFactory, name: str, run: Callable[[], TuneRun]) -> TuneRun:
+    """``run()``, one `kneepoint tune` for the whole session (tests/support/session_once.py)."""
+
+    def made() -> dict[str, str]:
+        done = run()
+        return {"folder": str(done.folder), "stdout": done.stdout, "stderr": done.stderr}
+
+    value = session_once(factory, name, made)
+    return TuneRun(Path(value["folder"]), value["stdout"], value["stderr"])
+
+
 @pytest.fixture(scope="session")
 def small_run(tmp_path_factory: pytest.TempPathFactory) -> TuneRun:
     """small-tune to the end, stderr not a terminal, with a deadline written as a person
     writes one (local time, no offset) two hours ahead. Shared: tests must not change it."""
+    return shared_run(tmp_path_factory, "small-run", lambda: _small_run(tmp_path_factory))
+
+
+def _small_run(tmp_path_factory: pytest.TempPathFactory) -> TuneRun:
     runs = tmp_path_factory.mktemp("small-runs")
     deadline = (datetime.now() + timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M")
     done = subprocess.run(
@@ -158,6 +183,10 @@ def small_run(tmp_path_factory: pytest.TempPathFactory) -> TuneRun:
 def fp8_run(tmp_path_factory: pytest.TempPathFactory) -> TuneRun:
     """The compute-bound scenario with fp8 weights as the only knob, run on a terminal (a
     pseudo-terminal as stderr). Shared: tests must not change it."""
+    return shared_run(tmp_path_factory, "fp8-run", lambda: _fp8_run(tmp_path_factory))
+
+
+def _fp8_run(tmp_path_factory: pytest.TempPathFactory) -> TuneRun:
     runs = tmp_path_factory.mktemp("fp8-runs")
     study = CONFIGS / "scenarios" / "compute-bound.yaml"
     leader, follower = pty.openpty()

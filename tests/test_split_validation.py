@@ -37,7 +37,7 @@ from kneepoint.workers.plan import plan
 from kneepoint.workers.shared_study import Attempts
 from kneepoint.workers.state import Shared, shared_state
 
-from .conftest import KNEEPOINT, SMALL, TuneRun
+from .conftest import KNEEPOINT, SMALL, TuneRun, shared_run
 
 NOW = datetime(2026, 11, 23, 8, 0).astimezone()
 
@@ -51,6 +51,10 @@ def _ledger(run: TuneRun) -> tuple[list[Event], StudySpec]:
 def phased_run(tmp_path_factory: pytest.TempPathFactory) -> TuneRun:
     """small-tune without the early look: each validation measured in whole phases, as
     several GPUs measure them (the runs these splits are built from)."""
+    return shared_run(tmp_path_factory, "phased-run", lambda: _phased_run(tmp_path_factory))
+
+
+def _phased_run(tmp_path_factory: pytest.TempPathFactory) -> TuneRun:
     runs = tmp_path_factory.mktemp("phased-runs")
     done = subprocess.run(
         [KNEEPOINT, "tune", str(SMALL), "--runs-dir", str(runs),
