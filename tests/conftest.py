@@ -19,6 +19,7 @@ import pytest
 from _pytest.terminal import TerminalReporter
 
 from kneepoint.probes.backends.measure import Measured
+from kneepoint.probes.runtime import one_blas_thread
 from tests.support.postgres_server import postgres_db, postgres_server, postgres_url  # noqa: F401
 from tests.support.real_vllm.host_speed import HostSpeed, measure_host
 from tests.support.session_once import session_once
@@ -33,6 +34,7 @@ REPO = Path(__file__).resolve().parent.parent
 # ignores; set before xdist starts its workers, which, and whatever they start, inherit it.
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 sys.dont_write_bytecode = False
+one_blas_thread()  # as every command holds the library code these tests run in-process
 CONFIGS = REPO / "configs"
 QUICKSTART = CONFIGS / "studies" / "quickstart.yaml"
 SMALL = REPO / "tests" / "fixtures" / "studies" / "small-tune.yaml"

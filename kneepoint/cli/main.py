@@ -38,7 +38,7 @@ from kneepoint.cli.sweep import add_sweep_command
 from kneepoint.cli.tune import add_tune_command
 from kneepoint.cli.worker import add_worker_command
 from kneepoint.config import add_overrides_argument, load_study, study_file_schema
-from kneepoint.probes.runtime import unwinding
+from kneepoint.probes.runtime import one_blas_thread, unwinding
 from kneepoint.records import (
     EXIT_BAD_INPUT,
     EXIT_INTERRUPTED,
@@ -206,6 +206,7 @@ def _run(args: argparse.Namespace) -> int:
     # and SIGTERM and SIGHUP (a scheduler's stop, a closed terminal) unwind like Ctrl-C, so it
     # is stopped with its whole process group rather than orphaned.
     guard = nullcontext() if args.command == "sim" else unwinding()
+    one_blas_thread()
     try:
         with guard:
             if args.log_file is not None:
