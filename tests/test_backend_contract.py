@@ -87,14 +87,14 @@ def test_every_kind_serves_the_study_and_measures_one_point(served: str, tmp_pat
     kept = []
     with _serving(served, tmp_path / "attached") as backend:
         study = load_study(SMALL, WIDE).model_copy(update={"backend": backend})
-        size = PointSize(seconds=3.0, min_requests=6)
+        size = PointSize(seconds=1.0, min_requests=6)  # one point, not a long one: 6 requests
         with open_target(study, study.engine, tmp_path, size, kept.append) as target:
-            point = target.probe(2.0, 0)
+            point = target.probe(6.0, 0)
             seconds = target.clock.seconds()
     assert point.completed == point.sent > 0 and point.failed == 0  # the stable window's
-    assert [(k.rate_rps, k.attempt) for k in kept] == [(2.0, 0)]
+    assert [(k.rate_rps, k.attempt) for k in kept] == [(6.0, 0)]
     records = kept[0].records
-    assert len(records) == size.requests(2.0) and all(r.ok for r in records)
+    assert len(records) == size.requests(6.0) and all(r.ok for r in records)
     assert seconds > 0.0
 
 
