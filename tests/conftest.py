@@ -35,6 +35,7 @@ REPO = Path(__file__).resolve().parent.parent
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 sys.dont_write_bytecode = False
 one_blas_thread()  # as every command holds the library code these tests run in-process
+
 CONFIGS = REPO / "configs"
 QUICKSTART = CONFIGS / "studies" / "quickstart.yaml"
 SMALL = REPO / "tests" / "fixtures" / "studies" / "small-tune.yaml"
