@@ -8,6 +8,7 @@ cannot tell is recorded but never counted as a pass or a failure.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import chain
 
 import numpy as np
 
@@ -130,13 +131,16 @@ def token_rates(records: Sequence[RequestRecord], trim: float) -> tuple[float, f
     low, high = first + (last - first) * trim, last - (last - first) * trim
     if high <= low:
         return 0.0, 0.0
+    # Every record's chunks in one array (a load point holds ~10^5), counted per record in
+    # one pass; the rates are then summed record by record, in order, as ever.
+    timed = [r for r in records if r.chunk_times_s]
+    times = np.fromiter(chain.from_iterable(r.chunk_times_s for r in timed), dtype=np.float64)
+    lengths = [len(r.chunk_times_s) for r in timed]
+    starts = np.cumsum([0, *lengths[:-1]])
+    inside = np.add.reduceat(((times >= low) & (times < high)).astype(np.int64), starts)
     output = prompt = 0.0
-    for r in records:
-        if not r.chunk_times_s:
-            continue
-        per_chunk = r.output_tokens / len(r.chunk_times_s)
-        times = np.asarray(r.chunk_times_s)  # a load point holds ~10^5 chunks
-        output += per_chunk * int(np.count_nonzero((times >= low) & (times < high)))
+    for r, length, count in zip(timed, lengths, inside.tolist(), strict=True):
+        output += r.output_tokens / length * count
         prompt += r.prompt_tokens if low <= r.chunk_times_s[0] < high else 0
     return output / (high - low), prompt / (high - low)
 
