@@ -152,6 +152,8 @@ class Roofline:
         tp, dp = engine.tensor_parallel_size, engine.data_parallel_size
         self._experts = ExpertLayout(model, tp, dp, engine.expert_parallel)
         self._expert_bytes = expert_bytes_per_gpu(model, engine)
+        self._dispatches = model.is_moe and self._experts.ranks != 1
+        """Whether ``dispatch_s`` is more than zero: asked once, not every step."""
         bandwidth = gpu.hbm_tb_s * 1e12
         self._weight_bandwidth = bandwidth * eff.weight_bandwidth
         self._kv_bandwidth = bandwidth * eff.kv_bandwidth
@@ -200,7 +202,11 @@ class Roofline:
         launch_s = self._fixed_launch_s + eff.request_overhead_s * batch.num_requests
         allreduce_s = (
             _allreduce_s(self._gpu, self._model, tp, batch.new_tokens, eff) if tp > 1 else 0.0
-        ) + dispatch_s(self._gpu, self._model, self._experts.ranks, batch.new_tokens, eff)
+        ) + (
+            dispatch_s(self._gpu, self._model, self._experts.ranks, batch.new_tokens, eff)
+            if self._dispatches
+            else 0.0
+        )
         gpu_s = roofline_s + launch_s + allreduce_s
         cpu_s = cpu_seconds(eff, batch, engine.stream_interval)
         return StepCost(

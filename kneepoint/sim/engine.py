@@ -256,7 +256,7 @@ class SimEngine:
             waiting=len(self.scheduler.waiting),
             kv_usage=usage,
             preempted=len(plan.preempted),
-            prompt_tokens=sum(r.prompt_len for r in sampled if r.num_output == 1),
+            prompt_tokens=plan.first_prompt_tokens,
             admission_stop=plan.admission_stop,
             prefix_queries=self.kv.query_tokens - queries,
             prefix_hits=self.kv.hit_tokens - hits,

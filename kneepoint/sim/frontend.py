@@ -98,6 +98,8 @@ class FrontEnd:
     def seen_all(self, token_times_s: Sequence[float], start_s: float = 0.0) -> list[float]:
         """``seen_at`` of each time, less ``start_s``: one pass (a load point has ~10^5)."""
         get = self.delivered_s.get
+        if start_s == 0.0:  # a fresh engine's point: less nothing, a third faster
+            return list(map(get, token_times_s, token_times_s))
         return [get(t, t) - start_s for t in token_times_s]
 
     def _serve(self, ready_s: float, work_s: float) -> float:

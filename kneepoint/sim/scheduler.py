@@ -269,19 +269,27 @@ class Scheduler:
             if computed < req.prompt_len + req.num_output + made - 1:
                 continue  # a prefill chunk: no token yet
             req.num_output += made
-            req.token_times_s.extend([now_s] * made)
+            if made == 1:  # (no list built for the one token of all but a draft's step)
+                req.token_times_s.append(now_s)
+            else:
+                req.token_times_s.extend([now_s] * made)
+            if req.num_output == 1:
+                plan.first_prompt_tokens += req.prompt_len
             sampled.append(req)
             if req.num_output >= req.max_tokens:
                 req.finish_s = now_s
                 finished.append(req)
-        if finished:
-            for req in finished:
-                self.running.remove(req)
-                self._solo.pop(req, None)
-                kv.free(req)
+        self._retire(finished)
         if self.cohort is not None:
             self.cohort.end_step(now_s)
             for req in sampled:
                 if self.cohort.try_join(req):
                     del self._solo[req]
         return sampled, finished
+
+    def _retire(self, finished: list[SimRequest]) -> None:
+        """Take requests that finished off the running list and free their blocks."""
+        for req in finished:
+            self.running.remove(req)
+            self._solo.pop(req, None)
+            self.kv.free(req)

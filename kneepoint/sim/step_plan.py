@@ -42,6 +42,9 @@ class StepPlan:
     """Decodes scheduled with n-gram draft tokens, and how many each carries."""
     accepted: list[int] = field(default_factory=list)
     """Draft tokens each draft had accepted, once the step has run."""
+    first_prompt_tokens: int = 0
+    """Whole prompts of the requests whose first token the step made, once it has run
+    (``StepRecord.prompt_tokens``: summed as ``finish_step`` samples, not in a second pass)."""
     drafting: bool = False
     """The engine speculates: every request that samples looks up its next draft after the
     step (vLLM's n-gram proposer runs over the batch)."""
