@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import chain
 
 import numpy as np
 import numpy.typing as npt
@@ -87,12 +88,24 @@ def metric_values(records: Sequence[RequestRecord], metric: str) -> list[float]:
     return values
 
 
-def _itl_array(rec: RequestRecord) -> FloatArray:
-    """The request's gaps between chunks in ms (``itls_ms``'s numbers, as an array); a failed
-    request's one gap is infinite."""
-    if not rec.ok:
-        return _FAILED_ITLS
-    return np.diff(np.asarray(rec.chunk_times_s, dtype=np.float64)) * 1000.0
+def _itl_arrays(recs: Sequence[RequestRecord]) -> list[FloatArray]:
+    """Each request's gaps between chunks in ms (``itls_ms``'s numbers, as arrays); a failed
+    request's one gap is infinite. The chunks of all go into one array and one difference
+    (a window holds ~10^5), each request's gaps a slice of it: the same subtractions, without
+    an array made per request."""
+    ok = [r.chunk_times_s for r in recs if r.ok]
+    times = np.fromiter(chain.from_iterable(ok), dtype=np.float64)
+    gaps = np.diff(times) * 1000.0  # the gap across two requests' chunks is sliced off
+    arrays: list[FloatArray] = []
+    start = 0
+    for rec in recs:
+        if not rec.ok:
+            arrays.append(_FAILED_ITLS)
+            continue
+        count = len(rec.chunk_times_s)
+        arrays.append(gaps[start : start + max(count - 1, 0)])
+        start += count
+    return arrays
 
 
 _FAILED_ITLS = np.array([math.inf])
@@ -105,7 +118,7 @@ def _is_good(
     rule: GoodputRule = "every_limit",
 ) -> bool:
     """Whether the request met the limits of its class by ``rule`` (``Slo.goodput_rule``):
-    its own ITL percentiles included, given its gaps (``_itl_array``); or, as vLLM's bench
+    its own ITL percentiles included, given its gaps (``_itl_arrays``); or, as vLLM's bench
     counts, its mean time per output token held against a gap limit."""
     if not rec.ok:
         return False
@@ -170,7 +183,7 @@ def score(
     violations: list[str] = []
     good_by_class: dict[str, int] = {}
     for name, recs in sorted(by_class.items()):
-        itls = [_itl_array(r) for r in recs]  # each request's gaps, worked out once
+        itls = _itl_arrays(recs)  # each request's gaps, worked out once
         dists[name] = {
             m: summarize(np.concatenate(itls) if m == "itl" else metric_values(recs, m))
             for m in METRICS
