@@ -49,6 +49,7 @@ from scenario_grid import (
 )
 
 from kneepoint.calibration.recorded import RecordedSweep, find_recorded
+from kneepoint.cli.logs import configure_logging
 from kneepoint.config import knob_catalogue
 from kneepoint.load.plan import point_seed
 from kneepoint.load.size import PointSize
@@ -60,7 +61,6 @@ from kneepoint.policies.pruning.prune import prune
 from kneepoint.records.diagnosis import Diagnosis, Observation
 from kneepoint.records.knobs import CONSTRAINTS
 from kneepoint.records.loadpoint import LoadPoint
-from kneepoint.run.logs import configure_logging
 from kneepoint.sim.attribution import Attribution
 from kneepoint.sim.loadpoint import simulate_load_point
 

@@ -32,6 +32,7 @@ from kneepoint.calibration.recorded import (  # noqa: E402
     find_recorded,
     is_run_folder,
 )
+from kneepoint.cli.logs import configure_logging  # noqa: E402
 from kneepoint.config import knob_catalogue  # noqa: E402
 from kneepoint.load.objective import rules  # noqa: E402
 from kneepoint.policies.diagnosis.bottleneck import diagnose  # noqa: E402
@@ -43,7 +44,6 @@ from kneepoint.policies.search.worth import PRIOR_SPREAD_LOG  # noqa: E402
 from kneepoint.records.backend_spec import VllmBackend  # noqa: E402
 from kneepoint.records.proposal import KnobCandidate, Pruning  # noqa: E402
 from kneepoint.run.folder import RunFolder  # noqa: E402
-from kneepoint.run.logs import configure_logging  # noqa: E402
 from kneepoint.run.state import RunState  # noqa: E402
 from kneepoint.tune.proposers import short_of_rate  # noqa: E402
 

@@ -25,6 +25,7 @@ from pathlib import Path
 import httpx
 import vllm_cpu
 
+from kneepoint.cli.logs import configure_logging
 from kneepoint.config import load_study
 from kneepoint.load.plan import plan_requests
 from kneepoint.load.size import PointSize
@@ -35,7 +36,6 @@ from kneepoint.probes.backends.measure import measure
 from kneepoint.probes.client.loadgen import LoadOptions
 from kneepoint.probes.telemetry.prom import parse_metrics
 from kneepoint.records.study import StudySpec
-from kneepoint.run.logs import configure_logging
 from kneepoint.sim.engine import SimEngine
 from kneepoint.sim.loadpoint import simulate_load_point
 

@@ -40,10 +40,10 @@ import vllm_cpu
 from autotune_port import AutoTune, Bench, auto_tune, cell_config
 
 sys.path.insert(0, str(vllm_cpu.REPO))
+from kneepoint.cli.logs import configure_logging
 from kneepoint.config import load_study
 from kneepoint.load.capacity import interpolate_capacity
 from kneepoint.records.engine import EngineConfig
-from kneepoint.run.logs import configure_logging
 from tests.support.real_vllm.host_speed import (
     ANSWER_TOKENS,
     PROMPT_TOKENS,

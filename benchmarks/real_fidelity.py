@@ -24,6 +24,7 @@ from pathlib import Path
 from kneepoint.calibration.from_sweeps import calibrate
 from kneepoint.calibration.recorded import RecordedSweep, find_recorded
 from kneepoint.calibration.replay import replay
+from kneepoint.cli.logs import configure_logging
 from kneepoint.config import knob_catalogue
 from kneepoint.policies.diagnosis.bottleneck import diagnose
 from kneepoint.policies.diagnosis.context import context_of
@@ -31,7 +32,6 @@ from kneepoint.policies.diagnosis.observe import knee_points, observe_study
 from kneepoint.policies.pruning.prune import prune
 from kneepoint.records.backend_spec import VllmBackend
 from kneepoint.records.sweep import SweepPoint, SweepResult
-from kneepoint.run.logs import configure_logging
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_PATHS = [REPO / "tests" / "fixtures" / "real"]

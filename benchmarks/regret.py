@@ -46,13 +46,13 @@ from pathlib import Path
 from paired_draws import Draws
 from study_grids import STUDIES, grid, study_of
 
+from kneepoint.cli.logs import configure_logging
 from kneepoint.load.objective import rules
 from kneepoint.load.size import PointSize
 from kneepoint.measure.study_knee import study_knee_search
 from kneepoint.probes.backends import open_target
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.study import StudySpec
-from kneepoint.run.logs import configure_logging
 
 KNEEPOINT = str(Path(sys.executable).parent / "kneepoint")
 

@@ -26,9 +26,9 @@ from pathlib import Path
 import httpx
 import vllm_cpu
 
+from kneepoint.cli.logs import configure_logging
 from kneepoint.probes.backends import Endpoint
 from kneepoint.probes.telemetry.prom import Scrape, parse_metrics
-from kneepoint.run.logs import configure_logging
 
 RUNS_SEEN: list[bool] = []
 """Runs so far: each draws its own prompts (its seed)."""

@@ -39,8 +39,10 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from kneepoint.cli.logs import configure_logging
 from kneepoint.config import knob_catalogue, load_study
 from kneepoint.load.size import PointSize
+from kneepoint.measure.progress import duration
 from kneepoint.measure.sweep import knee_search
 from kneepoint.policies.diagnosis.bottleneck import diagnose
 from kneepoint.policies.diagnosis.context import context_of
@@ -58,8 +60,6 @@ from kneepoint.records.knobs import ChoiceDomain, Knob
 from kneepoint.records.proposal import KnobCandidate, Outcome, Proposal, SearchSpace
 from kneepoint.records.study import StudySpec
 from kneepoint.records.sweep import SweepResult
-from kneepoint.run.logs import configure_logging
-from kneepoint.run.progress import duration
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "configs" / "scenarios"
 WITHIN = 0.97

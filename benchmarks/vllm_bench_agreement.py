@@ -43,6 +43,7 @@ from pathlib import Path
 
 import vllm_cpu
 
+from kneepoint.cli.logs import configure_logging
 from kneepoint.config import load_study
 from kneepoint.load.capacity import interpolate_capacity
 from kneepoint.load.size import PointSize
@@ -52,7 +53,6 @@ from kneepoint.records import PointArtifacts
 from kneepoint.records.measure import RequestRecord
 from kneepoint.records.study import StudySpec
 from kneepoint.records.sweep import SweepPoint
-from kneepoint.run.logs import configure_logging
 
 STUDY = vllm_cpu.REPO / "tests" / "fixtures" / "studies" / "cpu-tiny-kv.yaml"
 NEAR_KNEE = 0.2

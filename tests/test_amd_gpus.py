@@ -8,9 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from kneepoint.config import knob_catalogue, load_study
+from kneepoint.measure.progress import LogProgress
 from kneepoint.planning.layouts import Shape, layout
 from kneepoint.planning.plan import plan_lengths
-from kneepoint.run.progress import LogProgress
 from kneepoint.tune.diagnose import measure_and_diagnose
 
 from .conftest import QUICKSTART

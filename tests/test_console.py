@@ -14,9 +14,9 @@ import pytest
 import structlog
 
 from kneepoint.cli.console import ConsoleProgress, LineProgress
+from kneepoint.cli.logs import configure_logging
+from kneepoint.measure.progress import duration
 from kneepoint.records.loadpoint import LoadPoint
-from kneepoint.run.logs import configure_logging
-from kneepoint.run.progress import duration
 
 from .conftest import TuneRun
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from kneepoint.config import knob_catalogue, load_study
 from kneepoint.config.catalog import gpu_catalogue, model_catalogue
+from kneepoint.measure.progress import LogProgress
 from kneepoint.physics.defaults import resolve_engine
 from kneepoint.policies.diagnosis.context import context_of
 from kneepoint.records.diagnosis import Observation
@@ -16,7 +17,6 @@ from kneepoint.records.engine import EngineConfig
 from kneepoint.records.loadpoint import LoadPoint, Signals
 from kneepoint.report.diagnosis_document import findings_document
 from kneepoint.report.document import to_markdown
-from kneepoint.run.progress import LogProgress
 from kneepoint.tune.diagnose import measure_and_diagnose
 from tests.support.tiny_llama import TINY_LLAMA
 

@@ -17,7 +17,7 @@ from kneepoint.cli import main as cli
 from kneepoint.cli.main import main
 from kneepoint.config import load_study
 from kneepoint.records.ledger import RunStarted
-from kneepoint.run.files import write_atomically
+from kneepoint.run import write_atomically
 from kneepoint.run.folder import RunFolder
 
 from .conftest import QUICKSTART, TuneRun

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from kneepoint.config import load_study
 from kneepoint.measure.bench import Bench
-from kneepoint.run.progress import LogProgress
+from kneepoint.measure.progress import LogProgress
 from tests.conftest import SMALL
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import structlog
 
+from kneepoint.cli.logs import configure_logging
 from kneepoint.probes.server import redaction
 from kneepoint.probes.server.process import ServerProcess
 from kneepoint.probes.server.redaction import REDACTED, redact, remember_secret
@@ -19,7 +20,6 @@ from kneepoint.records.ledger import Finished, Screened
 from kneepoint.report import write_report
 from kneepoint.run.folder import RunFolder
 from kneepoint.run.ledger import Ledger
-from kneepoint.run.logs import configure_logging
 
 from .conftest import TuneRun
 

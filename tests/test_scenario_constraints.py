@@ -12,9 +12,9 @@ import pytest
 
 from kneepoint.cli.main import main
 from kneepoint.config import knob_catalogue, load_study
+from kneepoint.measure.progress import LogProgress
 from kneepoint.records.ledger import Baseline, Finished
 from kneepoint.run.ledger import Ledger
-from kneepoint.run.progress import LogProgress
 from kneepoint.tune.diagnose import measure_and_diagnose
 
 from .conftest import CONFIGS

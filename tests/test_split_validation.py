@@ -16,7 +16,8 @@ from datetime import datetime
 import pytest
 
 from kneepoint.config import knob_catalogue, load_study
-from kneepoint.measure.sweep import merge
+from kneepoint.load import merge
+from kneepoint.policies.judge import judged, next_repeats
 from kneepoint.records.actions import JoinBaseline, MeasureRepeats, Screen, SearchKnee, Validate
 from kneepoint.records.ledger import (
     Baseline,
@@ -32,7 +33,6 @@ from kneepoint.records.sweep import SweepResult
 from kneepoint.records.task import BaselinePart, Task, TaskResult, ValidationPart
 from kneepoint.run.ledger import Ledger
 from kneepoint.run.state import RunState
-from kneepoint.tune.verdict import judged, next_repeats
 from kneepoint.workers.plan import plan
 from kneepoint.workers.shared_study import Attempts
 from kneepoint.workers.state import Shared, shared_state

@@ -14,8 +14,8 @@ import time
 from datetime import UTC, datetime
 from typing import TextIO
 
+from kneepoint.measure import LogProgress, duration
 from kneepoint.records import LoadPoint
-from kneepoint.run import LogProgress, duration
 
 _BAR = 20
 _PROGRESS_LOGGER = LogProgress.__module__  # the progress port's own logger

@@ -32,6 +32,8 @@ from kneepoint import __version__
 from kneepoint.cli.calibrate import add_calibrate_command
 from kneepoint.cli.catalogue import add_list_command
 from kneepoint.cli.diagnose import add_diagnose_command
+from kneepoint.cli.logs import configure_logging
+from kneepoint.cli.outputs import check_output
 from kneepoint.cli.plan import add_plan_command
 from kneepoint.cli.report import add_report_command
 from kneepoint.cli.sweep import add_sweep_command
@@ -46,7 +48,7 @@ from kneepoint.records import (
     KneepointError,
     said_after,
 )
-from kneepoint.run import check_output, configure_logging, write_atomically
+from kneepoint.run import write_atomically
 from kneepoint.sim import add_serve_arguments, bind_problem, resolve_serve_args
 
 EXIT_OK = 0

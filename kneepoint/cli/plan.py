@@ -93,9 +93,10 @@ def _prices(given: list[str]) -> Mapping[str, float]:
 
 
 def run_plan(args: argparse.Namespace) -> int:
+    from kneepoint.cli.outputs import check_output
     from kneepoint.planning import make_plan
     from kneepoint.report import plan_document, to_markdown
-    from kneepoint.run import check_output, write_atomically
+    from kneepoint.run import write_atomically
 
     if not 1 <= args.gpus <= 64:
         raise ConfigError([Problem("--gpus", None, None, "expected 1 to 64 GPUs in the node")])

@@ -54,12 +54,13 @@ def add_sweep_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
 
 def run_sweep(args: argparse.Namespace) -> int:
     from kneepoint.cli.console import progress_for
+    from kneepoint.cli.outputs import check_output
     from kneepoint.config import load_study, parse_override
     from kneepoint.load import PointSize, stable_window
     from kneepoint.measure import Bench, study_knee_search, with_retried
     from kneepoint.records import PointArtifacts, noted
     from kneepoint.report import TRIM
-    from kneepoint.run import check_output, write_point
+    from kneepoint.run import write_point
     from kneepoint.tune import launch_checks
 
     knobs = [parse_override(text, "--config-set", ("engine",)) for text in args.knobs]

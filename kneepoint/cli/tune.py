@@ -49,8 +49,9 @@ def add_tune_command(commands: argparse._SubParsersAction[argparse.ArgumentParse
 def _open(args: argparse.Namespace) -> tuple[RunFolder, bool]:
     """The run folder, locked, and whether it is resumed: a new one for a study file, or the
     one to resume (then checked by ``_check_resumed``)."""
+    from kneepoint.cli.outputs import check_output
     from kneepoint.config import load_study
-    from kneepoint.run import RunFolder, check_output
+    from kneepoint.run import RunFolder
     from kneepoint.tune import study_checks
 
     target: Path | None = args.resume or args.target
@@ -117,10 +118,10 @@ def run_tune(args: argparse.Namespace) -> int:
 
 def _tune(folder: RunFolder, args: argparse.Namespace) -> int:
     from kneepoint.cli.console import ConsoleProgress, progress_for
+    from kneepoint.cli.logs import configure_logging
     from kneepoint.config import knob_catalogue
     from kneepoint.load import rules
     from kneepoint.report import write_report
-    from kneepoint.run import configure_logging
     from kneepoint.tune import Tuner, launched_vllm
 
     # The run's own structured log lives with it, unless the user sent it elsewhere.

@@ -17,6 +17,7 @@ from kneepoint.load.ranges import VALIDATE_FRACTIONS
 from kneepoint.load.scoring import Score, metric_values, score, stable_window, summarize
 from kneepoint.load.settle import ramp_seconds
 from kneepoint.load.size import PointSize
+from kneepoint.load.sweep_result import merge, read_sweep
 from kneepoint.load.trust import Trust
 from kneepoint.load.warmup import BURST_RPS, warmup_plan
 
@@ -41,6 +42,7 @@ __all__ = [
     "load_point",
     "mean_interval",
     "mean_percentile_interval",
+    "merge",
     "metric_values",
     "node_replicas",
     "output_per_request",
@@ -48,6 +50,7 @@ __all__ = [
     "point_seed",
     "ramp_seconds",
     "rate_salt",
+    "read_sweep",
     "recovery_s",
     "rules",
     "sample_length",

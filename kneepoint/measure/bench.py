@@ -18,8 +18,9 @@ from typing import Any, TypeVar
 
 import structlog
 
-from kneepoint.load import PlannedRequest, PointSize, rules
+from kneepoint.load import PlannedRequest, PointSize, merge, rules
 from kneepoint.measure import sweep
+from kneepoint.measure.progress import Progress
 from kneepoint.measure.study_knee import study_knee_search
 from kneepoint.measure.trial_failure import FAILURE_STATUS, TrialFailedError, retrying
 from kneepoint.measure.watch import Watched
@@ -34,7 +35,7 @@ from kneepoint.records import (
     SweepPoint,
     SweepResult,
 )
-from kneepoint.run import Progress, write_atomically, write_point
+from kneepoint.run import write_atomically, write_point
 from kneepoint.sim import EngineRefusedError
 
 log = structlog.get_logger(__name__)
@@ -177,7 +178,7 @@ class Bench:
             for repeat in repeats:
                 earlier = [*reference, *(p for leg in done for p in leg.points)]
                 done.append(self.at(probe, config, rates, repeat=repeat, reference=earlier))
-            return sweep.merge(done)
+            return merge(done)
 
         where = (trial_dir, "repeats", self.study.tuning.validate_seconds)
         measured = self.on_server("repeats", config, where, legs, planned=len(repeats) * len(rates))
@@ -282,7 +283,7 @@ class Bench:
                     passing_rps=max(passes),
                 )
             )
-        return sweep.merge(legs, kind="screen")
+        return merge(legs, kind="screen")
 
     def burst(
         self, config: EngineConfig, trial_dir: Path, plan: Sequence[PlannedRequest], rate: float

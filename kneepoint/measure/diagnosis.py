@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kneepoint.load import rules
+from kneepoint.load import merge, rules
 from kneepoint.measure import sweep
 from kneepoint.measure.bench import Bench, with_retried
+from kneepoint.measure.progress import Progress
 from kneepoint.measure.study_knee import study_knee_search
 from kneepoint.probes.backends import Prober, Target
 from kneepoint.records import StudySpec, SweepResult
-from kneepoint.run import Progress, write_atomically
+from kneepoint.run import write_atomically
 
 
 def diagnosis_sweep(
@@ -61,5 +62,5 @@ def _rates(
         rates = rules(study.objective).repeat_rates(knee)
         progress.phase("diagnose", f"{rules(study.objective).name()}: {len(rates)} points")
         at = sweep.measure_rates(probe, config, slo, rates, kind="knee", retakes=retakes)
-        result = sweep.merge([result, at], kind="knee")
+        result = merge([result, at], kind="knee")
     return result

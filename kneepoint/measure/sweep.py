@@ -191,20 +191,6 @@ def _lowest_failed(points: Sequence[SweepPoint]) -> bool:
     return all(p.failed for p in counted if p.rate_rps == lowest)
 
 
-def merge(results: Sequence[SweepResult], kind: SweepKind = "validate") -> SweepResult:
-    """One configuration's legs (repeats measured apart) as one result, its capacity read per
-    repeat and summarised with its interval."""
-    run = SweepRun(None, None)
-    run.points = [p for r in results for p in r.points]
-    run.capped = any(r.capped for r in results)
-    arm = run.points[0].arm if run.points else "incumbent"
-    merged = run.result(kind, results[0].config, arm)
-    elapsed = sum(r.elapsed_s for r in results)
-    retried = tuple(cause for r in results for cause in r.retried)
-    update = {"elapsed_s": elapsed, "retried": retried}
-    return merged.model_copy(update=update)
-
-
 def result_of(
     points: Sequence[SweepPoint], slo: Slo | None, config: EngineConfig, kind: SweepKind
 ) -> SweepResult:

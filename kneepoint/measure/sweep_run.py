@@ -1,6 +1,6 @@
 """One sweep's points as they are measured: the time cap, the retakes a point that cannot
-tell (or that contradicts its configuration's curve) gets, and the SLO capacity the counted
-points give, with why it is only a floor where no counted failure bounds it."""
+tell (or that contradicts its configuration's curve) gets; the points read as one result by
+``kneepoint.load.read_sweep``."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 
 import structlog
 
-from kneepoint.load import interpolate_capacity, mean_interval, slo_margin
+from kneepoint.load import read_sweep, slo_margin
 from kneepoint.probes.backends import Prober
 from kneepoint.records import EngineConfig, Slo, SweepKind, SweepPoint, SweepResult
 
@@ -124,52 +124,11 @@ class SweepRun:
         return entry
 
     def result(self, kind: SweepKind, config: EngineConfig, arm: str = "incumbent") -> SweepResult:
-        mine = [p for p in self.points if p.arm == arm]
-        counted = [p for p in mine if p.counted]
-        by_repeat, floors = [], []
-        for repeat in sorted({p.repeat for p in counted}):
-            margins = [(p.rate_rps, p.margin) for p in counted if p.repeat == repeat]
-            capacity = interpolate_capacity(margins)
-            by_repeat.append(capacity if capacity is not None else 0.0)
-            floors.append(floor_reason([p for p in mine if p.repeat == repeat], self.capped))
-        passing = [p.rate_rps for p in counted if p.margin <= 1.0]
-        mean = low = high = None
-        if by_repeat and any(by_repeat):
-            mean, low, high = mean_interval(by_repeat)
-        return SweepResult(
-            kind=kind,
-            config=config,
-            points=tuple(mine),
-            capacity_rps=mean,
-            capacity_low_rps=max(0.0, low) if low is not None else None,
-            capacity_high_rps=high,
-            capacity_by_repeat=tuple(by_repeat),
-            knee_rps=max(passing) if passing else None,
-            invalid_points=len(mine) - len(counted),
+        return read_sweep(
+            self.points,
+            kind,
+            config,
+            arm=arm,
             capped=self.capped,
-            floor_reason=next((f for f in floors if f is not None), None),
             elapsed_s=self.clock() - self.started,
         )
-
-
-def floor_reason(points: Sequence[SweepPoint], capped: bool) -> str | None:
-    """Why the capacity these points give (one repeat's) is only a floor: no counted failure
-    above the highest counted pass. None where one bounds it, or nothing passed."""
-    passes = [p.rate_rps for p in points if p.passed]
-    if not passes:
-        return None
-    top = max(passes)
-    if any(p.failed and p.rate_rps > top for p in points):
-        return None
-    unknown = sorted(
-        (p for p in points if not p.counted and p.rate_rps > top), key=lambda p: p.rate_rps
-    )
-    if unknown:
-        why = unknown[0].why_not_counted() or "it could not tell"
-        return (
-            f"the host cannot measure this server above {top:.2f} req/s: at "
-            f"{unknown[0].rate_rps:.2f} req/s, {why}"
-        )
-    if capped:
-        return f"the time cap ended the sweep at {top:.2f} req/s before any rate failed"
-    return f"no rate tried failed the SLO (the highest, {top:.2f} req/s, met it)"

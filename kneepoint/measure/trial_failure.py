@@ -9,9 +9,9 @@ from typing import TypeVar
 
 import structlog
 
+from kneepoint.measure.progress import Progress
 from kneepoint.probes.server import FailureKind
 from kneepoint.records import KneepointError, TrialStatus
-from kneepoint.run import Progress
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")

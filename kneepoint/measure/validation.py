@@ -9,7 +9,7 @@ import functools
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from kneepoint.measure import sweep
+from kneepoint.load import merge
 from kneepoint.measure.bench import Bench, keep_sweep
 from kneepoint.measure.trial_failure import TrialFailedError
 from kneepoint.probes.backends import Prober, Target
@@ -53,7 +53,7 @@ def validate_pair(
                 raise
             legs[arm].append(measured.model_copy(update={"retried": retried}))
             spent += seconds
-    results = {arm: sweep.merge(legs[arm]) for arm in arms}
+    results = {arm: merge(legs[arm]) for arm in arms}
     for arm, result in results.items():
         keep_sweep(trial_dir, f"validate-{arm}-r{repeats.start}", result)
     return results["incumbent"], results["challenger"], spent

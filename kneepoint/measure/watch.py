@@ -5,10 +5,10 @@ still writes what it measured, as a sweep marked interrupted."""
 from __future__ import annotations
 
 from kneepoint.load import slo_margin
+from kneepoint.measure.progress import Progress
 from kneepoint.measure.sweep import result_of
 from kneepoint.probes.backends import Prober
 from kneepoint.records import EngineConfig, LoadPoint, Slo, SweepKind, SweepPoint, SweepResult
-from kneepoint.run import Progress
 
 
 class Watched:

@@ -55,7 +55,7 @@ class BaselinePart(Record):
 class ValidationPart(Record):
     """Repeats ``first_repeat`` to ``first_repeat + repeats - 1`` of a finalist's validation,
     measured on one GPU (each repeat the incumbent and the challenger in turn), or why they
-    could not be. A validation is judged on all its parts (``kneepoint.tune.verdict``)."""
+    could not be. A validation is judged on all its parts (``kneepoint.policies.judge.verdict``)."""
 
     trial: int = Field(ge=1)
     first_repeat: int = Field(ge=0)

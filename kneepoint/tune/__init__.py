@@ -19,7 +19,6 @@ from kneepoint.tune.loop import Now, Tuner, local_now
 from kneepoint.tune.proposers import run_proposer
 from kneepoint.tune.standing import baseline_words
 from kneepoint.tune.steps import Steps, repeats_wanted
-from kneepoint.tune.verdict import judged, measured_repeats, next_repeats, outrun
 
 __all__ = [
     "Action",
@@ -34,15 +33,11 @@ __all__ = [
     "Stop",
     "Tuner",
     "baseline_words",
-    "judged",
     "launch_checks",
     "launched_vllm",
     "local_now",
     "measure_and_diagnose",
-    "measured_repeats",
     "next_actions",
-    "next_repeats",
-    "outrun",
     "proposed",
     "recorded",
     "repeats_wanted",

@@ -10,10 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import NamedTuple
 
-from kneepoint.measure import diagnosis_sweep
+from kneepoint.measure import Progress, diagnosis_sweep
 from kneepoint.policies.pruning import findings
 from kneepoint.records import Diagnosis, KnobCatalogue, Pruning, StudySpec, SweepResult
-from kneepoint.run import Progress
 
 
 class Findings(NamedTuple):

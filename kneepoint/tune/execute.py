@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import assert_never
 
 from kneepoint.load import rules
-from kneepoint.measure import TrialFailedError
+from kneepoint.measure import Progress, TrialFailedError
 from kneepoint.physics import UnmodeledSettingError, plan_memory, resolve_engine
 from kneepoint.policies.judge import screen_bias
 from kneepoint.records import (
@@ -33,7 +33,7 @@ from kneepoint.records import (
     Validate,
     ValidationPart,
 )
-from kneepoint.run import Progress, RunState
+from kneepoint.run import RunState
 from kneepoint.tune.burst_step import check_burst
 from kneepoint.tune.decide import MeasureBaseline
 from kneepoint.tune.standing import baseline_words

@@ -19,7 +19,7 @@ import structlog
 
 from kneepoint import __version__
 from kneepoint.config import study_gpu_mismatch
-from kneepoint.measure import Bench
+from kneepoint.measure import Bench, Progress
 from kneepoint.policies.search import LongShots, Proposer
 from kneepoint.probes.runtime import raise_pending
 from kneepoint.probes.server import reap_orphans
@@ -37,7 +37,7 @@ from kneepoint.records import (
     StudySpec,
     Validate,
 )
-from kneepoint.run import Progress, RunFolder, RunState, TrialState, study_digest
+from kneepoint.run import RunFolder, RunState, TrialState, study_digest
 from kneepoint.tune.decide import (
     Action,
     Done,

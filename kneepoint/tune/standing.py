@@ -8,8 +8,9 @@ import statistics
 from datetime import datetime
 
 from kneepoint.load import rules
+from kneepoint.measure import duration
 from kneepoint.records import Baseline, StudySpec
-from kneepoint.run import RunState, TrialState, duration
+from kneepoint.run import RunState, TrialState
 
 
 def baseline_words(baseline: Baseline, study: StudySpec) -> str:

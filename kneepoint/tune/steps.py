@@ -9,10 +9,10 @@ from dataclasses import dataclass
 
 import structlog
 
-from kneepoint.load import rules
-from kneepoint.measure import Bench, TrialFailedError, merge, validate_pair
+from kneepoint.load import merge, rules
+from kneepoint.measure import Bench, TrialFailedError, validate_pair
 from kneepoint.policies.diagnosis import context_of, diagnose, observe_study
-from kneepoint.policies.judge import is_finalist
+from kneepoint.policies.judge import is_finalist, judged, measured_repeats, next_repeats
 from kneepoint.policies.pruning import findings
 from kneepoint.records import (
     AcceptanceProbe,
@@ -37,7 +37,6 @@ from kneepoint.records import (
 from kneepoint.run import RunFolder
 from kneepoint.tune.acceptance_step import probe_acceptance, probe_rate, probed_setting
 from kneepoint.tune.quality_step import quality_check
-from kneepoint.tune.verdict import judged, measured_repeats, next_repeats
 
 log = structlog.get_logger(__name__)
 
@@ -194,7 +193,7 @@ class Steps:
         """The finalist and the incumbent (``against``: its config and its knee; its
         measured points, ``incumbent_points``; ``known``: its objective over its repeats),
         interleaved, over the objective's rates, phase by phase until the judge decides
-        (``kneepoint.tune.verdict``: the early look's one pair, the first
+        (``kneepoint.policies.judge.verdict``: the early look's one pair, the first
         ``validate_repeats``, as many again)."""
         parts: list[ValidationPart] = []
         while True:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import assert_never
 
+from kneepoint.policies.judge import measured_repeats, next_repeats, outrun
 from kneepoint.records import (
     CheckBurst,
     CheckQuality,
@@ -43,10 +44,7 @@ from kneepoint.tune import (
     Propose,
     Start,
     Stop,
-    measured_repeats,
     next_actions,
-    next_repeats,
-    outrun,
     proposed,
     repeats_wanted,
     run_proposer,
@@ -188,9 +186,9 @@ def _split(first: int, n: int, workers: int) -> list[tuple[int, int]]:
 def _validation(
     shared: Shared, study: StudySpec, trial: TrialState, workers: int, spare: int
 ) -> tuple[Task, ...]:
-    """A finalist's next phase of validation repeats (``kneepoint.tune.verdict``: the early
-    look's pair first where this batch's validations leave it one GPU, ``spare``; split by
-    ``_split``)."""
+    """A finalist's next phase of validation repeats (``kneepoint.policies.judge.verdict``:
+    the early look's pair first where this batch's validations leave it one GPU, ``spare``;
+    split by ``_split``)."""
     first = measured_repeats(shared.parts.get(trial.trial, ()))
     phase = next_repeats(study, first, spare)
     return tuple(

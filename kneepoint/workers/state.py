@@ -7,8 +7,8 @@ The order: batch by batch (a batch is queued by one planning and the next is pla
 of it is in), each round's trials proposed first, then what each task recorded, by trial. A
 task every attempt of which failed (its workers died ``max_retry + 1`` times) is read as a
 crashed trial: the configuration may be what kills them. A validation split over GPUs is
-judged once all its parts are in (``kneepoint.tune.verdict``, as ``kneepoint tune`` judges
-it), its Validated recorded after its last part. Promotions close the finalists of their
+judged once all its parts are in (``kneepoint.policies.judge.verdict``, as ``kneepoint tune``
+judges it), its Validated recorded after its last part. Promotions close the finalists of their
 round still waiting, superseded (``RunState.apply``).
 """
 
@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import assert_never
 
 from kneepoint import __version__
+from kneepoint.policies.judge import judged, outrun
 from kneepoint.records import (
     BaselinePart,
     CheckBurst,
@@ -43,7 +44,7 @@ from kneepoint.records import (
     ValidationPart,
 )
 from kneepoint.run import RunState, study_digest
-from kneepoint.tune import judged, outrun, unmeasured
+from kneepoint.tune import unmeasured
 from kneepoint.workers.shared_study import Attempts
 
 
@@ -176,8 +177,9 @@ def _closed_by(
     validation: Mapping[int, tuple[ValidationPart, ...]],
 ) -> list[Event]:
     """The validations part-way through that ``winner``'s promotion closes, each with its
-    verdict (``kneepoint.tune.verdict.outrun``: the plan let the promotion go ahead only once
-    every one of them was below it), so that their repeats stay in the run's device time."""
+    verdict (``kneepoint.policies.judge.verdict.outrun``: the plan let the promotion go ahead
+    only once every one of them was below it), so that their repeats stay in the run's device
+    time."""
     state = RunState.replay(history, study.objective)
     won, known = state.trials[winner].validated, state.incumbent_by_repeat
     closed = (

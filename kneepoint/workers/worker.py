@@ -15,7 +15,7 @@ import time
 import structlog
 
 from kneepoint.load import rules
-from kneepoint.measure import Bench, TrialFailedError
+from kneepoint.measure import Bench, Progress, TrialFailedError
 from kneepoint.records import (
     Baseline,
     BurstChecked,
@@ -31,7 +31,7 @@ from kneepoint.records import (
     Validate,
 )
 from kneepoint.report import write_report
-from kneepoint.run import Progress, RunFolder
+from kneepoint.run import RunFolder
 from kneepoint.tune import (
     Executor,
     Now,

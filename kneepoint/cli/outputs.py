@@ -1,45 +1,12 @@
-"""Files the agent writes: whole or not at all, and checked writable before the work."""
+"""Where a command was asked to write: checked writable before the work that fills it, not
+after (``sweep --out /proc/x`` once ran its whole sweep first)."""
 
 from __future__ import annotations
 
-import os
 import tempfile
 from pathlib import Path
 
 from kneepoint.config import ConfigError, Problem
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-_MODE = 0o666 & ~_umask()
-"""What ``open`` would give a new file: mkstemp's 0600 made teammates unable to read a run
-folder's report under umask 022 (issue "Step 13")."""
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """Write a whole file or nothing: a temporary file beside it, then a rename."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError as exc:
-        raise OSError(exc.errno, exc.strerror, str(path)) from exc
-    try:
-        os.fchmod(fd, _MODE)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except OSError as exc:  # named by the file asked for, not its temporary neighbour
-        Path(tmp).unlink(missing_ok=True)
-        raise OSError(exc.errno, exc.strerror, str(path)) from exc
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def output_problem(path: Path, *, directory: bool) -> str | None:

@@ -1,6 +1,7 @@
-"""What the loop tells whoever watches it: phases, trials and every measured point.
+"""What a run tells whoever watches it: the loop's phases and trials, and every point the
+harness measures.
 
-The loop calls a ``Progress``; the command line supplies one that draws a person's view on a
+Both call a ``Progress``; the command line supplies one that draws a person's view on a
 terminal (``kneepoint.cli.console``), and every call is also a structured log event, so
 an unattended run's output stays machine-readable.
 """

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kneepoint.load import rules
-from kneepoint.measure import merge
-from kneepoint.policies.judge import early_look, judge, out_of_contention
+from kneepoint.load import merge, rules
+from kneepoint.policies.judge.contention import out_of_contention
+from kneepoint.policies.judge.early import early_look
+from kneepoint.policies.judge.promotion import judge
 from kneepoint.records import Judgement, StudySpec, SweepResult, Validated, ValidationPart
 
 
