@@ -41,6 +41,7 @@ from kneepoint.run.folder import RunFolder
 from kneepoint.run.ledger import Ledger, LedgerError
 from kneepoint.run.state import RunState
 from kneepoint.tune.decide import next_action
+from kneepoint.tune.proposers import told
 
 STUDY = Path(__file__).resolve().parent / "studies" / "kill-resume.yaml"
 TAG = "KNEEPOINT_KILL_RESUME_TAG"
@@ -72,7 +73,7 @@ def trial_rows(folder: Path) -> list[tuple[object, ...]]:
     rows: list[tuple[object, ...]] = []
     for number in sorted(state.trials):
         trial = state.trials[number]
-        outcome = trial.outcome()
+        outcome = told(trial)
         status, objective = (outcome.status, outcome.objective) if outcome else (None, None)
         rows.append((number, trial.proposal.key(), status, objective,
                      trial.validated is not None, trial.promoted is not None))  # fmt: skip

@@ -31,6 +31,7 @@ from kneepoint.tune.decide import (
     budget_stop,
     next_action,
 )
+from kneepoint.tune.proposers import history
 from tests.support.synthetic_space import candidate
 
 from .conftest import QUICKSTART, TuneRun
@@ -135,7 +136,7 @@ def test_a_real_gain_too_small_to_promote_is_told_at_the_incumbents_objective_as
         )
         kept = validated.model_copy(update={"judgement": judgement})
         state = RunState.replay([*events[:4], kept], study.objective)
-        ((_, outcome),) = state.history()
+        ((_, outcome),) = history(state)
         return outcome.objective, outcome.gain_shown
 
     real, noise = told(0.004), told(-0.01)

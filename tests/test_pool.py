@@ -23,6 +23,7 @@ from kneepoint.tune.decide import (
     next_action,
     next_actions,
 )
+from kneepoint.tune.execute import outrun_gain
 
 from .conftest import TuneRun
 
@@ -126,10 +127,10 @@ def test_a_rounds_runner_up_winner_carries_its_validated_gain(small_run: TuneRun
     state.apply(promoted.model_copy(update={"trial": 1, "config": first.config}))
     runner_up = state.trials[2].proposal
     assert state.trials[2].next_step() is None and state.trials[2].promoted is None
-    assert state.outrun_gain(runner_up) == winner.judgement.gain_rel
-    assert state.outrun_gain(first) is None
+    assert outrun_gain(state, runner_up) == winner.judgement.gain_rel
+    assert outrun_gain(state, first) is None
     other = runner_up.model_copy(update={"changes": {"max_num_seqs": 12345}})
-    assert state.outrun_gain(other) is None
+    assert outrun_gain(state, other) is None
 
 
 def test_an_event_that_cannot_follow_is_refused_with_several_trials_open(

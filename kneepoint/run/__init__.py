@@ -12,8 +12,7 @@ from kneepoint.run.folder import (
 from kneepoint.run.ledger import LedgerError
 from kneepoint.run.lock import RunLockedError
 from kneepoint.run.optuna_storage import open_storage
-from kneepoint.run.state import RunState
-from kneepoint.run.trial_state import TrialState
+from kneepoint.run.state import RunState, TrialState
 
 __all__ = [
     "LedgerError",

@@ -1,5 +1,6 @@
-"""A tuning run's state, rebuilt from its ledger: the incumbent, what binds, the trials so far,
-the device time spent, and where the loop stands.
+"""A tuning run's state, rebuilt from its ledger: the incumbent, what binds, the trials so far
+(each a ``TrialState``: what it measured and its next step), the device time spent, and where
+the loop stands.
 
 The state is a pure function of the ledger's events, which is what makes resuming exact: the
 loop's decisions (``kneepoint.tune.decide``) read it and nothing else. Several trials may be open
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Literal
 
 from kneepoint.load import rules
 from kneepoint.records import (
@@ -23,7 +25,6 @@ from kneepoint.records import (
     Finished,
     KneepointError,
     Objective,
-    Outcome,
     Promoted,
     Proposal,
     Proposed,
@@ -35,7 +36,58 @@ from kneepoint.records import (
     SweepResult,
     Validated,
 )
-from kneepoint.run.trial_state import Step, TrialState
+
+Step = Literal["screen", "quality", "validate", "promote"]
+"""A trial's steps, in order; the run's own order (start, baseline, trials, stop, burst) is
+``kneepoint.tune.decide``'s."""
+
+
+@dataclass
+class TrialState:
+    """One trial's events so far."""
+
+    trial: int
+    proposal: Proposal
+    quality_check: bool = False
+    against: float | None = None
+    """The incumbent's objective when the trial was proposed (what its prediction is against)."""
+    screened: Screened | None = None
+    quality: QualityChecked | None = None
+    validated: Validated | None = None
+    promoted: Promoted | None = None
+    objective: Objective = field(default_factory=SloCapacity)
+
+    def measured_objective(self) -> float | None:
+        """The objective as measured: validated where it was validated, else screened."""
+        challenger = self.validated.challenger if self.validated is not None else None
+        measured = None if challenger is None else rules(self.objective).value(challenger)
+        if measured is not None:
+            return measured
+        return self.screened.outcome.objective if self.screened is not None else None
+
+    def measured_ratio(self) -> float | None:
+        """The measured objective over the incumbent's, as the prediction was made."""
+        measured = self.measured_objective()
+        return measured / self.against if measured is not None and self.against else None
+
+    @property
+    def unchecked_quality(self) -> bool:
+        """It changes model outputs and went on without a quality check."""
+        return self.quality is not None and self.quality.verdict == "skipped"
+
+    def next_step(self) -> Step | None:
+        """The step this trial still needs, or None when it is over."""
+        if self.screened is None:
+            return "screen"
+        rejected = self.quality is not None and self.quality.rejects
+        if not self.screened.finalist or rejected:
+            return None
+        if self.quality_check and self.quality is None:
+            return "quality"
+        if self.validated is None:
+            return "validate"
+        return "promote" if self.validated.promote and self.promoted is None else None
+
 
 _STEP_OF: dict[type, Step] = {
     Screened: "screen",
@@ -213,27 +265,9 @@ class RunState:
             return 0.0
         return knee.capacity_rps or min(p.rate_rps for p in knee.points)
 
-    def earlier_incumbents(self) -> list[tuple[EngineConfig, SweepResult]]:
-        """The incumbents before the current one, in order, each with the repeats that
-        measured it while it held: the baseline's, then each promoted configuration but the
-        last."""
-        walk = [] if self.baseline is None else [(self.baseline.config, self.baseline.repeats)]
-        walk += [(p.config, p.repeats) for p in self.promotions]
-        return walk[: len(self.promotions)]
-
     def open_trials(self) -> list[TrialState]:
         """The trials with a step left, by number."""
         return [self.trials[n] for n in sorted(self.trials) if self.trials[n].next_step()]
-
-    def history(self) -> list[tuple[Proposal, Outcome]]:
-        """Every finished trial's proposal and outcome, in order (what proposers replay)."""
-        done = []
-        for number in sorted(self.trials):
-            trial = self.trials[number]
-            outcome = trial.outcome()
-            if outcome is not None and trial.next_step() is None:
-                done.append((trial.proposal, outcome))
-        return done
 
     def measured_moves(self, before: int | None = None) -> list[tuple[Proposal, float]]:
         """Every trial's proposal (numbered below ``before``, if given) with its measured
@@ -244,37 +278,6 @@ class RunState:
             for n in sorted(self.trials)
             if (before is None or n < before) and (r := self.trials[n].measured_ratio()) is not None
         ]
-
-    def outrun_gain(self, proposal: Proposal) -> float | None:
-        """The gain repeated pairs showed for the same move (the same knobs to the same values)
-        from an earlier incumbent, where the move won its validation but a sibling of its round
-        won by more and was promoted instead (several GPUs validate a round's finalists side by
-        side): its screen from the new incumbent has then only to confirm it
-        (``kneepoint.policies.judge.promotion.is_finalist``)."""
-        for number in sorted(self.trials):
-            trial = self.trials[number]
-            validated = trial.validated
-            if validated is None or validated.judgement is None or not validated.promote:
-                continue
-            outrun = trial.promoted is None and trial.next_step() is None
-            if outrun and trial.proposal.changes == proposal.changes:
-                return validated.judgement.gain_rel
-        return None
-
-    def screen_pairs(self) -> list[tuple[float, float]]:
-        """(screen, validated objective) of each configuration measured both ways: the
-        starting configuration's knee search against its repeats, and each validated trial's
-        screen against its challenger arm (``kneepoint.policies.judge.yardstick``)."""
-        rule = rules(self.objective)
-        pairs: list[tuple[float | None, float | None]] = []
-        if self.baseline is not None:
-            pairs.append((rule.value(self.baseline.knee), rule.value(self.baseline.repeats)))
-        for n in sorted(self.trials):
-            trial = self.trials[n]
-            challenger = trial.validated.challenger if trial.validated is not None else None
-            if trial.screened is not None and challenger is not None:
-                pairs.append((trial.screened.outcome.objective, rule.value(challenger)))
-        return [(s, v) for s, v in pairs if s is not None and v is not None]
 
     @property
     def burst_due(self) -> bool:

@@ -125,9 +125,9 @@ class Executor:
         match action:
             case Screen():
                 progress.phase("screen", f"trial {n}: {reason_once(state, n)}")
-                bias = screen_bias(state.screen_pairs())
+                bias = screen_bias(screen_pairs(state))
                 refused = preflight(self.study, n, proposal)
-                shown = state.outrun_gain(proposal)
+                shown = outrun_gain(state, proposal)
                 return refused or steps.screen(
                     n, proposal, knee, repeats, bias, validated_gain=shown
                 )
@@ -216,3 +216,36 @@ def preflight(study: StudySpec, trial: int, proposal: Proposal) -> Screened | No
         refusal = plan.refusal.message
     outcome = Outcome(status="startup_failed", detail=f"preflight: {refusal}")
     return Screened(trial=trial, outcome=outcome, reason=f"preflight refused: {refusal}")
+
+
+def screen_pairs(state: RunState) -> list[tuple[float, float]]:
+    """(screen, validated objective) of each configuration measured both ways: the
+    starting configuration's knee search against its repeats, and each validated trial's
+    screen against its challenger arm (``kneepoint.policies.judge.yardstick``)."""
+    rule = rules(state.objective)
+    pairs: list[tuple[float | None, float | None]] = []
+    if state.baseline is not None:
+        pairs.append((rule.value(state.baseline.knee), rule.value(state.baseline.repeats)))
+    for n in sorted(state.trials):
+        trial = state.trials[n]
+        challenger = trial.validated.challenger if trial.validated is not None else None
+        if trial.screened is not None and challenger is not None:
+            pairs.append((trial.screened.outcome.objective, rule.value(challenger)))
+    return [(s, v) for s, v in pairs if s is not None and v is not None]
+
+
+def outrun_gain(state: RunState, proposal: Proposal) -> float | None:
+    """The gain repeated pairs showed for the same move (the same knobs to the same values)
+    from an earlier incumbent, where the move won its validation but a sibling of its round
+    won by more and was promoted instead (several GPUs validate a round's finalists side by
+    side): its screen from the new incumbent has then only to confirm it
+    (``kneepoint.policies.judge.promotion.is_finalist``)."""
+    for number in sorted(state.trials):
+        trial = state.trials[number]
+        validated = trial.validated
+        if validated is None or validated.judgement is None or not validated.promote:
+            continue
+        outrun = trial.promoted is None and trial.next_step() is None
+        if outrun and trial.proposal.changes == proposal.changes:
+            return validated.judgement.gain_rel
+    return None

@@ -48,7 +48,7 @@ from kneepoint.tune.decide import (
     next_action,
 )
 from kneepoint.tune.execute import Executor, proposed
-from kneepoint.tune.proposers import run_proposer
+from kneepoint.tune.proposers import history, run_proposer
 from kneepoint.tune.standing import standing
 from kneepoint.tune.steps import Steps
 
@@ -161,16 +161,16 @@ class Tuner:
         )
         if self._proposer is None:
             return
-        history = self.state.history()
-        for proposal, outcome in history[self._told :]:
+        finished = history(self.state)
+        for proposal, outcome in finished[self._told :]:
             self._proposer.tell(proposal, outcome)
-        self._told = len(history)
+        self._told = len(finished)
 
     def _current_proposer(self) -> Proposer:
         space_index = len(self.state.promotions)
         if self._proposer is None or self._built_for != space_index:
             self._proposer = run_proposer(self.study, self.state, self.folder.optuna_url)
-            self._built_for, self._told = space_index, len(self.state.history())
+            self._built_for, self._told = space_index, len(history(self.state))
             self._long_shots_said = False
         return self._proposer
 

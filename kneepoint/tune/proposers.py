@@ -28,8 +28,16 @@ from kneepoint.policies.search import (
     replay,
     search_space,
 )
-from kneepoint.records import Outcome, Pruning, SearchSpace, StudySpec
-from kneepoint.run import RunState, open_storage
+from kneepoint.records import (
+    EngineConfig,
+    Outcome,
+    Proposal,
+    Pruning,
+    SearchSpace,
+    StudySpec,
+    SweepResult,
+)
+from kneepoint.run import RunState, TrialState, open_storage
 from kneepoint.tune.budget import long_shots_only, trial_price
 
 Factory = Callable[[StudySpec, SearchSpace, str | None, str], Proposer]
@@ -99,7 +107,7 @@ def run_proposer(study: StudySpec, state: RunState, url: str | None) -> Proposer
 
     pruning = state.pruning
 
-    earlier = [c for c, _ in state.earlier_incumbents()]
+    earlier = [c for c, _ in earlier_incumbents(state)]
 
     def shots() -> SearchSpace:
         return space(pruning.model_copy(update={"candidates": pruning.long_shots}))
@@ -142,7 +150,7 @@ def run_proposer(study: StudySpec, state: RunState, url: str | None) -> Proposer
         proposer = Phased(
             Phased(Phased(proposer, every_move), step_ons), sampled if interacting else None
         )
-    return replay(Known(proposer, left_behind(state)), state.history())
+    return replay(Known(proposer, left_behind(state)), history(state))
 
 
 def left_behind(state: RunState) -> dict[str, Outcome]:
@@ -150,7 +158,7 @@ def left_behind(state: RunState) -> dict[str, Outcome]:
     repeats measured it while it was the incumbent (what ``Known`` answers from)."""
     rule = rules(state.objective)
     left: dict[str, Outcome] = {}
-    for config, repeats in state.earlier_incumbents():
+    for config, repeats in earlier_incumbents(state):
         objective = rule.value(repeats)
         if objective is not None:
             detail = "an incumbent earlier in this run, measured then and left"
@@ -158,3 +166,48 @@ def left_behind(state: RunState) -> dict[str, Outcome]:
                 status="ok", objective=objective, feasible=objective > 0, detail=detail
             )
     return left
+
+
+def history(state: RunState) -> list[tuple[Proposal, Outcome]]:
+    """Every finished trial's proposal and outcome, in order (what proposers replay)."""
+    done = []
+    for number in sorted(state.trials):
+        trial = state.trials[number]
+        outcome = told(trial)
+        if outcome is not None and trial.next_step() is None:
+            done.append((trial.proposal, outcome))
+    return done
+
+
+def told(trial: TrialState) -> Outcome | None:
+    """What the proposers are told. A validated trial reports its validated objective, but
+    one the judge did not promote is told as no better than the incumbent it was judged
+    against: its gain did not reach the least effect worth promoting, and no prediction may
+    be re-priced by it as a gain. Where that gain was real (its interval above zero) the
+    outcome says so, and the walk steps on past it (``gain_shown``)."""
+    if trial.screened is None:
+        return None
+    outcome, validated = trial.screened.outcome, trial.validated
+    if validated is not None and validated.failure is not None:
+        return validated.failure
+    if validated is None or validated.challenger is None or validated.incumbent is None:
+        return outcome
+    objective = rules(trial.objective).value(validated.challenger)
+    if objective is None:
+        return outcome
+    incumbent = rules(trial.objective).value(validated.incumbent)
+    shown = False
+    if not validated.promote and incumbent is not None:
+        objective = min(objective, incumbent)
+        low = None if validated.judgement is None else validated.judgement.gain_low_rel
+        shown = low is not None and low > 0.0
+    return outcome.model_copy(update={"objective": objective, "gain_shown": shown})
+
+
+def earlier_incumbents(state: RunState) -> list[tuple[EngineConfig, SweepResult]]:
+    """The incumbents before the current one, in order, each with the repeats that
+    measured it while it held: the baseline's, then each promoted configuration but the
+    last."""
+    walk = [] if state.baseline is None else [(state.baseline.config, state.baseline.repeats)]
+    walk += [(p.config, p.repeats) for p in state.promotions]
+    return walk[: len(state.promotions)]

@@ -129,7 +129,7 @@ class Steps:
         """One short look at the proposal; a finalist where it reads beyond the minimum
         effect over the incumbent, on the validations' yardstick (``bias``: ``screen_bias``),
         or where it confirms the gain its move was validated at from the incumbent before
-        (``validated_gain``: ``RunState.outrun_gain``)."""
+        (``validated_gain``: ``kneepoint.tune.execute.outrun_gain``)."""
         config, objective = proposal.config, self.study.objective
         trial_dir = self.folder.trial_dir(trial, config)
         # per GPU, a server twice as wide ties the incumbent at twice its knee: look there

@@ -127,9 +127,10 @@ def is_finalist(
     (``kneepoint.policies.judge.yardstick``); the screen is divided by it first.
     ``validated_gain``: the gain repeated pairs already showed for the same move from the
     incumbent before, where a sibling of its round was promoted instead
-    (``RunState.outrun_gain``). One screen then has only to confirm it, to read above the
-    incumbent: its rungs sit 10% apart, coarser than the gain it is asked about (1,024-token
-    chunks above validated +6.6% [+5.5%, +7.6%] from the start and screened +2.0% from fp8).
+    (``kneepoint.tune.execute.outrun_gain``). One screen then has only to confirm it, to read
+    above the incumbent: its rungs sit 10% apart, coarser than the gain it is asked about
+    (1,024-token chunks above validated +6.6% [+5.5%, +7.6%] from the start and screened
+    +2.0% from fp8).
     """
     confirming = validated_gain is not None and validated_gain > 0
     threshold = 0.0 if confirming else min_effect
