@@ -49,7 +49,6 @@ from scenario_grid import (
 )
 
 from kneepoint.calibration.recorded import RecordedSweep, find_recorded
-from kneepoint.cli.logs import configure_logging
 from kneepoint.config import knob_catalogue
 from kneepoint.load.plan import point_seed
 from kneepoint.load.size import PointSize
@@ -58,6 +57,7 @@ from kneepoint.policies.diagnosis.bottleneck import diagnose
 from kneepoint.policies.diagnosis.context import context_of
 from kneepoint.policies.diagnosis.observe import knee_points, observe
 from kneepoint.policies.pruning.prune import prune
+from kneepoint.probes.runtime import configure_logging
 from kneepoint.records.diagnosis import Diagnosis, Observation
 from kneepoint.records.knobs import CONSTRAINTS
 from kneepoint.records.loadpoint import LoadPoint

@@ -32,7 +32,6 @@ from kneepoint.calibration.recorded import (  # noqa: E402
     find_recorded,
     is_run_folder,
 )
-from kneepoint.cli.logs import configure_logging  # noqa: E402
 from kneepoint.config import knob_catalogue  # noqa: E402
 from kneepoint.load.objective import rules  # noqa: E402
 from kneepoint.policies.diagnosis.bottleneck import diagnose  # noqa: E402
@@ -41,6 +40,7 @@ from kneepoint.policies.diagnosis.observe import knee_points, observe_study  # n
 from kneepoint.policies.pruning.prune import prune  # noqa: E402
 from kneepoint.policies.search.pruned_space import in_objective_terms  # noqa: E402
 from kneepoint.policies.search.worth import PRIOR_SPREAD_LOG  # noqa: E402
+from kneepoint.probes.runtime import configure_logging  # noqa: E402
 from kneepoint.records.backend_spec import VllmBackend  # noqa: E402
 from kneepoint.records.proposal import KnobCandidate, Pruning  # noqa: E402
 from kneepoint.run.folder import RunFolder  # noqa: E402

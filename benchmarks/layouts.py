@@ -21,10 +21,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from kneepoint.cli.logs import configure_logging  # noqa: E402
 from kneepoint.cli.main import main  # noqa: E402
 from kneepoint.config import load_study  # noqa: E402
 from kneepoint.planning.predict import predict  # noqa: E402
+from kneepoint.probes.runtime import configure_logging  # noqa: E402
 from kneepoint.run.folder import RunFolder  # noqa: E402
 from kneepoint.run.state import RunState  # noqa: E402
 

@@ -25,7 +25,6 @@ from pathlib import Path
 import httpx
 import vllm_cpu
 
-from kneepoint.cli.logs import configure_logging
 from kneepoint.config import load_study
 from kneepoint.load.plan import plan_requests
 from kneepoint.load.size import PointSize
@@ -34,6 +33,7 @@ from kneepoint.physics.memory import plan_memory
 from kneepoint.policies.pruning.prefix_savings import prefix_reuse
 from kneepoint.probes.backends.measure import measure
 from kneepoint.probes.client.loadgen import LoadOptions
+from kneepoint.probes.runtime import configure_logging
 from kneepoint.probes.telemetry.prom import parse_metrics
 from kneepoint.records.study import StudySpec
 from kneepoint.sim.engine import SimEngine

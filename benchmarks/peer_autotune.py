@@ -40,9 +40,9 @@ import vllm_cpu
 from autotune_port import AutoTune, Bench, auto_tune, cell_config
 
 sys.path.insert(0, str(vllm_cpu.REPO))
-from kneepoint.cli.logs import configure_logging
 from kneepoint.config import load_study
 from kneepoint.load.capacity import interpolate_capacity
+from kneepoint.probes.runtime import configure_logging
 from kneepoint.records.engine import EngineConfig
 from tests.support.real_vllm.host_speed import (
     ANSWER_TOKENS,

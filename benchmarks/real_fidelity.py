@@ -24,12 +24,12 @@ from pathlib import Path
 from kneepoint.calibration.from_sweeps import calibrate
 from kneepoint.calibration.recorded import RecordedSweep, find_recorded
 from kneepoint.calibration.replay import replay
-from kneepoint.cli.logs import configure_logging
 from kneepoint.config import knob_catalogue
 from kneepoint.policies.diagnosis.bottleneck import diagnose
 from kneepoint.policies.diagnosis.context import context_of
 from kneepoint.policies.diagnosis.observe import knee_points, observe_study
 from kneepoint.policies.pruning.prune import prune
+from kneepoint.probes.runtime import configure_logging
 from kneepoint.records.backend_spec import VllmBackend
 from kneepoint.records.sweep import SweepPoint, SweepResult
 

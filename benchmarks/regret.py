@@ -46,11 +46,11 @@ from pathlib import Path
 from paired_draws import Draws
 from study_grids import STUDIES, grid, study_of
 
-from kneepoint.cli.logs import configure_logging
 from kneepoint.load.objective import rules
 from kneepoint.load.size import PointSize
 from kneepoint.measure.study_knee import study_knee_search
 from kneepoint.probes.backends import open_target
+from kneepoint.probes.runtime import configure_logging
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.study import StudySpec
 

@@ -26,8 +26,8 @@ from pathlib import Path
 import httpx
 import vllm_cpu
 
-from kneepoint.cli.logs import configure_logging
 from kneepoint.probes.backends import Endpoint
+from kneepoint.probes.runtime import configure_logging
 from kneepoint.probes.telemetry.prom import Scrape, parse_metrics
 
 RUNS_SEEN: list[bool] = []

@@ -39,7 +39,6 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from kneepoint.cli.logs import configure_logging
 from kneepoint.config import knob_catalogue, load_study
 from kneepoint.load.size import PointSize
 from kneepoint.measure.progress import duration
@@ -54,6 +53,7 @@ from kneepoint.policies.search.phased import Phased
 from kneepoint.policies.search.proposer import Proposer, replay
 from kneepoint.policies.search.pruned_space import search_space
 from kneepoint.probes.backends import open_target
+from kneepoint.probes.runtime import configure_logging
 from kneepoint.records.backend_spec import SimBackend
 from kneepoint.records.engine import EngineConfig
 from kneepoint.records.knobs import ChoiceDomain, Knob

@@ -21,11 +21,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from kneepoint.cli.logs import configure_logging
 from kneepoint.config.study import load_study
 from kneepoint.load.plan import plan_requests
 from kneepoint.probes.backends.measure import Instruments, measure_async
 from kneepoint.probes.client.loadgen import LoadOptions
+from kneepoint.probes.runtime import configure_logging
 from kneepoint.sim.engine import Arrival, SimEngine
 from kneepoint.sim.loadpoint import simulate_capacity
 

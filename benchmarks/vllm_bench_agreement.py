@@ -43,12 +43,12 @@ from pathlib import Path
 
 import vllm_cpu
 
-from kneepoint.cli.logs import configure_logging
 from kneepoint.config import load_study
 from kneepoint.load.capacity import interpolate_capacity
 from kneepoint.load.size import PointSize
 from kneepoint.measure.study_knee import study_knee_search
 from kneepoint.probes.backends import Endpoint, open_target
+from kneepoint.probes.runtime import configure_logging
 from kneepoint.records import PointArtifacts
 from kneepoint.records.measure import RequestRecord
 from kneepoint.records.study import StudySpec

@@ -14,8 +14,8 @@ import pytest
 import structlog
 
 from kneepoint.cli.console import ConsoleProgress, LineProgress
-from kneepoint.cli.logs import configure_logging
 from kneepoint.measure.progress import duration
+from kneepoint.probes.runtime import configure_logging
 from kneepoint.records.loadpoint import LoadPoint
 
 from .conftest import TuneRun

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import structlog
 
-from kneepoint.cli.logs import configure_logging
 from kneepoint.cli.main import main
+from kneepoint.probes.runtime import configure_logging
 
 from .conftest import QUICKSTART
 

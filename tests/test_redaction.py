@@ -11,10 +11,9 @@ from pathlib import Path
 import pytest
 import structlog
 
-from kneepoint.cli.logs import configure_logging
-from kneepoint.probes.server import redaction
+from kneepoint.probes.runtime import configure_logging, redaction
+from kneepoint.probes.runtime.redaction import REDACTED, redact, remember_secret
 from kneepoint.probes.server.process import ServerProcess
-from kneepoint.probes.server.redaction import REDACTED, redact, remember_secret
 from kneepoint.probes.server.server_failure import classify
 from kneepoint.records.ledger import Finished, Screened
 from kneepoint.report import write_report

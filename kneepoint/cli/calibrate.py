@@ -56,7 +56,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
     import yaml
 
     from kneepoint.calibration import calibrate, find_recorded
-    from kneepoint.cli.outputs import check_output
+    from kneepoint.config import check_output
     from kneepoint.run import write_atomically
 
     check_output("--out", args.out)

@@ -125,8 +125,7 @@ def _write_study(folder: Path, study: StudySpec) -> None:
 
 def run_diagnose(args: argparse.Namespace) -> int:
     from kneepoint.cli.console import progress_for
-    from kneepoint.cli.outputs import check_output
-    from kneepoint.config import knob_catalogue
+    from kneepoint.config import check_output, knob_catalogue
     from kneepoint.records import noted
     from kneepoint.report import findings_document, to_markdown
     from kneepoint.run import write_atomically

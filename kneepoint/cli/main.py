@@ -32,15 +32,13 @@ from kneepoint import __version__
 from kneepoint.cli.calibrate import add_calibrate_command
 from kneepoint.cli.catalogue import add_list_command
 from kneepoint.cli.diagnose import add_diagnose_command
-from kneepoint.cli.logs import configure_logging
-from kneepoint.cli.outputs import check_output
 from kneepoint.cli.plan import add_plan_command
 from kneepoint.cli.report import add_report_command
 from kneepoint.cli.sweep import add_sweep_command
 from kneepoint.cli.tune import add_tune_command
 from kneepoint.cli.worker import add_worker_command
-from kneepoint.config import add_overrides_argument, load_study, study_file_schema
-from kneepoint.probes.runtime import one_blas_thread, unwinding
+from kneepoint.config import add_overrides_argument, check_output, load_study, study_file_schema
+from kneepoint.probes.runtime import configure_logging, one_blas_thread, unwinding
 from kneepoint.records import (
     EXIT_BAD_INPUT,
     EXIT_INTERRUPTED,

@@ -93,7 +93,7 @@ def _prices(given: list[str]) -> Mapping[str, float]:
 
 
 def run_plan(args: argparse.Namespace) -> int:
-    from kneepoint.cli.outputs import check_output
+    from kneepoint.config import check_output
     from kneepoint.planning import make_plan
     from kneepoint.report import plan_document, to_markdown
     from kneepoint.run import write_atomically

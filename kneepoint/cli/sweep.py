@@ -54,8 +54,7 @@ def add_sweep_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
 
 def run_sweep(args: argparse.Namespace) -> int:
     from kneepoint.cli.console import progress_for
-    from kneepoint.cli.outputs import check_output
-    from kneepoint.config import load_study, parse_override
+    from kneepoint.config import check_output, load_study, parse_override
     from kneepoint.load import PointSize, stable_window
     from kneepoint.measure import Bench, study_knee_search, with_retried
     from kneepoint.records import PointArtifacts, noted

@@ -49,8 +49,7 @@ def add_tune_command(commands: argparse._SubParsersAction[argparse.ArgumentParse
 def _open(args: argparse.Namespace) -> tuple[RunFolder, bool]:
     """The run folder, locked, and whether it is resumed: a new one for a study file, or the
     one to resume (then checked by ``_check_resumed``)."""
-    from kneepoint.cli.outputs import check_output
-    from kneepoint.config import load_study
+    from kneepoint.config import check_output, load_study
     from kneepoint.run import RunFolder
     from kneepoint.tune import study_checks
 
@@ -118,9 +117,9 @@ def run_tune(args: argparse.Namespace) -> int:
 
 def _tune(folder: RunFolder, args: argparse.Namespace) -> int:
     from kneepoint.cli.console import ConsoleProgress, progress_for
-    from kneepoint.cli.logs import configure_logging
     from kneepoint.config import knob_catalogue
     from kneepoint.load import rules
+    from kneepoint.probes.runtime import configure_logging
     from kneepoint.report import write_report
     from kneepoint.tune import Tuner, launched_vllm
 

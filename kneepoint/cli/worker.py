@@ -128,10 +128,9 @@ def _on_gpu(study: StudySpec, gpu: int) -> StudySpec:
 
 def run_worker(args: argparse.Namespace) -> int:
     from kneepoint.cli.console import progress_for
-    from kneepoint.cli.logs import configure_logging
-    from kneepoint.cli.outputs import check_output
-    from kneepoint.config import knob_catalogue
+    from kneepoint.config import check_output, knob_catalogue
     from kneepoint.load import rules
+    from kneepoint.probes.runtime import configure_logging
     from kneepoint.run import RunFolder, serve_command
     from kneepoint.tune import launched_vllm
     from kneepoint.workers import Worker

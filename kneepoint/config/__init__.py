@@ -14,6 +14,7 @@ from kneepoint.config.catalog import (
 )
 from kneepoint.config.errors import ConfigError, Loc, Problem, first_problem, render_loc
 from kneepoint.config.gpu_identity import study_gpu_mismatch
+from kneepoint.config.outputs import check_output
 from kneepoint.config.overrides import add_overrides_argument, parse_override
 from kneepoint.config.schema import study_file_schema
 from kneepoint.config.study import WorkloadFile, load_study, study_from_mapping
@@ -28,6 +29,7 @@ __all__ = [
     "WorkloadFile",
     "add_overrides_argument",
     "arguments",
+    "check_output",
     "configs_dir",
     "exact_key",
     "family_key",

@@ -19,7 +19,7 @@ import structlog
 from pydantic import TypeAdapter, ValidationError
 
 from kneepoint.config import ConfigError, Problem, first_problem
-from kneepoint.probes.server import redact
+from kneepoint.probes.runtime import redact
 from kneepoint.records import Event
 from kneepoint.run.state import RunState, StateError
 

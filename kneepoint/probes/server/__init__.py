@@ -1,6 +1,6 @@
 """A server's lifecycle: its process group started at a lower CPU priority and stopped whole,
 a watchdog for a server that hangs, its failures named in its own words, its identity checked,
-and the secrets it is given kept out of everything written."""
+and the secrets it is given remembered for redaction (``kneepoint.probes.runtime``)."""
 
 from kneepoint.probes.server.credentials import (
     SERVER_KEY_VARIABLE,
@@ -10,7 +10,6 @@ from kneepoint.probes.server.credentials import (
 )
 from kneepoint.probes.server.identity import attached_card, check_identity, model_cards
 from kneepoint.probes.server.process import ServerProcess, free_port, reap_orphans
-from kneepoint.probes.server.redaction import redact, redact_all
 from kneepoint.probes.server.server_failure import (
     Failure,
     FailureKind,
@@ -36,7 +35,5 @@ __all__ = [
     "missing_variables",
     "model_cards",
     "reap_orphans",
-    "redact",
-    "redact_all",
     "server_env",
 ]

@@ -2,7 +2,7 @@
 
 The study names variables (``backend.api_key_env``; ``${NAME}`` values in ``backend.env``),
 never values (``kneepoint.records.secret_env``). Each value read here is remembered for
-redaction (``kneepoint.probes.server.redaction``), so it never reaches a log, the ledger or a
+redaction (``kneepoint.probes.runtime.redaction``), so it never reaches a log, the ledger or a
 report.
 A variable the study names but the environment lacks is a ConfigError naming the field and
 the variable: the CLI prints it as one line and exits 2, before any server starts.
@@ -14,7 +14,7 @@ import os
 from collections.abc import Mapping
 
 from kneepoint.config import ConfigError, Loc, Problem
-from kneepoint.probes.server.redaction import remember_secret
+from kneepoint.probes.runtime import remember_secret
 from kneepoint.records import StudySpec, VllmBackend, referenced
 
 SERVER_KEY_VARIABLE = "VLLM_API_KEY"

@@ -23,8 +23,8 @@ from pathlib import Path
 import httpx
 import structlog
 
+from kneepoint.probes.runtime import redact_file
 from kneepoint.probes.server.priority import lower_priority
-from kneepoint.probes.server.redaction import redact_file
 from kneepoint.probes.server.server_failure import Failure, ServerFailedError, classify
 from kneepoint.probes.server.watchdog import group_alive, stat_fields
 

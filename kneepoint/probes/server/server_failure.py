@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from kneepoint.probes.server.redaction import redact
+from kneepoint.probes.runtime import redact
 from kneepoint.records import KneepointError
 
 FailureKind = Literal[

@@ -5,7 +5,7 @@ Events go to stderr, readable on a terminal and as plain timestamped lines when 
 terminal (the same "HH:MM:SSZ text" lines as the run's progress: a raw JSON warning in the
 middle of a plain log read as a glitch), and to a JSON-lines file, the run's machine-readable
 record (``events.jsonl``).
-Every event has secrets taken out first (``kneepoint.probes.server.redaction``), on the
+Every event has secrets taken out first (``kneepoint.probes.runtime.redaction``), on the
 console and in the file alike.
 """
 
@@ -20,7 +20,7 @@ import optuna
 import structlog
 
 from kneepoint.config import ConfigError, Problem
-from kneepoint.probes.server import redact_all
+from kneepoint.probes.runtime.redaction import redact_all
 
 _MARK = "_kneepoint_handler"
 

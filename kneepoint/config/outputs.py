@@ -1,4 +1,4 @@
-"""Where a command was asked to write: checked writable before the work that fills it, not
+"""Where a command was asked to write, checked writable before the work that fills it, not
 after (``sweep --out /proc/x`` once ran its whole sweep first)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from kneepoint.config import ConfigError, Problem
+from kneepoint.config.errors import ConfigError, Problem
 
 
 def output_problem(path: Path, *, directory: bool) -> str | None:
