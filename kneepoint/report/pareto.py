@@ -12,8 +12,6 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from matplotlib.figure import Figure
-
 from kneepoint.records import EngineConfig, SweepResult
 from kneepoint.report import plots
 from kneepoint.report.data import ReportData
@@ -98,7 +96,7 @@ def frontier(points: list[ParetoPoint]) -> list[ParetoPoint]:
 def plot(
     points: list[ParetoPoint], edge: list[ParetoPoint], path: Path, device: str = "GPU"
 ) -> Path:
-    fig = Figure(figsize=(6, 4.2))
+    fig = plots.figure((6, 4.2))
     ax = fig.subplots()
     others = [p for p in points if p.label != "winner"]
     ax.scatter(

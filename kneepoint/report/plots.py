@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-
-# The object API draws straight to files (Agg): no pyplot state, no display needed.
-from matplotlib.axes import Axes
-from matplotlib.figure import Figure
-from matplotlib.ticker import LogFormatter
+from typing import TYPE_CHECKING
 
 from kneepoint.report.data import Curve, ReportData, slo_metrics
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 _COLOURS = {"start": "#888888", "winner": "#1f77b4"}
 _SIGNALS = (
@@ -24,9 +24,21 @@ _SIGNALS = (
 )
 
 
+def figure(figsize: tuple[float, float]) -> Figure:
+    """A new figure of the object API, which draws straight to files (Agg): no pyplot state,
+    no display needed. matplotlib is imported here, when a report draws, not with this module:
+    the report's package is imported by every command (sweep and diagnose for its words, tune
+    for its steps), and matplotlib is 0.3 s of a command's 1 s start."""
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=figsize)
+
+
 def plain_log_y(ax: Axes) -> None:
     """A log y axis labelled in plain numbers: by default a range under one decade (an ITL
     between 20 and 50 ms) is labelled 3x10^1, 4x10^1."""
+    from matplotlib.ticker import LogFormatter  # with the figure it formats (see figure())
+
     ax.set_yscale("log")
     ax.yaxis.set_major_formatter(LogFormatter(labelOnlyBase=False))
     ax.yaxis.set_minor_formatter(LogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.4)))
@@ -51,7 +63,7 @@ def latency_curves(data: ReportData, out: Path) -> Path | None:
     curves = _curves(data)
     if not metrics or not curves:
         return None
-    fig = Figure(figsize=(5.2 * len(metrics), 3.8))
+    fig = figure((5.2 * len(metrics), 3.8))
     axes = fig.subplots(1, len(metrics), squeeze=False)
     for ax, (label, _, _, limit) in zip(axes[0], metrics, strict=True):
         for c in curves:
@@ -74,7 +86,7 @@ def goodput_curves(data: ReportData, out: Path) -> Path | None:
     curves = _curves(data)
     if not curves:
         return None
-    fig = Figure(figsize=(6, 3.8))
+    fig = figure((6, 3.8))
     ax = fig.subplots()
     top = max(p.rate_rps for c in curves for p in c.points)
     ax.plot([0, top], [0, top], color="#cccccc", lw=1, label="goodput = offered")
@@ -102,7 +114,7 @@ def knee_signals(data: ReportData, out: Path) -> Path | None:
             rows.append((c.label, point.signals))
     if not rows:
         return None
-    fig = Figure(figsize=(7, 3.6))
+    fig = figure((7, 3.6))
     ax = fig.subplots()
     width = 0.8 / len(rows)
     for i, (label, signals) in enumerate(rows):
@@ -124,7 +136,7 @@ def predictions(data: ReportData, out: Path) -> Path | None:
             pairs.append((trial.proposal.prediction.capacity_ratio, measured, trial.trial))
     if not pairs:
         return None
-    fig = Figure(figsize=(5, 4))
+    fig = figure((5, 4))
     ax = fig.subplots()
     top = max(max(p, m) for p, m, _ in pairs) * 1.1
     ax.plot([0, top], [0, top], color="#cccccc", lw=1)
