@@ -1,8 +1,9 @@
-"""Run folders through the installed entry point: `kneepoint report RUN` on a finished run, on a
-run killed mid-trial and on one killed during its baseline (a killed run leaves a prefix of its
+"""Run folders through the command line: `kneepoint report RUN` on a finished run, on a run
+killed mid-trial and on one killed during its baseline (a killed run leaves a prefix of its
 ledger, perhaps with a torn last line: that is all a kill can leave); a damaged ledger named by
 line with the way forward, and that way (`--repair-ledger`) taken; an empty ledger beside trial
-folders refused."""
+folders refused. Each command runs as the entry point runs it, in-process (what the command
+does); an interruption, which is the process's, through the installed entry point."""
 
 from __future__ import annotations
 
@@ -22,12 +23,11 @@ from kneepoint.cli.main import main
 from kneepoint.records import EXIT_INTERRUPTED
 from kneepoint.records.ledger import QualityChecked
 
-from .conftest import KNEEPOINT, QUICKSTART, TuneRun
+from .conftest import KNEEPOINT, QUICKSTART, Ran, TuneRun, kneepoint_main
 
 
-def kneepoint(*args: str | Path, check: bool = True) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run([KNEEPOINT, *map(str, args)], capture_output=True, text=True,
-                          timeout=600, check=False)  # fmt: skip
+def kneepoint(*args: str | Path, check: bool = True) -> Ran:
+    done = kneepoint_main(*args)
     if check:
         assert done.returncode == 0, done.stderr
     return done
