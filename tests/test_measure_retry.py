@@ -6,28 +6,22 @@ fresh one to give, is never retried."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 from kneepoint.config import load_study
 from kneepoint.measure.bench import Bench
 from kneepoint.measure.progress import LogProgress
-from tests.conftest import SMALL
+from tests.conftest import SMALL, Ran, kneepoint_main
 
 
-def _run(command: str, tmp_path: Path, launches: list[int]) -> subprocess.CompletedProcess[str]:
+def _run(command: str, tmp_path: Path, launches: list[int]) -> Ran:
     faults = json.dumps({"crash_after_s": 5, "launches": launches})
     where = (
         ["--out", str(tmp_path / "sweep.json")]
         if command == "sweep"
         else ["--runs-dir", str(tmp_path)]
     )
-    return subprocess.run(
-        [sys.executable, "-m", "kneepoint.cli.main", command, str(SMALL), *where,
-         "--set", f"backend.faults={faults}"],
-        capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
+    return kneepoint_main(command, str(SMALL), *where, "--set", f"backend.faults={faults}")
 
 
 def _recorded(tmp_path: Path) -> dict[str, object]:

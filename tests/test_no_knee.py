@@ -7,16 +7,14 @@ that fails every request is reported as failed, never diagnosed."""
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 from kneepoint.measure.sweep import LOWEST_SHARE
-from tests.conftest import KNEEPOINT, SMALL
+from tests.conftest import SMALL, Ran, kneepoint_main
 
 
-def _run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([KNEEPOINT, *args], capture_output=True, text=True, timeout=300,
-                          check=False)  # fmt: skip
+def _run(*args: str) -> Ran:
+    return kneepoint_main(*args)
 
 
 def test_an_slo_no_rate_can_meet_fails_the_run_after_its_baseline(tmp_path: Path) -> None:

@@ -6,12 +6,11 @@ what `sweep` writes, `diagnose --from` reads."""
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import KNEEPOINT, SMALL, TuneRun
+from tests.conftest import SMALL, Ran, TuneRun, kneepoint_main
 
 
 def _capacity(sweep_json: Path) -> float:
@@ -20,9 +19,8 @@ def _capacity(sweep_json: Path) -> float:
     return value
 
 
-def _run(*args: str) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run([KNEEPOINT, *args], capture_output=True, text=True, timeout=300,
-                          check=False)  # fmt: skip
+def _run(*args: str) -> Ran:
+    done = kneepoint_main(*args)
     assert done.returncode == 0, done.stderr
     return done
 

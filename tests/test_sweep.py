@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,7 +18,7 @@ from kneepoint.records.engine import EngineConfig
 from kneepoint.records.loadpoint import LoadPoint, Signals
 from kneepoint.records.measure import Dist, RequestRecord
 from kneepoint.records.slo import ClassSlo, Slo
-from tests.conftest import QUICKSTART
+from tests.conftest import QUICKSTART, kneepoint_main
 
 SLO = Slo(classes={"c": ClassSlo(ttft_p99_ms=100.0)})
 CONFIG = EngineConfig(model="m")
@@ -238,12 +236,8 @@ def test_capacity_helpers() -> None:
 
 def test_sweep_cli_prints_the_curve_and_writes_json(tmp_path: Path) -> None:
     out = tmp_path / "sweep.json"
-    done = subprocess.run(
-        [sys.executable, "-m", "kneepoint.cli.main", "sweep", str(QUICKSTART),
-         "--config-set", "max_num_seqs=64", "--start-rps", "8", "--seconds", "15",
-         "--out", str(out)],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+    done = kneepoint_main("sweep", QUICKSTART, "--config-set", "max_num_seqs=64",
+                          "--start-rps", "8", "--seconds", "15", "--out", out)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "max_num_seqs=64" in done.stdout and "SLO capacity:" in done.stdout
     assert any(line.startswith(">") for line in done.stdout.splitlines())
@@ -257,11 +251,8 @@ def test_sweep_cli_prints_the_curve_and_writes_json(tmp_path: Path) -> None:
 
 
 def test_sweep_cli_names_a_bad_knob_in_one_line(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "kneepoint.cli.main", "sweep", str(QUICKSTART),
-         "--config-set", "max_num_seqs=lots", "--out", str(tmp_path / "x.json")],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+    done = kneepoint_main("sweep", QUICKSTART, "--config-set", "max_num_seqs=lots",
+                          "--out", tmp_path / "x.json")  # fmt: skip
     assert done.returncode == 2
     assert len(done.stderr.strip().splitlines()) == 1
     assert "engine.max_num_seqs" in done.stderr

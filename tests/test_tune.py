@@ -28,7 +28,7 @@ from kneepoint.run.ledger import Ledger
 from kneepoint.run.state import RunState
 from tests.support.chromium import HEADLESS, chromium
 
-from .conftest import CONFIGS, KNEEPOINT, QUICKSTART, SMALL, TuneRun
+from .conftest import CONFIGS, QUICKSTART, SMALL, TuneRun, kneepoint_main
 
 REPORT_SECTIONS = (
     "## Summary", "## What binds and why", "## Latency vs load", "## Signals at the knee",
@@ -191,9 +191,7 @@ def test_a_deadline_past_or_too_close_is_refused_before_any_server_starts(
     study = tmp_path / "http.yaml"
     study.write_text(QUICKSTART.read_text().replace("clock: virtual", "clock: http"))
     runs = tmp_path / "runs"
-    done = subprocess.run([KNEEPOINT, "tune", str(study), "--runs-dir", str(runs),
-                           "--set", f"budget.deadline={deadline}"],
-                          capture_output=True, text=True, check=False)  # fmt: skip
+    done = kneepoint_main("tune", study, "--runs-dir", runs, "--set", f"budget.deadline={deadline}")
     assert done.returncode == 2
     [line] = done.stderr.splitlines()
     # named where the deadline came from: the --set that gave it
