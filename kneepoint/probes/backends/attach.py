@@ -11,7 +11,7 @@ import httpx
 
 from kneepoint.probes.backends.base import Backend, Endpoint, Opening, server_version
 from kneepoint.probes.backends.measure import Instruments
-from kneepoint.probes.client import bearer
+from kneepoint.probes.client import bearer, tls_context
 from kneepoint.probes.server import Failure, ServerFailedError, api_key, attached_card, model_cards
 from kneepoint.records import AttachBackend, EngineConfig
 
@@ -33,7 +33,9 @@ class RunningServer:
 
     @contextmanager
     def serve(self, config: EngineConfig, trial_dir: Path) -> Iterator[Endpoint]:
-        with httpx.Client(timeout=10.0, headers=bearer(self.api_key)) as client:
+        with httpx.Client(
+            timeout=10.0, headers=bearer(self.api_key), verify=tls_context()
+        ) as client:
             try:
                 response = client.get(f"{self.url}/v1/models")
                 models = response.json()

@@ -19,7 +19,7 @@ from packaging.version import InvalidVersion, Version
 
 from kneepoint.load import PlannedRequest, PointSize
 from kneepoint.probes.backends.measure import Instruments
-from kneepoint.probes.client import bearer
+from kneepoint.probes.client import bearer, tls_context
 from kneepoint.probes.server import Failure, ServerProcess
 from kneepoint.records import (
     EngineConfig,
@@ -153,7 +153,7 @@ def server_version(url: str, api_key: str | None = None) -> str | None:
     """The release a vLLM server reports at ``/version``; None where it has no such route or
     answers something that is not a version (the knobs a release knows are read from it)."""
     try:
-        with httpx.Client(timeout=5.0, headers=bearer(api_key)) as client:
+        with httpx.Client(timeout=5.0, headers=bearer(api_key), verify=tls_context()) as client:
             response = client.get(f"{url}/version")
         body = response.json() if response.status_code == 200 else None
         version = str(body.get("version")) if isinstance(body, dict) else None

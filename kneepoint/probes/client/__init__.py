@@ -11,6 +11,7 @@ from kneepoint.probes.client.quality import (
     greedy_outputs,
     token_agreement,
 )
+from kneepoint.probes.client.tls import tls_context
 from kneepoint.probes.client.warmup import warm_up
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "capped_text_async",
     "greedy_outputs",
     "run_load",
+    "tls_context",
     "token_agreement",
     "warm_up",
 ]

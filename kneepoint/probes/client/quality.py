@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import httpx
 
 from kneepoint.probes.client.openai_wire import bearer
+from kneepoint.probes.client.tls import tls_context
 from kneepoint.records import KneepointError
 
 PROMPTS = (
@@ -46,7 +47,9 @@ def greedy_outputs(
 ) -> list[tuple[str, ...]]:
     """Each prompt's greedy continuation, as the server's generated tokens."""
     outputs = []
-    with httpx.Client(base_url=url, timeout=timeout_s, headers=bearer(api_key)) as client:
+    with httpx.Client(
+        base_url=url, timeout=timeout_s, headers=bearer(api_key), verify=tls_context()
+    ) as client:
         for prompt in prompts:
             body = {
                 "model": model,

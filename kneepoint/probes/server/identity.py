@@ -17,7 +17,7 @@ from pathlib import PurePosixPath
 
 import httpx
 
-from kneepoint.probes.client import PageTooLargeError, bearer, capped_text
+from kneepoint.probes.client import PageTooLargeError, bearer, capped_text, tls_context
 from kneepoint.probes.server.server_failure import Failure, ServerFailedError
 from kneepoint.probes.telemetry import parse_metrics
 from kneepoint.records import EngineConfig
@@ -125,7 +125,7 @@ def check_identity(
     be checked."""
     metrics: str | None = None
     try:
-        with httpx.Client(timeout=10.0, headers=bearer(api_key)) as client:
+        with httpx.Client(timeout=10.0, headers=bearer(api_key), verify=tls_context()) as client:
             cards = model_cards(client.get(f"{url}/v1/models").json())
             with contextlib.suppress(PageTooLargeError):
                 _, metrics = capped_text(client, f"{url}/metrics")

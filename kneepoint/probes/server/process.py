@@ -23,6 +23,7 @@ from pathlib import Path
 import httpx
 import structlog
 
+from kneepoint.probes.client import tls_context
 from kneepoint.probes.runtime import redact_file
 from kneepoint.probes.server.priority import lower_priority
 from kneepoint.probes.server.server_failure import Failure, ServerFailedError, classify
@@ -116,7 +117,7 @@ class ServerProcess:
         start = time.monotonic()
         last_size, last_growth = -1, start
         pause_s = _FIRST_POLL_S
-        with httpx.Client(timeout=2.0) as client:
+        with httpx.Client(timeout=2.0, verify=tls_context()) as client:
             while True:
                 if not self.alive():
                     raise ServerFailedError(self.failure())

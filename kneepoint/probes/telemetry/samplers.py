@@ -19,7 +19,7 @@ import contextlib
 import httpx
 import structlog
 
-from kneepoint.probes.client import PageTooLargeError, bearer, capped_text_async
+from kneepoint.probes.client import PageTooLargeError, bearer, capped_text_async, tls_context
 from kneepoint.probes.runtime import Clock
 from kneepoint.probes.telemetry.prom import Scrape, parse_metrics
 from kneepoint.records import GpuSample
@@ -136,7 +136,9 @@ class HttpSampler:
         fails: a lost one moves the bracket inside the load and leaves requests out of every
         counter's delta (a CI run on a busy machine once counted 23 of 24 TTFTs)."""
         timeout = max(SCRAPE_TIMEOUT_S, self.interval_s * 4)
-        async with httpx.AsyncClient(timeout=timeout, headers=self._headers) as client:
+        async with httpx.AsyncClient(
+            timeout=timeout, headers=self._headers, verify=tls_context()
+        ) as client:
             await self._bracket(client)
             due = self.clock.now()
             while True:
