@@ -10,7 +10,6 @@ one pair, judged against the incumbent's known repeats, on the early run's own l
 from __future__ import annotations
 
 import re
-import subprocess
 from datetime import datetime
 
 import pytest
@@ -37,7 +36,7 @@ from kneepoint.workers.plan import plan
 from kneepoint.workers.shared_study import Attempts
 from kneepoint.workers.state import Shared, shared_state
 
-from .conftest import KNEEPOINT, SMALL, TuneRun, shared_run
+from .conftest import SMALL, TuneRun, kneepoint_main, shared_run
 
 NOW = datetime(2026, 11, 23, 8, 0).astimezone()
 
@@ -56,11 +55,7 @@ def phased_run(tmp_path_factory: pytest.TempPathFactory) -> TuneRun:
 
 def _phased_run(tmp_path_factory: pytest.TempPathFactory) -> TuneRun:
     runs = tmp_path_factory.mktemp("phased-runs")
-    done = subprocess.run(
-        [KNEEPOINT, "tune", str(SMALL), "--runs-dir", str(runs),
-         "--set", "tuning.early_look=false"],
-        capture_output=True, text=True, timeout=600, check=False,
-    )  # fmt: skip
+    done = kneepoint_main("tune", SMALL, "--runs-dir", runs, "--set", "tuning.early_look=false")
     assert done.returncode == 0, done.stderr
     (folder,) = runs.iterdir()
     return TuneRun(folder, done.stdout, done.stderr)

@@ -14,7 +14,7 @@ from kneepoint.load.burst import burst_plan
 from kneepoint.load.plan import plan_requests
 from kneepoint.records.workload import TraceFormat, Workload
 
-from .conftest import KNEEPOINT, REPO, SMALL
+from .conftest import KNEEPOINT, REPO, SMALL, kneepoint_main
 
 TRACES = REPO / "tests" / "fixtures" / "traces"
 FILES: dict[TraceFormat, Path] = {
@@ -102,13 +102,7 @@ def test_a_study_with_a_bad_row_is_refused_before_anything_runs(tmp_path: Path) 
     bad = tmp_path / "azure.csv"
     bad.write_text(FILES["azure"].read_text().replace(",46\n", ",-46\n", 1))
     arrival = f"workload.arrival={{kind: trace, format: azure, path: {bad}}}"
-    done = subprocess.run(
-        [KNEEPOINT, "tune", str(SMALL), "--runs-dir", str(tmp_path / "runs"), "--set", arrival],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = kneepoint_main("tune", SMALL, "--runs-dir", tmp_path / "runs", "--set", arrival)
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert f"{bad}:2: output_tokens: input should be greater than or equal to 1" in done.stderr
     assert not (tmp_path / "runs").exists()
