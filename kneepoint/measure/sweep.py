@@ -189,12 +189,3 @@ def _lowest_failed(points: Sequence[SweepPoint]) -> bool:
         return False
     lowest = min(p.rate_rps for p in counted)
     return all(p.failed for p in counted if p.rate_rps == lowest)
-
-
-def result_of(
-    points: Sequence[SweepPoint], slo: Slo | None, config: EngineConfig, kind: SweepKind
-) -> SweepResult:
-    """Points measured elsewhere (kept by a watcher) read as one sweep."""
-    run = SweepRun(slo, None)
-    run.points = list(points)
-    return run.result(kind, config)

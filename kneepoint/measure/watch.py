@@ -4,9 +4,8 @@ still writes what it measured, as a sweep marked interrupted."""
 
 from __future__ import annotations
 
-from kneepoint.load import slo_margin
+from kneepoint.load import read_sweep, slo_margin
 from kneepoint.measure.progress import Progress
-from kneepoint.measure.sweep import result_of
 from kneepoint.probes.backends import Prober
 from kneepoint.records import EngineConfig, LoadPoint, Slo, SweepKind, SweepPoint, SweepResult
 
@@ -34,5 +33,5 @@ class Watched:
 
     def interrupted(self, config: EngineConfig, kind: SweepKind = "knee") -> SweepResult:
         """What was measured before the interrupt, read as a sweep (marked interrupted)."""
-        result = result_of(self.points, self.slo, config, kind)
+        result = read_sweep(self.points, kind, config)
         return result.model_copy(update={"interrupted": True})
