@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from kneepoint.load import plan_requests
 from kneepoint.policies.pruning.prefix_savings import prefix_reuse
+from kneepoint.records import Workload
 from tests.support.pruned import CHAT, RAG
 
 
@@ -31,3 +33,35 @@ def test_no_shared_prefixes_save_nothing() -> None:
     reuse = prefix_reuse(CHAT, kv_tokens=100_000)
     assert reuse.prompt_share == 0.0
     assert reuse.kv_ratio == pytest.approx(1.0)
+
+
+def _cycled(documents: int) -> Workload:
+    groups = [
+        {"name": "prompts", "documents": documents, "prefix_tokens": 560, "popularity": "cycle"}
+    ]
+    cls = {
+        "name": "c",
+        "prefix_group": "prompts",
+        "input_tokens": {"kind": "fixed", "tokens": 15},
+        "output_tokens": {"kind": "fixed", "tokens": 248},
+    }
+    return Workload.model_validate({"name": "w", "prefix_groups": groups, "classes": [cls]})
+
+
+def test_a_cycled_corpus_is_sent_in_turn() -> None:
+    # inference-perf's shared-prefix corpus: request n carries prompt n mod 100.
+    plan = plan_requests(_cycled(100), 10.0, num_requests=250, seed=3)
+    assert [p.prefix_id for p in plan[:3]] == ["prompts/0", "prompts/1", "prompts/2"]
+    assert [p.prefix_id for p in plan] == [f"prompts/{i % 100}" for i in range(250)]
+    assert plan[0].prompt[:560] == plan[100].prompt[:560] != plan[1].prompt[:560]
+    assert plan[0].prompt[560:] != plan[100].prompt[560:]  # the own tokens are each request's
+    # Another point (seed) starts again from the first, as each inference-perf stage does.
+    assert plan_requests(_cycled(100), 5.0, num_requests=1, seed=4)[0].prefix_id == "prompts/0"
+
+
+def test_a_cycled_corpus_too_large_for_the_pool_is_never_found_cached() -> None:
+    # In turn, each document comes back after all the others: least recently used, it is
+    # the one evicted. 56k tokens of documents against 28k of room: no hits (a random draw
+    # would find half of them), and all of them when the room holds the corpus.
+    assert prefix_reuse(_cycled(100), kv_tokens=56_000).prompt_share == 0.0
+    assert prefix_reuse(_cycled(100), kv_tokens=112_000).prompt_share == pytest.approx(560 / 575)

@@ -100,6 +100,8 @@ class Documents:
         self._corpus = seed if corpus_seed is None else corpus_seed
         self._cache: dict[tuple[str, int], tuple[int, ...]] = {}
         self._cum_weights: dict[str, list[float]] = {}
+        self._turn: dict[str, int] = {}
+        """Draws so far of each ``cycle`` group: the next document is this one mod its count."""
         for g in groups:
             if g.popularity == "zipf":
                 weights = [1.0 / (rank**g.zipf_exponent) for rank in range(1, g.documents + 1)]
@@ -109,7 +111,11 @@ class Documents:
 
     def draw(self, name: str, rng: random.Random) -> tuple[str, tuple[int, ...]]:
         group = self._groups[name]
-        doc = rng.choices(range(group.documents), cum_weights=self._cum_weights[name])[0]
+        if group.popularity == "cycle":
+            doc = self._turn.get(name, 0) % group.documents
+            self._turn[name] = doc + 1
+        else:
+            doc = rng.choices(range(group.documents), cum_weights=self._cum_weights[name])[0]
         return f"{name}/{doc}", self.tokens(f"{name}/{doc}", group.prefix_tokens)
 
     def least_popular_first(self, name: str) -> list[tuple[str, tuple[int, ...]]]:

@@ -33,7 +33,12 @@ class PrefixGroup(InputRecord):
     """How many distinct documents the corpus holds."""
     prefix_tokens: int = Field(ge=1)
     """Length of each document, prepended to the class's own prompt tokens."""
-    popularity: Literal["uniform", "zipf"] = "uniform"
+    popularity: Literal["uniform", "zipf", "cycle"] = "uniform"
+    """How requests pick a document: at random, evenly (``uniform``) or skewed (``zipf``);
+    or in turn, the first to the last and round again (``cycle``), as a benchmark sends a
+    fixed prompt set (inference-perf's shared-prefix corpus: request n carries prompt n mod
+    its count). Under ``cycle`` each document comes back exactly ``documents`` requests
+    later, so a prefix cache too small for all of them evicts each one before it returns."""
     zipf_exponent: float = Field(default=1.1, gt=0.0)
     """Skew of document popularity when ``popularity`` is zipf."""
 

@@ -75,6 +75,8 @@ def prefix_reuse(
             corpus = group.documents * group.prefix_tokens
             hit = min(1.0, (RESIDENT_SHARE * kv_tokens + host_tokens) / corpus)
             held = min(1.0, RESIDENT_SHARE * kv_tokens / corpus)
+            if group.popularity == "cycle":  # in turn: LRU evicts each before it is back
+                hit, held = float(hit == 1.0), float(held == 1.0)
         survival = turn_survival(cls.session.turns) if cls.session is not None else [1.0]
         for t, alive in enumerate(survival):
             weight = share * alive
