@@ -7,8 +7,9 @@ recordings of one study whose configurations differ by knobs, the effect of that
 real engine measured it, as the simulator measures it, and as kneepoint's pruning predicted it
 from the first recording's diagnosis. A summary gives the figures the fidelity goals name.
 
-Run: .venv/bin/python benchmarks/real_fidelity.py [PATH ...]   (default: every GPU recording in
-tests/fixtures/real; a PATH is a sweep.json, a folder with one, or a folder of such)
+Run: .venv/bin/python benchmarks/real_fidelity.py [PATH ...] [--seeds 3]   (default: every GPU
+recording in tests/fixtures/real; a PATH is a sweep.json, a folder with one, or a folder of such;
+--seeds K also replays K - 1 other draws of each workload: the spread one sweep's arrivals give)
 Goals: uncalibrated, capacity within 10% and the fp8 effect within 5 points on every config;
 calibrated leave-one-out, capacity within 5%, ITL p50 within 15% at every rate that meets the
 SLO, the fp8 effect within 3 points.
@@ -17,6 +18,8 @@ SLO, the fp8 effect within 3 points.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -190,9 +193,43 @@ def leave_one_out(recordings: list[RecordedSweep], figures: Figures) -> list[str
     return rows
 
 
+SEED_STRIDE = 1000
+"""Workload seeds of the other draws ``--seeds`` replays: far from any repeat's own."""
+
+
+def reseeded(recording: RecordedSweep, shift: int) -> RecordedSweep:
+    """The recording's study drawing other requests and arrivals (its workload seed moved)."""
+    workload = recording.study.workload
+    moved = workload.model_copy(update={"seed": workload.seed + shift})
+    return dataclasses.replace(
+        recording, study=recording.study.model_copy(update={"workload": moved})
+    )
+
+
+def seed_spread(recordings: list[RecordedSweep], seeds: int) -> list[str]:
+    """Each recording's uncalibrated capacity error replayed with its own requests (what the
+    real engine was sent) and with ``seeds - 1`` other draws of the same workload: how far
+    one sweep's arrivals alone move a capacity, real or simulated."""
+    rows = [f"  {'recording':<30} {'own draw':>9} {'other draws':>30} {'spread':>8}"]
+    for rec in recordings:
+        real = rec.result.capacity_rps or 1.0
+        errors = [(replay(reseeded(rec, SEED_STRIDE * k) if k else rec).capacity_rps or 0.0)
+                  / real - 1 for k in range(seeds)]  # fmt: skip
+        others = " ".join(f"{e:+6.1%}" for e in errors[1:])
+        spread = statistics.pstdev(errors)
+        rows.append(f"  {_label(rec):<30} {errors[0]:+9.1%} {others:>30} {spread:8.1%}")
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("paths", nargs="*", type=Path, help="recordings (default: shared)")
+    parser.add_argument("--seeds", type=int, default=1, help="also replay this many draws in all")
+    parser.add_argument(
+        "--uncalibrated",
+        action="store_true",
+        help="stop before the leave-one-out calibrations (most of the time)",
+    )
     args = parser.parse_args()
     configure_logging(level="warning")
     roots = args.paths or [p for p in DEFAULT_PATHS if p.exists()]
@@ -212,11 +249,17 @@ def main() -> None:
         real, sim = r.result.capacity_rps, simulated[r.source].capacity_rps
         figures.capacity.append((sim or 0) / (real or 1) - 1)
         print(f"  {_label(r):<30} {real or 0:14.2f} {sim or 0:10.2f} {_err(real, sim):>7}")
+    if args.seeds > 1:
+        print(f"\nuncalibrated capacity error, the recording's own requests and {args.seeds - 1} "
+              "other draws of its workload:")  # fmt: skip
+        print("\n".join(seed_spread(recordings, args.seeds)))
     for r in recordings:
         print(f"\n{_label(r)} ({r.source}): real/simulated")
         print("\n".join(rate_table(r, simulated[r.source])))
     print("\nknob effects on SLO capacity (real engine, simulator, kneepoint's prediction):")
     print("\n".join(effects(recordings, simulated, figures)))
+    if args.uncalibrated:
+        return
     started = time.perf_counter()
     print("\ncalibrated, leave-one-out (fitted on the study's other recordings):")
     print("\n".join(leave_one_out(recordings, figures)))
