@@ -77,12 +77,15 @@ class Efficiency(InputRecord):
     """One sequence's n-gram draft lookup in a step, on the CPU: vLLM's Numba matcher spent
     1.9 s in all over a 5,000-request ShareGPT run (vllm-project/vllm PR #13365), about a
     million decoding sequence-steps."""
-    frontend_latency_s: float = Field(default=0.014, ge=0.0)
+    frontend_latency_s: float = Field(default=0.005, ge=0.0)
     """The API server's share of each request's latency outside the engine's steps (HTTP,
     validation, tokenisation, handing the request to the engine core and the first chunk
-    back): time to first token and end to end grow by it, token gaps do not. 14 ms is what
-    `kneepoint calibrate` reads off the real H100 recordings (TTFT p50 at 8 req/s: 25.6-28.8
-    ms measured, 12-15 ms of engine steps; tests/fixtures/real)."""
+    back): time to first token and end to end grow by it, token gaps do not. 5 ms is what
+    `kneepoint calibrate` reads off the real H100 Llama-3.1-8B recordings (tests/fixtures/
+    real/h100-llama8b-chat, vLLM 0.26; 6.8 ms off the Gemma-3-12B ones) with async
+    scheduling's step of delay (``SimEngine.seen_by_s``) in the engine's share; the BLIS
+    campaign's vLLM 0.15.1 servers, another client on another cluster, show 5.8-6.5 ms
+    (tests/fixtures/published/blis-campaign/README.md)."""
     frontend_chunk_s: float = Field(default=0.0, ge=0.0)
     """The API server's serial work to stream one chunk (detokenise, serialise, write), on
     the one thread that also takes requests in (``kneepoint.sim.frontend``): 0 leaves the

@@ -165,6 +165,9 @@ class SimEngine:
         servers = self.resolved.api_server_count / self.resolved.data_parallel_size
         self.frontend = FrontEnd.of(self.efficiency, servers)
         self.now_s = 0.0
+        self._last_step_s = (-1.0, -1.0)
+        """The last step's start and end: with async scheduling the step after it was
+        scheduled as it started (``seen_by_s``)."""
         self.index = 0
         """Its rank among data-parallel replicas (``kneepoint.sim.replicas``)."""
         self._next_rid = 0
@@ -198,6 +201,7 @@ class SimEngine:
             self.now_s,
             arrival.traffic_class,
             key=arrival.key,
+            queued_s=self.now_s,
         )
         self._next_rid += 1
         self.scheduler.add(req)
@@ -228,18 +232,36 @@ class SimEngine:
         for req in [*sched.running, *sched.waiting, *sched.loads.loading]:
             sched.abort(req)
 
+    def seen_by_s(self) -> float:
+        """Requests the engine core took in by this time can join the step starting now.
+
+        With async scheduling vLLM's engine core keeps two steps in flight (its batch queue,
+        ``EngineCore.step_with_batch_queue``): it schedules step N+1 as soon as step N is
+        launched and blocks on N's output only then, so a step that follows another with
+        requests still running was scheduled when that one started, and a request that came
+        in while it ran waits a further step. Its first token then comes 2.5 steps after it
+        arrives on average, not 1.5: the BLIS campaign's vLLM 0.15.1 servers show first
+        tokens 2.0-3.0 steps after arrival plus ~6 ms, on every model and GPU
+        (tests/fixtures/published/blis-campaign). Without async scheduling (or after an idle
+        spell) a step is scheduled as it starts."""
+        start, end = self._last_step_s
+        if self.resolved.async_scheduling and end == self.now_s and self.scheduler.running:
+            return start
+        return self.now_s
+
     def step(self) -> StepOutcome | None:
         """Run one step; None when there is nothing the engine can run."""
         queries, hits = self.kv.query_tokens, self.kv.hit_tokens
         host = self.kv.host
         outside = (host.query_tokens, host.hit_tokens) if host is not None else (0, 0)
-        plan = self.scheduler.schedule(self.now_s)
+        plan = self.scheduler.schedule(self.now_s, self.seen_by_s())
         if not plan.num_requests:
             return None
         shape = plan.shape()
         cost = self.roofline.step(shape)
         start = self.now_s
         self.now_s += cost.wall_s
+        self._last_step_s = (start, self.now_s)
         for req in plan.admitted:
             if req.first_scheduled_s is None:  # a re-admitted preempted request keeps its first
                 req.first_scheduled_s = start

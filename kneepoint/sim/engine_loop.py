@@ -30,8 +30,8 @@ class EngineLoop:
             return self._end()
         self._take_in()
         while handed and handed[0][0] <= engine.now_s:
-            _, picked_s, arrival = handed.popleft()
-            self._submit_or_reject(arrival, picked_s)
+            reached_s, picked_s, arrival = handed.popleft()
+            self._submit_or_reject(arrival, picked_s, reached_s)
         stepped = engine.step() if engine.busy else None
         if stepped is not None:
             # Requests that arrived during the step are taken in before its output.
@@ -70,7 +70,7 @@ class EngineLoop:
             picked = engine.frontend.pick_up(arrival.at_s)
             self._handed.append((picked + engine.frontend.latency_s, picked, arrival))
 
-    def _submit_or_reject(self, arrival: Arrival, picked_s: float) -> None:
+    def _submit_or_reject(self, arrival: Arrival, picked_s: float, reached_s: float) -> None:
         try:
             req = self.engine.submit(arrival)
         except RequestRejectedError as exc:
@@ -80,4 +80,5 @@ class EngineLoop:
             # the server's arrival stamp (its TTFT counts from there): it arrived mid-step,
             # and the engine sees it after
             req.arrival_s = picked_s
+            req.queued_s = reached_s  # mid-step: a step scheduled before cannot take it
             self.run.submitted.append((arrival, req))

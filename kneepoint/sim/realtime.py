@@ -50,7 +50,7 @@ class RealtimeEngine:
     def submit(self, prompt: tuple[int, ...], max_tokens: int) -> Stream:
         """Queue a request now (raises RequestRejectedError as vLLM would answer 400)."""
         req = self.engine.submit(Arrival(self.now(), prompt, max_tokens))
-        req.arrival_s = self.now()  # the engine's own clock may be mid-step, ahead of ours
+        req.arrival_s = req.queued_s = self.now()  # the engine's clock may be ahead, mid-step
         stream = Stream(req)
         self._streams[req.rid] = stream
         self._wake.set()

@@ -22,6 +22,9 @@ class SimRequest:
     max_tokens: int
     arrival_s: float
     traffic_class: str = ""
+    queued_s: float = float("-inf")
+    """When the engine core took it in (its scheduler sees it from then on); a step
+    scheduled earlier cannot admit it (``SimEngine.step``)."""
     key: int = -1
     """The client's name for it (``Arrival.key``)."""
     num_output: int = 0

@@ -74,8 +74,10 @@ class Scheduler:
             remaining = self.long_prefill_threshold
         return min(remaining, budget)
 
-    def schedule(self, now_s: float = 0.0) -> StepPlan:
-        """The next step's plan at ``now_s`` (when loads from host memory have come in)."""
+    def schedule(self, now_s: float = 0.0, seen_by_s: float | None = None) -> StepPlan:
+        """The next step's plan at ``now_s`` (when loads from host memory have come in),
+        admitting only requests the engine core had taken in by ``seen_by_s`` (``now_s``
+        when None: a step scheduled as it starts)."""
         plan = StepPlan(window=self.kv.window, drafting=self.drafter is not None)
         if self.loads.loading:
             self.loads.rejoin(now_s, self.waiting)
@@ -83,7 +85,8 @@ class Scheduler:
             budget = self._schedule_running(plan, self.token_budget)
         else:
             budget = self._schedule_with_cohort(plan, self.cohort)
-        plan.admission_stop = self._admit_waiting(plan, budget, now_s)
+        seen = now_s if seen_by_s is None else seen_by_s
+        plan.admission_stop = self._admit_waiting(plan, budget, now_s, seen)
         return plan
 
     def _schedule_running(self, plan: StepPlan, budget: int) -> int:
@@ -189,10 +192,14 @@ class Scheduler:
         self.waiting.appendleft(victim)
         plan.preempted.append(victim)
 
-    def _admit_waiting(self, plan: StepPlan, budget: int, now_s: float = 0.0) -> AdmissionStop:
+    def _admit_waiting(
+        self, plan: StepPlan, budget: int, now_s: float, seen_by_s: float
+    ) -> AdmissionStop:
         if plan.preempted:
             return "preempted"
         while self.waiting:
+            if self.waiting[0].queued_s > seen_by_s:
+                return "no_waiting"  # not yet in the queue this step was scheduled from
             if len(self.running) >= self.max_num_seqs:
                 return self._unless_kv_full("max_num_seqs")
             if budget <= 0:
