@@ -2,6 +2,7 @@
 same configurations and rates, and the fit of its constants to them (a calibration)."""
 
 from kneepoint.calibration.from_sweeps import Fitted, calibrate
+from kneepoint.calibration.held_out import score
 from kneepoint.calibration.recorded import (
     find_recorded,
     is_run_folder,
@@ -15,5 +16,6 @@ __all__ = [
     "find_recorded",
     "is_run_folder",
     "load_recorded",
+    "score",
     "study_path_for",
 ]

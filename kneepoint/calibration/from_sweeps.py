@@ -17,6 +17,7 @@ from kneepoint.calibration.fit import (
     step_error,
     step_samples,
 )
+from kneepoint.calibration.held_out import score
 from kneepoint.calibration.recorded import RecordedSweep
 from kneepoint.calibration.replay import replay_point
 from kneepoint.config import ConfigError, Problem
@@ -100,9 +101,15 @@ def _with_frontend(
     return fitted.model_copy(update={"frontend_latency_s": frontend_ms / 1e3}), checks, error
 
 
-def calibrate(recordings: Sequence[RecordedSweep], start: Efficiency | None = None) -> Fitted:
-    """Fit the constants to ``recordings`` (all of one GPU and model)."""
-    gpu, model, version = _one_setting(recordings)
+def calibrate(
+    recordings: Sequence[RecordedSweep],
+    start: Efficiency | None = None,
+    held_out: Sequence[RecordedSweep] = (),
+) -> Fitted:
+    """Fit the constants to ``recordings`` (all of one GPU and model). Recordings
+    ``held_out`` (of the same GPU and model) are not fitted to: they, and the recordings
+    fitted to, are then replayed with and without the fit (``Calibration.scores``)."""
+    gpu, model, version = _one_setting([*recordings, *held_out])
     samples = step_samples(recordings)
     if not samples:
         raise ConfigError(
@@ -141,4 +148,8 @@ def calibrate(recordings: Sequence[RecordedSweep], start: Efficiency | None = No
         step_error_rel=round(step_error(efficiency, samples), 4),
         ttft_error_ms=None if error is None else round(error, 2),
     )
+    if held_out:
+        scores = [*score(recordings, efficiency, fitted=True),
+                  *score(held_out, efficiency, fitted=False)]  # fmt: skip
+        calibration = calibration.model_copy(update={"scores": tuple(scores)})
     return Fitted(calibration, samples, checks)

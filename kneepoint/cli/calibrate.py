@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,6 +20,7 @@ import structlog
 
 if TYPE_CHECKING:
     from kneepoint.calibration import Fitted
+    from kneepoint.records import ReplayScore
 
 log = structlog.get_logger(__name__)
 
@@ -34,6 +36,15 @@ def add_calibrate_command(commands: argparse._SubParsersAction[argparse.Argument
         help="sweep.json files, folders holding one, or folders of such",
     )
     cmd.add_argument("--out", type=Path, required=True, help="the calibration file to write")
+    cmd.add_argument(
+        "--hold-out",
+        type=Path,
+        nargs="+",
+        default=[],
+        metavar="RECORDING",
+        help="recordings of the same GPU and model not to fit to: each, and each one fitted "
+        "to, is replayed with and without the fit and its errors printed side by side",
+    )
     cmd.set_defaults(handler=run_calibrate)
 
 
@@ -52,6 +63,31 @@ def _table(fitted: Fitted) -> list[str]:
     return lines
 
 
+def _scores(scores: Sequence[ReplayScore]) -> list[str]:
+    """The recordings replayed with and without the fit, those fitted to first."""
+    if not scores:
+        return []
+
+    def pct(value: float | None, sign: str = "+") -> str:
+        return "n/a" if value is None else f"{value:{sign}.1%}"
+
+    lines = [
+        "replayed (capacity error, built-in -> fitted; step time rms error, built-in -> fitted):",
+        f"  {'recording':<34} {'':<10} {'real req/s':>10} {'capacity':>17} {'steps':>15}",
+    ]
+    for s in sorted(scores, key=lambda s: not s.fitted):
+        real = "n/a" if s.capacity_rps is None else f"{s.capacity_rps:.2f}"
+        steps = (
+            f"{pct(s.uncalibrated_step_error_rel, '')} -> {pct(s.calibrated_step_error_rel, '')}"
+        )
+        capacity = f"{pct(s.uncalibrated_error_rel)} -> {pct(s.calibrated_error_rel)}"
+        lines.append(
+            f"  {s.recording:<34} {'fitted' if s.fitted else 'held out':<10} {real:>10} "
+            f"{capacity:>17} {steps:>15}"
+        )
+    return lines
+
+
 def run_calibrate(args: argparse.Namespace) -> int:
     import yaml
 
@@ -61,7 +97,8 @@ def run_calibrate(args: argparse.Namespace) -> int:
 
     check_output("--out", args.out)
     recordings = find_recorded(args.recordings)
-    fitted = calibrate(recordings)
+    held_out = find_recorded(args.hold_out) if args.hold_out else []
+    fitted = calibrate(recordings, held_out=held_out)
     found = fitted.calibration
     text = yaml.safe_dump(found.model_dump(mode="json"), sort_keys=False)
     write_atomically(args.out, f"# kneepoint calibrate: {found.gpu} / {found.model}\n{text}")
@@ -77,6 +114,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
         f"{eff.mfu:.2f}, "
         f"weights {eff.weight_bandwidth:.2f} and KV {eff.kv_bandwidth:.2f} of peak bandwidth, fp8 "
         f"GEMMs up to {eff.fp8_gemm_speedup:.2f}x",
+        *_scores(found.scores),
         f"written: {args.out} (name it in a study: calibration: {args.out})",
     ]
     sys.stdout.write("\n".join(summary) + "\n")

@@ -20,7 +20,7 @@ from kneepoint.records.artifacts import PointArtifacts
 from kneepoint.records.backend_spec import AttachBackend, BackendSpec, SimBackend, VllmBackend
 from kneepoint.records.base import Record
 from kneepoint.records.budget import Budget
-from kneepoint.records.calibration import Calibration
+from kneepoint.records.calibration import Calibration, ReplayScore
 from kneepoint.records.diagnosis import (
     Binding,
     Diagnosis,
@@ -220,6 +220,7 @@ __all__ = [
     "QualityChecked",
     "Record",
     "RepeatsMethod",
+    "ReplayScore",
     "RequestRecord",
     "RuledOut",
     "RunInterruptedError",
