@@ -32,8 +32,8 @@ def test_sigkill_at_random_moments_then_resume_gives_the_same_run(tmp_path: Path
     while True:
         folders = run_folders(killed_runs)
         proc = tune(folders[0] if folders else SMALL, killed_runs)
-        if kills < MAX_KILLS:
-            time.sleep(rng.uniform(0.6, 2.4))  # the run takes ~1 s to import, ~3 s to finish
+        if kills < MAX_KILLS and _progressed(proc, killed_runs, _ledger_bytes(killed_runs)):
+            time.sleep(rng.uniform(0.0, 0.3))  # a random moment past its first new decision
             if proc.poll() is None:
                 proc.send_signal(signal.SIGKILL)
                 proc.wait()
@@ -44,6 +44,22 @@ def test_sigkill_at_random_moments_then_resume_gives_the_same_run(tmp_path: Path
     assert kills >= 3  # the run really was cut short, more than once
     (resumed,) = run_folders(killed_runs)
     assert differences(resumed, reference) == []
+
+
+def _ledger_bytes(runs: Path) -> int:
+    """How much the run's ledger holds (0 before its folder exists)."""
+    ledgers = list(runs.glob("*/ledger.jsonl"))
+    return ledgers[0].stat().st_size if ledgers else 0
+
+
+def _progressed(proc: subprocess.Popen[bytes], runs: Path, before: int) -> bool:
+    """Wait until the (re)started run records a decision of its own, not on the clock:
+    whether it did before it ended."""
+    while proc.poll() is None:
+        if _ledger_bytes(runs) > before:
+            return True
+        time.sleep(0.01)
+    return False
 
 
 def test_sigterm_stops_the_server_with_the_agent_and_the_run_resumes(tmp_path: Path) -> None:
