@@ -11,7 +11,7 @@ the runs are simulated again: the figures of the runs fitted on and of the rest 
 apart, beside the uncalibrated ones.
 
 Run: .venv/bin/python benchmarks/published_fidelity.py [--runs 16 22] [--set FIELD=VALUE]
-     [--fit weight_bandwidth,attention_overhead_s --train h100-sxm] [--write-studies DIR]
+     [--fit weight_bandwidth,kv_bandwidth --train h100-sxm] [--write-studies DIR]
      (all 38 runs: ~2 minutes on a 2-core host; --fit adds ~4)
 Goal: mean TTFT, ITL and E2E MAPE over the 38 runs at most BLIS-Evolved's (18.2 / 10.9 /
 10.0%), any fitted constant scored on runs it was not fitted on.
@@ -22,7 +22,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import yaml
@@ -60,22 +60,18 @@ def score(run: Run, simulated: list[Simulated]) -> list[tuple[Stage, Simulated]]
 
 
 def run_errors(
-    rows: list[tuple[Stage, Simulated]],
-    into_whole: Errors,
-    into_stages: Errors,
-    whole_outputs: float,
+    rows: list[tuple[Stage, Simulated]], into_whole: Errors, into_stages: Errors
 ) -> list[str]:
-    """Collect each row's errors and print one line per row."""
+    """Collect each row's errors (the last row is the whole run) and a line per row."""
     lines = []
     for i, (stage, sim) in enumerate(rows):
         whole = i == len(rows) - 1
-        tokens = whole_outputs if whole else stage.client_output_tokens()
         target = into_whole if whole else into_stages
         cells = []
         for metric in METRICS:
             key = metric + "_ms"
             measured = stage.measured[key]
-            ours = _error(sim.figure(metric, tokens), measured)
+            ours = _error(sim.figure(metric, stage.client_output_tokens()), measured)
             target["kneepoint"].setdefault(metric, []).append(ours)
             for source in SOURCES[1:]:
                 target[source].setdefault(metric, []).append(
@@ -90,13 +86,8 @@ def run_errors(
     return lines
 
 
-def whole_output_tokens(run: Run) -> float:
-    """The whole run's client output count, as the campaign's pooled ITL divides by it."""
-    return run.whole.client_output_tokens()
-
-
 def simulate_all(
-    runs: Sequence[Run], efficiency_for: Callable[[Run], Efficiency | None], quiet: bool = False
+    runs: Sequence[Run], efficiency: Efficiency, quiet: bool = False
 ) -> dict[int, list[Simulated]]:
     """Every run simulated; a run the simulator cannot run prints why (never scored zero)."""
     workloads = load_workloads()
@@ -104,7 +95,7 @@ def simulate_all(
     for run in runs:
         started = time.perf_counter()
         try:
-            out[run.id] = simulate(study_of(run, workloads[run.workload]), run, efficiency_for(run))
+            out[run.id] = simulate(study_of(run, workloads[run.workload]), run, efficiency)
         except Exception as exc:  # a run that cannot be simulated is named, not scored
             print(f"  run {run.label}: NOT SIMULATED: {type(exc).__name__}: {exc}")
             continue
@@ -115,26 +106,30 @@ def simulate_all(
     return out
 
 
-def tables(runs: Sequence[Run], simulated: dict[int, list[Simulated]]) -> tuple[Errors, Errors]:
-    """Per run, each stage's and the whole run's errors; returns them for the summary."""
+def tables(
+    runs: Sequence[Run], simulated: dict[int, list[Simulated]], show: bool = False
+) -> tuple[Errors, Errors]:
+    """Each simulated run's stage and whole-run errors (whole, stages); ``show`` prints a
+    table of them per run."""
     whole: Errors = {s: {} for s in SOURCES}
     stages: Errors = {s: {} for s in SOURCES}
-    head = " | ".join(
-        f"{m:>9} {'kp':>7} {'BLIS-E':>7}" for m in ("E2E mean", "TTFT mean", "TTFT p99", "ITL mean")
-    )
-    print(
-        f"\nper run (measured ms, then the error of kneepoint and of BLIS-Evolved):\n"
-        f"    {'stage':>7} {head}"
-    )
-    for run in runs:
-        if run.id not in simulated:
-            continue
-        gpu = f"{run.gpu} x{run.tensor_parallel_size}"
-        print(f"  {run.label} on {gpu}, {run.workload}, {run.max_num_batched_tokens} tokens a step")
-        for gap in not_expressed(run)[len(GENERAL_GAPS) :]:
-            print(f"      stands in: {gap}")
-        rows = score(run, simulated[run.id])
-        print("\n".join(run_errors(rows, whole, stages, whole_output_tokens(run))))
+    if show:
+        head = " | ".join(
+            f"{m:>9} {'kp':>7} {'BLIS-E':>7}"
+            for m in ("E2E mean", "TTFT mean", "TTFT p99", "ITL mean")
+        )
+        print(
+            f"\nper run (measured ms, then the error of kneepoint and of BLIS-Evolved):\n"
+            f"    {'stage':>7} {head}"
+        )
+    for run in (r for r in runs if r.id in simulated):
+        lines = run_errors(score(run, simulated[run.id]), whole, stages)
+        if show:
+            setting = f"{run.workload}, {run.max_num_batched_tokens} tokens a step"
+            print(f"  {run.label} on {run.gpu} x{run.tensor_parallel_size}, {setting}")
+            for gap in not_expressed(run)[len(GENERAL_GAPS) :]:
+                print(f"      stands in: {gap}")
+            print("\n".join(lines))
     return whole, stages
 
 
@@ -171,18 +166,13 @@ def by_gpu(runs: Sequence[Run], simulated: dict[int, list[Simulated]]) -> list[s
     lines = ["whole runs by GPU: MAPE of mean E2E / TTFT / ITL (kneepoint; BLIS-Evolved)"]
     for gpu in sorted({r.gpu for r in runs}):
         chosen = [r for r in runs if r.gpu == gpu and r.id in simulated]
-        errors: Errors = {s: {} for s in SOURCES}
-        for run in chosen:
-            rows = score(run, simulated[run.id])[-1:]
-            run_errors(rows, errors, {s: {} for s in SOURCES}, whole_output_tokens(run))
-        cells = []
-        for source in SOURCES[:2]:
-            cells.append(
-                " / ".join(
-                    f"{mape(errors[source][m])[0]:.1f}"
-                    for m in ("e2e_mean", "ttft_mean", "itl_mean")
-                )
+        errors, _ = tables(chosen, simulated)
+        cells = [
+            " / ".join(
+                f"{mape(errors[source][m])[0]:.1f}" for m in ("e2e_mean", "ttft_mean", "itl_mean")
             )
+            for source in SOURCES[:2]
+        ]
         lines.append(f"  {gpu:<14} {len(chosen):>2} runs: {cells[0]:<20} ({cells[1]})")
     return lines
 
@@ -208,7 +198,7 @@ def parse_overrides(texts: Sequence[str]) -> Efficiency:
 
 
 def report(runs: Sequence[Run], simulated: dict[int, list[Simulated]], title: str) -> None:
-    whole, stages = tables(runs, simulated)
+    whole, stages = tables(runs, simulated, show=True)
     print()
     print("\n".join(summary(f"{title}, whole runs", whole, goal=len(runs) == 38)))
     print("\n".join(summary(f"{title}, stages", stages)))
@@ -243,7 +233,7 @@ def main() -> None:
     print(f"{len(runs)} runs; stand-ins for what the studies cannot say, in every run:")
     print("\n".join(f"  - {g}" for g in GENERAL_GAPS))
     started = time.perf_counter()
-    simulated = simulate_all(runs, lambda _: base)
+    simulated = simulate_all(runs, base)
     print(f"simulated in {time.perf_counter() - started:.0f} s")
     report(runs, simulated, "uncalibrated")
     if args.fit:
@@ -263,24 +253,14 @@ def fit_and_score(
     fitted = fit_constants(train, base, fields)
     shown = ", ".join(f"{f} {getattr(fitted, f):.4g}" for f in fields)
     print(f"\nfitted on {len(train)} runs of {', '.join(train_gpus)}: {shown}")
-    again = simulate_all(runs, lambda _: fitted, quiet=True)
+    again = simulate_all(runs, fitted, quiet=True)
     for title, chosen in (("fitted on", train), ("held out", held)):
         if not chosen:
             continue
-        before, after = ({r.id: s[r.id] for r in chosen} for s in (simulated, again))
+        before, after = ({r.id: s[r.id] for r in chosen if r.id in s} for s in (simulated, again))
         for name, sims in (("uncalibrated", before), ("fitted", after)):
-            whole, _ = _quiet_tables(chosen, sims)
+            whole, _ = tables(chosen, sims)
             print("\n".join(summary(f"{title}, {name}", whole)))
-
-
-def _quiet_tables(
-    runs: Sequence[Run], simulated: dict[int, list[Simulated]]
-) -> tuple[Errors, Errors]:
-    whole: Errors = {s: {} for s in SOURCES}
-    stages: Errors = {s: {} for s in SOURCES}
-    for run in runs:
-        run_errors(score(run, simulated[run.id]), whole, stages, whole_output_tokens(run))
-    return whole, stages
 
 
 if __name__ == "__main__":

@@ -12,23 +12,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
-
 from benchmarks.published_campaign import Run, load_workloads, simulate, study_of
-from kneepoint.calibration.fit import BOUNDS, StepSample, nelder_mead, step_error
-from kneepoint.physics import resolve_engine
+from kneepoint.calibration.fit import BOUNDS, StepSample, fit_steps, spread
+from kneepoint.physics import BatchShape, resolve_engine
 from kneepoint.records import Efficiency
 
 EXTRA_BOUNDS = {
     "request_overhead_s": (0.0, 200e-6),
-    "attention_overhead_s": (0.0, 5e-6),
     "allreduce_latency_s": (0.0, 50e-6),
     "step_overhead_s": (0.0, 2e-3),
 }
 """Ranges of the constants ``kneepoint calibrate`` does not fit (calibration.fit.BOUNDS has
 the rest)."""
 STEPS_PER_STAGE = 64
-"""Steps priced per stage, spread over their sizes (``calibration.fit._spread``)."""
+"""Steps priced per stage, spread over their sizes (``calibration.fit.spread``)."""
 
 
 def stage_samples(runs: Sequence[Run], start: Efficiency) -> list[StepSample]:
@@ -39,20 +36,15 @@ def stage_samples(runs: Sequence[Run], start: Efficiency) -> list[StepSample]:
         sent = workloads[run.workload]
         study = study_of(run, sent)
         engine = resolve_engine(study.engine, study.gpu, study.model)
-        steps: list[list] = []
+        steps: list[list[BatchShape]] = []
         simulate(study, run, start, steps)
         for stage, shapes in zip(run.stages, steps, strict=True):
             gap_ms = stage.measured["itl_mean_ms"] * (stage.client_output_tokens() - 1.0)
             gap_ms /= sent.output_tokens - 1
-            chosen = sorted(shapes, key=lambda s: (s.new_tokens, s.kv_tokens))
-            spread = [
-                chosen[int((i + 0.5) * len(chosen) / STEPS_PER_STAGE)]
-                for i in range(min(STEPS_PER_STAGE, len(chosen)))
-            ]
             samples.append(
                 StepSample(
                     f"{run.label} @ {stage.rate_rps:g}",
-                    tuple(spread),
+                    spread(shapes, STEPS_PER_STAGE),
                     gap_ms / 1e3,
                     study.gpu,
                     study.model,
@@ -69,17 +61,4 @@ def fit_constants(runs: Sequence[Run], start: Efficiency, fields: Sequence[str])
     if unknown:
         raise SystemExit(f"--fit: no range for {', '.join(unknown)} (known: {', '.join(bounds)})")
     samples = stage_samples(runs, start)
-
-    def constants(x: np.ndarray) -> Efficiency:
-        values = {
-            f: bounds[f][0] + (bounds[f][1] - bounds[f][0]) * float(v)
-            for f, v in zip(fields, np.clip(x, 0.0, 1.0), strict=True)
-        }
-        return start.model_copy(update=values)
-
-    first = np.array(
-        [(getattr(start, f) - bounds[f][0]) / (bounds[f][1] - bounds[f][0]) for f in fields]
-    )
-    best = nelder_mead(lambda x: step_error(constants(x), samples), np.clip(first, 0.0, 1.0))
-    best = nelder_mead(lambda x: step_error(constants(x), samples), best)
-    return constants(best)
+    return fit_steps(samples, start, restarts=1, fields=fields, bounds=bounds)

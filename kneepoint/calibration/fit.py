@@ -13,7 +13,7 @@ only where some recording ran fp8 weights, and kept at its default otherwise.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -136,7 +136,7 @@ def replayed_samples(
             samples.append(
                 StepSample(
                     _label(rec, entry),
-                    _spread(shapes, per_point),
+                    spread(shapes, per_point),
                     _observed_s(entry),
                     study.gpu,
                     study.model,
@@ -147,7 +147,7 @@ def replayed_samples(
     return samples
 
 
-def _spread(shapes: Sequence[BatchShape], count: int) -> tuple[BatchShape, ...]:
+def spread(shapes: Sequence[BatchShape], count: int) -> tuple[BatchShape, ...]:
     """``count`` of the shapes at evenly spaced ranks of their size: their mean price is the
     steps' mean price at a fraction of the cost."""
     ordered = sorted(shapes, key=lambda s: (s.new_tokens, s.kv_tokens))
@@ -187,19 +187,31 @@ def step_error(efficiency: Efficiency, samples: Sequence[StepSample]) -> float:
 
 
 def fit_steps(
-    samples: Sequence[StepSample], start: Efficiency | None = None, restarts: int = 2
+    samples: Sequence[StepSample],
+    start: Efficiency | None = None,
+    restarts: int = 2,
+    fields: Sequence[str] | None = None,
+    bounds: Mapping[str, tuple[float, float]] = BOUNDS,
 ) -> Efficiency:
     """The constants that price the observed steps best, starting from ``start`` (then
-    ``restarts`` more searches from the best found, to shake a simplex that collapsed)."""
+    ``restarts`` more searches from the best found, to shake a simplex that collapsed).
+    ``fields`` (default: every constant of ``bounds``, fp8's speed-up only where some sample
+    ran fp8 weights) are searched within ``bounds``."""
     start = start or Efficiency()
-    names = [
-        n for n in BOUNDS if n != "fp8_gemm_speedup" or any(s.engine.fp8_compute for s in samples)
-    ]
+    names = (
+        list(fields)
+        if fields is not None
+        else [
+            n
+            for n in bounds
+            if n != "fp8_gemm_speedup" or any(s.engine.fp8_compute for s in samples)
+        ]
+    )
 
     def unit(x: np.ndarray) -> Efficiency:
         clipped = np.clip(x, 0.0, 1.0)
         values = {
-            n: BOUNDS[n][0] + (BOUNDS[n][1] - BOUNDS[n][0]) * float(v)
+            n: bounds[n][0] + (bounds[n][1] - bounds[n][0]) * float(v)
             for n, v in zip(names, clipped, strict=True)
         }
         return start.model_copy(update=values)
@@ -208,7 +220,7 @@ def fit_steps(
         return step_error(unit(x), samples)
 
     first = np.array(
-        [(getattr(start, n) - BOUNDS[n][0]) / (BOUNDS[n][1] - BOUNDS[n][0]) for n in names]
+        [(getattr(start, n) - bounds[n][0]) / (bounds[n][1] - bounds[n][0]) for n in names]
     )
     best = nelder_mead(cost, np.clip(first, 0.0, 1.0))
     for _ in range(restarts):
