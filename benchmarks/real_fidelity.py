@@ -213,8 +213,8 @@ def seed_spread(recordings: list[RecordedSweep], seeds: int) -> list[str]:
     rows = [f"  {'recording':<30} {'own draw':>9} {'other draws':>30} {'spread':>8}"]
     for rec in recordings:
         real = rec.result.capacity_rps or 1.0
-        errors = [(replay(reseeded(rec, SEED_STRIDE * k) if k else rec).capacity_rps or 0.0)
-                  / real - 1 for k in range(seeds)]  # fmt: skip
+        replayed = [replay(reseeded(rec, SEED_STRIDE * k)) for k in range(seeds)]
+        errors = [(r.capacity_rps or 0.0) / real - 1 for r in replayed]
         others = " ".join(f"{e:+6.1%}" for e in errors[1:])
         spread = statistics.pstdev(errors)
         rows.append(f"  {_label(rec):<30} {errors[0]:+9.1%} {others:>30} {spread:8.1%}")

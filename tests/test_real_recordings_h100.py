@@ -78,12 +78,12 @@ def test_the_gemma_knee_and_its_kv_use_uncalibrated() -> None:
 
 def test_fp8_on_gemma_gains_what_the_real_engine_gained_uncalibrated() -> None:
     # Real: fp8 weights took the SLO capacity 18.37 -> 22.42 req/s (+22.0%), with a 23% larger
-    # KV pool and decode steps that read ~390 KB of KV per token of context. With KV read at
-    # half of peak bandwidth the simulator gave +3.9%; at 0.8 (Efficiency.kv_bandwidth),
-    # +22.1%; with async scheduling's step of delay before a new request's first token
-    # (SimEngine.seen_by_s), whose TTFT p99 this knee is, +16.5%: 5.5 points short of the
-    # fidelity goal of 5 (the two knees' own spread over other draws of the workload is 7-16%,
-    # benchmarks/real_fidelity.py --seeds 3; the prefills price slow, the knees 12-16% low).
+    # KV pool and decode steps that read ~390 KB of KV per token of context, which KV read at
+    # 0.8 of peak bandwidth (Efficiency.kv_bandwidth) prices. The simulator reads +16.5%: its
+    # prefills price slow (both knees 12-16% low) and each knee is a TTFT p99 that a new
+    # request's extra step under async scheduling (SimEngine.seen_by_s) lengthens, so it
+    # misses the 5-point goal by half a point; other draws of the workload move the knees by
+    # 7-16% (benchmarks/real_fidelity.py --seeds 3).
     base, fp8 = (replay(load_recorded(GEMMA / name)).capacity_rps for name in ("base", "fp8"))
     assert base and fp8
     assert fp8 / base - 1 == pytest.approx(0.220, abs=0.06)
