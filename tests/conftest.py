@@ -266,6 +266,7 @@ TIERS = {
     "slow": "pytest -m slow",
     "gp": "pip install torch scipy; pytest -m gp",
     "real_vllm": "pytest -m real_vllm (installs vLLM's CPU build, ~3.5 GB, on first use)",
+    "ray": "pip install -e '.[ray]'; pytest -m ray",
 }
 _deselected: dict[str, int] = {}
 

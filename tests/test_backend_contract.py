@@ -122,9 +122,9 @@ def test_a_launched_version_key_and_environment_are_its_own(backend: BackendSpec
     assert backend.api_key_variable == getattr(backend, "api_key_env", None)
     if backend.launch_command is None:
         assert not backend.launch_env
-    moved = backend.on_gpu(3)
+    moved = backend.on_gpus(("2", "3"))
     assert type(moved) is type(backend)
-    assert getattr(moved, "gpu_index", 3) == 3  # a label where it launches nothing
+    assert getattr(moved, "gpu_ids", ("2", "3")) == ("2", "3")  # a label where it launches nothing
 
 
 def test_pruning_respects_what_it_owns_and_what_it_ignores(backend: BackendSpec) -> None:

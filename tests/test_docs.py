@@ -88,8 +88,13 @@ def test_a_quick_documented_command_runs(
     assert main(_argv(command)) == 0, f"{page.name}: {command}"
 
 
+ON_RAY = ("--gpus", "--ray")
+"""A tune over several GPUs needs Ray and its cluster: tests/test_ray_cluster.py runs them."""
+
+
 def _elsewhere(argv: list[str]) -> bool:
-    return any(" ".join(argv).startswith(prefix) for prefix in ELSEWHERE)
+    joined = " ".join(argv)
+    return any(joined.startswith(p) for p in ELSEWHERE) or any(f in argv for f in ON_RAY)
 
 
 @pytest.mark.slow  # a plan, a one-trial tune, two diagnoses and a calibration (~6 min)

@@ -20,13 +20,16 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kneepoint.cli.pool import add_pool_arguments
 from kneepoint.config import ConfigError, Problem, add_overrides_argument
 from kneepoint.records import EXIT_RUN_FAILED
 
 if TYPE_CHECKING:
+    from kneepoint.cli.pool import PoolChoice
+    from kneepoint.probes.cluster import RayPool
     from kneepoint.records import Objective, StudySpec
     from kneepoint.run import RunFolder, RunState
-    from kneepoint.tune import Tuner
+    from kneepoint.tune import PoolTuner, Tuner
 
 
 def add_tune_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -42,6 +45,7 @@ def add_tune_command(commands: argparse._SubParsersAction[argparse.ArgumentParse
         help="resuming: keep the ledger's valid events before a damaged line and "
         "move the rest aside (to ledger.jsonl.rejected-lineN)",
     )
+    add_pool_arguments(tune)
     add_overrides_argument(tune, "override a study field (new runs only)")
     tune.set_defaults(handler=run_tune)
 
@@ -106,34 +110,37 @@ def _repair(folder: RunFolder) -> None:
 
 
 def run_tune(args: argparse.Namespace) -> int:
+    from kneepoint.cli.pool import from_flags
+
+    args.pool = from_flags(args)  # checked before a run folder is made
     folder, resumed = _open(args)
     try:
         if resumed:
             _check_resumed(folder, args)
-        return _tune(folder, args)
+        return _tune(folder, args, resumed)
     finally:
         folder.release()
 
 
-def _tune(folder: RunFolder, args: argparse.Namespace) -> int:
-    from kneepoint.cli.console import ConsoleProgress, progress_for
-    from kneepoint.config import knob_catalogue
+def _tune(folder: RunFolder, args: argparse.Namespace, resumed: bool) -> int:
+    from kneepoint.cli.console import ConsoleProgress
+    from kneepoint.cli.pool import choose
     from kneepoint.load import rules
     from kneepoint.probes.runtime import configure_logging
     from kneepoint.report import write_report
-    from kneepoint.tune import Tuner, launched_vllm
 
     # The run's own structured log lives with it, unless the user sent it elsewhere.
     named = "--log-file" if args.log_file is not None else None  # else the run's own file
     log_file = args.log_file or folder.path / "events.jsonl"
     configure_logging(level=args.log_level, log_file=log_file, flag=named)
+    choice = choose(args, folder.path, resumed)
+    tuner, pool = _tuner(folder, choice)
+    try:
+        state = tuner.run()
+    finally:
+        if pool is not None:
+            pool.close()
     study = folder.study()
-    tuner = Tuner(
-        folder, study, progress_for(sys.stderr), knob_catalogue(), vllm_version=launched_vllm(study)
-    )
-    tuner.progress.phase("run", f"{study.name} in {folder.path}")
-    _say_resumed(folder, tuner)
-    state = tuner.run()
     if isinstance(tuner.progress, ConsoleProgress):
         tuner.progress.finish_bar()  # the summary below starts on a line of its own
     markdown, html = write_report(folder)
@@ -161,7 +168,32 @@ def _tune(folder: RunFolder, args: argparse.Namespace) -> int:
     return 0
 
 
-def _say_resumed(folder: RunFolder, tuner: Tuner) -> None:
+def _tuner(
+    folder: RunFolder, choice: PoolChoice | None
+) -> tuple[Tuner | PoolTuner, RayPool | None]:
+    """Today's loop on one GPU, or the pool's driver over Ray's GPUs."""
+    from kneepoint.cli.console import progress_for
+    from kneepoint.cli.pool import open_pool, say
+    from kneepoint.config import knob_catalogue
+    from kneepoint.tune import PoolTuner, Tuner, launched_vllm
+
+    study, progress = folder.study(), progress_for(sys.stderr)
+    version = launched_vllm(study)
+    if choice is None:
+        tuner: Tuner | PoolTuner = Tuner(
+            folder, study, progress, knob_catalogue(), vllm_version=version
+        )
+        pool = None
+    else:
+        pool = open_pool(choice)
+        tuner = PoolTuner(folder, study, progress, knob_catalogue(), pool, vllm_version=version)
+    where = "" if choice is None else f" on {say(choice)}"
+    progress.phase("run", f"{study.name} in {folder.path}{where}")
+    _say_resumed(folder, tuner)
+    return tuner, pool
+
+
+def _say_resumed(folder: RunFolder, tuner: Tuner | PoolTuner) -> None:
     """A resumed run says so, and whether it had already finished (its report is then only
     written again): a finished run resumed rewrote its report without a word."""
     from kneepoint.records import Finished

@@ -123,7 +123,7 @@ def _open(args: argparse.Namespace, now: datetime) -> tuple[SharedStudy, StudySp
 
 def _on_gpu(study: StudySpec, gpu: int) -> StudySpec:
     """The study as this worker runs it: its launched servers on its own GPU."""
-    return study.model_copy(update={"backend": study.backend.on_gpu(gpu)})
+    return study.model_copy(update={"backend": study.backend.on_gpus((str(gpu),))})
 
 
 def run_worker(args: argparse.Namespace) -> int:

@@ -56,12 +56,15 @@ from kneepoint.records.knobs import (
     KnobCatalogue,
     KnobDomain,
 )
+from kneepoint.records.landed import Landed
 from kneepoint.records.ledger import (
     Baseline,
     BurstChecked,
     BurstWindow,
     Event,
     Finished,
+    PartMeasured,
+    Placed,
     Promoted,
     Proposed,
     QualityChecked,
@@ -102,7 +105,14 @@ from kneepoint.records.proposal import (
     TrialPrice,
     TrialStatus,
 )
-from kneepoint.records.secret_env import MASK, looks_secret, mask_shapes, referenced, secret_flag
+from kneepoint.records.secret_env import (
+    MASK,
+    inherited_env,
+    looks_secret,
+    mask_shapes,
+    referenced,
+    secret_flag,
+)
 from kneepoint.records.session import (
     ExponentialThink,
     FixedThink,
@@ -112,10 +122,11 @@ from kneepoint.records.session import (
     UniformTurns,
     turn_survival,
 )
+from kneepoint.records.shares import BaselinePart, ValidationPart
 from kneepoint.records.slo import METRICS, ClassSlo, GoodputRule, Slo
 from kneepoint.records.study import FleetSpec, StopRule, StudySpec
 from kneepoint.records.sweep import SweepKind, SweepPoint, SweepResult, nothing_met
-from kneepoint.records.task import BaselinePart, Task, TaskResult, ValidationPart
+from kneepoint.records.task import Task, TaskResult
 from kneepoint.records.telemetry import GpuSample
 from kneepoint.records.workload import (
     ConstantArrivals,
@@ -194,6 +205,7 @@ __all__ = [
     "KnobCandidate",
     "KnobCatalogue",
     "KnobDomain",
+    "Landed",
     "Layout",
     "LayoutPrediction",
     "LengthDist",
@@ -205,7 +217,9 @@ __all__ = [
     "Objective",
     "Observation",
     "Outcome",
+    "PartMeasured",
     "PeakThroughput",
+    "Placed",
     "Plan",
     "PlanLengths",
     "PointArtifacts",
@@ -266,6 +280,7 @@ __all__ = [
     "fault_flags",
     "flag_for",
     "host_words",
+    "inherited_env",
     "knob_fields",
     "looks_secret",
     "mask_shapes",

@@ -10,9 +10,9 @@ study has; one contract suite (tests/test_backend_contract.py) holds every kind 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from kneepoint.records.base import InputRecord
 from kneepoint.records.engine import EngineConfig
@@ -104,8 +104,8 @@ class BackendSpec(InputRecord):
         """The command that serves ``config`` (``vllm serve`` where it launches none)."""
         return config.serve_argv()
 
-    def on_gpu(self, index: int) -> BackendSpec:
-        """The backend with its launched servers on GPU ``index`` (where it launches any)."""
+    def on_gpus(self, ids: tuple[str, ...]) -> BackendSpec:
+        """The backend with its launched servers on GPUs ``ids`` (where it launches any)."""
         return self
 
 
@@ -158,9 +158,9 @@ class VllmBackend(BackendSpec):
     port: int | None = Field(default=None, ge=1, le=65535)
     """Fixed port; None picks a free one per launch."""
     startup_timeout_s: float = Field(default=900.0, gt=0.0, le=MAX_WAIT_SECONDS)
-    gpu_index: int | None = Field(default=None, ge=0)
-    """The GPU launched servers run on (``CUDA_VISIBLE_DEVICES``) and NVML reads; None: the
-    environment's GPUs, NVML index 0. ``kneepoint worker --gpu N`` sets it."""
+    gpu_ids: tuple[str, ...] = ()
+    """The GPUs launched servers run on (``CUDA_VISIBLE_DEVICES``); (): the environment's.
+    A run on several GPU sets sets each step's to the GPUs Ray gave it."""
     vllm_version: str | None = None
     """The release being launched; None asks the environment at run time."""
     preflight_memory: bool = True
@@ -200,8 +200,18 @@ class VllmBackend(BackendSpec):
     def serve_argv(self, config: EngineConfig) -> list[str]:
         return config.serve_argv(self.command, self.model_as)
 
-    def on_gpu(self, index: int) -> VllmBackend:
-        return self.model_copy(update={"gpu_index": index})
+    def on_gpus(self, ids: tuple[str, ...]) -> VllmBackend:
+        return self.model_copy(update={"gpu_ids": ids})
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_gpu_index(cls, data: Any) -> Any:
+        # Run folders and recordings written with one GPU a worker say `gpu_index: N|null`.
+        if isinstance(data, dict) and "gpu_index" in data and "gpu_ids" not in data:
+            data = dict(data)
+            index = data.pop("gpu_index")
+            data["gpu_ids"] = () if index is None else (str(index),)
+        return data
 
     @field_validator("command")
     @classmethod

@@ -20,6 +20,7 @@ from kneepoint.records.engine import EngineConfig
 from kneepoint.records.host import HostInfo
 from kneepoint.records.judgement import Judgement
 from kneepoint.records.proposal import Outcome, Proposal, Pruning
+from kneepoint.records.shares import BaselinePart, ValidationPart
 from kneepoint.records.sweep import SweepResult
 
 StopReason = Literal[
@@ -220,6 +221,40 @@ class Finished(Record):
         return self.reason != "baseline_failed"
 
 
+class PartMeasured(Record):
+    """A share of the baseline or of a finalist's validation, measured on one GPU set while
+    others took the rest (a run on several GPUs, ``kneepoint.tune.dispatch``). The Baseline or
+    Validated made of the shares follows once all are in and carries their device time."""
+
+    event: Literal["part_measured"] = "part_measured"
+    baseline: BaselinePart | None = None
+    validation: ValidationPart | None = None
+
+    @model_validator(mode="after")
+    def _one_share(self) -> PartMeasured:
+        if (self.baseline is None) == (self.validation is None):
+            raise ValueError("a part is of the baseline or of a validation, one of them")
+        return self
+
+
+class Placed(Record):
+    """Where one attempt at a step of a run on several GPUs ran: the node and the GPUs Ray
+    gave its server. Written as the attempt ends, before the events it measured; an attempt
+    lost with its node (the step is run again) or one whose trial closed while it ran keeps
+    the device time no other event carries, so the budget counts it."""
+
+    event: Literal["placed"] = "placed"
+    step: str
+    """The step's key (``kneepoint.records.actions``)."""
+    node: str
+    gpu_ids: tuple[str, ...] = ()
+    attempt: int = Field(default=1, ge=1)
+    lost: str | None = None
+    """Why nothing it measured is kept (its node died, its trial closed); None: it is."""
+    device_s: float = Field(default=0.0, ge=0.0)
+    """Device time (GPU-seconds) of a lost attempt; 0 for a kept one, whose events carry it."""
+
+
 Event = Annotated[
     RunStarted
     | Baseline
@@ -229,6 +264,8 @@ Event = Annotated[
     | Validated
     | Promoted
     | Finished
-    | BurstChecked,
+    | BurstChecked
+    | PartMeasured
+    | Placed,
     Field(discriminator="event"),
 ]

@@ -10,6 +10,7 @@ values are read from the agent's environment each time a server is launched or c
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 SECRET_FLAGS = {
     "--api-key": "name its variable in backend.api_key_env",
@@ -73,6 +74,21 @@ _REFERENCE = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")
 def looks_secret(name: str) -> bool:
     """Whether a variable's name says it holds a secret (HF_TOKEN, VLLM_API_KEY, ...)."""
     return bool(_SECRET_NAME.search(name))
+
+
+_CREDENTIAL_URL = re.compile(r"://[^/@\s]+:[^/@\s]+@")
+
+
+def inherited_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """The agent's environment less what looks like a secret: a variable named like one
+    (HF_TOKEN, PGPASSWORD, ...) or a URL with a password in it. A launched server gets
+    only the secrets its study names (``backend.env``, ``backend.api_key_env``): a driver's
+    or Ray worker's environment is no server's."""
+    return {
+        name: value
+        for name, value in environ.items()
+        if not looks_secret(name) and not _CREDENTIAL_URL.search(value)
+    }
 
 
 def referenced(value: str) -> str | None:

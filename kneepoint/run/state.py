@@ -18,6 +18,7 @@ from typing import Literal
 from kneepoint.load import rules
 from kneepoint.records import (
     Baseline,
+    BaselinePart,
     BurstChecked,
     Diagnosis,
     EngineConfig,
@@ -25,6 +26,8 @@ from kneepoint.records import (
     Finished,
     KneepointError,
     Objective,
+    PartMeasured,
+    Placed,
     Promoted,
     Proposal,
     Proposed,
@@ -35,6 +38,7 @@ from kneepoint.records import (
     SloCapacity,
     SweepResult,
     Validated,
+    ValidationPart,
 )
 
 Step = Literal["screen", "quality", "validate", "promote"]
@@ -56,6 +60,8 @@ class TrialState:
     validated: Validated | None = None
     promoted: Promoted | None = None
     objective: Objective = field(default_factory=SloCapacity)
+    generation: int = 0
+    """The incumbent it is measured beside: the promotions before it was proposed."""
 
     def measured_objective(self) -> float | None:
         """The objective as measured: validated where it was validated, else screened."""
@@ -87,6 +93,17 @@ class TrialState:
         if self.validated is None:
             return "validate"
         return "promote" if self.validated.promote and self.promoted is None else None
+
+
+def _stale(screened: Screened) -> Screened:
+    """A screen that landed after a promotion it ran beside (several GPUs): it was measured
+    against the incumbent before, so it ends its trial; the walk from the new incumbent
+    decides whether to try the move again."""
+    reason = (
+        f"superseded: {screened.reason}; a trial running beside it was promoted while it "
+        "was screened, against the incumbent before"
+    )
+    return screened.model_copy(update={"finalist": False, "reason": reason})
 
 
 _STEP_OF: dict[type, Step] = {
@@ -126,6 +143,11 @@ class RunState:
     burst: BurstChecked | None = None
     objective: Objective = field(default_factory=SloCapacity)
     """What the run maximises: how its sweeps' values are read."""
+    baseline_parts: list[BaselinePart] = field(default_factory=list)
+    """The baseline's shares measured so far, before its Baseline (several GPUs)."""
+    validation_parts: dict[int, list[ValidationPart]] = field(default_factory=dict)
+    """Each finalist's validation shares measured so far, by trial (several GPUs)."""
+    placements: list[Placed] = field(default_factory=list)
 
     @classmethod
     def replay(cls, events: Iterable[Event], objective: Objective | None = None) -> RunState:
@@ -148,9 +170,14 @@ class RunState:
                 event.quality_check,
                 self.incumbent_objective,
                 objective=self.objective,
+                generation=len(self.promotions),
             )
         elif isinstance(event, Screened | QualityChecked | Validated | Promoted):
             self._apply_trial_event(event)
+        elif isinstance(event, PartMeasured):
+            self._add_part(event)
+        elif isinstance(event, Placed):
+            self.placements.append(event)
         elif isinstance(event, Finished):
             self.finished = event
         elif isinstance(event, BurstChecked):
@@ -163,6 +190,10 @@ class RunState:
             self.space_started = (self.device_s, self.trials_run, self.trial_device_s)
             self.space_first_trial = self.next_trial_number()
 
+    def refuses(self, event: Event) -> str | None:
+        """Why ``event`` cannot come next (None: it can)."""
+        return self._why_not(event)
+
     def _check_follows(self, event: Event) -> None:
         problem = self._why_not(event)
         if problem is not None:
@@ -174,6 +205,8 @@ class RunState:
             return None if self.started is None else "the run had started already"
         if self.started is None:
             return "the run had not started"
+        if isinstance(event, Placed):
+            return None
         if isinstance(event, BurstChecked):
             return None if self.burst_due else "no burst check was due"
         if self.finished is not None:
@@ -186,6 +219,8 @@ class RunState:
         if isinstance(event, Finished):
             still = self.open_trials()
             return None if not still else f"trial {still[0].trial} was still open"
+        if isinstance(event, PartMeasured) and event.baseline is not None:
+            return None if self.baseline is None else "the baseline was measured already"
         if self.baseline is None:
             return "the baseline was not measured yet"
         if isinstance(event, Proposed):
@@ -195,20 +230,25 @@ class RunState:
 
     def _why_not_trial(self, event: Event) -> str | None:
         number = getattr(event, "trial", None)
+        if isinstance(event, PartMeasured) and event.validation is not None:
+            number = event.validation.trial
         trial = self.trials.get(number) if isinstance(number, int) else None
         if trial is None:
             return f"no trial {number} was proposed"
         step = trial.next_step()
         if step is None:
             return f"trial {number} had ended"
-        if _STEP_OF.get(type(event)) != step:
+        if (
+            _STEP_OF.get(type(event), "validate" if isinstance(event, PartMeasured) else None)
+            != step
+        ):
             return f"trial {number} was at its {step} step"
         return None
 
     def _apply_trial_event(self, event: Screened | QualityChecked | Validated | Promoted) -> None:
         trial = self.trials[event.trial]
         if isinstance(event, Screened):
-            trial.screened = event
+            trial.screened = event if trial.generation == len(self.promotions) else _stale(event)
         elif isinstance(event, QualityChecked):
             trial.quality = event
         elif isinstance(event, Validated):
@@ -232,6 +272,12 @@ class RunState:
                 "first, and it was screened against the incumbent before"
             )
             trial.screened = screened.model_copy(update={"finalist": False, "reason": reason})
+
+    def _add_part(self, event: PartMeasured) -> None:
+        if event.baseline is not None:
+            self.baseline_parts.append(event.baseline)
+        elif event.validation is not None:
+            self.validation_parts.setdefault(event.validation.trial, []).append(event.validation)
 
     def _set_incumbent(
         self, config: EngineConfig, repeats: SweepResult, diagnosis: Diagnosis, pruning: Pruning

@@ -16,9 +16,11 @@ from kneepoint.tune.diagnose import measure_and_diagnose, recorded
 from kneepoint.tune.execute import Executor, Measure, proposed
 from kneepoint.tune.feasibility import launch_checks, launched_vllm, study_checks
 from kneepoint.tune.loop import Now, Tuner, local_now
+from kneepoint.tune.pool_loop import Pool, PoolTuner
 from kneepoint.tune.proposers import run_proposer
 from kneepoint.tune.standing import baseline_words
 from kneepoint.tune.steps import Steps, repeats_wanted
+from kneepoint.tune.virtual_pool import VirtualPool
 
 __all__ = [
     "Action",
@@ -27,11 +29,14 @@ __all__ = [
     "Measure",
     "MeasureBaseline",
     "Now",
+    "Pool",
+    "PoolTuner",
     "Propose",
     "Start",
     "Steps",
     "Stop",
     "Tuner",
+    "VirtualPool",
     "baseline_words",
     "launch_checks",
     "launched_vllm",

@@ -90,19 +90,25 @@ def next_actions(state: RunState, study: StudySpec, now: datetime, slots: int = 
         steps = finalist_steps(trials, slots)
         over = next((s for a in steps if (s := _over_budget(state, study, a)) is not None), None)
         return steps if over is None else [Stop(over)]
-    stop = (
-        no_knee(state, study)
-        or rate_out_of_reach(state, study)
-        or budget_stop(state, study, now)
-        or unaffordable(state, study, "screen", 0)
-        or nothing_left(state, study)
-    )
+    stop = search_stop(state, study, now)
     if stop is not None:
         return [Stop(stop)]
     n = max(1, slots)
     if study.budget.max_trials is not None:
         n = min(n, study.budget.max_trials - state.trials_run)
     return [Propose(n)]
+
+
+def search_stop(state: RunState, study: StudySpec, now: datetime) -> Finished | None:
+    """Why the search proposes nothing more, if it is over: no knee, a rate out of reach,
+    a budget spent, or nothing left worth a trial."""
+    return (
+        no_knee(state, study)
+        or rate_out_of_reach(state, study)
+        or budget_stop(state, study, now)
+        or unaffordable(state, study, "screen", 0)
+        or nothing_left(state, study)
+    )
 
 
 def _over_budget(state: RunState, study: StudySpec, action: Action) -> Finished | None:

@@ -14,7 +14,10 @@ def vllm_server(o: Opening) -> Backend:
     spec = o.study.backend
     assert not isinstance(spec, SimBackend | AttachBackend)
     key = api_key(o.study)
-    nvml = (spec.gpu_index or 0) if o.study.gpu.has_nvml else None  # CPU hosts, AMD: none
+    # NVML reads the server's first GPU (its tensor-parallel peers run in step); CPU hosts, AMD:
+    # none
+    first = spec.gpu_ids[0] if spec.gpu_ids else "0"
+    nvml = int(first) if o.study.gpu.has_nvml and first.isdigit() else None
     return LaunchBackend(
         vllm_argv(spec),
         env=server_env(o.study, spec, key),

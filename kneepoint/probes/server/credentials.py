@@ -64,6 +64,6 @@ def server_env(study: StudySpec, spec: VllmBackend, key: str | None) -> dict[str
         env[name] = value if source is None else _read(source, ("backend", "env", name), study)
     if key is not None:
         env[SERVER_KEY_VARIABLE] = key
-    if spec.gpu_index is not None:  # a worker's own GPU (kneepoint worker --gpu)
-        env["CUDA_VISIBLE_DEVICES"] = str(spec.gpu_index)
+    if spec.gpu_ids:  # the GPUs a pool gave this step's server
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(spec.gpu_ids)
     return env

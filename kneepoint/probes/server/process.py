@@ -28,6 +28,7 @@ from kneepoint.probes.runtime import redact_file
 from kneepoint.probes.server.priority import lower_priority
 from kneepoint.probes.server.server_failure import Failure, ServerFailedError, classify
 from kneepoint.probes.server.watchdog import group_alive, stat_fields
+from kneepoint.records import inherited_env
 
 log = structlog.get_logger(__name__)
 
@@ -49,7 +50,8 @@ class ServerProcess:
         unset: Sequence[str] = (),
         nice: int = 0,
     ) -> None:
-        """``env`` is added to the agent's environment for the server, ``unset`` taken out;
+        """``env`` is added to the agent's environment (less its secrets:
+        ``inherited_env``) for the server, ``unset`` taken out;
         ``nice``: how much lower the server's CPU priority is than the agent's (its engine
         processes, started later, inherit it)."""
         self.argv = list(argv)
@@ -63,7 +65,7 @@ class ServerProcess:
         # tier): they go to a folder of this server's own, removed with it.
         self._sockets = Path(tempfile.mkdtemp(prefix="kneepoint-ipc-"))
         own = {"VLLM_RPC_BASE_PATH": str(self._sockets)}
-        environment = {**os.environ, **own, **(env or {})}
+        environment = {**inherited_env(os.environ), **own, **(env or {})}
         self.proc = subprocess.Popen(
             self.argv,
             stdin=subprocess.DEVNULL,

@@ -3,7 +3,7 @@ signals, NVML's GPU samples, the engine's and the host's CPU, and the host descr
 
 from kneepoint.probes.telemetry.cpu import HostLoad
 from kneepoint.probes.telemetry.host_info import describe_host
-from kneepoint.probes.telemetry.nvml import NvmlSampler
+from kneepoint.probes.telemetry.nvml import NvmlSampler, gpu_count
 from kneepoint.probes.telemetry.prom import Scrape, parse_metrics
 from kneepoint.probes.telemetry.samplers import HttpSampler
 from kneepoint.probes.telemetry.signals import summarize_signals
@@ -14,6 +14,7 @@ __all__ = [
     "NvmlSampler",
     "Scrape",
     "describe_host",
+    "gpu_count",
     "parse_metrics",
     "summarize_signals",
 ]

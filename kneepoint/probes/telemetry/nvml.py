@@ -176,3 +176,15 @@ class NvmlSampler:
             field: min(100.0, max(0.0, float(request.metrics[i].value)))
             for i, field in enumerate(_GPM)
         }
+
+
+def gpu_count() -> int:
+    """The GPUs NVML sees on this machine (0 where there is no NVIDIA driver)."""
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError:
+        return 0
+    try:
+        return int(pynvml.nvmlDeviceGetCount())
+    finally:
+        pynvml.nvmlShutdown()

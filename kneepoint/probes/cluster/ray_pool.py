@@ -1,0 +1,131 @@
+"""A Ray cluster's GPUs as a tuning run's pool: each step a Ray task holding its server's GPUs
+as one placement group (STRICT_PACK: one node), started with the GPU ids Ray gave it and
+removed when it lands, so a GPU no step holds is Ray's, never held asleep. A task whose node
+or worker dies comes back as lost (the driver runs it again and counts the attempt); Ray, not
+a heartbeat of ours, notices the death.
+
+Local (no address): a Ray instance of this machine's GPUs (or a custom resource standing in for
+them, vLLM's CPU build), bound to 127.0.0.1 and shut down with the pool. Joined
+(``ray://`` or ``host:port``): the cluster's own, left running.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import ray
+import structlog
+from ray.util.placement_group import PlacementGroup, placement_group, remove_placement_group
+from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+from kneepoint.records import Event, Landed
+
+log = structlog.get_logger(__name__)
+
+Job = Callable[[Sequence[str]], list[Event]]
+LOST = (
+    ray.exceptions.NodeDiedError,
+    ray.exceptions.WorkerCrashedError,
+    ray.exceptions.ObjectLostError,
+    ray.exceptions.OwnerDiedError,
+    ray.exceptions.RaySystemError,
+    ray.exceptions.LocalRayletDiedError,
+)
+"""What Ray raises for a task that died with its node or worker, not by its own error."""
+GRACE_S = 30.0
+"""How long a cancelled step has to stop its server before its worker is killed."""
+
+
+@dataclass(frozen=True)
+class _Out:
+    """One step out: its Ray task, placement group, GPUs and when it was submitted."""
+
+    key: str
+    pg: PlacementGroup
+    gpus: int
+    since: float
+
+
+@ray.remote(max_retries=0)
+def _run(job: Job, resource: str) -> tuple[str, tuple[str, ...], list[Event], tuple[float, float]]:
+    """The step on the GPUs Ray gave this task (none for a custom resource), and when."""
+    ids = tuple(str(i) for i in ray.get_gpu_ids()) if resource == "GPU" else ()
+    started = time.time()
+    events = job(ids)
+    return ray.get_runtime_context().get_node_id(), ids, events, (started, time.time())
+
+
+class RayPool:
+    def __init__(
+        self, *, address: str | None = None, gpus: int | None = None, resource: str = "GPU"
+    ) -> None:
+        """Join the cluster at ``address``, or start one on this machine with ``gpus`` of
+        ``resource`` (None: the GPUs Ray finds)."""
+        self.resource, self.owned = resource, address is None
+        self._out: dict[Any, _Out] = {}
+        if ray.is_initialized():
+            self.owned = False
+        elif address is not None:
+            ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR)
+        else:
+            amount = {"num_gpus": gpus} if resource == "GPU" else {"resources": {resource: gpus}}
+            ray.init(
+                _node_ip_address="127.0.0.1",
+                include_dashboard=False,
+                log_to_driver=False,
+                logging_level=logging.ERROR,
+                **amount,
+            )
+
+    def total(self) -> int:
+        """The cluster's GPUs on nodes alive now."""
+        return int(ray.cluster_resources().get(self.resource, 0))  # type: ignore[no-untyped-call]
+
+    def free(self) -> int:
+        return self.total() - sum(p.gpus for p in self._out.values())
+
+    def submit(self, key: str, job: Job, gpus: int) -> None:
+        pg = placement_group([{self.resource: gpus, "CPU": 1}], strategy="STRICT_PACK")
+        strategy = PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=0)
+        held = (
+            {"num_gpus": gpus} if self.resource == "GPU" else {"resources": {self.resource: gpus}}
+        )
+        ref = _run.options(num_cpus=1, scheduling_strategy=strategy, **held).remote(
+            job, self.resource
+        )
+        self._out[ref] = _Out(key, pg, gpus, time.monotonic())
+
+    def wait(self) -> Landed:
+        (ref,), _ = ray.wait(list(self._out), num_returns=1)
+        placed = self._out.pop(ref)
+        held_s = (time.monotonic() - placed.since) * placed.gpus
+        try:
+            node, ids, events, ran = ray.get(ref)
+        except LOST as exc:
+            why = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            log.warning("ray.step_lost", step=placed.key, why=why)
+            return Landed(key=placed.key, node="?", lost=why, held_s=held_s)
+        finally:
+            remove_placement_group(placed.pg)
+        return Landed(
+            key=placed.key, node=node, gpu_ids=ids, events=tuple(events), held_s=held_s, ran_s=ran
+        )
+
+    def cancel(self) -> None:
+        """Cancel every step out: each is interrupted (its server stopped as on Ctrl-C),
+        then killed after ``GRACE_S``; their placement groups are removed."""
+        refs = list(self._out)
+        for ref in refs:
+            ray.cancel(ref)
+        ray.wait(refs, num_returns=len(refs), timeout=GRACE_S)
+        for ref in refs:
+            ray.cancel(ref, force=True)
+            remove_placement_group(self._out.pop(ref).pg)
+
+    def close(self) -> None:
+        if self.owned and ray.is_initialized():
+            ray.shutdown()
