@@ -83,7 +83,7 @@ class RayPool:
 
     def total(self) -> int:
         """The cluster's GPUs on nodes alive now."""
-        return int(ray.cluster_resources().get(self.resource, 0))  # type: ignore[no-untyped-call]
+        return int(ray.cluster_resources().get(self.resource, 0))
 
     def free(self) -> int:
         return self.total() - sum(p.gpus for p in self._out.values())
