@@ -32,7 +32,7 @@ import structlog
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from regret import Cell, measure
+from regret import measure
 from study_grids import STUDIES, grid, study_of
 
 from kneepoint.config import knob_catalogue, load_study
@@ -152,13 +152,14 @@ def study_rows(name: str, counts: list[int], cells: Path | None) -> None:
     print("  GPUs  trials  device-h  critical-h  to-winner-h (x seq)  idle  winner (re-measured)"
           "  regret  stop  wall-s")  # fmt: skip
     for row in rows:
-        cell: Cell = measure(name, row.winner) if name in STUDIES else Cell(0.0, 0.0)
-        regret = f"{1 - cell.objective / optimum:.1%}" if optimum else "-"
+        cell = measure(name, row.winner) if name in STUDIES else None  # no grid: the ledger's
+        regret = f"{1 - cell.objective / optimum:.1%}" if cell and optimum else "-"
+        again = f"{cell.objective:8.2f}" if cell else "       -"
         ratio = row.to_winner_h / base.to_winner_h if base.to_winner_h else float("nan")
         idle = "-" if row.idle is None else f"{row.idle:.0%}"
         label = "seq" if row is base else str(row.gpus)
         print(f"  {label:>4}  {row.trials:>6}  {row.device_h:8.2f}  {row.critical_h:10.2f}  "
-              f"{row.to_winner_h:8.2f} ({ratio:.2f}x)  {idle:>5}  {cell.objective:8.2f}  "
+              f"{row.to_winner_h:8.2f} ({ratio:.2f}x)  {idle:>5}  {again}  "
               f"{regret:>6}  {row.finished}  {row.wall_s:.0f}", flush=True)  # fmt: skip
         print(f"        winner: {row.winner.changes_from(study.engine) or 'the start'}", flush=True)
 
