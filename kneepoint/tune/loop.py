@@ -60,6 +60,23 @@ def local_now() -> datetime:
     return datetime.now().astimezone()
 
 
+def run_started(study: StudySpec, progress: Progress, now: datetime) -> RunStarted:
+    """The run's first event: the study, this version and the host; a study whose GPU is not
+    the host's is said as a warning (the run goes on: a simulated GPU may be meant)."""
+    host = describe_host()
+    if (mismatch := study_gpu_mismatch(study, host)) is not None:
+        log.warning("run.gpu_mismatch", detail=mismatch)
+        progress.status(f"warning: {mismatch}")
+    return RunStarted(
+        study_name=study.name,
+        seed=study.seed,
+        kneepoint_version=__version__,
+        started_at=now,
+        study_sha256=study_digest(study),
+        host=host,
+    )
+
+
 class Tuner:
     def __init__(
         self,
@@ -106,20 +123,7 @@ class Tuner:
     def _do(self, action: Action) -> None:
         match action:
             case Start():
-                host = describe_host()
-                if (mismatch := study_gpu_mismatch(self.study, host)) is not None:
-                    log.warning("run.gpu_mismatch", detail=mismatch)
-                    self.progress.status(f"warning: {mismatch}")
-                self._record(
-                    RunStarted(
-                        study_name=self.study.name,
-                        seed=self.study.seed,
-                        kneepoint_version=__version__,
-                        started_at=self.now(),
-                        study_sha256=study_digest(self.study),
-                        host=host,
-                    )
-                )
+                self._record(run_started(self.study, self.progress, self.now()))
             case Stop(finished):
                 self._record(finished)
             case Propose(n):

@@ -12,10 +12,8 @@ from typing import Protocol
 
 import structlog
 
-from kneepoint import __version__
 from kneepoint.measure import Bench, Progress
 from kneepoint.probes.server import reap_orphans
-from kneepoint.probes.telemetry import describe_host
 from kneepoint.records import (
     Event,
     Finished,
@@ -27,17 +25,16 @@ from kneepoint.records import (
     Promote,
     Promoted,
     RunInterruptedError,
-    RunStarted,
     Screen,
     Screened,
     StudySpec,
 )
-from kneepoint.run import RunFolder, RunState, study_digest
+from kneepoint.run import RunFolder, RunState
 from kneepoint.tune.decide import Done, Propose, Start, Stop
 from kneepoint.tune.dispatch import Dispatched, GpuStep, Pooled, Write, dispatch
 from kneepoint.tune.execute import Executor, proposed
 from kneepoint.tune.gpu_step import StepJob
-from kneepoint.tune.loop import Now, local_now
+from kneepoint.tune.loop import Now, local_now, run_started
 from kneepoint.tune.proposers import run_proposer
 from kneepoint.tune.standing import baseline_words
 from kneepoint.tune.steps import Steps
@@ -209,7 +206,7 @@ class PoolTuner:
             case Write(event):
                 self._record(event)
             case Start():
-                self._record(self._started())
+                self._record(run_started(self.study, self.progress, self.now()))
             case Stop(finished):
                 self._record(finished)
             case Propose(n):
@@ -230,16 +227,6 @@ class PoolTuner:
         for event in trials if isinstance(trials, list) else [trials]:
             self._record(event)
         return True
-
-    def _started(self) -> RunStarted:
-        return RunStarted(
-            study_name=self.study.name,
-            seed=self.study.seed,
-            kneepoint_version=__version__,
-            started_at=self.now(),
-            study_sha256=study_digest(self.study),
-            host=describe_host(),
-        )
 
     def _record(self, event: Event) -> None:
         self.folder.ledger.append(event)
