@@ -10,7 +10,7 @@ from pathlib import Path
 
 from kneepoint.config import study_gpu_mismatch
 from kneepoint.load import rules
-from kneepoint.report import burst, measured, pareto, plots, speculation, traffic
+from kneepoint.report import burst, measured, pareto, placement, plots, speculation, traffic
 from kneepoint.report.binding import bottleneck, pruned
 from kneepoint.report.data import ReportData
 from kneepoint.report.document import (
@@ -248,6 +248,7 @@ def build(data: ReportData) -> Document:
     traffic.section(data, doc)
     speculation.section(data, doc)
     fleet(data, doc)
+    placement.section(data, doc)
     burst.section(data, doc)
     pareto.section(data, doc, out)
     pruned(data, doc)

@@ -15,11 +15,15 @@ import structlog
 from kneepoint.measure import Bench, Progress
 from kneepoint.probes.server import reap_orphans
 from kneepoint.records import (
+    CheckBurst,
+    CheckQuality,
     Event,
     Finished,
     JoinBaseline,
     KnobCatalogue,
     Landed,
+    MeasureRepeats,
+    Outcome,
     PartMeasured,
     Placed,
     Promote,
@@ -27,9 +31,13 @@ from kneepoint.records import (
     RunInterruptedError,
     Screen,
     Screened,
+    SearchKnee,
     StudySpec,
+    Validate,
+    Validated,
 )
 from kneepoint.run import RunFolder, RunState
+from kneepoint.tune.burst_step import unmeasured
 from kneepoint.tune.decide import Done, Propose, Start, Stop
 from kneepoint.tune.dispatch import Dispatched, GpuStep, Pooled, Write, dispatch
 from kneepoint.tune.execute import Executor, proposed
@@ -182,12 +190,34 @@ class PoolTuner:
             log.warning("pool.lost", step=landed.key, attempt=attempt, why=landed.lost)
             if attempt < ATTEMPTS:
                 self._submit(step)
-                return
-            raise RuntimeError(f"{landed.key} lost {attempt} times: {landed.lost}")
+            else:
+                self._give_up(step, landed.lost)
+            return
         for event in landed.events if closed is None else ():
             self._record(event)
             if isinstance(event, Screened):
                 self.progress.outcome(f"trial {event.trial}: {event.reason}")
+
+    def _give_up(self, step: GpuStep, why: str) -> None:
+        """Record a step lost ``ATTEMPTS`` times as its failure: the trial crashed, the
+        baseline failed (the steps beside it are cancelled: no run follows), the burst check
+        not run."""
+        detail = f"lost with its node {ATTEMPTS} times ({why})"
+        crashed = Outcome(status="crashed", detail=detail)
+        log.error("pool.given_up", step=step.key, why=why)
+        match step:
+            case Screen():
+                self._record(Screened(trial=step.trial, outcome=crashed, reason=detail))
+            case CheckQuality() | Validate():
+                failure = crashed.model_copy(update={"detail": f"during validation: {detail}"})
+                self._record(Validated(trial=step.trial, failure=failure))
+            case CheckBurst():
+                incumbent = self.state.incumbent or self.study.engine
+                self._record(unmeasured(self.study, incumbent, skipped=detail))
+            case SearchKnee() | MeasureRepeats():
+                self.pool.cancel()
+                self.out.clear()
+                self._record(Finished(reason="baseline_failed", detail=f"the baseline {detail}"))
 
     def _do(self, action: Dispatched) -> bool:
         """The driver's own steps (no GPU); False: it recorded nothing (no new proposal)."""
