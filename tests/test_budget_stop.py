@@ -8,6 +8,7 @@ import math
 import random
 from collections.abc import Callable
 from datetime import datetime
+from pathlib import Path
 
 import pytest
 
@@ -34,7 +35,7 @@ from kneepoint.tune.decide import Propose, Stop, next_action
 from kneepoint.tune.proposers import run_proposer
 from tests.support.synthetic_space import candidate, drive, make_space
 
-from .conftest import TuneRun
+from .conftest import SMALL, TuneRun, kneepoint_main
 
 NOW = datetime(2026, 11, 23, 8, 0).astimezone()
 
@@ -267,6 +268,28 @@ def test_a_step_the_budget_left_cannot_pay_for_is_not_begun(small_run: TuneRun) 
     assert f"left do not cover trial {trial}'s validation (~{expected:.0f} s" in (
         action.finished.detail
     )
+    state.apply(action.finished)  # the finalist stays open: its validation was never begun
+    assert state.finished == action.finished and state.trials[trial].next_step() == "validate"
+
+
+def test_a_run_the_budget_stops_before_a_validation_ends_well_and_says_so(
+    small_run: TuneRun, tmp_path: Path
+) -> None:
+    """quickstart.yaml with max_device_hours 0.5 ended with "trial 2 was still open" and a
+    traceback, its report unwritten."""
+    events = _events(small_run)
+    finalist = next(i for i, e in enumerate(events) if isinstance(e, Screened) and e.finalist)
+    study = load_study(small_run.folder / "study.yaml")
+    state = RunState.replay(events[: finalist + 1], study.objective)
+    expected = expected_step_s(state, study, "validation")
+    assert expected is not None
+    hours = (state.device_s + expected / 2) / 3600.0
+    done = kneepoint_main("tune", SMALL, "--runs-dir", tmp_path,
+                          "--set", f"budget.max_device_hours={hours}")  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    (folder,) = tmp_path.iterdir()
+    report = (folder / "report.md").read_text()
+    assert "left unvalidated: the run stopped (max_device_hours)" in report
 
 
 def test_a_candidate_whose_step_measured_no_loss_steps_on_once_the_rest_is_spent(

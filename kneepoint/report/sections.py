@@ -10,6 +10,7 @@ from pathlib import Path
 
 from kneepoint.config import study_gpu_mismatch
 from kneepoint.load import rules
+from kneepoint.records import Finished
 from kneepoint.report import burst, measured, pareto, placement, plots, speculation, traffic
 from kneepoint.report.binding import bottleneck, pruned
 from kneepoint.report.data import ReportData
@@ -119,9 +120,11 @@ def _command_said(data: ReportData) -> str:
     return "Starting command (no rate met the SLO, so none is recommended)"
 
 
-def _verdict(trial: TrialState) -> str:
+def _verdict(trial: TrialState, finished: Finished | None) -> str:
     if trial.screened is None:
         return "not measured yet"
+    if finished is not None and trial.next_step() is not None:
+        return f"{trial.screened.reason}; left unvalidated: the run stopped ({finished.reason})"
     sweeps = [
         trial.screened.sweep,
         *(
@@ -173,7 +176,7 @@ def trials(data: ReportData, doc: Document) -> None:
                 f"{t.proposal.prediction.capacity_ratio:.2f}x",
                 result,
                 _pct(_ratio(t)),
-                _verdict(t),
+                _verdict(t, data.state.finished),
                 f"{device / 60:.1f}",
             ]
         )

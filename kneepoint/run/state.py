@@ -217,7 +217,9 @@ class RunState:
         if isinstance(event, Baseline):
             return None if self.baseline is None else "the baseline was measured already"
         if isinstance(event, Finished):
-            still = self.open_trials()
+            # A budget stop may leave a finalist unvalidated: its validation would have
+            # ended the run past the budget (``kneepoint.tune.budget.unaffordable``).
+            still = [] if event.reason == "max_device_hours" else self.open_trials()
             return None if not still else f"trial {still[0].trial} was still open"
         if isinstance(event, PartMeasured) and event.baseline is not None:
             return None if self.baseline is None else "the baseline was measured already"
