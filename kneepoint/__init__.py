@@ -5,9 +5,8 @@ One package a concept (docs/development.md's Layout table), each naming its publ
 (tests/test_architecture.py): ``records`` (typed data at every boundary), ``config`` (YAML
 files into records), ``load`` and ``physics`` (pure load arithmetic and engine physics),
 ``policies`` (pure decisions), ``probes`` (everything with side effects), ``measure`` (how one
-configuration is measured), ``tune`` and ``workers`` (the loop), ``run`` (a run's record),
-``report``, ``planning``, ``calibration``, ``sim`` (the embedded engine simulator) and
-``cli``.
+configuration is measured), ``tune`` (the loop), ``run`` (a run's record), ``report``,
+``planning``, ``calibration``, ``sim`` (the embedded engine simulator) and ``cli``.
 """
 
 __version__ = "0.1.0"

@@ -23,7 +23,6 @@ from _pytest.terminal import TerminalReporter
 from kneepoint.cli.main import main
 from kneepoint.probes.backends.measure import Measured
 from kneepoint.probes.runtime import one_blas_thread
-from tests.support.postgres_server import postgres_db, postgres_server, postgres_url  # noqa: F401
 from tests.support.real_vllm.host_speed import HostSpeed, measure_host
 from tests.support.session_once import session_once
 

@@ -1,5 +1,5 @@
-"""The measuring steps as records (``kneepoint.records.actions``): a shared study's task is one,
-serialized into the study and read back as the very step the executor takes."""
+"""The measuring steps as records (``kneepoint.records.actions``): each names the work it is by
+its key, by which a pool's driver submits a step and takes it back when it lands."""
 
 from __future__ import annotations
 
@@ -16,11 +16,9 @@ from kneepoint.records.actions import (
     Promote,
     Screen,
     SearchKnee,
-    TaskStep,
     Validate,
 )
-from kneepoint.records.ledger import Finished
-from kneepoint.records.task import Task
+from kneepoint.tune.dispatch import GpuStep
 
 STEPS = {
     "knee": SearchKnee(),
@@ -30,23 +28,20 @@ STEPS = {
     "trial-3-quality": CheckQuality(trial=3),
     "trial-3-validate-r1": Validate(trial=3, repeats=(1, 2)),
     "trial-3-promote": Promote(trial=3),
-    "burst": CheckBurst(stopped=Finished(reason="max_trials", detail="4 trials run")),
+    "burst": CheckBurst(),
 }
-"""Every step a task can carry, by its key (the keys shared studies queued before the steps
-were records: a study begun by an earlier version completes each key once all the same)."""
+"""Every step a run takes, by its key."""
 
 
 def test_every_kind_of_step_is_held_here() -> None:
-    kinds = typing.get_args(typing.get_args(TaskStep)[0])
-    assert {type(step) for step in STEPS.values()} == set(kinds)
+    kinds = {*typing.get_args(GpuStep), JoinBaseline, Promote}
+    assert {type(step) for step in STEPS.values()} == kinds
 
 
 @pytest.mark.parametrize("key", sorted(STEPS))
-def test_a_task_round_trips_through_json_as_the_step_it_carries(key: str) -> None:
-    task = Task(action=STEPS[key], generation=1, batch=4)
-    again = Task.model_validate_json(task.model_dump_json())
-    assert again == task and type(again.action) is type(STEPS[key])
-    assert again.key == key and again.trial == (3 if key.startswith("trial-") else 0)
+def test_a_step_is_named_by_its_key(key: str) -> None:
+    step = STEPS[key]
+    assert step.key == key and step.trial == (3 if key.startswith("trial-") else 0)
 
 
 def test_a_step_names_a_trial_only_where_it_is_one() -> None:
@@ -55,5 +50,4 @@ def test_a_step_names_a_trial_only_where_it_is_one() -> None:
     with pytest.raises(ValidationError):
         CheckBurst(trial=2)
     with pytest.raises(ValidationError):
-        Task.model_validate({"action": {"step": "screen", "trial": 1, "repeats": [0, 1]},
-                             "generation": 0})  # fmt: skip
+        Screen.model_validate({"step": "screen", "trial": 1, "repeats": [0, 1]})

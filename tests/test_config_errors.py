@@ -133,16 +133,6 @@ def test_a_config_set_error_names_config_set(capsys: pytest.CaptureFixture[str])
     assert line.startswith("kneepoint: --config-set max_num_seqs=abc: engine.max_num_seqs: ")
 
 
-def test_a_worker_s_storage_error_names_the_flag(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    argv = ["worker", "--study", str(QUICKSTART), "--storage", "sqlite:///x.db", "--runs-dir",
-            str(tmp_path)]  # fmt: skip
-    assert main(argv) == 2
-    [line] = capsys.readouterr().err.splitlines()
-    assert line.startswith("kneepoint: --storage: sqlite: workers share a PostgreSQL study")
-
-
 @pytest.mark.parametrize(
     ("old", "new", "field", "words"),
     [

@@ -17,8 +17,6 @@ from kneepoint.cli.main import build_parser, main
 from tests.conftest import REPO
 
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
-PLACEHOLDERS = {"N": "0", '"$gpu"': "0", "$gpu": "0"}
-"""Placeholder words of the pages, as a value the option takes (``--gpu N``)."""
 SHELL = {"&", "&&", "|", ";", "2>&1"}
 """Where the shell takes over from the command (redirections, pipes, background jobs)."""
 RUN = ("config check", "config list", "config schema")
@@ -29,7 +27,6 @@ the simulator's, and a tune runs one trial (the command line, its files and its 
 are what is checked, not a night's search)."""
 ELSEWHERE = {
     "diagnose --url": "an attached server's diagnosis needs one listening: test_diagnose_cli",
-    "worker": "workers need a shared storage and a study to join: test_workers",
 }
 """Documented commands the slow tier does not run as written, and the tests that run them."""
 
@@ -53,7 +50,7 @@ def _argv(command: str) -> list[str]:
     """The argument vector, optional parts ``[--flag X]`` kept as written but unbracketed."""
     words = shlex.split(command.replace("[", " ").replace("]", " "), posix=False)
     ends = [i for i, w in enumerate(words) if w in SHELL or w.startswith(">")]
-    return [PLACEHOLDERS.get(w, w) for w in words[1 : min(ends, default=len(words))]]
+    return words[1 : min(ends, default=len(words))]
 
 
 def test_the_pages_show_commands() -> None:

@@ -45,7 +45,7 @@ def _agents_own() -> dict[str, type[KneepointError]]:
 
 def test_every_error_of_the_agents_own_has_one_root() -> None:
     errors = _agents_own()
-    assert len(errors) >= 15, errors
+    assert len(errors) >= 14, errors
     for name, error in errors.items():
         assert issubclass(error, KneepointError), name
 

@@ -1,9 +1,8 @@
-"""A pool of several GPUs (the workers of a shared study) takes the same decisions as
-``kneepoint tune``'s pool of one (``next_actions``): a round proposes one configuration per free
-GPU and screens them side by side; its finalists are validated side by side, one per free GPU,
-best screened first (one at a time for ``tune``); the best winner is promoted, which closes the
-rest of its round. The state (``RunState.apply``) holds several open
-trials and still refuses an event that cannot follow. Built from a real small-tune ledger."""
+"""A round of several trials (a pool's, ``kneepoint.tune.dispatch``) in the run's state and in
+``kneepoint tune``'s decisions on one GPU (``next_action``): the open screens first, then the
+finalists one at a time, best screened first; the best winner is promoted, which closes the
+rest of its round. The state (``RunState.apply``) holds several open trials and still refuses
+an event that cannot follow. Built from a real small-tune ledger."""
 
 from __future__ import annotations
 
@@ -17,12 +16,7 @@ from kneepoint.records.ledger import Event, Finished, Promoted, Proposed, Screen
 from kneepoint.records.study import StudySpec
 from kneepoint.run.ledger import Ledger
 from kneepoint.run.state import RunState, StateError
-from kneepoint.tune.decide import (
-    Propose,
-    Stop,
-    next_action,
-    next_actions,
-)
+from kneepoint.tune.decide import Propose, Stop, next_action
 from kneepoint.tune.execute import outrun_gain
 
 from .conftest import TuneRun
@@ -42,37 +36,25 @@ def _round(events: list[Event]) -> list[Event]:
     return [*events[:2], first, second]
 
 
-def test_a_round_proposes_one_configuration_per_free_gpu_within_the_budget(
-    small_run: TuneRun,
-) -> None:
+def test_tune_proposes_one_configuration_at_a_time(small_run: TuneRun) -> None:
     events, study = _run(small_run)
     state = RunState.replay(events[:2], study.objective)
-    assert next_actions(state, study, NOW, slots=3) == [Propose(3)]
-    assert next_action(state, study, NOW) == Propose(1), "tune is a pool of one"
-    capped = study.model_copy(update={"budget": study.budget.model_copy(update={"max_trials": 2})})
-    assert next_actions(state, capped, NOW, slots=3) == [Propose(2)]
+    assert next_action(state, study, NOW) == Propose(1)
 
 
-def test_a_round_screens_side_by_side_then_its_best_finalist_goes_first(
-    small_run: TuneRun,
-) -> None:
+def test_a_rounds_screens_come_first_then_its_best_finalist(small_run: TuneRun) -> None:
     events, study = _run(small_run)
     state = RunState.replay(_round(events), study.objective)
-    screens = next_actions(state, study, NOW, slots=2)
-    assert [type(a) for a in screens] == [Screen, Screen]
-    assert [a.trial for a in screens if isinstance(a, Screen)] == [1, 2]
+    assert next_action(state, study, NOW) == Screen(trial=1)
     second, first = events[7], events[3]
     assert isinstance(first, Screened) and isinstance(second, Screened)
     assert first.finalist and second.finalist
     state.apply(second)  # screens finish in any order
-    assert [type(a) for a in next_actions(state, study, NOW, 2)] == [Screen]
+    assert next_action(state, study, NOW) == Screen(trial=1)
     state.apply(first)
     best = max((1, 2), key=lambda n: state.trials[n].measured_objective() or 0.0)
-    [validate] = next_actions(state, study, NOW, slots=1)
+    validate = next_action(state, study, NOW)
     assert isinstance(validate, Validate) and validate.trial == best
-    side_by_side = next_actions(state, study, NOW, slots=2)
-    assert all(isinstance(a, Validate) for a in side_by_side)
-    assert [a.trial for a in side_by_side if isinstance(a, Validate)] == [best, 3 - best]
 
 
 def _won(validated: Event, trial: int, capacity_rps: float) -> Validated:
@@ -82,7 +64,9 @@ def _won(validated: Event, trial: int, capacity_rps: float) -> Validated:
     return validated.model_copy(update={"trial": trial, "challenger": challenger})
 
 
-def test_finalists_validated_side_by_side_promote_the_best_winner(small_run: TuneRun) -> None:
+def test_finalists_validated_beside_each_other_promote_the_best_winner(
+    small_run: TuneRun,
+) -> None:
     events, study = _run(small_run)
     state = RunState.replay([*_round(events), events[3], events[7]], study.objective)
     winner = events[8]  # trial 2's validation, a winner over the baseline
@@ -91,9 +75,7 @@ def test_finalists_validated_side_by_side_promote_the_best_winner(small_run: Tun
     assert top is not None
     state.apply(_won(winner, 1, top * 1.1))  # trial 1 validated beside it, and higher
     state.apply(_won(winner, 2, top))
-    [promote] = next_actions(state, study, NOW, slots=2)
-    assert isinstance(promote, Promote) and promote.trial == 1
-    assert [a.trial for a in next_actions(state, study, NOW) if isinstance(a, Promote)] == [1]
+    assert next_action(state, study, NOW) == Promote(trial=1)
 
 
 def test_a_promotion_closes_the_finalists_left_in_its_round(small_run: TuneRun) -> None:

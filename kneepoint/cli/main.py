@@ -36,7 +36,6 @@ from kneepoint.cli.plan import add_plan_command
 from kneepoint.cli.report import add_report_command
 from kneepoint.cli.sweep import add_sweep_command
 from kneepoint.cli.tune import add_tune_command
-from kneepoint.cli.worker import add_worker_command
 from kneepoint.config import add_overrides_argument, check_output, load_study, study_file_schema
 from kneepoint.probes.runtime import configure_logging, one_blas_thread, unwinding
 from kneepoint.records import (
@@ -107,7 +106,6 @@ def build_parser() -> argparse.ArgumentParser:
     serve.set_defaults(handler=_sim_serve, takes_unknown=True)
     add_sweep_command(commands)
     add_tune_command(commands)
-    add_worker_command(commands)
     add_diagnose_command(commands)
     add_plan_command(commands)
     add_report_command(commands)

@@ -5,7 +5,6 @@ beyond the measured noise). Pruning and search read the diagnosis; the judge sta
 (tests/test_architecture.py).
 
 Nothing here touches processes, sockets, GPUs or files; it imports records, physics and load,
-and nothing from ``kneepoint.probes`` or from the packages that run them (``kneepoint.tune``,
-``kneepoint.workers``)."""
+and nothing from ``kneepoint.probes`` or from the package that runs them (``kneepoint.tune``)."""
 
 __all__: list[str] = []  # each concept is a package with its own face

@@ -12,7 +12,6 @@ from kneepoint.records.actions import (
     Promote,
     Screen,
     SearchKnee,
-    TaskStep,
     TrialStep,
     Validate,
 )
@@ -126,7 +125,6 @@ from kneepoint.records.shares import BaselinePart, ValidationPart
 from kneepoint.records.slo import METRICS, ClassSlo, GoodputRule, Slo
 from kneepoint.records.study import FleetSpec, StopRule, StudySpec
 from kneepoint.records.sweep import SweepKind, SweepPoint, SweepResult, nothing_met
-from kneepoint.records.task import Task, TaskResult
 from kneepoint.records.telemetry import GpuSample
 from kneepoint.records.workload import (
     ConstantArrivals,
@@ -256,9 +254,6 @@ __all__ = [
     "SweepKind",
     "SweepPoint",
     "SweepResult",
-    "Task",
-    "TaskResult",
-    "TaskStep",
     "ThinkDist",
     "TraceArrivals",
     "TraceEntry",

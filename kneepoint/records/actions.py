@@ -1,21 +1,19 @@
 """The steps a run measures on a GPU, as records: ``kneepoint tune``'s decisions
-(``kneepoint.tune.decide``) name them, its executor carries them out, and a shared study's
-workers queue them as tasks (``kneepoint.records.task``), serialized into the study. Each names
-its trial by number; the run's state, rebuilt from the ledger, holds the rest.
+(``kneepoint.tune.decide``, ``kneepoint.tune.dispatch``) name them and its executors carry them
+out. Each names its trial by number; the run's state, rebuilt from the ledger, holds the rest.
 
-One GPU measures a whole validation and the whole baseline in one step; workers share them:
-a validation's repeats (``Validate.repeats``) and the baseline's knee search, repeats and the
-Baseline made of them are steps of their own.
+One GPU measures a whole validation and the whole baseline in one step; a pool of GPUs shares
+them: a validation's repeats (``Validate.repeats``) and the baseline's knee search, repeats and
+the Baseline made of them are steps of their own.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Literal
 
 from pydantic import Field
 
 from kneepoint.records.base import Record
-from kneepoint.records.ledger import Finished
 
 Repeats = tuple[int, int]
 """Repeats ``first`` to ``first + n - 1``: the first, and how many."""
@@ -23,13 +21,13 @@ Repeats = tuple[int, int]
 
 class _Step(Record):
     step: str
-    """Its name (each kind's literal, the tasks' discriminator)."""
+    """Its name (each kind's literal)."""
     trial: int = Field(default=0, ge=0, le=0)
     """The trial it belongs to; 0: none (the baseline's steps, the winner's burst check)."""
 
     @property
     def key(self) -> str:
-        """The work it names, not an attempt at it: a shared study completes each key once."""
+        """The work it names, not an attempt at it: the pool's driver lands each key once."""
         name = self.step if self.trial == 0 else f"trial-{self.trial}-{self.step}"
         repeats: Repeats | None = getattr(self, "repeats", None)
         return name if repeats is None else f"{name}-r{repeats[0]}"
@@ -54,7 +52,7 @@ class CheckQuality(_OnTrial):
 
 class Validate(_OnTrial):
     """Validate the finalist against the incumbent, interleaved: the whole validation, or
-    (a worker's share) some of its repeats, judged with the rest once all are in."""
+    (a pool slot's share) some of its repeats, judged with the rest once all are in."""
 
     step: Literal["validate"] = "validate"
     repeats: Repeats | None = None
@@ -70,19 +68,16 @@ class CheckBurst(_Step):
     """Burst the winner and time its recovery (after the search has finished)."""
 
     step: Literal["burst"] = "burst"
-    stopped: Finished | None = None
-    """Why the search stopped, where the run's state does not yet say (a shared study's
-    burst task: its run finishes with the stop once the check is in)."""
 
 
 class SearchKnee(_Step):
-    """The baseline's knee search (a worker's share of the baseline)."""
+    """The baseline's knee search (a pool slot's share of the baseline)."""
 
     step: Literal["knee"] = "knee"
 
 
 class MeasureRepeats(_Step):
-    """Some of the baseline's repeats around its knee (a worker's share)."""
+    """Some of the baseline's repeats around its knee (a pool slot's share)."""
 
     step: Literal["repeats"] = "repeats"
     repeats: Repeats
@@ -96,8 +91,3 @@ class JoinBaseline(_Step):
 
 TrialStep = Screen | CheckQuality | Validate | Promote
 """A trial's steps."""
-TaskStep = Annotated[
-    TrialStep | CheckBurst | SearchKnee | MeasureRepeats | JoinBaseline,
-    Field(discriminator="step"),
-]
-"""What one task of a shared study measures."""

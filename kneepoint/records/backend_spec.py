@@ -206,7 +206,7 @@ class VllmBackend(BackendSpec):
     @model_validator(mode="before")
     @classmethod
     def _from_gpu_index(cls, data: Any) -> Any:
-        # Run folders and recordings written with one GPU a worker say `gpu_index: N|null`.
+        # Run folders and recordings written with one GPU a server say `gpu_index: N|null`.
         if isinstance(data, dict) and "gpu_index" in data and "gpu_ids" not in data:
             data = dict(data)
             index = data.pop("gpu_index")

@@ -14,9 +14,7 @@ the tree (tests/test_error_tree.py draws the tree from the code and holds it to 
     ├── ConfigError                 2  config: bad input the user named, a line each problem
     │   ├── LedgerError             2  run: a ledger line that is not the next event
     │   ├── RunFolderError          2  run: a folder that is not this run
-    │   ├── RunLockedError          2  run: another agent holds the run
-    │   └── SharedStudyError        2  workers: the storage or the shared study, by flag
-    │       └── StudyNotFoundError  2  workers: no shared study of that name
+    │   └── RunLockedError          2  run: another agent holds the run
     ├── EngineRefusedError          1  sim: the engine will not start so configured
     ├── GpDependenciesError         1  policies.search: the GP sampler's torch is missing
     ├── PageTooLargeError           1  probes.client: a server's page past its cap

@@ -98,7 +98,7 @@ class TuningSpec(InputRecord):
     early_look: bool = True
     """Judge a validation after its first interleaved pair too, against the incumbent's
     known noise, and promote a gain far beyond it without the other repeats
-    (``kneepoint.policies.judge.early``). Several workers measure a validation's first
+    (``kneepoint.policies.judge.early``). Several GPUs measure a validation's first
     repeats side by side instead, unless the round's validations fill them."""
     min_effect_rel: float = Field(default=0.03, ge=0.0, lt=1.0)
     """Smallest relative gain worth promoting, whatever the noise."""

@@ -88,14 +88,10 @@ class RunFolder:
         self.ledger = Ledger(path / "ledger.jsonl")
 
     @classmethod
-    def create(
-        cls, runs_dir: Path, study: StudySpec, now: datetime, *, role: str | None = None
-    ) -> RunFolder:
-        """A new run folder, locked by this agent from the moment it exists; ``role`` goes
-        into its name (a worker's folder: ``<study>-worker-<host>-gpu<N>-<time>``)."""
+    def create(cls, runs_dir: Path, study: StudySpec, now: datetime) -> RunFolder:
+        """A new run folder, locked by this agent from the moment it exists."""
         _discard_abandoned_builds(runs_dir, now)
-        named = study.name if role is None else f"{study.name}-{role}"
-        stem = f"{named}-{now.strftime('%Y%m%d-%H%M%S')}"
+        stem = f"{study.name}-{now.strftime('%Y%m%d-%H%M%S')}"
         path, n = runs_dir / stem, 1
         # Built beside and renamed into place: a run folder exists whole or not at all.
         partial = runs_dir / f".{path.name}.partial"

@@ -1,7 +1,6 @@
 """The run's Optuna storage, opened by the agent: the port through which the pure Optuna proposer
 (``kneepoint.policies.search.optuna_search``) keeps its study, so the policy never opens a file or a
-database itself. A run folder's is SQLite (``optuna.db``, which optuna-dashboard opens); a
-shared study's is PostgreSQL (``kneepoint.workers.shared_study``)."""
+database itself. A run folder's is SQLite (``optuna.db``, which optuna-dashboard opens)."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ the loop stands.
 
 The state is a pure function of the ledger's events, which is what makes resuming exact: the
 loop's decisions (``kneepoint.tune.decide``) read it and nothing else. Several trials may be open
-at once (a round of workers screens one per GPU); a promotion closes the finalists of its round
+at once (a pool's round screens one per GPU); a promotion closes the finalists of its round
 that were waiting for validation, superseded. ``apply`` refuses an event that cannot follow the
 ones before it, so a damaged or hand-edited ledger is named, never half-read.
 """

@@ -31,7 +31,7 @@ def floor_rel(state: RunState, study: StudySpec) -> float:
 def own_errors(state: RunState) -> list[float]:
     """The run's prediction errors, log(measured / predicted), of the single-knob moves
     proposed before the current space began (the prediction as made, before re-pricing):
-    what a proposer rebuilt within the space (a worker's round, a resume) knows as the live
+    what a proposer rebuilt within the space (a pool's round, a resume) knows as the live
     one did."""
     moves = state.measured_moves(before=state.space_first_trial)
     return [math.log(factor) for _, factor in single_knob_errors(moves)]

@@ -1,17 +1,15 @@
-"""What a run does next: a pure function of the run's state (rebuilt from the ledger), the
-study, the time and the GPUs free, over a closed set of actions. ``kneepoint tune`` is a pool of
-one GPU (``next_action``); the workers of a shared study are a pool of several
-(``next_actions``, whose planner queues each measuring action as a task). The executors
-(``kneepoint.tune.loop``, ``kneepoint.workers``) carry the actions out and record their events;
-nothing here measures or writes.
+"""What a run on one GPU does next (``next_action``): a pure function of the run's state
+(rebuilt from the ledger), the study and the time, over a closed set of actions. Its executor
+(``kneepoint.tune.loop``) carries the actions out and records their events; nothing here
+measures or writes. A run on several GPU sets takes its steps from ``kneepoint.tune.dispatch``,
+which shares the stops below.
 
-The order, one place for both: the run starts and measures its baseline; a round proposes up to one
-configuration per free GPU (one for ``tune``) and screens them all against the incumbent; when its
-screens are in, its finalists take their steps (quality check, validation), as many side by side as
-there are GPUs free, best screened first; the best validated winner is promoted, which closes the
-rest of its round; when no trial is open, a budget, the lack of a knee or of anything to try, or
-trials that stopped paying (``kneepoint.tune.budget``) stop the search, and the winner's burst
-check follows the stop.
+The order: the run starts and measures its baseline; a round proposes a configuration and
+screens it against the incumbent; a finalist takes its steps (quality check, validation), the
+best screened first where a round left several open (a pool's run resumed on one GPU); the
+best validated winner is promoted, which closes the rest of its round; when no trial is open, a
+budget, the lack of a knee or of anything to try, or trials that stopped paying
+(``kneepoint.tune.budget``) stop the search, and the winner's burst check follows the stop.
 """
 
 from __future__ import annotations
@@ -45,7 +43,7 @@ class Start:
 @dataclass(frozen=True)
 class MeasureBaseline:
     """Knee search, repeats and diagnosis of the starting configuration (the whole of it, on
-    one GPU; a shared study's workers share its parts, ``kneepoint.workers.plan``)."""
+    one GPU; a pool's slots share its parts, ``kneepoint.tune.dispatch``)."""
 
 
 @dataclass(frozen=True)
@@ -74,29 +72,19 @@ Action = Start | MeasureBaseline | Stop | Propose | TrialStep | CheckBurst | Don
 
 def next_action(state: RunState, study: StudySpec, now: datetime) -> Action:
     """The one thing a run on one GPU does next."""
-    return next_actions(state, study, now)[0]
-
-
-def next_actions(state: RunState, study: StudySpec, now: datetime, slots: int = 1) -> list[Action]:
-    """What the run can do now with ``slots`` GPUs free: a round's screens, or one step."""
     run = _run_step(state)
     if run is not None:
-        return [run]
+        return run
     trials = state.open_trials()
-    screens: list[Action] = [Screen(trial=t.trial) for t in trials if t.next_step() == "screen"]
-    if screens:
-        return screens
+    screen = next((t for t in trials if t.next_step() == "screen"), None)
+    if screen is not None:
+        return Screen(trial=screen.trial)
     if trials:
-        steps = finalist_steps(trials, slots)
-        over = next((s for a in steps if (s := _over_budget(state, study, a)) is not None), None)
-        return steps if over is None else [Stop(over)]
+        step = finalist_step(trials)
+        over = _over_budget(state, study, step)
+        return step if over is None else Stop(over)
     stop = search_stop(state, study, now)
-    if stop is not None:
-        return [Stop(stop)]
-    n = max(1, slots)
-    if study.budget.max_trials is not None:
-        n = min(n, study.budget.max_trials - state.trials_run)
-    return [Propose(n)]
+    return Propose() if stop is None else Stop(stop)
 
 
 def search_stop(state: RunState, study: StudySpec, now: datetime) -> Finished | None:
@@ -118,17 +106,14 @@ def _over_budget(state: RunState, study: StudySpec, action: Action) -> Finished 
     return unaffordable(state, study, "validation", action.trial)
 
 
-def finalist_steps(trials: list[TrialState], slots: int) -> list[Action]:
-    """A round's finalists, once its screens are in: the best validated winner's promotion
-    first (it closes the rest of the round); else the next step of the ``slots`` best, best
-    measured first. One GPU takes them one at a time, the sequential order; several validate
-    that many finalists side by side against the one incumbent, and the best that wins is
-    promoted once all are in (issue "Step 16", part 3; benchmarks/workers.py)."""
+def finalist_step(trials: list[TrialState]) -> TrialStep:
+    """A round's next finalist step, once its screens are in: the best validated winner's
+    promotion (it closes the rest of the round); else the next step of the best measured."""
     ranked = sorted(trials, key=lambda t: (-(t.measured_objective() or 0.0), t.trial))
     winners = [t for t in ranked if t.next_step() == "promote"]
     if winners:
-        return [Promote(trial=winners[0].trial)]
-    return [trial_action(t) for t in ranked[: max(1, slots)]]
+        return Promote(trial=winners[0].trial)
+    return trial_action(ranked[0])
 
 
 def _run_step(state: RunState) -> Action | None:

@@ -3,8 +3,8 @@ measuring ones (the baseline, a trial's screen, quality check, validation or par
 promotion, the winner's burst check) run the study's steps on a GPU, but a screen the memory
 model says vLLM would refuse (``preflight``) starts nothing; a round's proposals become its
 trials.
-``kneepoint tune`` records each event as it comes; a worker of a shared study returns its
-task's events to the study. One executor for both: a step exists once.
+``kneepoint tune`` on one GPU records each event as it comes; a pool's step returns its
+events to the driver (``kneepoint.tune.gpu_step``). One executor for both: a step exists once.
 """
 
 from __future__ import annotations
@@ -162,7 +162,7 @@ class Executor:
     def validation_part(
         self, action: Validate, state: RunState, earlier: list[ValidationPart]
     ) -> ValidationPart:
-        """Some of a finalist's validation repeats (a worker's share of them, ``action``'s
+        """Some of a finalist's validation repeats (a pool slot's share of them, ``action``'s
         repeats; ``earlier``: its parts measured before)."""
         assert state.incumbent is not None and state.incumbent_repeats is not None
         assert action.repeats is not None

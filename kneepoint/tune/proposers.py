@@ -3,7 +3,7 @@ one search space: coordinate descent (then the combination of the moves it measu
 Optuna over the pruned space, or ``auto`` (coordinate descent and its combination first, then
 Optuna once they are done); under ``tuning.stop: budget``, then the long shots, then the
 combination of every move measured alone, candidates and long shots together. ``kneepoint
-tune`` asks it for one configuration at a time, the workers' planner for a round
+tune`` asks it for one configuration at a time, a pool's driver for a round
 (``Proposer.batch``); both build it here, from the run's state."""
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from kneepoint.tune.budget import long_shots_only, trial_price
 Factory = Callable[[StudySpec, SearchSpace, str | None, str], Proposer]
 """(study, space, Optuna storage URL, Optuna study name) -> a proposer. The storage is opened
 here, by the agent (``kneepoint.run.optuna_storage``), never by the policy; None keeps the
-study in memory (a workers' round, rebuilt from the shared study's history each time)."""
+study in memory (a pool's round, rebuilt from the run's history each time)."""
 
 
 def _coordinate(study: StudySpec, space: SearchSpace, _url: str | None, _name: str) -> Proposer:

@@ -34,7 +34,6 @@ ALLOWED = {
         "run",
         "measure",
     },
-    "workers": {"records", "config", "load", "policies", "report", "run", "measure", "tune"},
     "cli": {
         "records",
         "config",
@@ -49,6 +48,5 @@ ALLOWED = {
         "report",
         "run",
         "tune",
-        "workers",
     },
 }

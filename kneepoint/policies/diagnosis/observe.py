@@ -133,8 +133,8 @@ def observe_study(
     acceptance: AcceptanceProbe | None = None,
 ) -> Observation:
     """``observe`` for a sweep of ``config`` under the study's GPU, model, workload and
-    efficiency (``acceptance``: the run's acceptance probe): what the loop, the workers'
-    proposer and ``kneepoint diagnose`` all read."""
+    efficiency (``acceptance``: the run's acceptance probe): what the loop, its proposers
+    and ``kneepoint diagnose`` all read."""
     return observe(
         result,
         gpu=study.gpu,

@@ -118,10 +118,10 @@ def is_finalist(
     The screen must read beyond ``min_effect`` over the incumbent; within the incumbent's
     noise (``incumbent_noise_rel``, the relative standard deviation of its objective over
     repeats) is enough, for the validation's repeats, not one screen, tell a gain from noise.
-    A bar at the noise turned away real gains: three workers on the quickstart promoted fp8
+    A bar at the noise turned away real gains: three GPUs on the quickstart promoted fp8
     weights with 1,024-token chunks from 6 repeats that put its noise at 6.5%, and 512
     sequences, +5.1% on its screen, stopped there; validated, they measured +16% and reached
-    the sequential run's winner (2026-12-03, benchmarks/README.md, workers.py), for 0.4 and
+    the sequential run's winner (2026-12-03), for 0.4 and
     0.6 more device-hours on the sequential quickstart and rag, whose winners did not move.
     ``screen_bias``: how far screens read above validations in this run
     (``kneepoint.policies.judge.yardstick``); the screen is divided by it first.

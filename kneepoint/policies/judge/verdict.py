@@ -1,6 +1,6 @@
 """A validation's judgement from its measured parts, pure: ``kneepoint tune`` measures a
-validation's repeats on one GPU, the workers of a shared study split them over several
-(``kneepoint.workers.plan``); both judge what came back here, so they promote alike.
+validation's repeats on one GPU, a pool splits them over several (``kneepoint.tune.dispatch``);
+both judge what came back here, so they promote alike.
 
 The rule: on one GPU the judge looks first at the first interleaved pair, against the
 incumbent's known noise (``kneepoint.policies.judge.early``: only a gain far beyond it is

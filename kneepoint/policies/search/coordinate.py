@@ -121,7 +121,7 @@ class CoordinateDescent:
         """The walk's next step, then the ``n - 1`` best next steps of the other knobs by
         expected gain: each walked alone from the same history (it steps, halves and stops
         as the sequential walk would on it), any step predicted to gain at all, since the
-        GPUs beside the walk's are there anyway. A round of ``n`` workers moves ``n`` knobs
+        GPUs beside the walk's are there anyway. A round on ``n`` GPUs moves ``n`` knobs
         at once and a round of one walks the sequential path. The round is empty once the
         walk is over, as ``ask`` is."""
         first = self.ask()

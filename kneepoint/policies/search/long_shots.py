@@ -89,14 +89,14 @@ class ThenLongShots:
         return batch[0] if batch else None
 
     def batch(self, n: int) -> list[Proposal]:
-        # One long shot a round at most, so workers' rounds keep the sampler's draws.
+        # One long shot a round at most, so a pool's rounds keep the sampler's draws.
         owed = self.long_shots.batch(1) if self._owed and not self._first_spent else []
         proposals = [] if self._first_spent or n <= len(owed) else self.first.batch(n - len(owed))
         self._first_spent = not proposals and not owed
         if self._first_spent:
             # Only then: filling a short round's slots with long shots spent a 12-trial
-            # budget on them before TPE's draws (quickstart, 3 workers: 44.75 req/s
-            # against 49.36 without them, benchmarks/workers.py, 2026-11-28).
+            # budget on them before TPE's draws (quickstart, 3 GPUs: 44.75 req/s
+            # against 49.36 without them, 2026-11-28).
             proposals = self.long_shots.batch(n)
         proposals = [*owed, *proposals]
         if proposals:

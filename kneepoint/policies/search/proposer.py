@@ -6,11 +6,11 @@ a resumed study builds a fresh proposer and replays the ledger's (proposal, outc
 the coordinate-descent trials before it). ``ask`` returns None when there is nothing left worth
 trying. A failed trial is an outcome like any other.
 
-``batch(n)`` asks for up to ``n`` configurations to measure side by side (a round of workers on
-as many GPUs; ``kneepoint tune`` is a round of one): its first is what ``ask`` returns, so one
-worker walks exactly the path ``tune`` walks. A proposer may tell itself stand-in outcomes to
-make a batch (the "constant liar" of batch Bayesian optimisation); the caller then rebuilds it
-from the true history before it asks again, as the workers' planner does each round.
+``batch(n)`` asks for up to ``n`` configurations to measure side by side (a round on as many
+GPUs; ``kneepoint tune`` on one GPU is a round of one): its first is what ``ask`` returns, so a
+pool of one walks exactly the path ``tune`` walks. A proposer may tell itself stand-in outcomes
+to make a batch (the "constant liar" of batch Bayesian optimisation); the caller then rebuilds it
+from the true history before it asks again, as the pool's driver does each round.
 """
 
 from __future__ import annotations
