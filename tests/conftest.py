@@ -132,15 +132,15 @@ def _on_tiny_model(vllm_python: Path, tiny_model: Path, sized: Sequence[str]) ->
 
 def real_tune(
     study: Path, runs: Path, vllm_python: Path, tiny_model: Path, sized: Sequence[str] = (),
-    *, timeout_s: float = 2400,
+    *, timeout_s: float = 2400, flags: Sequence[str] = (), env: dict[str, str] | None = None,
 ) -> TuneRun:  # fmt: skip
     """`kneepoint tune` of ``study`` on vLLM's CPU build serving the tiny model, with the
-    ``sized`` overrides the host's speed set: the one run folder it left in ``runs``, and what
-    it printed (exit 0 asserted)."""
+    ``sized`` overrides the host's speed set and ``flags`` beside them, in ``env`` (None: this
+    one): the one run folder it left in ``runs``, and what it printed (exit 0 asserted)."""
     done = subprocess.run(
-        [KNEEPOINT, "tune", str(study), "--runs-dir", str(runs),
+        [KNEEPOINT, "tune", str(study), "--runs-dir", str(runs), *flags,
          *_on_tiny_model(vllm_python, tiny_model, sized)],
-        capture_output=True, text=True, timeout=timeout_s, check=False,
+        capture_output=True, text=True, timeout=timeout_s, check=False, env=env,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-4000:]
     (folder,) = runs.iterdir()

@@ -12,6 +12,7 @@ them, vLLM's CPU build), bound to 127.0.0.1 and shut down with the pool. Joined
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -51,8 +52,14 @@ class _Out:
 
 
 @ray.remote(max_retries=0)
-def _run(job: Job, resource: str) -> tuple[str, tuple[str, ...], list[Event], tuple[float, float]]:
-    """The step on the GPUs Ray gave this task (none for a custom resource), and when."""
+def _run(
+    job: Job, resource: str, threads: str | None
+) -> tuple[str, tuple[str, ...], list[Event], tuple[float, float]]:
+    """The step on the GPUs Ray gave this task (none for a custom resource), and when; its
+    servers get the driver's ``OMP_NUM_THREADS`` (``threads``, None: unset), not the 1 Ray
+    gives a worker of a 1-CPU task, which would bind a server's own thread pools to it."""
+    os.environ.pop("OMP_NUM_THREADS", None)
+    os.environ.update({"OMP_NUM_THREADS": threads} if threads is not None else {})
     ids = tuple(str(i) for i in ray.get_gpu_ids()) if resource == "GPU" else ()
     started = time.time()
     events = job(ids)
@@ -74,6 +81,7 @@ class RayPool:
         else:
             amount = {"num_gpus": gpus} if resource == "GPU" else {"resources": {resource: gpus}}
             ray.init(
+                address="local",  # a new instance, even where `ray start` left one running
                 _node_ip_address="127.0.0.1",
                 include_dashboard=False,
                 log_to_driver=False,
@@ -95,7 +103,7 @@ class RayPool:
             {"num_gpus": gpus} if self.resource == "GPU" else {"resources": {self.resource: gpus}}
         )
         ref = _run.options(num_cpus=1, scheduling_strategy=strategy, **held).remote(
-            job, self.resource
+            job, self.resource, os.environ.get("OMP_NUM_THREADS")
         )
         self._out[ref] = _Out(key, pg, gpus, time.monotonic())
 
@@ -121,9 +129,10 @@ class RayPool:
         refs = list(self._out)
         for ref in refs:
             ray.cancel(ref)
-        ray.wait(refs, num_returns=len(refs), timeout=GRACE_S)
+        _, running = ray.wait(refs, num_returns=len(refs), timeout=GRACE_S)
+        for ref in running:  # a task that has ended is not cancelled again: Ray's core
+            ray.cancel(ref, force=True)  # worker can abort on completing it twice
         for ref in refs:
-            ray.cancel(ref, force=True)
             remove_placement_group(self._out.pop(ref).pg)
 
     def close(self) -> None:
