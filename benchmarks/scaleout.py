@@ -141,27 +141,30 @@ def _optimum(name: str, cells: Path | None) -> float | None:
 
 
 def study_rows(name: str, counts: list[int], cells: Path | None) -> None:
+    """Each row printed as soon as it is measured: a study's rows take up to an hour here."""
     study = _study(name)
-    with tempfile.TemporaryDirectory() as runs:
-        rows = [sequential(study, Path(runs))]
-        for gpus in counts:
-            rows.append(pooled(study, Path(runs), gpus))
     optimum = _optimum(name, cells)
-    base = rows[0]
     print(f"{name}: start {study.engine.gpu_count} GPU(s) a server", flush=True)
     print("  GPUs  trials  device-h  critical-h  to-winner-h (x seq)  idle  winner (re-measured)"
-          "  regret  stop  wall-s")  # fmt: skip
-    for row in rows:
-        cell = measure(name, row.winner) if name in STUDIES else None  # no grid: the ledger's
-        regret = f"{1 - cell.objective / optimum:.1%}" if cell and optimum else "-"
-        again = f"{cell.objective:8.2f}" if cell else "       -"
-        ratio = row.to_winner_h / base.to_winner_h if base.to_winner_h else float("nan")
-        idle = "-" if row.idle is None else f"{row.idle:.0%}"
-        label = "seq" if row is base else str(row.gpus)
-        print(f"  {label:>4}  {row.trials:>6}  {row.device_h:8.2f}  {row.critical_h:10.2f}  "
-              f"{row.to_winner_h:8.2f} ({ratio:.2f}x)  {idle:>5}  {again}  "
-              f"{regret:>6}  {row.finished}  {row.wall_s:.0f}", flush=True)  # fmt: skip
-        print(f"        winner: {row.winner.changes_from(study.engine) or 'the start'}", flush=True)
+          "  regret  stop  wall-s", flush=True)  # fmt: skip
+    with tempfile.TemporaryDirectory() as runs:
+        base = sequential(study, Path(runs))
+        _print_row(name, study, base, base, optimum)
+        for gpus in counts:
+            _print_row(name, study, pooled(study, Path(runs), gpus), base, optimum)
+
+
+def _print_row(name: str, study: StudySpec, row: Row, base: Row, optimum: float | None) -> None:
+    cell = measure(name, row.winner) if name in STUDIES else None  # no grid: the ledger's
+    regret = f"{1 - cell.objective / optimum:.1%}" if cell and optimum else "-"
+    again = f"{cell.objective:8.2f}" if cell else "       -"
+    ratio = row.to_winner_h / base.to_winner_h if base.to_winner_h else float("nan")
+    idle = "-" if row.idle is None else f"{row.idle:.0%}"
+    label = "seq" if row is base else str(row.gpus)
+    print(f"  {label:>4}  {row.trials:>6}  {row.device_h:8.2f}  {row.critical_h:10.2f}  "
+          f"{row.to_winner_h:8.2f} ({ratio:.2f}x)  {idle:>5}  {again}  "
+          f"{regret:>6}  {row.finished}  {row.wall_s:.0f}", flush=True)  # fmt: skip
+    print(f"        winner: {row.winner.changes_from(study.engine) or 'the start'}", flush=True)
 
 
 def main() -> None:
