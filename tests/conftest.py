@@ -147,6 +147,22 @@ def real_tune(
     return TuneRun(folder, done.stdout, done.stderr)
 
 
+def kv_promoted(run: TuneRun, start_kv_bytes: int) -> None:
+    """Assert what a tune of tests/fixtures/studies/cpu-tiny-kv.yaml must do, on one GPU or
+    through Ray: name the cache as what binds and promote a KV budget larger than the start's
+    that measures at least 1.3x its capacity."""
+    lines = (run.folder / "ledger.jsonl").read_text().splitlines()
+    events = [json.loads(line) for line in lines]
+    baseline = next(e for e in events if e["event"] == "baseline")
+    assert baseline["diagnosis"]["binding"] == "cache"
+    promoted = [e for e in events if e["event"] == "promoted"]
+    assert promoted, run.stderr[-3000:]
+    winner = promoted[-1]
+    assert winner["config"]["kv_cache_memory_bytes"] > start_kv_bytes
+    start = baseline["repeats"]["capacity_rps"]
+    assert start and winner["objective"] / start >= 1.3, (start, winner["objective"])
+
+
 def real_capacity_rps(
     study: Path, out: Path, vllm_python: Path, tiny_model: Path, sized: Sequence[str] = ()
 ) -> float:

@@ -10,13 +10,12 @@ tier (installs vLLM's CPU build)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import psutil
 import pytest
 
-from tests.conftest import REPO, TuneRun
+from tests.conftest import REPO, TuneRun, kv_promoted
 from tests.conftest import real_tune as run_tune
 from tests.support.real_vllm.host_speed import HostSpeed, kv_study_sizing
 
@@ -38,23 +37,10 @@ def real_tune(
     return run_tune(STUDY, runs, vllm_python, tiny_model, kv_study_sizing(host_speed))
 
 
-def _events(run: TuneRun) -> list[dict[str, object]]:
-    lines = (run.folder / "ledger.jsonl").read_text().splitlines()
-    return [json.loads(line) for line in lines]
-
-
 def test_the_tune_names_the_cache_and_promotes_a_larger_kv_budget(
     real_tune: TuneRun, start_kv_bytes: int
 ) -> None:
-    events = _events(real_tune)
-    baseline = next(e for e in events if e["event"] == "baseline")
-    assert baseline["diagnosis"]["binding"] == "cache"  # type: ignore[index]
-    promoted = [e for e in events if e["event"] == "promoted"]
-    assert promoted, real_tune.stderr[-3000:]
-    winner = promoted[-1]
-    assert winner["config"]["kv_cache_memory_bytes"] > start_kv_bytes  # type: ignore[index]
-    start = baseline["repeats"]["capacity_rps"]  # type: ignore[index]
-    assert start and winner["objective"] / start >= 1.3, (start, winner["objective"])
+    kv_promoted(real_tune, start_kv_bytes)
 
 
 def test_the_tune_writes_its_report_and_names_the_winner(
