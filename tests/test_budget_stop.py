@@ -275,8 +275,8 @@ def test_a_step_the_budget_left_cannot_pay_for_is_not_begun(small_run: TuneRun) 
 def test_a_run_the_budget_stops_before_a_validation_ends_well_and_says_so(
     small_run: TuneRun, tmp_path: Path
 ) -> None:
-    """quickstart.yaml with max_device_hours 0.5 ended with "trial 2 was still open" and a
-    traceback, its report unwritten."""
+    """A finalist the budget cannot validate is left open: the run finishes, exits 0 and its
+    report says why that trial was not validated."""
     events = _events(small_run)
     finalist = next(i for i, e in enumerate(events) if isinstance(e, Screened) and e.finalist)
     study = load_study(small_run.folder / "study.yaml")
