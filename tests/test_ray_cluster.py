@@ -6,6 +6,7 @@ resumed, Ctrl-C. The tier is ``pytest -m ray``."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
@@ -111,15 +112,58 @@ def _tune(study: StudySpec, tmp: Path, pool: RayPool) -> tuple[RunState, list[Ev
     return state, list(folder.ledger.recover())
 
 
+@ray.remote(num_cpus=0, resources={"head": 0.01})
+class Meeting:
+    """Holds each step that arrives until ``size`` of them wait at once (or ``timeout_s``
+    passes), noting the node and GPUs of each: steps the pool runs side by side all meet."""
+
+    def __init__(self, size: int, timeout_s: float) -> None:
+        self.size, self.timeout_s = size, timeout_s
+        self.waiting, self.most_at_once = 0, 0
+        self.gpus: list[tuple[str, str]] = []
+        self.full = asyncio.Event()
+
+    async def arrive(self, node: str, gpu_ids: Sequence[str]) -> None:
+        self.gpus.extend((node, gpu) for gpu in gpu_ids)
+        self.waiting += 1
+        self.most_at_once = max(self.most_at_once, self.waiting)
+        if self.waiting == self.size:
+            self.full.set()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.full.wait(), self.timeout_s)
+        self.waiting -= 1
+
+    def met(self) -> tuple[int, list[tuple[str, str]]]:
+        return self.most_at_once, self.gpus
+
+
+@dataclass(frozen=True)
+class Met:
+    """A baseline repeat that waits at the meeting before it measures."""
+
+    job: Any
+    key: str
+    meeting: Any
+
+    def __call__(self, gpu_ids: Sequence[str]) -> list[Event]:
+        if self.key.startswith("repeats-r"):
+            node = ray.get_runtime_context().get_node_id()
+            ray.get(self.meeting.arrive.remote(node, list(gpu_ids)))
+        result: list[Event] = self.job(gpu_ids)
+        return result
+
+
 def test_a_tp2_study_runs_four_servers_at_once_each_on_two_gpus_of_its_own(
     whole: Cluster, tmp_path: Path
 ) -> None:
-    pool = Watched()
+    meeting = Meeting.remote(4, timeout_s=60.0)  # type: ignore[attr-defined]
+    pool = Watched(wrap=lambda key, job: Met(job, key, meeting))
     state, _ = _tune(load_study(TP2, TP2_SETS), tmp_path, pool)
     assert state.finished is not None
-    together = pool.overlapping()
-    assert max(len(steps) for steps in together) == 4
-    for steps in together:
+    at_once, gpus = ray.get(meeting.met.remote())
+    assert at_once == 4, f"the baseline's 4 repeats did not run at once: {gpus}"
+    assert len(gpus) == len(set(gpus)) == 8, f"servers side by side shared a GPU: {gpus}"
+    for steps in pool.overlapping():
         held = [(x.node, gpu) for x in steps for gpu in x.gpu_ids]
         assert len(held) == len(set(held)), f"servers side by side shared a GPU: {steps}"
     assert all(len(x.gpu_ids) == 2 for x in pool.landed)

@@ -37,8 +37,9 @@ LOST = (
     ray.exceptions.LocalRayletDiedError,
 )
 """What Ray raises for a task that died with its node or worker, not by its own error."""
-GRACE_S = 30.0
-"""How long a cancelled step has to stop its server before its worker is killed."""
+KILLED_S = 5.0
+"""How long Ray may take to kill the workers of a removed placement group's steps: at once on a
+local instance of this machine; what has not ended by then was still queued."""
 
 
 @dataclass(frozen=True)
@@ -124,16 +125,18 @@ class RayPool:
         )
 
     def cancel(self) -> None:
-        """Cancel every step out: each is interrupted (its server stopped as on Ctrl-C),
-        then killed after ``GRACE_S``; their placement groups are removed."""
+        """Stop every step out. Removing a step's placement group makes Ray kill the worker
+        running it, and the server's watchdog then stops the server (SIGTERM, then SIGKILL);
+        a step still queued for its group's resources never starts and is cancelled. A step
+        that runs is never ``ray.cancel``-ed: a cancel landing while its result is on its way
+        back aborts the driver (Ray's core worker: "Tried to complete task that was not
+        pending")."""
         refs = list(self._out)
         for ref in refs:
-            ray.cancel(ref)
-        _, running = ray.wait(refs, num_returns=len(refs), timeout=GRACE_S)
-        for ref in running:  # a task that has ended is not cancelled again: Ray's core
-            ray.cancel(ref, force=True)  # worker can abort on completing it twice
-        for ref in refs:
             remove_placement_group(self._out.pop(ref).pg)
+        _, queued = ray.wait(refs, num_returns=len(refs), timeout=KILLED_S)
+        for ref in queued:
+            ray.cancel(ref)
 
     def close(self) -> None:
         if self.owned and ray.is_initialized():
