@@ -20,6 +20,7 @@ from kneepoint.records import (
     Placed,
     Promoted,
     Proposed,
+    Screen,
     Screened,
     SearchKnee,
     StudySpec,
@@ -158,3 +159,25 @@ def test_a_server_inherits_no_secret_of_the_agents_environment() -> None:
         "HF_HOME": "/models",
     }
     assert inherited_env(environ) == {"PATH": "/usr/bin", "HF_HOME": "/models"}
+
+
+def test_a_validation_in_case_leaves_a_first_phase_for_each_screen_out(tmp_path: Path) -> None:
+    """A finalist's next phase measured in case takes no slot a screen still out may need for
+    its own first phase: a better finalist landing next would wait on it."""
+    folder, _ = _run(tmp_path, 8)
+    events = list(folder.ledger.recover())
+    study = load_study(SMALL)
+    first = next(i for i, e in enumerate(events) if isinstance(e, Screened) and e.finalist)
+    screened = events[first]
+    assert isinstance(screened, Screened)
+    proposal = next(e for e in events if isinstance(e, Proposed)).proposal
+    before = RunState.replay(events[: first + 1])
+    other = before.next_trial_number()
+    state = RunState.replay([*events[: first + 1], Proposed(trial=other, proposal=proposal)])
+    phase = study.tuning.validate_repeats
+    free = 2 * phase  # both phases alone; the first and a screen's first phase beside it
+    alone = dispatch(before, study, NOW, Pooled(free=free, dry=True))
+    beside = dispatch(state, study, NOW, Pooled(out=(Screen(trial=other),), free=free, dry=True))
+    mine = [s for s in beside if isinstance(s, Validate) and s.trial == screened.trial]
+    assert len([s for s in alone if isinstance(s, Validate)]) == 2 * phase
+    assert len(mine) == phase

@@ -122,10 +122,18 @@ def _search(state: RunState, study: StudySpec, now: datetime, pooled: Pooled) ->
     n = n if cap is None else min(n, cap - len(state.trials))
     if n > 0:
         return [*steps, Propose(n)]
+    held_back = _may_need(study, out)
     for trial in trials:  # nothing new to screen: the next phase of validations under way
-        left = free - _slots(steps)
+        left = free - _slots(steps) - held_back
         steps += _trial_steps(state, study, trial, (*out, *_gpu(steps)), left, speculate=True)
     return steps
+
+
+def _may_need(study: StudySpec, out: Sequence[GpuStep]) -> int:
+    """Slots kept from a validation's next phase measured in case: a first phase for each
+    screen or quality check out, whose trial may land a finalist (one that waits on phases in
+    case would wait on the critical path)."""
+    return study.tuning.validate_repeats * sum(isinstance(s, Screen | CheckQuality) for s in out)
 
 
 def _gpu(steps: Sequence[Dispatched]) -> list[GpuStep]:
