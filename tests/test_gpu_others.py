@@ -5,6 +5,7 @@ returns them); the real check runs with the device tier."""
 
 from __future__ import annotations
 
+import threading
 from types import SimpleNamespace
 from typing import Any
 
@@ -12,8 +13,10 @@ import pynvml
 import pytest
 
 from kneepoint.load.point import load_point
+from kneepoint.probes.backends.vllm import _held_gpus
 from kneepoint.probes.runtime.clock import Clock
 from kneepoint.probes.telemetry.nvml import NvmlSampler
+from kneepoint.records import EngineConfig, VllmBackend
 from kneepoint.records.loadpoint import Signals
 from kneepoint.records.measure import RequestRecord
 from kneepoint.records.slo import ClassSlo, Slo
@@ -21,12 +24,13 @@ from kneepoint.records.slo import ClassSlo, Slo
 OURS = frozenset({4242, 4243})
 
 
+def _unsupported(*_: Any) -> Any:
+    raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+
+
 def _driver(
     monkeypatch: pytest.MonkeyPatch, running: list[int], busy: list[tuple[int, int]] | None
 ) -> None:
-    def unsupported(*_: Any) -> Any:
-        raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
-
     def utilization(_: Any, since_us: int) -> list[SimpleNamespace]:
         assert since_us > 0
         return [SimpleNamespace(pid=pid, smUtil=sm) for pid, sm in busy or []]
@@ -35,11 +39,11 @@ def _driver(
     monkeypatch.setattr(pynvml, "nvmlInit", lambda: None)
     monkeypatch.setattr(pynvml, "nvmlShutdown", lambda: None)
     monkeypatch.setattr(pynvml, "nvmlDeviceGetHandleByIndex", lambda i: object())
-    monkeypatch.setattr(pynvml, "nvmlGpmQueryDeviceSupport", unsupported)
+    monkeypatch.setattr(pynvml, "nvmlGpmQueryDeviceSupport", _unsupported)
     monkeypatch.setattr(pynvml, "nvmlDeviceGetComputeRunningProcesses", lambda h: procs)
     monkeypatch.setattr(pynvml, "nvmlDeviceGetGraphicsRunningProcesses", lambda h: [])
     monkeypatch.setattr(pynvml, "nvmlDeviceGetProcessUtilization",
-                        utilization if busy is not None else unsupported)  # fmt: skip
+                        utilization if busy is not None else _unsupported)  # fmt: skip
 
 
 def test_a_process_outside_the_measurement_on_the_gpu_is_counted(
@@ -77,3 +81,35 @@ def test_a_point_with_another_process_on_the_gpu_is_not_counted() -> None:
     )
     alone = load_point(10.0, records, slo, signals=Signals(gpu_other_processes=0))
     assert not alone.host_busy
+
+
+def test_every_gpu_of_a_server_is_sampled_and_watched(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tensor-parallel server's second GPU is read too: its samples carry their index, and a
+    process outside the measurement on it voids the point as on the first."""
+    _driver(monkeypatch, [], busy=None)
+    handles = {3: SimpleNamespace(pids=[4242]), 5: SimpleNamespace(pids=[4243, 9001])}
+    monkeypatch.setattr(pynvml, "nvmlDeviceGetHandleByIndex", lambda i: handles[i])
+    monkeypatch.setattr(pynvml, "nvmlDeviceGetComputeRunningProcesses",
+                        lambda h: [SimpleNamespace(pid=p) for p in h.pids])  # fmt: skip
+    monkeypatch.setattr(pynvml, "nvmlDeviceGetUtilizationRates",
+                        lambda h: SimpleNamespace(gpu=50 + len(h.pids), memory=10))  # fmt: skip
+    for call in ("MemoryInfo", "PowerUsage", "ClockInfo", "CurrentClocksEventReasons"):
+        monkeypatch.setattr(pynvml, f"nvmlDeviceGet{call}", _unsupported)
+    sampler = NvmlSampler(Clock.start(), (3, 5), interval_s=0.01)
+    assert sampler.others(OURS) == 1
+    sampler.start()
+    for _ in range(500):  # the sampler thread's first two intervals
+        if len(sampler.samples) >= 4:
+            break
+        threading.Event().wait(0.01)
+    samples = sampler.stop()
+    by_gpu = {s.gpu_index: s.gpu_util_pct for s in samples}
+    assert by_gpu == {3: 51, 5: 52}
+    assert [s.gpu_index for s in samples[:2]] == [3, 5]
+
+
+def test_a_server_samples_the_gpus_it_holds() -> None:
+    spec = VllmBackend()
+    held = _held_gpus(spec)
+    assert held(EngineConfig(model="m", tensor_parallel_size=2)) == (0, 1)
+    assert _held_gpus(spec.on_gpus(("4", "5")))(EngineConfig(model="m")) == (4, 5)

@@ -30,3 +30,6 @@ class GpuSample(Record):
     sm_clock_mhz: float | None = Field(default=None, ge=0.0)
     throttle_reasons: tuple[str, ...] | None = None
     """Active clock-event (throttle) reasons by NVML name, e.g. ``sw_thermal_slowdown``."""
+    gpu_index: int | None = None
+    """The NVML index of the GPU sampled, one of a multi-GPU server's (None: the server's own
+    telemetry, as the simulator's)."""

@@ -26,10 +26,8 @@ def attached(o: Opening) -> Backend:
 class RunningServer:
     """A running server: every configuration is whatever it runs."""
 
-    def __init__(
-        self, url: str, *, nvml_index: int | None = None, api_key: str | None = None
-    ) -> None:
-        self.url, self.nvml_index, self.api_key = url.rstrip("/"), nvml_index, api_key
+    def __init__(self, url: str, *, api_key: str | None = None) -> None:
+        self.url, self.api_key = url.rstrip("/"), api_key
 
     @contextmanager
     def serve(self, config: EngineConfig, trial_dir: Path) -> Iterator[Endpoint]:
@@ -60,7 +58,7 @@ class RunningServer:
         yield Endpoint(
             self.url,
             card.id,
-            Instruments(nvml_index=self.nvml_index),
+            Instruments(),
             version=server_version(self.url, self.api_key),
             api_key=self.api_key,
         )

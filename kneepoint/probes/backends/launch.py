@@ -32,6 +32,8 @@ log = structlog.get_logger(__name__)
 _WARNED_HOSTS: set[str] = set()
 
 ArgvFor = Callable[[EngineConfig, str, int, str], list[str]]
+GpusFor = Callable[[EngineConfig], tuple[int, ...]]
+"""The local GPUs (NVML indices) a configuration's server holds, for NVML to sample."""
 """(config, host, port, served model name) -> the launch argv."""
 
 
@@ -48,7 +50,7 @@ class LaunchBackend:
         startup_timeout_s: float = 900.0,
         hang_after_s: float = 300.0,
         sim_telemetry: bool = False,
-        nvml_index: int | None = None,
+        nvml_for: GpusFor | None = None,
         api_key: str | None = None,
         nice: int = 0,
     ) -> None:
@@ -60,7 +62,7 @@ class LaunchBackend:
         self.argv_for, self.env, self.api_key = argv_for, dict(env or {}), api_key
         self.host, self.port = host, port
         self.startup_timeout_s, self.hang_after_s = startup_timeout_s, hang_after_s
-        self.sim_telemetry, self.nvml_index, self.nice = sim_telemetry, nvml_index, nice
+        self.sim_telemetry, self.nvml_for, self.nice = sim_telemetry, nvml_for, nice
         if not is_loopback(host) and host not in _WARNED_HOSTS:
             _WARNED_HOSTS.add(host)  # once per run, not once per launched trial
             log.warning(
@@ -93,7 +95,7 @@ class LaunchBackend:
                     served,
                     Instruments(
                         sim_telemetry=self.sim_telemetry,
-                        nvml_index=self.nvml_index,
+                        nvml_indices=self.nvml_for(config) if self.nvml_for else (),
                         engine_pid=proc.pid,
                         engine_cores=bound_cores(proc.log_text()),
                     ),

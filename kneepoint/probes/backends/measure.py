@@ -33,8 +33,8 @@ class Instruments:
     (``kneepoint.probes.telemetry.samplers.COST_FACTOR``)."""
     sim_telemetry: bool = False
     """The server is ``kneepoint sim serve``: read its ``/telemetry`` for GPU samples."""
-    nvml_index: int | None = None
-    """Sample this local GPU through NVML (None: do not)."""
+    nvml_indices: tuple[int, ...] = ()
+    """Sample these local GPUs through NVML, a server's all (none: do not)."""
     engine_pid: int | None = None
     engine_cores: int | None = None
     """Cores the engine bound its threads to (vLLM's CPU build logs them; None: unsaid)."""
@@ -77,9 +77,7 @@ async def measure_async(
         api_key=options.api_key,
         adaptive=instruments.adaptive_scrapes,
     )
-    nvml = (
-        NvmlSampler(clock, instruments.nvml_index) if instruments.nvml_index is not None else None
-    )
+    nvml = NvmlSampler(clock, instruments.nvml_indices) if instruments.nvml_indices else None
     host = HostLoad(instruments.engine_pid, url)  # one reading of the server's tree for both
     stop, ready = asyncio.Event(), asyncio.Event()
     sampling = asyncio.create_task(sampler.run(stop, ready))

@@ -4,7 +4,7 @@ key and the variables it names), host, port, start-up limit and GPU."""
 from __future__ import annotations
 
 from kneepoint.probes.backends.base import Backend, Opening
-from kneepoint.probes.backends.launch import ArgvFor, LaunchBackend
+from kneepoint.probes.backends.launch import ArgvFor, GpusFor, LaunchBackend
 from kneepoint.probes.server import api_key, server_env
 from kneepoint.records import AttachBackend, EngineConfig, SimBackend, VllmBackend
 
@@ -14,20 +14,28 @@ def vllm_server(o: Opening) -> Backend:
     spec = o.study.backend
     assert not isinstance(spec, SimBackend | AttachBackend)
     key = api_key(o.study)
-    # NVML reads the server's first GPU (its tensor-parallel peers run in step); CPU hosts, AMD:
-    # none
-    first = spec.gpu_ids[0] if spec.gpu_ids else "0"
-    nvml = int(first) if o.study.gpu.has_nvml and first.isdigit() else None
     return LaunchBackend(
         vllm_argv(spec),
         env=server_env(o.study, spec, key),
         host=spec.host,
         port=spec.port,
         startup_timeout_s=spec.startup_timeout_s,
-        nvml_index=nvml,
+        nvml_for=_held_gpus(spec) if o.study.gpu.has_nvml else None,  # CPU hosts, AMD: none
         api_key=key,
         nice=o.study.measurement.server_nice,
     )
+
+
+def _held_gpus(spec: VllmBackend) -> GpusFor:
+    """The GPUs a configuration's server holds: those the step was given (Ray's, or
+    ``--gpus``), else the machine's first ``gpu_count``, as CUDA hands them to vLLM."""
+
+    def held(config: EngineConfig) -> tuple[int, ...]:
+        if spec.gpu_ids:
+            return tuple(int(i) for i in spec.gpu_ids if i.isdigit())
+        return tuple(range(config.gpu_count))
+
+    return held
 
 
 def vllm_argv(spec: VllmBackend) -> ArgvFor:

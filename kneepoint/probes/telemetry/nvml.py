@@ -1,10 +1,12 @@
 """GPU telemetry through NVML (nvidia-ml-py), sampled in a background thread.
 
-Each sample covers one interval: NVML's coarse utilization, memory, power, SM clock and the
-active clock-event (throttle) reasons, and where the GPU has GPM (Hopper and newer) SM,
-tensor-pipe and DRAM-bandwidth activity between two GPM samples. With no GPU, no driver or
-no permission, the sampler yields nothing and ``available`` says why; any field a device does
-not support stays ``None``. Nothing here raises into the measurement.
+Every GPU a server holds is sampled: a tensor-parallel server's ranks may differ (one rank
+throttled shows on its own GPU only). Each sample covers one GPU over one interval: NVML's
+coarse utilization, memory, power, SM clock and the active clock-event (throttle) reasons, and
+where the GPU has GPM (Hopper and newer) SM, tensor-pipe and DRAM-bandwidth activity between
+two GPM samples. With no GPU, no driver or no permission, the sampler yields nothing and
+``available`` says why; any field a device does not support stays ``None``. Nothing here
+raises into the measurement.
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import pynvml
@@ -48,30 +51,39 @@ def _try(call: Any, *args: Any) -> Any:
         return None
 
 
-class NvmlSampler:
-    """Samples one GPU every ``interval_s`` on a daemon thread between ``start`` and ``stop``."""
+@dataclass
+class _Device:
+    """One sampled GPU: its NVML index and handle, and its two GPM samples (none without GPM)."""
 
-    def __init__(self, clock: Clock, index: int = 0, interval_s: float = 0.5) -> None:
-        self.clock, self.index, self.interval_s = clock, index, interval_s
+    index: int
+    handle: Any
+    gpm: list[Any] = field(default_factory=list)
+
+
+class NvmlSampler:
+    """Samples the GPUs ``indices`` every ``interval_s`` on a daemon thread between ``start``
+    and ``stop``: one ``GpuSample`` per GPU per interval."""
+
+    def __init__(
+        self, clock: Clock, indices: Sequence[int] = (0,), interval_s: float = 0.5
+    ) -> None:
+        self.clock, self.interval_s = clock, interval_s
         self.samples: list[GpuSample] = []
         self.available: str | None = None
-        """None when sampling works; otherwise why not (no driver, no GPU ``index``)."""
+        """None when sampling works; otherwise why not (no driver, no GPU of ``indices``)."""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._handle: Any = None
+        self._devices: list[_Device] = []
         try:
             pynvml.nvmlInit()
-            self._handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            self._devices = [_Device(i, pynvml.nvmlDeviceGetHandleByIndex(i)) for i in indices]
         except pynvml.NVMLError as exc:  # also raised for a missing library
             self.available = f"NVML unavailable: {exc}"
-            self._handle = None
+            self._devices = []
         self._since_us = int(time.time() * 1e6)  # NVML stamps process samples in wall-clock µs
-        self._gpm = self._handle is not None and bool(
-            getattr(_try(pynvml.nvmlGpmQueryDeviceSupport, self._handle), "isSupportedDevice", 0)
-        )
 
     def start(self) -> None:
-        if self._handle is None:
+        if not self._devices:
             return
         self._thread = threading.Thread(target=self._loop, name="nvml-sampler", daemon=True)
         self._thread.start()
@@ -80,10 +92,10 @@ class NvmlSampler:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=self.interval_s * 4 + 5)
-        if self._handle is not None:
+        if self._devices:
             with contextlib.suppress(pynvml.NVMLError):
                 pynvml.nvmlShutdown()
-            self._handle = None
+            self._devices = []
         return self.samples
 
     def others(self, own_pids: Collection[int]) -> int | None:
@@ -92,41 +104,50 @@ class NvmlSampler:
         those whose SM use was above zero; else every one with a context on it. None where
         it cannot be told: no NVML, or none of the listed processes is ours, as inside a
         container whose PID namespace NVML's host pids do not belong to."""
-        if self._handle is None:
+        if not self._devices:
             return None
         listed: set[int] = set()
-        for call in (
-            "nvmlDeviceGetComputeRunningProcesses",
-            "nvmlDeviceGetGraphicsRunningProcesses",
-        ):
-            found = _try(getattr(pynvml, call), self._handle) or []
-            listed |= {int(p.pid) for p in found}
+        busy: set[int] | None = set()
+        for device in self._devices:
+            for call in (
+                "nvmlDeviceGetComputeRunningProcesses",
+                "nvmlDeviceGetGraphicsRunningProcesses",
+            ):
+                found = _try(getattr(pynvml, call), device.handle) or []
+                listed |= {int(p.pid) for p in found}
+            sampled = _try(pynvml.nvmlDeviceGetProcessUtilization, device.handle, self._since_us)
+            if sampled is None or busy is None:
+                busy = None
+            else:
+                busy |= {int(s.pid) for s in sampled if s.smUtil > 0}
         if not listed & set(own_pids):
             return None
-        busy = _try(pynvml.nvmlDeviceGetProcessUtilization, self._handle, self._since_us)
-        if busy is not None:
-            listed = {int(s.pid) for s in busy if s.smUtil > 0}
-        return len(listed - set(own_pids))
+        return len((busy if busy is not None else listed) - set(own_pids))
 
     def _loop(self) -> None:
-        gpm = [_try(pynvml.nvmlGpmSampleAlloc) for _ in range(2)] if self._gpm else []
+        for device in self._devices:
+            if getattr(
+                _try(pynvml.nvmlGpmQueryDeviceSupport, device.handle), "isSupportedDevice", 0
+            ):
+                device.gpm = [_try(pynvml.nvmlGpmSampleAlloc) for _ in range(2)]
         try:
             start = self.clock.now()
-            if gpm and all(gpm):
-                _try(pynvml.nvmlGpmSampleGet, self._handle, gpm[0])
+            for device in self._devices:
+                if device.gpm and all(device.gpm):
+                    _try(pynvml.nvmlGpmSampleGet, device.handle, device.gpm[0])
             while not self._stop.wait(self.interval_s):
                 end = self.clock.now()
-                self.samples.append(self._sample(start, end, gpm))
+                self.samples += [self._sample(start, end, device) for device in self._devices]
                 start = end
         except Exception as exc:  # a sampler thread must never take the run down
             log.warning("nvml.sampler_failed", error=repr(exc))
         finally:
-            for sample in gpm:
+            for sample in (s for device in self._devices for s in device.gpm):
                 if sample is not None:
                     _try(pynvml.nvmlGpmSampleFree, sample)
 
-    def _sample(self, start: float, end: float, gpm: list[Any]) -> GpuSample:
-        h = self._handle
+    def _sample(self, start: float, end: float, device: _Device) -> GpuSample:
+        h = device.handle
         util = _try(pynvml.nvmlDeviceGetUtilizationRates, h)
         memory = _try(pynvml.nvmlDeviceGetMemoryInfo, h)
         power = _try(pynvml.nvmlDeviceGetPowerUsage, h)
@@ -141,9 +162,10 @@ class NvmlSampler:
             "power_w": power / 1000.0 if power is not None else None,
             "sm_clock_mhz": float(clock) if clock is not None else None,
             "throttle_reasons": self._reasons(h),
+            "gpu_index": device.index,
         }
-        if gpm and all(gpm):
-            fields.update(self._gpm_metrics(gpm))
+        if device.gpm and all(device.gpm):
+            fields.update(self._gpm_metrics(device))
         return GpuSample(**fields)
 
     @staticmethod
@@ -158,9 +180,11 @@ class NvmlSampler:
             name for name, const in _REASONS.items() if mask & int(getattr(pynvml, const, 0))
         )
 
-    def _gpm_metrics(self, gpm: list[Any]) -> dict[str, float]:
+    @staticmethod
+    def _gpm_metrics(device: _Device) -> dict[str, float]:
         """Activity between the previous GPM sample and now; the samples then swap roles."""
-        if _try(pynvml.nvmlGpmSampleGet, self._handle, gpm[1]) is None:
+        gpm = device.gpm
+        if _try(pynvml.nvmlGpmSampleGet, device.handle, gpm[1]) is None:
             return {}
         request = pynvml.c_nvmlGpmMetricsGet_t()
         request.version = pynvml.NVML_GPM_METRICS_GET_VERSION
