@@ -5,12 +5,12 @@
 Per study and GPU count it prints the trials, the device-hours spent (every GPU's busy time,
 summed), the critical path (how long the run takes with its steps side by side, in the
 simulator's device time; for the sequential run its device time), the critical path to the
-winner's promotion and its ratio to the sequential run's, the share of the pool's GPU time idle
-over the run (the GPUs are Ray's between steps: a tune holds none while it waits), and the
-winner measured again by the knee search `benchmarks/regret.py` reads every configuration
-with (so the rows compare), with its regret against that script's grid optimum where
-``--cells`` holds the grid (one seed). Wall time on this machine says nothing here: the
-simulated GPUs share its cores.
+winner's promotion and its ratio to the sequential run's (``x seq``) and to the sequential
+run's whole length (``x seq run``), the share of the pool's GPU time idle over the run (the
+GPUs are Ray's between steps: a tune holds none while it waits), and the winner measured again
+by the knee search `benchmarks/regret.py` reads every configuration with (so the rows
+compare), with its regret against that script's grid optimum where ``--cells`` holds the grid
+(one seed). Wall time on this machine says nothing here: the simulated GPUs share its cores.
 
 Run: .venv/bin/python benchmarks/scaleout.py [--studies quickstart,rag,llama70b-4gpu]
      [--gpus 8,32,64] [--cells /tmp/cells.jsonl]
@@ -145,8 +145,8 @@ def study_rows(name: str, counts: list[int], cells: Path | None) -> None:
     study = _study(name)
     optimum = _optimum(name, cells)
     print(f"{name}: start {study.engine.gpu_count} GPU(s) a server", flush=True)
-    print("  GPUs  trials  device-h  critical-h  to-winner-h (x seq)  idle  winner (re-measured)"
-          "  regret  stop  wall-s", flush=True)  # fmt: skip
+    print("  GPUs  trials  device-h  critical-h  to-winner-h (x seq) (x seq run)  idle"
+          "  winner (re-measured)  regret  stop  wall-s", flush=True)  # fmt: skip
     with tempfile.TemporaryDirectory() as runs:
         base = sequential(study, Path(runs))
         _print_row(name, study, base, base, optimum)
@@ -159,10 +159,11 @@ def _print_row(name: str, study: StudySpec, row: Row, base: Row, optimum: float 
     regret = f"{1 - cell.objective / optimum:.1%}" if cell and optimum else "-"
     again = f"{cell.objective:8.2f}" if cell else "       -"
     ratio = row.to_winner_h / base.to_winner_h if base.to_winner_h else float("nan")
+    of_run = row.to_winner_h / base.critical_h if base.critical_h else float("nan")
     idle = "-" if row.idle is None else f"{row.idle:.0%}"
     label = "seq" if row is base else str(row.gpus)
     print(f"  {label:>4}  {row.trials:>6}  {row.device_h:8.2f}  {row.critical_h:10.2f}  "
-          f"{row.to_winner_h:8.2f} ({ratio:.2f}x)  {idle:>5}  {again}  "
+          f"{row.to_winner_h:8.2f} ({ratio:.2f}x) ({of_run:.2f}x)  {idle:>5}  {again}  "
           f"{regret:>6}  {row.finished}  {row.wall_s:.0f}", flush=True)  # fmt: skip
     print(f"        winner: {row.winner.changes_from(study.engine) or 'the start'}", flush=True)
 
