@@ -125,6 +125,8 @@ def _search(state: RunState, study: StudySpec, now: datetime, pooled: Pooled) ->
     held_back = _may_need(study, out)
     for trial in trials:  # nothing new to screen: the next phase of validations under way
         left = free - _slots(steps) - held_back
+        if left <= 0:
+            break
         steps += _trial_steps(state, study, trial, (*out, *_gpu(steps)), left, speculate=True)
     return steps
 
