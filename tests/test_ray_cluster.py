@@ -123,7 +123,7 @@ class Meeting:
         self.gpus: list[tuple[str, str]] = []
         self.full = asyncio.Event()
 
-    async def arrive(self, node: str, gpu_ids: Sequence[str]) -> None:
+    async def wait(self, key: str, node: str, gpu_ids: Sequence[str]) -> None:
         self.gpus.extend((node, gpu) for gpu in gpu_ids)
         self.waiting += 1
         self.most_at_once = max(self.most_at_once, self.waiting)
@@ -138,17 +138,19 @@ class Meeting:
 
 
 @dataclass(frozen=True)
-class Met:
-    """A baseline repeat that waits at the meeting before it measures."""
+class Waits:
+    """A step whose key holds ``steps`` that first waits at ``actor`` (its ``wait(key, node,
+    gpu_ids)``), then measures."""
 
     job: Any
     key: str
-    meeting: Any
+    steps: str
+    actor: Any
 
     def __call__(self, gpu_ids: Sequence[str]) -> list[Event]:
-        if self.key.startswith("repeats-r"):
+        if self.steps in self.key:
             node = ray.get_runtime_context().get_node_id()
-            ray.get(self.meeting.arrive.remote(node, list(gpu_ids)))
+            ray.get(self.actor.wait.remote(self.key, node, list(gpu_ids)))
         result: list[Event] = self.job(gpu_ids)
         return result
 
@@ -157,7 +159,7 @@ def test_a_tp2_study_runs_four_servers_at_once_each_on_two_gpus_of_its_own(
     whole: Cluster, tmp_path: Path
 ) -> None:
     meeting = Meeting.remote(4, timeout_s=60.0)  # type: ignore[attr-defined]
-    pool = Watched(wrap=lambda key, job: Met(job, key, meeting))
+    pool = Watched(wrap=lambda key, job: Waits(job, key, "repeats-r", meeting))
     state, _ = _tune(load_study(TP2, TP2_SETS), tmp_path, pool)
     assert state.finished is not None
     at_once, gpus = ray.get(meeting.met.remote())
@@ -177,7 +179,7 @@ class Gate:
         self.started: asyncio.Future[tuple[str, str]] = asyncio.get_event_loop().create_future()
         self.open = asyncio.Event()
 
-    async def hold(self, key: str, node: str) -> None:
+    async def wait(self, key: str, node: str, gpu_ids: Sequence[str]) -> None:
         if self.started.done():
             return
         self.started.set_result((key, node))
@@ -190,27 +192,13 @@ class Gate:
         self.open.set()
 
 
-@dataclass(frozen=True)
-class Held:
-    job: Any
-    key: str
-    gate: Any
-
-    def __call__(self, gpu_ids: Sequence[str]) -> list[Event]:
-        if "-validate-" in self.key:
-            node = ray.get_runtime_context().get_node_id()
-            ray.get(self.gate.hold.remote(self.key, node))
-        result: list[Event] = self.job(gpu_ids)
-        return result
-
-
 def test_a_node_removed_mid_validation_is_survived_with_the_same_winner(
     whole: Cluster, tmp_path: Path
 ) -> None:
     study = load_study(SMALL)
     undisturbed, _ = _tune(study, tmp_path / "undisturbed", RayPool())
     gate = Gate.remote()  # type: ignore[attr-defined]
-    pool = Watched(wrap=lambda key, job: Held(job, key, gate))
+    pool = Watched(wrap=lambda key, job: Waits(job, key, "-validate-", gate))
     outcome: dict[str, Any] = {}
     driver = threading.Thread(target=lambda: outcome.update(run=_tune(study, tmp_path / "d", pool)))
     driver.start()
