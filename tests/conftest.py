@@ -156,7 +156,13 @@ def kv_promoted(run: TuneRun, start_kv_bytes: int) -> None:
     baseline = next(e for e in events if e["event"] == "baseline")
     assert baseline["diagnosis"]["binding"] == "cache"
     promoted = [e for e in events if e["event"] == "promoted"]
-    assert promoted, run.stderr[-3000:]
+    trials = [
+        f"{e['event']}: {e['proposal']['reason'] if 'proposal' in e else e.get('reason')}"
+        f" {e.get('outcome') or ''}"
+        for e in events
+        if e["event"] in ("proposed", "screened", "validated")
+    ]  # what the console does not print: the move tried and each outcome's detail
+    assert promoted, "\n".join([*trials, run.stderr[-3000:]])
     winner = promoted[-1]
     assert winner["config"]["kv_cache_memory_bytes"] > start_kv_bytes
     start = baseline["repeats"]["capacity_rps"]

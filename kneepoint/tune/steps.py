@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import structlog
 
@@ -39,6 +40,11 @@ from kneepoint.tune.acceptance_step import probe_acceptance, probe_rate, probed_
 from kneepoint.tune.quality_step import quality_check
 
 log = structlog.get_logger(__name__)
+SCREEN_ATTEMPTS = 2
+"""Screens of one proposal: a second, on a new server, where no point of the first could tell
+(the host, not the configuration, decided each); a trial is never judged on nothing while a
+server start and one more screen can still tell. One more, not more: a host that voids two
+screens in a row is busy for longer than a tune should wait on it."""
 
 
 @dataclass
@@ -138,17 +144,21 @@ class Steps:
             * rules(objective).width(config)
             / rules(objective).width(incumbent.config)
         )
+        spent = 0.0
         try:
-            if rules(objective).screens_knee:
-                result, spent = self.bench.screen(config, trial_dir, around)
-            else:  # one look at the rates the objective is read at
-                rates = rules(objective).repeat_rates(around)
-                result, spent = self.bench.measure(config, trial_dir, rates, "screen")
+            for attempt in range(1, SCREEN_ATTEMPTS + 1):
+                result, took = self._screen_once(config, trial_dir, around)
+                spent += took
+                if not _could_not_tell(result):
+                    break
+                log.warning("screen.could_not_tell", trial=trial, attempt=attempt)
         except TrialFailedError as exc:
             outcome = Outcome(status=exc.status, detail=exc.cause)
-            return Screened(trial=trial, outcome=outcome, reason=exc.cause, device_s=exc.device_s)
+            return Screened(
+                trial=trial, outcome=outcome, reason=exc.cause, device_s=spent + exc.device_s
+            )
         measured = rules(objective).value(result)
-        if measured is None and not any(p.counted for p in result.points) and result.points:
+        if measured is None and _could_not_tell(result):
             outcome = Outcome(status="invalid_measurement", detail=nothing_met(result))
         elif measured is None:
             outcome = Outcome(status="infeasible", detail=nothing_met(result))
@@ -168,9 +178,19 @@ class Steps:
             sweep=result,
             diagnosis=self.diagnose(config, result),
             finalist=check.finalist,
-            reason=check.reason,
+            reason=check.reason if measured is not None else f"{check.reason}: {outcome.detail}",
             device_s=spent,
         )
+
+    def _screen_once(
+        self, config: EngineConfig, trial_dir: Path, around: float
+    ) -> tuple[SweepResult, float]:
+        """One screen of ``config`` on its own server: its sweep and the device time spent."""
+        if rules(self.study.objective).screens_knee:
+            return self.bench.screen(config, trial_dir, around)
+        # one look at the rates the objective is read at
+        rates = rules(self.study.objective).repeat_rates(around)
+        return self.bench.measure(config, trial_dir, rates, "screen")
 
     def quality(
         self, trial: int, incumbent: EngineConfig, challenger: EngineConfig
@@ -288,3 +308,8 @@ def repeats_wanted(study: StudySpec, knee: BaselinePart) -> bool:
     """The baseline's repeats are worth measuring: its knee search found a rate that met
     the SLO, or the objective is not the SLO capacity."""
     return knee.sweep.capacity_rps is not None or not rules(study.objective).is_capacity
+
+
+def _could_not_tell(result: SweepResult) -> bool:
+    """Whether every point ``result`` measured was voided (none counted, at least one taken)."""
+    return bool(result.points) and not any(p.counted for p in result.points)
