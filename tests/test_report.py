@@ -22,7 +22,7 @@ from kneepoint.run.ledger import Ledger
 from kneepoint.run.state import RunState
 from tests.support.chromium import HEADLESS, chromium
 
-from .conftest import SMALL, TuneRun
+from .conftest import SMALL, TuneRun, kneepoint_main
 
 
 def test_a_skipped_quality_check_is_recorded_as_skipped(fp8_run: TuneRun) -> None:
@@ -110,6 +110,22 @@ def test_a_percentile_from_too_few_samples_is_flagged() -> None:
                        {"chat ttft_p99": 60})  # fmt: skip
     assert _value(point, "chat ttft_p99") == "95.0 (only 60 samples: near the maximum)"
     assert _value(point, "chat itl_p95") == "20.0"
+
+
+def test_a_run_that_promoted_nothing_offers_the_start_as_kept_not_as_a_winner(
+    tmp_path: Path,
+) -> None:
+    # One trial, async scheduling off: screened +0.8%, under the 3% minimum effect.
+    one = ["--set", "budget.max_trials=1", "--set", "search.knobs=[async_scheduling]"]
+    done = kneepoint_main("tune", SMALL, "--runs-dir", tmp_path, *one)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (folder,) = tmp_path.iterdir()
+    report = (folder / "report.md").read_text()
+    assert "Recommended command" not in report
+    assert "Starting command, kept (no trial was promoted):" in report
+    assert "serve the winner" not in done.stdout
+    assert "no trial was promoted: keep serving the starting configuration:" in done.stdout
+    assert (folder / "best-command.txt").read_text().startswith("vllm serve")
 
 
 def test_a_run_whose_every_rate_missed_the_slo_recommends_no_command(tmp_path: Path) -> None:

@@ -218,8 +218,13 @@ def _winner_lines(folder: RunFolder, study: StudySpec, state: RunState) -> list[
     assert state.incumbent is not None
     unchecked = [str(t.trial) for t in state.trials.values() if t.promoted and t.unchecked_quality]
     caveat = f" (not quality-checked: trial {', '.join(unchecked)})" if unchecked else ""
+    said = (
+        f"serve the winner with{caveat}:"
+        if state.promotions
+        else "no trial was promoted: keep serving the starting configuration:"
+    )
     return [
-        f"serve the winner with{caveat}:",
+        said,
         f"  {serve_command(study, state.incumbent)}",
         f"(also in {folder.path / 'best-command.txt'}; engine config in best.yaml)",
     ]

@@ -108,16 +108,20 @@ def summary(data: ReportData, doc: Document) -> None:
 
 
 def _command_said(data: ReportData) -> str:
-    """How the command is offered: recommended only where a rate met the SLO (a run whose
-    every point missed it printed "Recommended command" all the same, issue "Step 17")."""
+    """How the command is offered: recommended only where a trial beat the start and a rate
+    met the SLO; else the starting command, said as such (a kept start is no winner)."""
     state, study = data.state, data.study
     if state.baseline is None:
         return "Starting command (not measured yet)"
     sweeps = [state.baseline.knee, state.baseline.repeats, *(p.repeats for p in state.promotions)]
     met = any(point.point.meets_slo for sweep in sweeps for point in sweep.points)
-    if study.slo is None or met:
+    if study.slo is not None and not met:
+        return "Starting command (no rate met the SLO, so none is recommended)"
+    if state.promotions:
         return "Recommended command"
-    return "Starting command (no rate met the SLO, so none is recommended)"
+    if state.finished is None:
+        return "Starting command (no trial promoted yet)"
+    return "Starting command, kept (no trial was promoted)"
 
 
 def _verdict(trial: TrialState, finished: Finished | None) -> str:
