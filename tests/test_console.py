@@ -7,6 +7,7 @@ The runs are the session's shared ones (tests/conftest.py)."""
 from __future__ import annotations
 
 import io
+import json
 import re
 import sys
 
@@ -139,3 +140,18 @@ def test_counts_reach_their_total_or_say_the_sweep_stopped_short(
     assert lines[3] == "  screen done: 3 points in 2m05s (planned at most 5)"
     assert lines[5].startswith("  diagnose 1 of ≤2 r0 ")
     assert lines[6].startswith("  diagnose 2 of ≤2 r0 ") and "left" not in lines[6]
+
+
+def test_a_validated_trials_line_reads_its_ratio_from_its_pairs(small_run: TuneRun) -> None:
+    """The ratio beside a validated trial's verdict is the paired gain the verdict was read
+    from, not its validation over the incumbent's repeats measured before."""
+    events = [json.loads(line) for line in (small_run.folder / "ledger.jsonl").open()]
+    judged = {
+        e["trial"]: e["judgement"]["gain_rel"]
+        for e in events
+        if e["event"] == "validated" and (e.get("judgement") or {}).get("gain_rel") is not None
+    }
+    assert judged, "small-tune validates a trial"
+    for trial, gain in judged.items():
+        line = next(ln for ln in small_run.stderr.splitlines() if f"  trial {trial}: " in ln)
+        assert f"measured {1.0 + gain:.2f}x in its pairs)" in line, line

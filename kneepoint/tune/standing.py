@@ -60,9 +60,7 @@ def standing(
     if measured is None:
         value = f"{_nothing(trial)} ({predicted})"
     else:
-        value = f"{measured:.2f} {per} ({predicted}" + (
-            f", measured {ratio:.2f}x)" if ratio is not None else ")"
-        )
+        value = f"{measured:.2f} {per} ({predicted}{_measured_ratio(trial, ratio)})"
     parts = [
         f"trial {trial.trial}: {value}, {verdict}",
         f"incumbent {state.incumbent_objective or 0:.2f} {per}",
@@ -77,6 +75,16 @@ def standing(
     if budget.price_per_gpu_hour_usd is not None:
         used += f" (${hours * budget.price_per_gpu_hour_usd:.2f})"
     return " | ".join([*parts, used, *_time_left(state, study, trial_wall_s, now)])
+
+
+def _measured_ratio(trial: TrialState, ratio: float | None) -> str:
+    """The ratio the verdict beside it is read from: a validated trial's paired gain over the
+    incumbent measured beside it, not its validation over the incumbent's repeats measured
+    before (a line read "measured 1.18x, kept the incumbent (... +1.4% ...)")."""
+    judged = trial.validated.judgement if trial.validated is not None else None
+    if judged is not None and judged.gain_rel is not None:
+        return f", measured {1.0 + judged.gain_rel:.2f}x in its pairs"
+    return f", measured {ratio:.2f}x" if ratio is not None else ""
 
 
 def _why_kept(trial: TrialState) -> str:
