@@ -17,7 +17,7 @@ from kneepoint.config import load_study
 from kneepoint.probes.server.process import ServerProcess, free_port
 from kneepoint.run.folder import RunFolder
 
-from .conftest import CONFIGS
+from .conftest import CONFIGS, SMALL, kneepoint_main
 
 
 @pytest.mark.slow  # a full knee search of agent sessions (~25 s)
@@ -168,3 +168,16 @@ def test_a_bad_recording_is_refused_in_one_line(
     assert main(["diagnose", *extra, "--runs-dir", str(tmp_path)]) == 2
     assert capsys.readouterr().err.strip() == f"kneepoint: {message}"
     assert not any(tmp_path.iterdir())
+
+
+def test_a_rate_out_of_any_moves_reach_is_said_as_tune_says_it(tmp_path: Path) -> None:
+    """A goodput-at-rate study ~34x past the server's SLO capacity: diagnose says what tune's
+    stop says (kneepoint.load.out_of_reach), not only 0.00, and what to set instead."""
+    far = "objective={kind: goodput_at_rate, rate_rps: 100}"
+    done = kneepoint_main("diagnose", SMALL, "--runs-dir", tmp_path, "--set", far)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Out of reach: the objective's rate, 100 req/s, is " in done.stdout
+    assert "Set objective.rate_rps near what the server holds" in done.stdout
+    near = "objective={kind: goodput_at_rate, rate_rps: 3}"
+    done = kneepoint_main("diagnose", SMALL, "--runs-dir", tmp_path / "near", "--set", near)
+    assert done.returncode == 0 and "Out of reach" not in done.stdout

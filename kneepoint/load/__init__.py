@@ -9,7 +9,7 @@ from kneepoint.load.capacity import interpolate_capacity, mean_interval, slo_mar
 from kneepoint.load.fleet import FleetSize, gpu_price, output_per_request, size_fleet
 from kneepoint.load.knee import Capacity, Verdict, find_capacity
 from kneepoint.load.node import filled_node, node_replicas
-from kneepoint.load.objective import AT_RATE_TOLERANCE, rules
+from kneepoint.load.objective import AT_RATE_TOLERANCE, out_of_reach, rules
 from kneepoint.load.origin import counted
 from kneepoint.load.plan import PlannedRequest, plan_requests, point_seed, rate_salt, sample_length
 from kneepoint.load.point import load_point, window_bounds
@@ -45,6 +45,7 @@ __all__ = [
     "merge",
     "metric_values",
     "node_replicas",
+    "out_of_reach",
     "output_per_request",
     "plan_requests",
     "point_seed",

@@ -281,3 +281,33 @@ def tokens_per_s(point: LoadPoint, objective: PeakThroughput) -> float | None:
         return output
     prompt = point.prompt_tokens_per_s
     return None if prompt is None else output + prompt
+
+
+UNSERVED_SHARE = 0.05
+"""Goodput under this share of the offered rate: the rate is past what the server holds."""
+OUT_OF_REACH = 5.0
+"""A rate more than this many times the SLO capacity is out of reach of any one move: the
+largest single-move gain the project has seen is prefix caching's 4.6x output on a published
+Qwen-14B mix (configs/scenarios/qwen14b-ada-mix.yaml); pricing caps a move at 2.5x, which
+real moves beat (prefix caching measured 2.47x on the CPU build), so the cap is no bound."""
+
+
+def out_of_reach(
+    objective: Objective, capacity_rps: float | None, goodput_rps: float | None
+) -> str | None:
+    """Why a goodput-at-rate ``objective``'s rate is out of any one move's reach from a
+    configuration of SLO capacity ``capacity_rps`` whose goodput there is ``goodput_rps``
+    (next to nothing, and the rate more than ``OUT_OF_REACH`` times the capacity), with what
+    to set instead; None where it is within reach, or the objective has no fixed rate."""
+    if not isinstance(objective, GoodputAtRate) or not capacity_rps or goodput_rps is None:
+        return None
+    ratio = objective.rate_rps / capacity_rps
+    if goodput_rps >= UNSERVED_SHARE * objective.rate_rps or ratio <= OUT_OF_REACH:
+        return None
+    return (
+        f"the objective's rate, {objective.rate_rps:g} req/s, is {ratio:.1f}x the starting "
+        f"configuration's SLO capacity ({capacity_rps:.3g} req/s) and its goodput there is "
+        f"{goodput_rps:.2f} req/s; no single move has been seen to gain {OUT_OF_REACH:g}x, so "
+        "every trial would measure next to nothing. Set objective.rate_rps near what the "
+        f"server holds (about {capacity_rps:.3g} req/s) or tune objective: {{kind: slo_capacity}}"
+    )

@@ -3,7 +3,7 @@ the knobs worth trying and the ones not, and the points it was read from."""
 
 from __future__ import annotations
 
-from kneepoint.load import rules
+from kneepoint.load import out_of_reach, rules
 from kneepoint.records import Diagnosis, Pruning, StudySpec, SweepResult
 from kneepoint.report.binding import evidence_table, pruning_tables
 from kneepoint.report.document import Document, Heading, Paragraph, Table
@@ -40,6 +40,9 @@ def findings_document(
             f"{study.backend.kind}); {capacity}."
         )
     )
+    reach = out_of_reach(study.objective, result.capacity_rps, rules(study.objective).value(result))
+    if reach is not None:
+        doc.add(Paragraph(f"Out of reach: {reach}."))
     slo(study, doc)
     doc.add(
         Heading("What binds"),

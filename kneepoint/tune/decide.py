@@ -17,13 +17,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from kneepoint.load import rules
+from kneepoint.load import out_of_reach, rules
 from kneepoint.policies.search import best_left, learned_factors, nothing_worth_trying
 from kneepoint.records import (
     CheckBurst,
     CheckQuality,
     Finished,
-    GoodputAtRate,
     Promote,
     Screen,
     StudySpec,
@@ -145,39 +144,15 @@ def no_knee(state: RunState, study: StudySpec) -> Finished | None:
     return None
 
 
-UNSERVED_SHARE = 0.05
-"""Goodput under this share of the offered rate: the rate is past what the server holds."""
-OUT_OF_REACH = 5.0
-"""A rate more than this many times the SLO capacity is out of reach of any one move: the
-largest single-move gain the project has seen is prefix caching's 4.6x output on a published
-Qwen-14B mix (configs/scenarios/qwen14b-ada-mix.yaml); pricing caps a move at 2.5x, which
-real moves beat (prefix caching measured 2.47x on the CPU build), so the cap is no bound."""
-
-
 def rate_out_of_reach(state: RunState, study: StudySpec) -> Finished | None:
     """A stop (the run failed) when a goodput-at-rate study's rate is so far past the
-    baseline's SLO capacity that no move reaches it: goodput there is next to nothing, and
-    the rate is more than ``OUT_OF_REACH`` times the capacity.
-    Every trial would then measure 0 (a held-out study made 12 trials at 0.00, issue "Step
-    16"); the detail says by how much and what to set instead."""
-    objective, baseline = study.objective, state.baseline
-    if not isinstance(objective, GoodputAtRate) or baseline is None or state.promotions:
+    baseline's SLO capacity that no move reaches it (``kneepoint.load.out_of_reach``): every
+    trial would measure 0 (a held-out study made 12 trials at 0.00)."""
+    if state.baseline is None or state.promotions:
         return None
-    capacity = baseline.knee.capacity_rps or baseline.repeats.capacity_rps
-    goodput = state.incumbent_objective
-    if capacity is None or goodput is None or goodput >= UNSERVED_SHARE * objective.rate_rps:
-        return None
-    ratio = objective.rate_rps / capacity
-    if ratio <= OUT_OF_REACH:
-        return None
-    detail = (
-        f"the objective's rate, {objective.rate_rps:g} req/s, is {ratio:.1f}x the starting "
-        f"configuration's SLO capacity ({capacity:.3g} req/s) and its goodput there is "
-        f"{goodput:.2f} req/s; no single move has been seen to gain {OUT_OF_REACH:g}x, so "
-        "every trial would measure next to nothing. Set objective.rate_rps near what the "
-        f"server holds (about {capacity:.3g} req/s) or tune objective: {{kind: slo_capacity}}"
-    )
-    return Finished(reason="baseline_failed", detail=detail)
+    capacity = state.baseline.knee.capacity_rps or state.baseline.repeats.capacity_rps
+    detail = out_of_reach(study.objective, capacity, state.incumbent_objective)
+    return None if detail is None else Finished(reason="baseline_failed", detail=detail)
 
 
 def trial_action(trial: TrialState) -> TrialStep:
