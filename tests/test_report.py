@@ -5,6 +5,7 @@ definition of "meets SLO" (and goodput beside it), a repeat that missed named in
 from __future__ import annotations
 
 import io
+import re
 import subprocess
 from pathlib import Path
 
@@ -136,3 +137,16 @@ def test_a_run_whose_every_rate_missed_the_slo_recommends_no_command(tmp_path: P
     report = (folder / "report.md").read_text()
     assert "Recommended command" not in report
     assert "Starting command (no rate met the SLO, so none is recommended):" in report
+
+
+def test_the_evidence_shares_sum_to_the_whole_the_verdict_first(small_run: TuneRun) -> None:
+    """Each stage's shares of the evidence sum to 100% (its weights, overlapping shares of
+    the wall time, summed to 129% printed as they were), the binding constraint's first."""
+    report = (small_run.folder / "report.md").read_text()
+    found = re.findall(r"\n(\w+)[^\n]*?-bound, [^\n]*Share of the evidence: ([^.]*)\.", report)
+    assert found, report[:2000]
+    for binding, shares in found:
+        named = [part.rsplit(" ", 1) for part in shares.split(", ")]
+        percents = [int(percent.rstrip("%")) for _, percent in named]
+        assert abs(sum(percents) - 100) <= len(percents), shares  # each rounded once
+        assert named[0][0] == binding and percents == sorted(percents, reverse=True), shares

@@ -41,15 +41,23 @@ def bottleneck(data: ReportData, doc: Document) -> None:
     """What binds and why, for the start and after each promotion."""
     doc.add(Heading("What binds and why"))
     for title, diagnosis, _ in _stages(data):
-        scores = ", ".join(f"{c} {v:.0%}" for c, v in diagnosis.scores.items())
         sources = ", ".join(diagnosis.sources) or "none"
         doc.add(
             Heading(title, 3),
-            Paragraph(
-                f"{diagnosis.headline()}. Shares of wall time: {scores}. Sources: {sources}."
-            ),
+            Paragraph(f"{diagnosis.headline()}. {evidence_shares(diagnosis)} Sources: {sources}."),
             evidence_table(diagnosis),
         )
+
+
+def evidence_shares(diagnosis: Diagnosis) -> str:
+    """Each constraint's share of the evidence's weight (they sum to 100%; the verdict's
+    confidence is the first's): the weights themselves are no shares of anything, and
+    printed as percentages they summed to 129%."""
+    total = sum(diagnosis.scores.values())
+    if total <= 0:
+        return "No evidence weighed."
+    ranked = sorted(diagnosis.scores.items(), key=lambda item: -item[1])
+    return "Share of the evidence: " + ", ".join(f"{c} {v / total:.0%}" for c, v in ranked) + "."
 
 
 def pruning_tables(pruning: Pruning, said: set[str] | None = None) -> list[Table]:
