@@ -181,3 +181,15 @@ def test_a_validation_in_case_leaves_a_first_phase_for_each_screen_out(tmp_path:
     mine = [s for s in beside if isinstance(s, Validate) and s.trial == screened.trial]
     assert len([s for s in alone if isinstance(s, Validate)]) == 2 * phase
     assert len(mine) == phase
+
+
+def test_a_burst_check_that_measures_nothing_is_recorded_without_a_step(tmp_path: Path) -> None:
+    """With the burst check off, the driver records why and places no step for it; on, the
+    check is a step like the others."""
+    off = load_study(SMALL, ["tuning.burst.enabled=false"])
+    folder, pool = _run(tmp_path / "off", 4, off)
+    state = RunState.replay(list(folder.ledger.recover()))
+    assert state.burst is not None and state.burst.skipped == "tuning.burst.enabled is false"
+    assert "burst" not in {key for key, _, _ in pool.landings}
+    _, pool = _run(tmp_path / "on", 4)
+    assert "burst" in {key for key, _, _ in pool.landings}

@@ -42,6 +42,23 @@ def unmeasured(study: StudySpec, config: EngineConfig, skipped: str = "") -> Bur
     )
 
 
+def burst_skipped(study: StudySpec, repeats: SweepResult, finished: Finished) -> str:
+    """Why the winner's burst check measures nothing, from what the run knows without a
+    server (a pool records it without placing a step); "" where it measures."""
+    limits = ttft_limits(study.slo, study.workload.class_names())
+    return (
+        "tuning.burst.enabled is false"
+        if not study.tuning.burst.enabled
+        else f"the run stopped on its budget ({finished.reason})"
+        if finished.reason in BUDGET_STOPS
+        else "the SLO has no TTFT limit to recover within"
+        if not limits
+        else "the winner has no SLO capacity to operate below"
+        if operating_rps(study, repeats) is None
+        else ""
+    )
+
+
 def check_burst(
     bench: Bench,
     trial_dir: Path,
@@ -56,17 +73,7 @@ def check_burst(
     base = unmeasured(study, config)
     limits = ttft_limits(study.slo, study.workload.class_names())
     rate = operating_rps(study, repeats)
-    skipped = (
-        "tuning.burst.enabled is false"
-        if not spec.enabled
-        else f"the run stopped on its budget ({finished.reason})"
-        if finished.reason in BUDGET_STOPS
-        else "the SLO has no TTFT limit to recover within"
-        if not limits
-        else "the winner has no SLO capacity to operate below"
-        if rate is None
-        else ""
-    )
+    skipped = burst_skipped(study, repeats, finished)
     if skipped or rate is None:
         return base.model_copy(update={"skipped": skipped})
     plan = _plan(study, rate)

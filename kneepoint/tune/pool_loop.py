@@ -37,7 +37,7 @@ from kneepoint.records import (
     Validated,
 )
 from kneepoint.run import RunFolder, RunState
-from kneepoint.tune.burst_step import unmeasured
+from kneepoint.tune.burst_step import burst_skipped, unmeasured
 from kneepoint.tune.decide import Done, Propose, Start, Stop
 from kneepoint.tune.dispatch import Dispatched, GpuStep, Pooled, Write, dispatch
 from kneepoint.tune.execute import Executor, proposed
@@ -133,14 +133,32 @@ class PoolTuner:
             if any(isinstance(a, Done) for a in todo):
                 return
             local = [a for a in todo if not isinstance(a, GpuStep)]
-            for step in (a for a in todo if isinstance(a, GpuStep)):
-                self._submit(step)
+            gpu_steps = [a for a in todo if isinstance(a, GpuStep)]
+            skipped = [step for step in gpu_steps if self._skipped(step)]
+            for step in gpu_steps:
+                if step not in skipped:
+                    self._submit(step)
+            if skipped:
+                continue  # recorded without a GPU: dispatch again
             if local and (self._do(local[0]) or isinstance(local[0], Propose)):
                 continue  # a proposer with nothing new is not asked again at this state
             if self.out:
                 self._land(self.pool.wait())
             else:
                 raise AssertionError(f"nothing out and nothing to do: {todo}")
+
+    def _skipped(self, step: GpuStep) -> bool:
+        """Record a burst check that would measure nothing, with why, without placing it."""
+        state = self.state
+        if not isinstance(step, CheckBurst) or state.finished is None:
+            return False
+        assert state.incumbent is not None and state.incumbent_repeats is not None
+        why = burst_skipped(self.study, state.incumbent_repeats, state.finished)
+        if why:
+            checked = unmeasured(self.study, state.incumbent, skipped=why)
+            self.progress.outcome(checked.summary())
+            self._record(checked)
+        return bool(why)
 
     def _submit(self, step: GpuStep) -> None:
         job = StepJob(
