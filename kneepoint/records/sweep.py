@@ -78,6 +78,12 @@ class SweepResult(Record):
     server; empty when the first attempt finished."""
     elapsed_s: float = Field(default=0.0, ge=0.0)
 
+    @property
+    def could_not_tell(self) -> bool:
+        """Every point it measured was voided: the host, not the server, decided each (none
+        counted, at least one taken)."""
+        return bool(self.points) and not any(p.counted for p in self.points)
+
 
 def nothing_met(result: SweepResult) -> str:
     """Why no rate of ``result`` met the SLO: its lowest counted rate and what missed."""

@@ -13,7 +13,7 @@ from kneepoint.report.measured import objective_text, slo
 def capacity_words(result: SweepResult) -> str:
     """The sweep's SLO capacity in words: a floor says so, and why."""
     if not result.capacity_rps:
-        if result.points and not any(p.counted for p in result.points):
+        if result.could_not_tell:
             return f"no point could be counted ({result.points[0].why_not_counted()})"
         return "no rate tried met the SLO"
     if result.floor_reason is not None:

@@ -149,7 +149,7 @@ class Steps:
             for attempt in range(1, SCREEN_ATTEMPTS + 1):
                 result, took = self._screen_once(config, trial_dir, around)
                 spent += took
-                if not _could_not_tell(result):
+                if not result.could_not_tell:
                     break
                 log.warning("screen.could_not_tell", trial=trial, attempt=attempt)
         except TrialFailedError as exc:
@@ -158,7 +158,7 @@ class Steps:
                 trial=trial, outcome=outcome, reason=exc.cause, device_s=spent + exc.device_s
             )
         measured = rules(objective).value(result)
-        if measured is None and _could_not_tell(result):
+        if measured is None and result.could_not_tell:
             outcome = Outcome(status="invalid_measurement", detail=nothing_met(result))
         elif measured is None:
             outcome = Outcome(status="infeasible", detail=nothing_met(result))
@@ -308,8 +308,3 @@ def repeats_wanted(study: StudySpec, knee: BaselinePart) -> bool:
     """The baseline's repeats are worth measuring: its knee search found a rate that met
     the SLO, or the objective is not the SLO capacity."""
     return knee.sweep.capacity_rps is not None or not rules(study.objective).is_capacity
-
-
-def _could_not_tell(result: SweepResult) -> bool:
-    """Whether every point ``result`` measured was voided (none counted, at least one taken)."""
-    return bool(result.points) and not any(p.counted for p in result.points)
