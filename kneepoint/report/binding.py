@@ -50,9 +50,9 @@ def bottleneck(data: ReportData, doc: Document) -> None:
 
 
 def evidence_shares(diagnosis: Diagnosis) -> str:
-    """Each constraint's share of the evidence's weight (they sum to 100%; the verdict's
-    confidence is the first's): the weights themselves are no shares of anything, and
-    printed as percentages they summed to 129%."""
+    """Each constraint's share of the evidence's weight, largest first, summing to 100%:
+    the weights overlap (two signals can count the same seconds), so read alone they are
+    no shares of anything."""
     total = sum(diagnosis.scores.values())
     if total <= 0:
         return "No evidence weighed."

@@ -147,7 +147,7 @@ def no_knee(state: RunState, study: StudySpec) -> Finished | None:
 def rate_out_of_reach(state: RunState, study: StudySpec) -> Finished | None:
     """A stop (the run failed) when a goodput-at-rate study's rate is so far past the
     baseline's SLO capacity that no move reaches it (``kneepoint.load.out_of_reach``): every
-    trial would measure 0 (a held-out study made 12 trials at 0.00)."""
+    trial would measure next to nothing."""
     if state.baseline is None or state.promotions:
         return None
     capacity = state.baseline.knee.capacity_rps or state.baseline.repeats.capacity_rps

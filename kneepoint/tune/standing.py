@@ -80,7 +80,7 @@ def standing(
 def _measured_ratio(trial: TrialState, ratio: float | None) -> str:
     """The ratio the verdict beside it is read from: a validated trial's paired gain over the
     incumbent measured beside it, not its validation over the incumbent's repeats measured
-    before (a line read "measured 1.18x, kept the incumbent (... +1.4% ...)")."""
+    before, which can disagree with the verdict in sign and size."""
     judged = trial.validated.judgement if trial.validated is not None else None
     if judged is not None and judged.gain_rel is not None:
         return f", measured {1.0 + judged.gain_rel:.2f}x in its pairs"
