@@ -260,3 +260,23 @@ def test_ctrl_c_cancels_every_step_and_frees_the_gpus(whole: Cluster, tmp_path: 
     assert "resume with: kneepoint tune" in err
     groups = ray.util.placement_group_table().values()
     assert all(g["state"] == "REMOVED" for g in groups)
+
+
+@dataclass(frozen=True)
+class NotesPriority:
+    """A step that writes its worker's niceness to ``path`` and measures nothing."""
+
+    path: Path
+
+    def __call__(self, gpu_ids: Sequence[str]) -> list[Event]:
+        self.path.write_text(str(os.getpriority(os.PRIO_PROCESS, 0)))
+        return []
+
+
+def test_a_step_runs_at_the_drivers_priority_not_rays_worker_niceness(
+    whole: Cluster, tmp_path: Path
+) -> None:
+    pool, noted = RayPool(), tmp_path / "nice"
+    pool.submit("step", NotesPriority(noted), 1)
+    assert pool.wait().lost is None
+    assert int(noted.read_text()) == os.getpriority(os.PRIO_PROCESS, 0)

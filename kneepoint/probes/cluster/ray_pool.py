@@ -54,17 +54,34 @@ class _Out:
 
 @ray.remote(max_retries=0)
 def _run(
-    job: Job, resource: str, threads: str | None
+    job: Job, resource: str, threads: str | None, nice: int
 ) -> tuple[str, tuple[str, ...], list[Event], tuple[float, float]]:
     """The step on the GPUs Ray gave this task (none for a custom resource), and when; its
     servers get the driver's ``OMP_NUM_THREADS`` (``threads``, None: unset), not the 1 Ray
-    gives a worker of a 1-CPU task, which would bind a server's own thread pools to it."""
+    gives a worker of a 1-CPU task, which would bind a server's own thread pools to it; and
+    its load generator the driver's CPU priority (``nice``), as :func:`_as_driver` says."""
     os.environ.pop("OMP_NUM_THREADS", None)
     os.environ.update({"OMP_NUM_THREADS": threads} if threads is not None else {})
+    _as_driver(nice)
     ids = tuple(str(i) for i in ray.get_gpu_ids()) if resource == "GPU" else ()
     started = time.time()
     events = job(ids)
     return ray.get_runtime_context().get_node_id(), ids, events, (started, time.time())
+
+
+def _as_driver(nice: int) -> None:
+    """Run this worker at the driver's niceness. Ray starts its workers at nice 15
+    (``worker_niceness``), below its own daemons and the driver: a load generator there wakes
+    late whenever they run, and every server it starts is niced from 15. On the 2-core CI
+    host the tiny Llama's knee read 20.8 req/s through Ray (sends late by 0.4-1.8 s at the
+    median) against 57.8 outside it, same server and pool. A cluster of this run's own starts
+    its workers at the driver's niceness; a joined cluster's may refuse (raising a priority
+    needs the privilege), and its steps then measure as its workers run."""
+    try:
+        if os.getpriority(os.PRIO_PROCESS, 0) > nice:
+            os.setpriority(os.PRIO_PROCESS, 0, nice)
+    except OSError as exc:
+        log.warning("ray.worker_niced", nice=os.getpriority(os.PRIO_PROCESS, 0), error=str(exc))
 
 
 class RayPool:
@@ -85,6 +102,7 @@ class RayPool:
                 address="local",  # a new instance, even where `ray start` left one running
                 _node_ip_address="127.0.0.1",
                 include_dashboard=False,
+                _system_config={"worker_niceness": os.getpriority(os.PRIO_PROCESS, 0)},
                 log_to_driver=False,
                 logging_level=logging.ERROR,
                 **amount,
@@ -104,7 +122,10 @@ class RayPool:
             {"num_gpus": gpus} if self.resource == "GPU" else {"resources": {self.resource: gpus}}
         )
         ref = _run.options(num_cpus=1, scheduling_strategy=strategy, **held).remote(
-            job, self.resource, os.environ.get("OMP_NUM_THREADS")
+            job,
+            self.resource,
+            os.environ.get("OMP_NUM_THREADS"),
+            os.getpriority(os.PRIO_PROCESS, 0),
         )
         self._out[ref] = _Out(key, pg, gpus, time.monotonic())
 
