@@ -58,14 +58,16 @@ class HostSpeed:
 
     def starved_pool_bytes(self) -> int:
         """A KV pool that holds a quarter of the sequences the knee runs (whole blocks of each
-        128 + 32-token request), at least three, and the block vLLM keeps back: the pool, not
-        the host's compute, binds first. On an AVX2-only host (knee 16: four requests) the
-        starved server's SLO capacity was 3.5 req/s and a 36 MiB pool's screened at 11 (the
-        closed-loop figures here are `vllm bench serve`'s, whose own client shares the two
-        cores: they under-read the server). 1 MiB, four blocks, would not start with
-        max_model_len 512: vLLM counted 384 tokens usable."""
+        128 + 32-token request), at least three and at most four, and the block vLLM keeps
+        back: the pool, not the host's compute, binds first. On an AVX2-only host (knee 16:
+        four requests) the starved server's SLO capacity was 3.5 req/s and a 36 MiB pool's
+        screened at 11 (the closed-loop figures here are `vllm bench serve`'s, whose own client
+        shares the two cores: they under-read the server). Eight, on the 2-core Intel host
+        whose knee read 32, barely bound: the starved server's capacity repeated at 50.3 req/s
+        and a cap of 64 sequences screened at 59, where four bound it at 38. 1 MiB, four
+        blocks, would not start with max_model_len 512: vLLM counted 384 tokens usable."""
         per_request = math.ceil((PROMPT_TOKENS + ANSWER_TOKENS) / BLOCK_TOKENS) * BLOCK_TOKENS
-        sequences = max(3, self.knee_concurrency() // 4)
+        sequences = min(4, max(3, self.knee_concurrency() // 4))
         return (sequences * per_request + BLOCK_TOKENS) * KV_BYTES_PER_TOKEN
 
     def light_rps(self, prompt_tokens: int) -> float:
