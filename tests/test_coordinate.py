@@ -243,3 +243,17 @@ def test_what_a_move_measured_before_a_promotion_still_prices_it() -> None:
     assert proposal is not None and proposal.prediction.capacity_ratio == pytest.approx(1.08)
     assert proposal.prediction.repriced_by == pytest.approx(1.08 / 1.11)
     assert "re-priced by its last measured move: 0.97x" in proposal.reason
+
+
+def test_a_step_from_an_unpromoted_centre_names_every_knob_it_changes() -> None:
+    space = make_space(incumbent_objective=10.0, candidates=(
+        candidate("max_num_seqs", "up", 1.2), candidate("async_scheduling", "up", 1.1)))  # fmt: skip
+    walk = CoordinateDescent(space)
+    first = walk.ask()
+    assert first is not None and set(first.changes) == {"max_num_seqs"}
+    # a real gain too small to promote: the walk steps on from it, the incumbent unchanged
+    walk.tell(first, Outcome(status="ok", objective=10.1, feasible=True, gain_shown=True))
+    second = walk.ask()
+    assert second is not None and set(second.changes) == {"max_num_seqs", "async_scheduling"}
+    assert second.reason.startswith("async_scheduling False -> True")
+    assert "max_num_seqs 256 -> 512" in second.reason.split(":")[0], second.reason

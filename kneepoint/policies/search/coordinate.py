@@ -98,7 +98,7 @@ class CoordinateDescent:
         candidate = step.candidate
         name = candidate.knob.name
         ratio = self._priced(step, walk)
-        moved = f"{name} {show(step.old)} -> {show(step.value)}"
+        moved = f"{name} {show(step.old)} -> {show(step.value)}{self._carried(step.config, name)}"
         later = f" (step {walk.tries + 1} on this knob: less expected)" if walk.tries else ""
         if name in self._factors:
             later += f" (re-priced by its last measured move: {self._factors[name]:.2f}x)"
@@ -116,6 +116,18 @@ class CoordinateDescent:
             ),
             params={"knob": name, "from": step.old, "to": step.value, "step": walk.tries + 1},
         )
+
+    def _carried(self, config: EngineConfig, walked: str) -> str:
+        """The other knobs ``config`` changes from the incumbent, named: the walk steps on from
+        a gain too small to promote, so its next step carries that move, and its trial is the
+        combination, measured and recommended as one."""
+        carried = [
+            f"{knob} {show(effective(self.space.incumbent, knob, self.space))} -> "
+            f"{show(effective(config, knob, self.space))}"
+            for knob in config.changes_from(self.space.incumbent)
+            if knob != walked
+        ]
+        return f", with {', '.join(carried)} from the walk's unpromoted gain" if carried else ""
 
     def batch(self, n: int) -> list[Proposal]:
         """The walk's next step, then the ``n - 1`` best next steps of the other knobs by
