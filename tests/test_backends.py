@@ -13,10 +13,12 @@ from pathlib import Path
 import psutil
 import pytest
 
+from kneepoint.config import load_study
 from kneepoint.load.plan import PlannedRequest
 from kneepoint.probes.backends import (
     LaunchBackend,
     RunningServer,
+    open_target,
     sim_argv,
     vllm_argv,
 )
@@ -25,6 +27,7 @@ from kneepoint.probes.server.identity import config_mismatches
 from kneepoint.probes.server.server_failure import ServerFailedError, classify, kv_capacity_tokens
 from kneepoint.records.backend_spec import VllmBackend
 from kneepoint.records.engine import EngineConfig
+from tests.conftest import SMALL
 
 FAKE = Path(__file__).resolve().parent / "support" / "fakes" / "fake_vllm.py"
 CONFIG = EngineConfig(model="llama-3.2-1b", max_num_seqs=32, block_size=16)
@@ -127,6 +130,27 @@ def test_startup_log_readers() -> None:
     oom = classify("ValueError: No available memory for the cache blocks. Try increasing", 1)
     assert oom.kind == "startup_oom"
     assert classify("", -9).kind == "crashed"
+
+
+def test_a_refused_start_is_named_by_the_exception_the_engine_raised_first() -> None:
+    log = (Path(__file__).parent / "fixtures" / "server_logs" / "cpu-block-size-16.log").read_text()
+    failure = classify(log, 1, started=False)
+    assert failure.kind == "not_started"
+    assert (
+        failure.message == "ValueError: No common block size for 16 (CPU_ATTN: [MultipleOf(32)])."
+    )
+
+
+def test_a_failed_start_counts_the_seconds_it_held_the_device(tmp_path: Path) -> None:
+    study = load_study(SMALL)
+    crashing = VllmBackend(command=(sys.executable, str(FAKE), "crash"))
+    started = time.monotonic()
+    with (
+        pytest.raises(ServerFailedError) as info,
+        open_target(study.model_copy(update={"backend": crashing}), CONFIG, tmp_path),
+    ):
+        pass
+    assert 0.0 < info.value.held_s <= time.monotonic() - started
 
 
 def test_orphans_are_reaped_even_when_their_group_leader_is_dead(tmp_path: Path) -> None:

@@ -127,7 +127,7 @@ class Bench:
                 self.watched = Watched(target.probe, self.progress, label, self.study.slo)
                 yield self.watched, target
         except ServerFailedError as exc:
-            spent = target.clock.seconds() if target is not None else 0.0
+            spent = target.clock.seconds() if target is not None else exc.held_s
             raise TrialFailedError(
                 FAILURE_STATUS[exc.failure.kind],
                 str(exc.failure),

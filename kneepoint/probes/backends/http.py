@@ -37,14 +37,18 @@ def over_http(
     @contextmanager
     def opener(o: Opening) -> Iterator[Target]:
         clock = DeviceClock(o.config.gpu_count)
-        with make(o).serve(o.config, o.trial_dir) as endpoint:
-            warm_up(endpoint.url, o.study, _options(o.study, endpoint), o.trace)
-            yield Target(
-                _http_prober(o.study, endpoint, o.size, o.trace, o.keep),
-                endpoint,
-                clock,
-                _http_sender(o.study, endpoint),
-            )
+        try:
+            with make(o).serve(o.config, o.trial_dir) as endpoint:
+                warm_up(endpoint.url, o.study, _options(o.study, endpoint), o.trace)
+                yield Target(
+                    _http_prober(o.study, endpoint, o.size, o.trace, o.keep),
+                    endpoint,
+                    clock,
+                    _http_sender(o.study, endpoint),
+                )
+        except ServerFailedError as exc:
+            exc.held_s = clock.seconds()  # a start that failed held its GPUs while it tried
+            raise
 
     return opener
 

@@ -36,6 +36,12 @@ _BAD_ARGUMENT = re.compile(
     r"error: unrecognized arguments|error: argument |invalid choice|ValidationError"
     r"|not modeled by the simulator|error: the following arguments are required"
 )
+_RAISED = re.compile(
+    r"^(?:\([^)]*pid=\d+\) )?(?:(?:ERROR|CRITICAL) [\d-]+ [\d:]+ \[[^\]]+\] )?"
+    r"((?:\w+\.)*\w*(?:Error|Exception): .+)$"
+)
+"""An exception as a traceback ends, bare or in vLLM's log prefix (``(Worker pid=7) ERROR
+12-07 15:31:01 [multiproc_executor.py:1063] ValueError: ...``); its group, the exception."""
 _KV_TOKENS = re.compile(r"(?:GPU|CPU) KV cache size: ([\d,]+) tokens")
 _ADDRESS_IN_USE = re.compile(r"address already in use", re.IGNORECASE)
 
@@ -69,6 +75,9 @@ class ServerFailedError(KneepointError, RuntimeError):
     def __init__(self, failure: Failure) -> None:
         super().__init__(str(failure))
         self.failure = failure
+        self.held_s = 0.0
+        """Device seconds the server held before it failed (a failed start's included), where
+        the opener that started it counted them."""
 
 
 def kv_capacity_tokens(log: str) -> int | None:
@@ -105,7 +114,21 @@ def classify(
         if line is not None:
             return Failure(kind, redact(_said(line)), exit_code, tail)
     kind = "crashed" if started else "not_started"
-    return Failure(kind, _said(tail[-1]) if tail else "no output", exit_code, tail)
+    said = _root_cause(lines) or (_said(tail[-1]) if tail else "no output")
+    return Failure(kind, redact(said), exit_code, tail)
+
+
+def _root_cause(lines: Sequence[str]) -> str | None:
+    """The first exception the log raised: the engine's own words for why it stopped, where
+    the processes it takes down with it raise theirs after (vLLM's CPU build refusing a block
+    size of 16: a worker's ``ValueError: No common block size for 16``, then the engine
+    core's and the API server's ``RuntimeError``s, then a ``resource_tracker`` warning as the
+    log's last line)."""
+    for line in lines:
+        found = _RAISED.match(line.strip())
+        if found:
+            return found.group(1)
+    return None
 
 
 _PLAIN = re.compile(r"^\d\d:\d\d:\d\dZ \w+: (.*)$")
