@@ -33,6 +33,7 @@ from kneepoint.run.state import RunState
 from kneepoint.tune.budget import cost_share, expected_step_s, own_errors, trial_price
 from kneepoint.tune.decide import Propose, Stop, next_action
 from kneepoint.tune.proposers import run_proposer
+from kneepoint.tune.standing import standing
 from tests.support.synthetic_space import candidate, drive, make_space
 
 from .conftest import SMALL, TuneRun, kneepoint_main
@@ -335,3 +336,16 @@ def test_with_every_move_spent_the_sampler_takes_over_until_the_patience(
     kinds = [p.proposer for p in _screen_each(study, state, 9, lambda _: 1.0)]
     assert kinds[:4] == ["coordinate", "long-shot", "long-shot", "combination"], kinds
     assert len(kinds) == 9 and all(k.startswith("optuna-") for k in kinds[4:]), kinds
+
+
+def test_a_run_past_its_device_hours_prints_no_time_left(small_run: TuneRun) -> None:
+    events = _events(small_run)
+    screened = next(i for i, e in enumerate(events) if isinstance(e, Screened))
+    study = load_study(small_run.folder / "study.yaml")
+    state = RunState.replay(events[: screened + 1], study.objective)
+    trial = state.trials[events[screened].trial]  # type: ignore[attr-defined]
+    spent_h = state.device_s / 3600.0
+    past = load_study(small_run.folder / "study.yaml", [f"budget.max_device_hours={spent_h / 1.1}"])
+    line = standing(state, past, trial, [60.0], NOW)
+    assert line.endswith("~0s left"), line
+    assert standing(state, study, trial, [60.0], NOW).endswith("~3m00s left")  # 3 trials at 60 s

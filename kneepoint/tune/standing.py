@@ -112,12 +112,17 @@ def _time_left(
     state: RunState, study: StudySpec, trial_wall_s: list[float], now: datetime
 ) -> list[str]:
     """Wall time to the first limit, at this session's pace per trial (an estimate: a trial
-    that goes on to validation takes several times one that stops at its screen)."""
+    that goes on to validation takes several times one that stops at its screen), or the
+    device-hours left at one incumbent server's GPUs: a run 10% past its device-hours had
+    printed ~21m51s left from its trials' pace."""
     budget = study.budget
     pace = statistics.fmean(trial_wall_s) if trial_wall_s else None
     left: list[float] = []
     if pace is not None and budget.max_trials is not None:
         left.append(pace * max(0, budget.max_trials - state.trials_run))
+    if budget.max_device_hours is not None and state.incumbent is not None:
+        device_left_s = max(0.0, budget.max_device_hours * 3600.0 - state.device_s)
+        left.append(device_left_s / state.incumbent.gpu_count)
     deadline = budget.deadline_after(state.started.started_at) if state.started else None
     if deadline is not None:
         left.append(max(0.0, (deadline - now).total_seconds()))
