@@ -246,8 +246,8 @@ def test_what_a_move_measured_before_a_promotion_still_prices_it() -> None:
 
 
 def test_a_step_from_an_unpromoted_centre_names_every_knob_it_changes() -> None:
-    space = make_space(incumbent_objective=10.0, candidates=(
-        candidate("max_num_seqs", "up", 1.2), candidate("async_scheduling", "up", 1.1)))  # fmt: skip
+    walked = (candidate("max_num_seqs", "up", 1.2), candidate("async_scheduling", "up", 1.1))
+    space = make_space(incumbent_objective=10.0, candidates=walked)
     walk = CoordinateDescent(space)
     first = walk.ask()
     assert first is not None and set(first.changes) == {"max_num_seqs"}
