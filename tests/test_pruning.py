@@ -3,6 +3,7 @@ rules out, gated by GPU, vLLM version, backend and workload."""
 
 from __future__ import annotations
 
+from kneepoint.config.catalog import gpu_catalogue
 from kneepoint.policies.diagnosis.context import context_of
 from kneepoint.policies.pruning.prune import prune
 from kneepoint.policies.search.long_shots import LongShots
@@ -226,3 +227,20 @@ def _asked(proposer: LongShots) -> list[Proposal]:
         asked.append(proposal)
         proposer.tell(proposal, Outcome(status="ok", objective=10.0, feasible=True))
     return asked
+
+
+def _block_size(found: Pruning) -> tuple[object, tuple[object, ...]] | str:
+    """The block-size move (its target and the choices a proposer may search), or why not."""
+    for c in (*found.candidates, *found.long_shots):
+        if c.knob.name == "block_size":
+            return c.target, c.knob.domain.choices_or_empty
+    return why(found, "block_size")
+
+
+def test_no_block_size_a_cpu_build_refuses_is_searched() -> None:
+    served = {**CACHE, "block_size": 128}  # the CPU build's default, as its server reports it
+    engine = {"max_model_len": 32768}
+    on_cpu, _ = run("cache", served, gpu=gpu_catalogue()["cpu"], model=LLAMA_1B, engine=engine)
+    assert _block_size(on_cpu) == (32, (32, 128))
+    on_gpu, _ = run("cache", served, gpu=A100, model=LLAMA_1B, engine=engine)
+    assert _block_size(on_gpu) == (16, (16, 32))

@@ -51,10 +51,12 @@ Condition = Literal[
     "marlin_kernels",
     "kv_host_offload",
     "moe_model",
+    "gpu_device",
 ]
 """Conditions outside the engine without which a knob (or one of its values) cannot help: the
-served checkpoint's own quantization decides which ``--quantization`` values load at all, and
-the GPU whether vLLM's Marlin kernels run on it."""
+served checkpoint's own quantization decides which ``--quantization`` values load at all, the
+GPU whether vLLM's Marlin kernels run on it, and the device whether it is a GPU at all (vLLM's
+CPU build refuses 16-token KV blocks: its attention takes multiples of 32)."""
 
 
 class Knob(InputRecord):
@@ -71,8 +73,9 @@ class Knob(InputRecord):
     needs: tuple[Condition, ...] = ()
     """Conditions without which the knob cannot help."""
     value_needs: dict[str, tuple[Condition, ...]] = Field(default_factory=dict)
-    """Conditions without which one choice cannot be tried, by choice (e.g. ``awq`` needs an
-    AWQ checkpoint); choices not named need nothing beyond ``needs``."""
+    """Conditions without which one choice cannot be tried, by choice as text (e.g. ``awq``
+    needs an AWQ checkpoint, ``"16"`` a GPU); choices not named need nothing beyond
+    ``needs``."""
     vllm_versions: str = ""
     """PEP 440 specifier of the vLLM releases that know the flag; empty means all."""
     restart_required: bool = True
@@ -81,16 +84,17 @@ class Knob(InputRecord):
     @model_validator(mode="after")
     def _needs_name_choices(self) -> Knob:
         choices = self.domain.choices_or_empty
-        unknown = sorted(set(self.value_needs) - {c for c in choices if isinstance(c, str)})
+        unknown = sorted(set(self.value_needs) - {_as_key(c) for c in choices})
         if unknown:
             raise ValueError(f"value_needs: {', '.join(unknown)} are not choices of the domain")
         return self
 
     def choices_under(self, held: frozenset[Condition]) -> tuple[JsonValue, ...]:
         """The domain's choices whose needs ``held`` conditions meet (empty unless a choice)."""
-        choices = self.domain.choices_or_empty
         needs = self.value_needs
-        return tuple(c for c in choices if not isinstance(c, str) or set(needs.get(c, ())) <= held)
+        return tuple(
+            c for c in self.domain.choices_or_empty if set(needs.get(_as_key(c), ())) <= held
+        )
 
     @field_validator("vllm_versions")
     @classmethod
@@ -108,6 +112,11 @@ class Knob(InputRecord):
         except InvalidVersion as exc:
             raise ValueError(f"not a vLLM version: {vllm_version!r}") from exc
         return SpecifierSet(self.vllm_versions).contains(version, prereleases=True)
+
+
+def _as_key(choice: JsonValue) -> str:
+    """A choice as ``value_needs`` names it: a string as it is, any other value as text."""
+    return choice if isinstance(choice, str) else str(choice)
 
 
 class KnobCatalogue(InputRecord):

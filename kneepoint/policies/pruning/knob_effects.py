@@ -255,11 +255,14 @@ def stream_chunks(sit: Situation) -> Effect | str:
 
 
 def block(sit: Situation) -> Effect | str:
+    """Smaller KV blocks, down to the smallest the device takes (``Situation.choices``)."""
     current = sit.engine.block_size
-    if current <= 16:
-        return f"blocks are already {current} tokens, the smallest the search offers"
+    sizes = [c for c in sit.choices if isinstance(c, int)]
+    if not sizes or current <= min(sizes):
+        return f"blocks are already {current} tokens, the smallest the search offers here"
+    smallest = min(sizes)
     reason = f"{current}-token blocks waste up to {current - 1} tokens per sequence"
-    return Effect("to", 1.03, reason + "; 16-token blocks waste less", target=16)
+    return Effect("to", 1.03, f"{reason}; {smallest}-token blocks waste less", target=smallest)
 
 
 RULES: dict[str, Rule] = {

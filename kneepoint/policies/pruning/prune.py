@@ -119,7 +119,7 @@ def prune(
             ruled.append(RuledOut(knob=knob.name, reason=reason))
             continue
         assert situation is not None
-        narrowed, left_out = _narrowed(knob, held)
+        narrowed, left_out = _narrowed(knob, held, getattr(situation.engine, knob.name, None))
         choices = knob.choices_under(held)
         if knob.name == "tensor_parallel_size":
             narrowed, choices = _parallel_sizes(knob, gpus, observation.model.num_attention_heads)
@@ -163,12 +163,19 @@ def _with_note(found: KnobCandidate | str, note: str) -> KnobCandidate | str:
     return found.model_copy(update={"reason": f"{found.reason}. {note}"})
 
 
-def _narrowed(knob: Knob, held: frozenset[Condition]) -> tuple[Knob, tuple[str, ...]]:
+def _narrowed(
+    knob: Knob, held: frozenset[Condition], current: JsonValue
+) -> tuple[Knob, tuple[str, ...]]:
     """The knob with only the choices the held conditions allow (a candidate then searches no
-    other), and the choices left out. Fewer than two left: the knob as it is, nothing to search
-    (its rule, told the one choice left, says why)."""
+    other), and the choices left out. One left: that choice and the incumbent's ``current``
+    value (vLLM's CPU build: 32- or its default 128-token blocks, never the 16 it refuses).
+    None left, or one and no other value to search: the knob as it is (its rule, told the
+    choices left, says why)."""
     allowed = knob.choices_under(held)
     left_out = tuple(str(c) for c in knob.domain.choices_or_empty if c not in allowed)
+    numbers = [v for v in (*allowed, current) if isinstance(v, int | float)]
+    if len(allowed) == 1 and current not in allowed and len(numbers) == 2:
+        allowed = tuple(sorted(numbers))
     if not left_out or len(allowed) < 2:
         return knob, left_out
     needs = {c: n for c, n in knob.value_needs.items() if c in allowed}

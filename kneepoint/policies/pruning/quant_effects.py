@@ -32,10 +32,13 @@ W4A16_RISK = (
 
 def held_conditions(observation: Observation) -> frozenset[Condition]:
     """The checkpoint conditions the served model meets (what its name or flag says it is),
-    and whether the GPU runs vLLM's Marlin kernels."""
-    device: frozenset[Condition] = frozenset(
-        {"marlin_kernels"} if observation.gpu.runs_marlin else set()
-    )
+    whether the GPU runs vLLM's Marlin kernels, and whether the device is a GPU."""
+    found: set[Condition] = set()
+    if observation.gpu.runs_marlin:
+        found.add("marlin_kernels")
+    if observation.gpu.architecture != "cpu":
+        found.add("gpu_device")
+    device = frozenset(found)
     engine = observation.engine
     checkpoint = checkpoint_of(engine.model, engine.quantization)
     if checkpoint is None:
