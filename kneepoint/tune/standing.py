@@ -112,9 +112,8 @@ def _time_left(
     state: RunState, study: StudySpec, trial_wall_s: list[float], now: datetime
 ) -> list[str]:
     """Wall time to the first limit, at this session's pace per trial (an estimate: a trial
-    that goes on to validation takes several times one that stops at its screen), or the
-    device-hours left at one incumbent server's GPUs: a run 10% past its device-hours had
-    printed ~21m51s left from its trials' pace."""
+    that goes on to validation takes several times one that stops at its screen), the
+    device-hours left at one incumbent server's GPUs, or the deadline: none past its budget."""
     budget = study.budget
     pace = statistics.fmean(trial_wall_s) if trial_wall_s else None
     left: list[float] = []

@@ -72,11 +72,10 @@ def _run(
 def _as_driver(nice: int) -> None:
     """Run this worker at the driver's niceness. Ray starts its workers at nice 15
     (``worker_niceness``), below its own daemons and the driver: a load generator there wakes
-    late whenever they run, and every server it starts is niced from 15. On the 2-core CI
-    host the tiny Llama's knee read 20.8 req/s through Ray (sends late by 0.4-1.8 s at the
-    median) against 57.8 outside it, same server and pool. A cluster of this run's own starts
-    its workers at the driver's niceness; a joined cluster's may refuse (raising a priority
-    needs the privilege), and its steps then measure as its workers run."""
+    late whenever they run, its sends lag and the knee it reads is the host's, and every
+    server it starts is niced from 15. A cluster of this run's own starts its workers at the
+    driver's niceness; a joined cluster's may refuse (raising a priority needs the
+    privilege), and its steps then measure as its workers run."""
     try:
         if os.getpriority(os.PRIO_PROCESS, 0) > nice:
             os.setpriority(os.PRIO_PROCESS, 0, nice)

@@ -119,11 +119,9 @@ def classify(
 
 
 def _root_cause(lines: Sequence[str]) -> str | None:
-    """The first exception the log raised: the engine's own words for why it stopped, where
-    the processes it takes down with it raise theirs after (vLLM's CPU build refusing a block
-    size of 16: a worker's ``ValueError: No common block size for 16``, then the engine
-    core's and the API server's ``RuntimeError``s, then a ``resource_tracker`` warning as the
-    log's last line)."""
+    """The first exception the log raised: the engine's own words for why it stopped. The
+    processes it takes down raise theirs after it (a worker's ``ValueError``, then the engine
+    core's and the API server's ``RuntimeError``), and shutdown warnings may end the log."""
     for line in lines:
         found = _RAISED.match(line.strip())
         if found:
