@@ -24,6 +24,7 @@ from kneepoint.records.engine import EngineConfig
 from kneepoint.records.objective import GoodputAtRate, SloCapacity
 from kneepoint.records.proposal import Pruning
 from kneepoint.records.slo import Slo
+from kneepoint.records.workload import Workload
 from tests.conftest import REPO
 from tests.support.pruned import CHAT
 from tests.support.readings import A100, CACHE, LLAMA_1B, point
@@ -115,16 +116,22 @@ def test_fp8_kv_against_bandwidth_is_not_capped_as_a_bigger_batch() -> None:
     assert kv_fp8 and "capped" not in kv_fp8[0].reason
 
 
-def _chunked(itl_p95_ms: float, elasticity: float = 0.84) -> Observation:
+def _chunked(
+    itl_p95_ms: float, elasticity: float = 0.84, *, steps_per_s: float = 3.5,
+    workload: Workload = CHAT,
+) -> Observation:  # fmt: skip
     """The quickstart's knee (issue "Step 16"): steps carry 574 of a 2,048-token budget on
-    average, and the first failing rate (10 req/s; the knee 9.2) reads chat's ITL p95."""
-    signals = {**CACHE, "tokens_per_step_mean": 574.0, "kv_usage_mean": 0.3}
+    average, and the first failing rate (10 req/s; the knee 9.2) reads chat's ITL p95. Its
+    200-token prompts at 10 req/s over 3.5 steps a second are the 574 tokens a step."""
+    signals = {**CACHE, "tokens_per_step_mean": 574.0, "kv_usage_mean": 0.3,
+               "steps_per_s": steps_per_s}  # fmt: skip
     failing = point(signals, itl=(itl_p95_ms / 1.5, itl_p95_ms))
     knee = point(signals, violations=(), itl=(20.0, 30.0)).model_copy(update={"rate_rps": 9.2})
     return Observation(
         saturated=failing, below=knee, response=_response(elasticity), gpu=A100, model=LLAMA_1B,
         engine=EngineConfig(model=LLAMA_1B.name, max_num_batched_tokens=2048, **POOL),
-        workload=CHAT, slo=Slo.model_validate({"default": {"ttft_p99_ms": 1000, "itl_p95_ms": 50}}),
+        workload=workload,
+        slo=Slo.model_validate({"default": {"ttft_p99_ms": 1000, "itl_p95_ms": 50}}),
     )  # fmt: skip
 
 
@@ -153,6 +160,30 @@ def test_the_chunk_budget_is_priced_from_the_tail_its_full_steps_set() -> None:
         move.reason
     )
     assert "~29.9 ms" in move.reason
+
+
+LONGFORM = Workload.model_validate({
+    "name": "longform",
+    "classes": [{"name": "c",
+                 "input_tokens": {"kind": "lognormal", "median_tokens": 512, "sigma": 0.5,
+                                  "min_tokens": 64, "max_tokens": 2048},
+                 "output_tokens": {"kind": "fixed", "tokens": 768}}],
+})  # fmt: skip
+"""The simulator's bandwidth-bound scenario's prompts (benchmarks/study_grids.py)."""
+
+
+def test_halving_the_budget_is_not_priced_where_few_steps_would_fill_half_of_it() -> None:
+    """The bandwidth-bound scenario: ITL p95 failed at 101% of its limit, steps carried 93 of
+    2,048 tokens, and 2,048 -> 1,024 was priced 1.67x and screened -0.8%. At 2 req/s over ~28
+    steps a second one step in fourteen gets a prompt, and one prompt in twelve is longer
+    than 1,024 tokens: the steps that set the p95 keep their length. The same tail at ten
+    times the arrivals a step (the quickstart's) is still priced."""
+    sparse = _budget(_prune_compute(_chunked(53.5, steps_per_s=140.0, workload=LONGFORM)))
+    assert isinstance(sparse, str)
+    assert "(0.07 arrivals a step)" in sparse
+    assert "fewer than the 5% of gaps c itl p95 reads: half-sized chunks leave it" in sparse
+    dense = _budget(_prune_compute(_chunked(53.5, steps_per_s=14.0, workload=LONGFORM)))
+    assert isinstance(dense, float) and dense > 1.02
 
 
 def test_the_chunk_budget_is_priced_past_the_failing_rate_whatever_binds() -> None:

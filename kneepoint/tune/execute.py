@@ -29,6 +29,7 @@ from kneepoint.records import (
     Screened,
     StopRule,
     StudySpec,
+    SweepResult,
     TrialStep,
     Validate,
     ValidationPart,
@@ -221,16 +222,23 @@ def preflight(study: StudySpec, trial: int, proposal: Proposal) -> Screened | No
 def screen_pairs(state: RunState) -> list[tuple[float, float]]:
     """(screen, validated objective) of each configuration measured both ways: the
     starting configuration's knee search against its repeats, and each validated trial's
-    screen against its challenger arm (``kneepoint.policies.judge.yardstick``)."""
+    screen against its challenger arm (``kneepoint.policies.judge.yardstick``). A knee
+    search whose capacity is only a floor (no rate it tried failed) gives no pair: it says
+    where its bracket ended, not where the configuration reads."""
     rule = rules(state.objective)
+
+    def read(screen: SweepResult) -> float | None:
+        return None if rule.screens_knee and screen.floor_reason else rule.value(screen)
+
     pairs: list[tuple[float | None, float | None]] = []
     if state.baseline is not None:
-        pairs.append((rule.value(state.baseline.knee), rule.value(state.baseline.repeats)))
+        pairs.append((read(state.baseline.knee), rule.value(state.baseline.repeats)))
     for n in sorted(state.trials):
         trial = state.trials[n]
         challenger = trial.validated.challenger if trial.validated is not None else None
-        if trial.screened is not None and challenger is not None:
-            pairs.append((trial.screened.outcome.objective, rule.value(challenger)))
+        screen = trial.screened.sweep if trial.screened is not None else None
+        if screen is not None and challenger is not None:
+            pairs.append((read(screen), rule.value(challenger)))
     return [(s, v) for s, v in pairs if s is not None and v is not None]
 
 

@@ -12,8 +12,9 @@ from kneepoint.policies.diagnosis import (
     cap_pinned,
     preemptions_per_request,
 )
-from kneepoint.policies.pruning.ceiling import compute_ceiling, slo_limits, tightest_limit
+from kneepoint.policies.pruning.ceiling import Tail, compute_ceiling, slo_limits, tightest_limit
 from kneepoint.policies.pruning.knob_effects import NOTHING_GAINED, Effect, Rule, Situation, damped
+from kneepoint.policies.pruning.prefill_load import steps_over_share
 from kneepoint.records import Observation
 
 
@@ -104,9 +105,12 @@ def _chunk_tail(sit: Situation, current: int, tokens: float) -> Effect | str:
         return f"{unfilled}, and no per-token tail reached its limit at the knee"
     if current / 2 < 1.5 * tokens:
         return f"{unfilled}, but half of it would cut into the mean step"
+    few = _few_full_steps(observation, current // 2, tight)
+    if few is not None:
+        return f"{unfilled}, and {few}"
     response = observation.response
     elasticity = response.elasticity if response is not None else 1.0
-    label, seen_ms, limit_ms = tight
+    label, seen_ms, limit_ms, _ = tight
     shortened_ms = seen_ms * 0.5**elasticity
     if shortened_ms > limit_ms:
         return (
@@ -123,6 +127,27 @@ def _chunk_tail(sit: Situation, current: int, tokens: float) -> Effect | str:
         f"{failing.rate_rps:.4g} req/s pass{room_reading}"
     )
     return Effect("down", ratio, reason)
+
+
+def _few_full_steps(observation: Observation, half: int, tail: Tail) -> str | None:
+    """Why half the budget would leave the tail as it is: fewer of the failing point's steps
+    had more than ``half`` prompt tokens arriving than the tail's share of its gaps
+    (``kneepoint.policies.pruning.prefill_load``); None where enough did, or where the
+    workload or the engine's step rate is unknown."""
+    failing, workload = observation.saturated, observation.workload
+    steps_per_s = failing.signals.steps_per_s
+    if workload is None or not steps_per_s:
+        return None
+    arrivals = failing.rate_rps / steps_per_s
+    share = steps_over_share(workload, arrivals, half)
+    tail_share = 1.0 - tail.percentile / 100.0
+    if share >= tail_share:
+        return None
+    return (
+        f"at {failing.rate_rps:.4g} req/s ({arrivals:.2f} arrivals a step) {share:.1%} of "
+        f"steps have more than {half} prompt tokens to prefill, fewer than the "
+        f"{tail_share:.0%} of gaps {tail.label} reads: half-sized chunks leave it as it is"
+    )
 
 
 def _room_past(observation: Observation, shortened_ms: float, limit_ms: float) -> tuple[float, str]:

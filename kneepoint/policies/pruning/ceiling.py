@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from kneepoint.policies.pruning.knob_effects import NOTHING_GAINED, Effect
 from kneepoint.records import Constraint, LoadPoint, Observation
@@ -67,7 +68,7 @@ def latency_ceiling(observation: Observation) -> Ceiling | None:
     tightest = tightest_limit(point, slo_limits(observation))
     if tightest is None:
         return None
-    label, seen_ms, limit_ms = tightest
+    label, seen_ms, limit_ms, _ = tightest
     # Steps grow by g**elasticity for g times the tokens; the tail a limit reads grows with
     # them, so the batch may grow until the seen tail reaches the limit, and throughput
     # grows by what that bigger step outruns of its own time.
@@ -147,17 +148,27 @@ def slo_limits(observation: Observation) -> dict[str, dict[tuple[str, int], floa
     return found
 
 
+class Tail(NamedTuple):
+    """A per-token tail against its limit at one load point."""
+
+    label: str
+    """"class metric pNN", as the reasons print it."""
+    seen_ms: float
+    limit_ms: float
+    percentile: int
+
+
 def tightest_limit(
     point: LoadPoint, limits: dict[str, dict[tuple[str, int], float]]
-) -> tuple[str, float, float] | None:
-    """The (label, seen ms, limit ms) whose seen value is closest to its limit."""
-    best: tuple[str, float, float] | None = None
+) -> Tail | None:
+    """The per-token tail whose seen value is closest to its limit."""
+    best: Tail | None = None
     for name, per_token in limits.items():
         for (metric, pct), limit_ms in per_token.items():
             dist = point.dists.get(name, {}).get(metric)
             if dist is None or not 0.0 < dist.at(pct) < float("inf"):
                 continue
             seen = dist.at(pct)
-            if best is None or seen / limit_ms > best[1] / best[2]:
-                best = (f"{name} {metric} p{pct}", seen, limit_ms)
+            if best is None or seen / limit_ms > best.seen_ms / best.limit_ms:
+                best = Tail(f"{name} {metric} p{pct}", seen, limit_ms, pct)
     return best

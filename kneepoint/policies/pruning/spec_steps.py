@@ -195,7 +195,7 @@ def paced_room(sit: Situation, gained: float, step: float) -> tuple[float, str]:
     tight = tightest_limit(obs.saturated, slo_limits(obs))
     if tight is None or response is None or response.elasticity <= 0.0:
         return 1.0, ""
-    label, seen_ms, limit_ms = tight
+    label, seen_ms, limit_ms, _ = tight
     if seen_ms < TAIL_AT_LIMIT * limit_ms:
         return 1.0, ""
     paced_ms = seen_ms * step / gained if " tpot " in f" {label} " else seen_ms * step
