@@ -2,13 +2,10 @@
 newly arrived prompts exceed a token count, for the workload's own lengths.
 
 A chunk budget caps the prompt tokens one step takes, summed over every prompt that arrived
-in it, so a smaller budget shortens only the steps that would have carried more than it.
-Where prompts arrive one every few dozen steps and most fit in half the budget, halving it
-leaves the steps that set a per-token tail as they were: on the simulator's bandwidth-bound
-scenario (2 req/s, ~28 steps a second, prompts of median 512 tokens) 2,048 -> 1,024 was priced
-1.67x from the ITL p95 that failed and screened -0.8% (benchmarks/regret.py's study,
-`--studies bandwidth-bound`). The count is arrivals per step, Poisson, each with its class's
-prompt (its shared prefix included, as a first sight of a document prefills it all).
+in it, so a smaller budget shortens only the steps that would have carried more than it
+(the bandwidth-bound case in benchmarks/README.md, regret.py's section). The count is arrivals
+per step, Poisson, each with its class's prompt (its shared prefix included, as a first
+sight of a document prefills it all).
 """
 
 from __future__ import annotations
@@ -37,7 +34,7 @@ def steps_over_share(workload: Workload, arrivals_per_step: float, tokens: int) 
         for _ in range(_poisson(arrivals_per_step, rng)):
             cls = rng.choices(classes, weights=weights)[0]
             own = sample_length(cls.input_tokens, rng)
-            total += own + (prefix.get(cls.prefix_group, 0) if cls.prefix_group else 0)
+            total += own + prefix.get(cls.prefix_group or "", 0)
         over += total > tokens
     return over / DRAWS
 
