@@ -37,6 +37,7 @@ from itertools import chain
 from pathlib import Path
 from typing import Any
 
+import versions
 import yaml
 from scenario_grid import (
     DRAFTING_ARCHETYPES,
@@ -139,6 +140,7 @@ def main() -> None:
         help="recorded real runs for the last tier (default: tests/fixtures/real)",
     )
     args = parser.parse_args()
+    print(versions.line(), flush=True)
     configure_logging(level="warning")
     started = time.perf_counter()
     rows: list[dict[str, Any]] = []

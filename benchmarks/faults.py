@@ -36,6 +36,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import versions
 from kill_resume import TAG, orphans, partial_files, run_folders, run_kill_resume
 
 from kneepoint.records.faults import MARKER
@@ -205,6 +206,7 @@ def main() -> None:
     parser.add_argument("--only", help="comma-separated case names (prefixes)")
     parser.add_argument("--keep", type=Path, help="leave every run under this folder")
     args = parser.parse_args()
+    print(versions.line(), flush=True)
     cases = [c for c in CASES if not args.only
              or any(c.name.startswith(n) for n in args.only.split(","))]  # fmt: skip
     clocks = ["virtual", "http"] if args.http else ["virtual"]

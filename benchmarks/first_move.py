@@ -26,6 +26,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+import versions  # noqa: E402
+
 from kneepoint.calibration.recorded import (  # noqa: E402
     RUN_MARK,
     RecordedSweep,
@@ -134,6 +136,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("paths", nargs="*", type=Path, default=[REPO / "tests/fixtures/real"])
     args = parser.parse_args()
+    print(versions.line(), flush=True)
     configure_logging("warning")
     rows = []
     for path in args.paths:

@@ -27,6 +27,8 @@ from pathlib import Path
 import vllm_cpu
 
 sys.path.insert(0, str(vllm_cpu.REPO))
+import versions
+
 from kneepoint.config import knob_catalogue, load_study
 from kneepoint.policies.diagnosis.bottleneck import diagnose
 from kneepoint.policies.diagnosis.context import context_of
@@ -96,6 +98,7 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=Path("frontend-cpu"))
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
+    print(versions.line(), flush=True)
     args.work.mkdir(parents=True, exist_ok=True)
     venv = vllm_cpu.vllm_venv()
     model = vllm_cpu.kept_tiny_model(venv, args.work)

@@ -61,6 +61,7 @@ from typing import Any
 
 import httpx
 import psutil
+import versions
 from guidellm_driver import GuideLLM
 from loadgen_figures import Search, Step, Timing, log_step, report, report_loose, score
 
@@ -260,6 +261,7 @@ def _arguments() -> argparse.Namespace:
 
 def main() -> None:
     args = _arguments()
+    print(versions.line(), flush=True)
     # Stopped from outside, still stop the endpoint and GuideLLM (the finally blocks below).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     cores = _pin()

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import versions
 import vllm_cpu
 
 from kneepoint.config import load_study
@@ -103,6 +104,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=30.0, help="arrivals per point")
     parser.add_argument("--kv-mib", type=int, nargs="+", default=[64, 8], help="KV pools")
     args = parser.parse_args()
+    print(versions.line(), flush=True)
     configure_logging(level="warning")
     started = time.monotonic()
     venv = vllm_cpu.vllm_venv()

@@ -40,6 +40,8 @@ import vllm_cpu
 from autotune_port import AutoTune, Bench, auto_tune, cell_config
 
 sys.path.insert(0, str(vllm_cpu.REPO))
+import versions
+
 from kneepoint.config import load_study
 from kneepoint.load.capacity import interpolate_capacity
 from kneepoint.probes.runtime import configure_logging
@@ -131,6 +133,7 @@ def main() -> None:
                         help="the model, kneepoint's run and results.json; a rerun resumes "
                              "after the last phase kept there")  # fmt: skip
     args = parser.parse_args()
+    print(versions.line(), flush=True)
     configure_logging(level="warning")
     args.work.mkdir(parents=True, exist_ok=True)
     out = args.work / "results.json"

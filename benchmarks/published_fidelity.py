@@ -25,6 +25,7 @@ import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+import versions
 import yaml
 
 from benchmarks.published_campaign import (
@@ -224,6 +225,7 @@ def main() -> None:
     )
     parser.add_argument("--write-studies", type=Path, help="write each run's study here")
     args = parser.parse_args()
+    print(versions.line(), flush=True)
     configure_logging(level="warning")
     runs = [r for r in load_runs() if not args.runs or r.id in args.runs]
     if args.write_studies:

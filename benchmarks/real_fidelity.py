@@ -24,6 +24,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import versions
+
 from kneepoint.calibration.from_sweeps import calibrate
 from kneepoint.calibration.recorded import RecordedSweep, find_recorded
 from kneepoint.calibration.replay import replay
@@ -231,6 +233,7 @@ def main() -> None:
         help="stop before the leave-one-out calibrations (most of the time)",
     )
     args = parser.parse_args()
+    print(versions.line(), flush=True)
     configure_logging(level="warning")
     roots = args.paths or [p for p in DEFAULT_PATHS if p.exists()]
     recordings = find_recorded(roots)

@@ -16,11 +16,11 @@ Run: .venv/bin/python benchmarks/regret.py                   # every study (2 h 
 next run, so that a change to the tune is judged against its grid in the tune's time alone (on
 the virtual clock a configuration measures the same each time; delete the file after changing
 the simulator or the knee search).
-Goal (issue "Step 16"): regret at most 3% on every study within its default budget, and the
+Goal: regret at most 3% on every study within its default budget, and the
 median tune device time at most a quarter of the grid's.
 
 One knee search is one draw of the workload: on the quickstart the same configuration measured
-with six workload seeds spans 41.3-57.0 req/s (sd 12%; 2026-12-03), so the best of 60 cells
+with six workload seeds spans 41.3-57.0 req/s (sd 12%), so the best of 60 cells
 each measured once is partly the best draw (the winner's curse), and a regret read from one
 seed is mostly that draw. So the grid is measured at the study's own seed, then its
 ``--shortlist`` best cells, the start and the winner again at ``--seeds`` - 1 further workload
@@ -43,6 +43,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
+import versions
 from paired_draws import Draws
 from study_grids import STUDIES, grid, study_of
 
@@ -59,8 +60,17 @@ KNEEPOINT = str(Path(sys.executable).parent / "kneepoint")
 
 @dataclass(frozen=True)
 class Cell:
+    """One configuration's knee search: its objective (0.0 where no rate met the SLO, a
+    measurement) and device seconds, or the error that kept it from being measured (no
+    objective: it is printed and left out of the optimum, never read as 0 req/s)."""
+
     objective: float
     device_s: float
+    error: str | None = None
+
+
+class UnscoredError(Exception):
+    """A study whose tune, start or winner could not be measured: printed, not scored."""
 
 
 @dataclass(frozen=True)
@@ -96,9 +106,8 @@ def measure(name: str, config: EngineConfig, seed_offset: int = 0) -> Cell:
         ):
             result = study_knee_search(target.probe, study, config)
             spent = target.clock.seconds()
-    except Exception as error:  # a configuration that does not start measures nothing
-        print(f"    {name}: {config.fingerprint()} measured nothing: {error}", file=sys.stderr)
-        return Cell(0.0, 60.0)
+    except Exception as error:  # printed by the row that reads it
+        return Cell(0.0, 0.0, error=f"{type(error).__name__}: {error}")
     return Cell(rules(study.objective).value(result) or 0.0, spent)
 
 
@@ -110,10 +119,13 @@ def tune(name: str) -> Tuned:
         argv = [KNEEPOINT, "tune", str(path), "--runs-dir", runs]
         for text in sets:
             argv += ["--set", text]
-        subprocess.run(argv, capture_output=True, text=True, check=False)
-        (folder,) = Path(runs).iterdir()
-        events = [json.loads(line) for line in (folder / "ledger.jsonl").open()]
-    baseline = next(e for e in events if e["event"] == "baseline")
+        done = subprocess.run(argv, capture_output=True, text=True, check=False)
+        ledgers = list(Path(runs).glob("*/ledger.jsonl"))
+        events = [json.loads(line) for line in ledgers[0].open()] if ledgers else []
+    baseline = next((e for e in events if e["event"] == "baseline"), None)
+    if baseline is None:
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise UnscoredError(f"`kneepoint tune` exited {done.returncode} with no baseline: {tail}")
     promoted = [e for e in events if e["event"] == "promoted"]
     finished = next((e for e in events if e["event"] == "finished"), {"reason": "none"})
     return Tuned(
@@ -137,14 +149,16 @@ def measured(
         for line in cells.read_text().splitlines():
             row = json.loads(line)
             if row["study"] == name and row.get("seed_offset", 0) == seed_offset:
-                found[row["config"]] = Cell(row["objective"], row["device_s"])
+                found[row["config"]] = Cell(row["objective"], row["device_s"], row.get("error"))
     left = [c for c in todo if c.fingerprint() not in found]
     with ProcessPoolExecutor(workers) as pool:
         futures = {pool.submit(measure, name, c, seed_offset): c.fingerprint() for c in left}
         for future in as_completed(futures):
             key, cell = futures[future], future.result()
             found[key] = cell
-            if cells is not None:
+            if cell.error is not None:
+                print(f"    {name}: {key} not measured: {cell.error}", flush=True)
+            elif cells is not None:  # an error is measured again on the next run
                 row = {"study": name, "seed_offset": seed_offset, "config": key, **cell.__dict__}
                 with cells.open("a") as out:
                     out.write(json.dumps(row) + "\n")
@@ -158,6 +172,8 @@ def seeded(
     by_config = {c.fingerprint(): [first[c.fingerprint()].objective] for c in configs}
     for offset in range(1, args.seeds):
         found = measured(name, configs, args.workers, args.cells, offset)
+        if failed := [key for key in by_config if found[key].error is not None]:
+            raise UnscoredError(f"{len(failed)} of the shortlist not measured at seed {offset}")
         for key, values in by_config.items():
             values.append(found[key].objective)
     return Draws(by_config)
@@ -170,6 +186,13 @@ def study_row(name: str, args: argparse.Namespace) -> dict[str, float]:
     todo = list({c.fingerprint(): c for c in [tuned.start, tuned.winner, *cells]}.values())
     started = time.perf_counter()
     found = measured(name, todo, args.workers, args.cells)
+    for role, config in (("start", tuned.start), ("winner", tuned.winner)):
+        if (error := found[config.fingerprint()].error) is not None:
+            raise UnscoredError(f"its {role} was not measured: {error}")
+    errors = [c for c in cells if found[c.fingerprint()].error is not None]
+    cells = [c for c in cells if c not in errors]
+    if not cells:
+        raise UnscoredError("no cell of its grid was measured")
     ranked = sorted(cells, key=lambda c: -found[c.fingerprint()].objective)
     best = ranked[0]
     optimum = found[best.fingerprint()].objective
@@ -183,7 +206,8 @@ def study_row(name: str, args: argparse.Namespace) -> dict[str, float]:
         f"{f' of {budget:g}' if budget else ''}, stop {tuned.reason}, "
         f"{tuned.wall_s:.0f} s), optimum {optimum:.2f} "
         f"({best.changes_from(study.engine) or 'the start'}), regret {one_seed:.1%}; "
-        f"grid {len(cells)} configs, {grid_h:.2f} device-h "
+        f"grid {len(cells)} configs{f' ({len(errors)} more not measured)' if errors else ''}, "
+        f"{grid_h:.2f} device-h "
         f"({time.perf_counter() - started:.0f} s), tune/grid {tuned.device_h / grid_h:.1%}",
         flush=True,
     )
@@ -232,8 +256,19 @@ def main() -> None:
     parser.add_argument("--shortlist", type=int, default=10,
                         help="the grid's best cells by the first draw, measured again")  # fmt: skip
     args = parser.parse_args()
+    print(versions.line(), flush=True)
     names = args.studies.split(",") if args.studies else list(STUDIES)
-    rows = [study_row(name, args) for name in names]
+    rows, unscored = [], []
+    for name in names:
+        try:
+            rows.append(study_row(name, args))
+        except UnscoredError as error:
+            print(f"{name}: not scored: {error}", flush=True)
+            unscored.append(name)
+    if unscored:
+        print(f"\nnot scored: {', '.join(unscored)} (errors above; left out of the figures)")
+    if not rows:
+        sys.exit(1)
     regrets = [r["regret"] for r in rows]
     print(
         f"\nworst regret {max(regrets):.1%}, median {statistics.median(regrets):.1%}; median "

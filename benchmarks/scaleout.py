@@ -32,6 +32,7 @@ import structlog
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import versions
 from regret import measure
 from study_grids import STUDIES, grid, study_of
 
@@ -174,6 +175,7 @@ def main() -> None:
     parser.add_argument("--gpus", default="8,32,64")
     parser.add_argument("--cells", type=Path, help="benchmarks/regret.py's --cells file")
     args = parser.parse_args()
+    print(versions.line(), flush=True)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.ERROR))
     for name in args.studies.split(","):
         try:

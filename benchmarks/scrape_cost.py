@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+import versions
 import vllm_cpu
 
 from kneepoint.probes.backends import Endpoint
@@ -113,6 +114,7 @@ def main() -> None:
     parser.add_argument("--interval", type=float, default=0.5, help="between scrapes")
     parser.add_argument("--kv-mib", type=int, default=16)
     args = parser.parse_args()
+    print(versions.line(), flush=True)
     configure_logging(level="warning")
     started = time.monotonic()
     venv = vllm_cpu.vllm_venv()

@@ -21,6 +21,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import versions
+
 from kneepoint.config.study import load_study
 from kneepoint.load.plan import plan_requests
 from kneepoint.probes.backends.measure import Instruments, measure_async
@@ -137,6 +139,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20.0, help="HTTP load per rate")
     parser.add_argument("--repeats", type=int, default=5, help="virtual-clock runs per figure")
     args = parser.parse_args()
+    print(versions.line(), flush=True)
     configure_logging(level="warning")
     study = load_study(STUDY)
     capacity, _ = simulate_capacity(study, 1200, 20.0, rel_tol=0.05)

@@ -37,6 +37,8 @@ from pathlib import Path
 import vllm_cpu
 
 sys.path.insert(0, str(vllm_cpu.REPO))
+import versions
+
 from kneepoint.config import knob_catalogue, load_study
 from kneepoint.policies.diagnosis.bottleneck import diagnose
 from kneepoint.policies.diagnosis.context import context_of
@@ -161,6 +163,7 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=Path("speculation-cpu"))
     parser.add_argument("--probe", action="store_true", help="also tune through the probe")
     args = parser.parse_args()
+    print(versions.line(), flush=True)
     args.work.mkdir(parents=True, exist_ok=True)
     venv = vllm_cpu.vllm_venv()
     model = vllm_cpu.kept_tiny_model(venv, args.work)

@@ -23,6 +23,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+import versions
+
 import kneepoint
 from kneepoint.cli.main import main
 from kneepoint.records import Event, Promoted, Proposed
@@ -81,6 +83,7 @@ def main_() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--study", type=Path, default=SMALL)
     args = parser.parse_args()
+    print(versions.line(), flush=True)
     said = io.StringIO()  # the tune's console: shown only where it failed
     with tempfile.TemporaryDirectory() as runs:
         trace, code = _traced(args.study, Path(runs), said)

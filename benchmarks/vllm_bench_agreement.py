@@ -41,6 +41,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import versions
 import vllm_cpu
 
 from kneepoint.config import load_study
@@ -180,6 +181,7 @@ def main() -> None:
     parser.add_argument("--kv-mib", type=int, default=16, help="the server's KV pool")
     parser.add_argument("--runs", type=int, default=3, help="per tool per rate (at least 2)")
     args = parser.parse_args()
+    print(versions.line(), flush=True)
     configure_logging(level="warning")
     started = time.monotonic()
     venv = vllm_cpu.vllm_venv()
