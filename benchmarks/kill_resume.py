@@ -36,8 +36,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-import versions
-
 from kneepoint.records.ledger import Proposed, Screened
 from kneepoint.run.folder import RunFolder
 from kneepoint.run.ledger import Ledger, LedgerError
@@ -304,6 +302,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--study", type=Path, default=STUDY)
     args = parser.parse_args()
+    import versions  # here: tests import this module as benchmarks.kill_resume
+
     print(versions.line(), flush=True)
     summary = run_kill_resume(args.kills, args.seed, args.study)
     print(f"study {args.study.name}: reference run {summary.reference_wall_s:.1f} s")
