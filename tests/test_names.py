@@ -5,6 +5,7 @@ takes where they are unambiguous, and `kneepoint config list` prints each catalo
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -31,17 +32,29 @@ def test_an_ambiguous_or_unknown_name_is_refused_with_the_list_to_choose_from() 
         load_study(QUICKSTART, ["model=llama"])
 
 
-def test_a_hugging_face_id_is_read_from_the_local_hub_cache(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    snapshot = tmp_path / "hub" / "models--acme--tiny" / "snapshots" / "abc123"
+def _snapshot(hub: Path, commit: str, layers: int) -> Path:
+    """A cached snapshot of acme/tiny with ``layers`` layers (``commit``: its folder)."""
+    snapshot = hub / "models--acme--tiny" / "snapshots" / commit
     snapshot.mkdir(parents=True)
     (snapshot / "config.json").write_text(json.dumps({
         "model_type": "llama", "hidden_size": 256, "intermediate_size": 512,
-        "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "num_hidden_layers": layers, "num_attention_heads": 4, "num_key_value_heads": 2,
         "vocab_size": 4096, "max_position_embeddings": 16384,
     }))  # fmt: skip
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    return snapshot
+
+
+def test_a_hugging_face_id_is_read_from_the_local_hub_cache_at_refs_main(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The revision `vllm serve` loads (refs/main), not the newest snapshot on disk."""
+    hub = tmp_path / "hub"
+    _snapshot(hub, "abc123", layers=4)
+    newer = _snapshot(hub, "def456", layers=8)
+    os.utime(newer / "config.json", (2e9, 2e9))  # the newest by mtime, not refs/main
+    (hub / "models--acme--tiny" / "refs").mkdir()
+    (hub / "models--acme--tiny" / "refs" / "main").write_text("abc123")
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(hub))
     study = load_study(QUICKSTART, ["model=acme/tiny", "engine.model=acme/tiny"])
     assert (study.model.num_layers, study.model.hidden_size) == (4, 256)
     # Named by its id, not by the snapshot's hash (it served as `vllm serve abc123`).

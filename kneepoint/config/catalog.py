@@ -7,7 +7,6 @@ wheel carries the same files as ``kneepoint/_configs``.
 from __future__ import annotations
 
 import json
-import os
 import re
 from functools import cache
 from pathlib import Path
@@ -128,8 +127,8 @@ def _family(hf_id: str) -> str:
 def family_key(entries: dict[str, Any], ref: str) -> str | None:
     """The catalogue model whose Hugging Face id is ``ref``'s family (``ref`` an id with an
     organisation): `meta-llama/Llama-3.1-8B` and `meta-llama/Meta-Llama-3.1-8B-Instruct` read
-    llama-3.1-8b's shapes (both were refused where `Llama-3.1-8B` was taken as a prefix,
-    2026-12-03). None where no entry, or more than one, is of that family."""
+    llama-3.1-8b's shapes, where taking `Llama-3.1-8B` as a prefix would refuse both. None
+    where no entry, or more than one, is of that family."""
     if ref.count("/") != 1:
         return None
     wanted = _family(ref)
@@ -139,22 +138,22 @@ def family_key(entries: dict[str, Any], ref: str) -> str | None:
 
 def prefix_keys(entries: dict[str, Any], ref: str) -> tuple[str, ...]:
     """The catalogue keys ``ref`` begins (``h100`` for ``h100-sxm``): one where it is
-    unambiguous. `gpu: h100` was refused where `sim serve --gpu h100` took the prefix (issue
-    "Step 17")."""
+    unambiguous, so that a study's `gpu: h100` reads as `sim serve --gpu h100` does."""
     wanted = ref.casefold()
     return tuple(key for key in entries if key.casefold().startswith(wanted))
 
 
 def hf_cache_config(ref: str) -> Path | None:
-    """A Hugging Face id's config.json in the local hub cache (offline: nothing is fetched),
-    the most recent snapshot's; None where the cache does not hold it."""
+    """A Hugging Face id's config.json in the local hub cache at its ``refs/main`` revision,
+    the one ``vllm serve`` loads (offline: nothing is fetched); None where the cache does not
+    hold it. Read through huggingface_hub, which knows the cache's layout and its
+    ``HF_HOME``/``HF_HUB_CACHE`` settings."""
     if ref.count("/") != 1:
         return None
-    home = Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface"))
-    hub = Path(os.environ.get("HF_HUB_CACHE", home / "hub"))
-    snapshots = hub / f"models--{ref.replace('/', '--')}" / "snapshots"
-    found = sorted(snapshots.glob("*/config.json"), key=lambda p: p.stat().st_mtime)
-    return found[-1] if found else None
+    from huggingface_hub import try_to_load_from_cache  # 0.1 s: only for an id to look up
+
+    found = try_to_load_from_cache(ref, "config.json")
+    return Path(found) if isinstance(found, str) else None
 
 
 def read_knob_catalogue(path: Path) -> KnobCatalogue:
