@@ -5,6 +5,7 @@ module prints."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -162,9 +163,32 @@ def test_no_command_goes_through_a_shell(path: Path) -> None:
     assert not shell_uses(path.read_text()), f"{path}: {shell_uses(path.read_text())}"
 
 
-# The simulated server's own errors (its HTTP answers, its injected faults, a request its
-# engine turns away) are the server's, not the agent's; a private helper's is its own.
 TESTS = REPO / "tests"
+HISTORY = re.compile(
+    r"\b20\d\d-[01]\d-[0-3]\d\b"  # a date
+    r"|\bStep \d+\b|\bissue[ :]+\W?Step"  # the tracker's steps
+    r"|\bat (?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,12}\b"  # "at <commit>"
+)
+
+
+def test_the_package_states_contracts_not_history() -> None:
+    """No date, Step reference or commit under kneepoint/: the why of a change and its
+    figures go to its commit body and benchmarks/README.md, a constant names its source by
+    path."""
+    found = [
+        f"{path.relative_to(REPO)}:{number}: {line.strip()}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if HISTORY.search(line)
+    ]
+    assert not found, "\n".join(found)
+
+
+def test_the_history_rule_catches_every_form() -> None:
+    caught = ["(2026-12-03)", 'issue "Step 17"', "Step 7", "(real recordings at b0c96fd)"]
+    kept = ["YYYY-MM-DDTHH:MM", "a step of 7", "at 1234567 tokens", "stepped 2 steps"]
+    assert all(HISTORY.search(text) for text in caught)
+    assert not any(HISTORY.search(text) for text in kept)
 
 
 def test_tests_share_helpers_only_through_support() -> None:

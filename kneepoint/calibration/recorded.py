@@ -44,12 +44,12 @@ class RecordedSweep:
 
     @property
     def prompts_salted(self) -> bool:
-        """Whether the sweep sent each rate its own prompts, as kneepoint's live prober has
-        since a5f052f (``plan_requests``'s salt), so a server's prefix cache carried nothing
-        from one point to the next. Read from the recording itself: a workload without shared
-        prefixes whose points show prefix-cache hits was sent the same prompts at every rate
-        (kneepoint at b0c96fd: 33-38% of prompt tokens hit, tests/fixtures/real/h100-llama8b-
-        chat; its 2026-11-24 recordings hit 0.0% at every rate)."""
+        """Whether the sweep sent each rate its own prompts, as kneepoint's live prober does
+        (``plan_requests``'s salt), so a server's prefix cache carried nothing from one point
+        to the next. Read from the recording itself: a workload without shared prefixes whose
+        points show prefix-cache hits was sent the same prompts at every rate (33-38% of
+        prompt tokens hit in tests/fixtures/real/h100-llama8b-chat's copied recordings; 0.0%
+        at every rate in the project's own H100 recordings)."""
         if self.study.workload.prefix_groups:
             return True
         return not any((p.point.signals.prefix_hit_rate or 0.0) > 0.0 for p in self.result.points)

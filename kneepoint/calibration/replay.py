@@ -77,7 +77,7 @@ def replay_point(
 ) -> SweepPoint:
     """One recorded point (its rate and repeat) as the simulator measures it: on a fresh
     engine, or ``on`` one that served the points measured before it. The prompts are the
-    ones the recording sent: the same at every rate (kneepoint at b0c96fd) or salted by the
+    ones the recording sent: the same at every rate (older recordings) or salted by the
     rate (``RecordedSweep.prompts_salted``)."""
     simulated = _simulate(recorded, real, efficiency, config=recorded.result.config, on=on)
     return _as_recorded(real, simulated, recorded.study)

@@ -25,9 +25,9 @@ def point_words(rate_rps: float, repeat: int, point: LoadPoint) -> str:
     verdict = "meets SLO" if point.meets_slo else "misses SLO"
     verdict = point.invalid_reason() or f"{verdict} {_judged_by(point)}"
     share = point.goodput_rps / rate_rps if rate_rps else 0.0
-    # "meets SLO, goodput 16.78 (40%)" left a reader to guess what 40% counted, and "meets
+    # "meets SLO, goodput 16.78 (40%)" leaves a reader to guess what 40% counts, and "meets
     # SLO by its percentiles; goodput 16.78 req/s, 40% of requests each within every limit"
-    # still read as a contradiction (2026-12-03): the verdict holds the window's pooled
+    # still reads as a contradiction: the verdict holds the window's pooled
     # percentiles to the limits, goodput holds each request to them on its own latencies
     # (its own p95 gap among them), a stricter rule near the knee. Each names its rule.
     rule = (

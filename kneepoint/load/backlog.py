@@ -11,7 +11,7 @@ output tokens a second at any cap) 512 sequences "met" the SLO at 40 req/s while
 backlog grew from 198 to 539 requests, 31% of the offered rate a second. Without this rule
 256, 512 and 1,024 sequences read 35.75, 40.22 and 41.86 req/s (and 34.36 against 36.94 with
 120 s of arrivals: a bigger batch holds a growing queue longer); with it, 35.75, 35.77 and
-35.77 (``kneepoint sweep``, 2026-12-02).
+35.77 (``kneepoint sweep`` of configs/scenarios/frontend-bound.yaml).
 
 The growth is the least-squares slope of the count sampled across the window, as a share of
 the offered rate. It counts only where the rise it fits exceeds three sigmas of what a server
@@ -90,7 +90,7 @@ def rate_margin(growth_share: float, max_growth: float) -> float:
     interpolation between a passing and a failing rate (``load.capacity``) reads both on
     one scale. Growth over ``max_growth`` (0.18 / 0.05 = 3.6) rose from 0 to past 3 within
     one 10% rung and put rag's 1,024-sequence validations at 46.5 req/s wherever the
-    backlog failed 51.1 and at 51.3 where it did not (2026-12-02): on the rate scale that
+    backlog failed 51.1 and at 51.3 where it did not: on the rate scale that
     rung's margin is 0.95 / 0.82 = 1.16."""
     if growth_share >= 1.0:
         return math.inf

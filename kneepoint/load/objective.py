@@ -15,8 +15,8 @@ them, and one contract suite (tests/test_objective_contract.py) holds every kind
   recordings without it, vLLM's own generation counter. Latency is reported beside it, not
   optimised. Its rates lie well past the knee, where the token rate holds its ceiling (the real
   Gemma-class 12B on an H100 held ~2,070 output tok/s flat from 16 to 32 req/s past a knee of
-  ~8, issue "Step 7"): 2x and 4x the incumbent's knee, both arms at the same rates, so that a
-  challenger up to ~4x faster saturates too.
+  ~8, configs/scenarios/gemma12b-h100-random.yaml): 2x and 4x the incumbent's knee, both arms
+  at the same rates, so that a challenger up to ~4x faster saturates too.
 """
 
 from __future__ import annotations

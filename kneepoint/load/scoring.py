@@ -163,7 +163,7 @@ class Score:
 
 def shown_over(value: float, limit: float) -> str:
     """``value``, a miss of ``limit``, in as few decimals (up to 3) as show it above the limit:
-    50.4 against 50 reads "50.4", not "50" ("itl_p95 50 ms > 50 ms", issue "Step 17")."""
+    50.4 against 50 reads "50.4", not "50" (which would say "itl_p95 50 ms > 50 ms")."""
     for decimals in range(4):
         shown = f"{value:.{decimals}f}"
         if float(shown) > limit:

@@ -37,8 +37,8 @@ LEAD_QUANTILE = 0.99
 """A point's sessions start this far back in their turns' delays: the simulated
 multiturn-chat quickstart (think times lognormal, median 20 s) delivered 80-87% of its
 offered rate in its stable window when every session started with the point (its later
-turns still ramping up), and 92-101% with sessions under way from the 99th percentile back
-(2026-11-29)."""
+turns still ramping up), and 92-101% with sessions under way from the 99th percentile
+back."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,10 +19,7 @@ SETTLE_LIFETIMES = 3.0
 RAMP_SESSIONS = 2.0
 """Conversations: a point begins with sessions under way (``kneepoint.load.sessions``), and
 the first turn it sends of each carries a history the server has not cached; after this many
-mean session lengths most of those sessions are over (at 2.0 mean turns, 1 - 0.5^3 = 87%).
-Before sessions were under way at the start, this was the ramp of the offered rate itself,
-and the simulated multiturn-chat quickstart's window (capped at half the point) was sent
-80-87% of its rate (2026-11-29)."""
+mean session lengths most of those sessions are over (at 2.0 mean turns, 1 - 0.5^3 = 87%)."""
 
 
 def request_seconds(workload: Workload, slo: Slo | None) -> float:

@@ -6,11 +6,11 @@ workload's own requests. The corpus part puts a fresh server where a server that
 serving the workload for a while is: a screen on a fresh server otherwise starts with an
 empty prefix cache against an incumbent read from a knee search whose earlier points warmed
 its own (rag, 200 zipf documents: a fresh engine failed 34 req/s at TTFT p99 2.8 s where
-one warmed by the search's lower points met 38 at 955 ms, 2026-12-04, tests/fixtures/real/
-README.md). The burst takes a fresh vLLM's one-off costs (kernels compiled or tuned for new
-shapes, memory pools grown) out of the first point: on the CPU build the first point after
-each start read a TTFT p99 of 808-1,326 ms where the same rate later on the same server read
-49 ms (the 2026-11-25 CPU recordings, tests/fixtures/real/cpu-tiny-llama).
+one warmed by the search's lower points met 38 at 955 ms, tests/fixtures/real/README.md).
+The burst takes a fresh vLLM's one-off costs (kernels compiled or tuned for new shapes,
+memory pools grown) out of the first point: on the CPU build the first point after each
+start read a TTFT p99 of 808-1,326 ms where the same rate later on the same server read
+49 ms (tests/fixtures/real/cpu-tiny-llama).
 """
 
 from __future__ import annotations

@@ -182,8 +182,7 @@ def _lowest_failed(points: Sequence[SweepPoint]) -> bool:
     cannot read (a pass above that failure is taken for noise). On the agentic quickstart
     fp8 KV's ITL p95 broke its limit at 39 req/s and met it at 52-59 (steps carrying a full
     chunk set the tail only at middling loads), and a validation whose range began at 39 read
-    every repeat as 0 req/s: -100% against an incumbent at 46 (benchmarks/regret.py,
-    2026-11-29)."""
+    every repeat as 0 req/s: -100% against an incumbent at 46 (benchmarks/regret.py)."""
     counted = [p for p in points if p.counted]
     if not counted:
         return False

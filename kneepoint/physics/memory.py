@@ -138,7 +138,7 @@ OFFLOAD_REFUSED = StartupRefusal(
     kind="unsupported",
     message="Exception: CPU Offloading is currently only supported on CUDA-alike and XPU GPUs",
 )
-"""vLLM 0.32's CPU build, started with --kv-offloading-size (2026-12-01)."""
+"""vLLM 0.32's CPU build's own refusal of --kv-offloading-size, word for word."""
 
 
 def _longest_fitting(layout: KvLayout, num_blocks: int, engine: ResolvedEngine) -> int:

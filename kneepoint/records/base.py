@@ -30,5 +30,5 @@ class InputRecord(Record):
 
     # Field docstrings become the study file schema's descriptions (kneepoint config schema):
     # read from the source for a person's records only, where every record paid 130 ms of each
-    # process's start (0.79 s to import the command line, 2026-12-05)
+    # process's start (0.79 s to import the command line)
     model_config = ConfigDict(allow_inf_nan=False, use_attribute_docstrings=True)

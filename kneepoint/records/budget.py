@@ -38,7 +38,7 @@ def _parse_deadline(value: Any) -> datetime | time | None:
         pass
     raise ValueError(
         f"{value!r} is neither a time of day like '07:00' nor an ISO datetime "
-        "like '2026-11-23T07:00' (local time unless it has an offset)"
+        "like YYYY-MM-DDTHH:MM (local time unless it has an offset)"
     )
 
 

@@ -21,7 +21,8 @@ class Efficiency(InputRecord):
     """Compute-bound speed-up of fp8 (W8A8) GEMMs over bf16 on GPUs with fp8 tensor cores,
     reached only by large GEMMs (see ``fp8_gemm_half_tokens``): the datasheet says 2.0; real
     H100 vLLM 0.26 steps of ~600 tokens ran 3-7% faster (tests/fixtures/real, fitted), and a
-    12B model's 8k-token prefill chunks gave +14% on its ceiling (issue: Step 7)."""
+    12B model's 8k-token prefill chunks gave +14% on its ceiling
+    (configs/scenarios/gemma12b-h100-random.yaml)."""
     fp8_gemm_half_tokens: float = Field(default=4096.0, gt=0.0)
     """Tokens per step at which fp8 GEMMs reach half of their compute-bound speed-up: small
     GEMMs are dominated by what fp8 does not speed up (activation quantisation, epilogues,
@@ -32,10 +33,11 @@ class Efficiency(InputRecord):
     64-token pass over the weights (``kneepoint.physics.gemm.M_TILE_TOKENS``) on top of the
     pass's 2 x 64 FLOPs of math: a compute-bound w4a16 GEMM runs at 128 / (128 + 64) = 2/3 of
     bf16's rate, while at batch 1 the single pass hides under 4x smaller weight reads. Chosen
-    to match: Qwen2.5-14B AWQ on an RTX 6000 Ada at 32 req/s (issue: short-class ITL p50 182 ->
-    557 ms, long-class 216 -> 316 ms, with ~3x the KV pool admitting fuller steps); AutoAWQ
-    issue #106 (Llama-2-13B decode at batch 256 ~50% of fp16's speed, slightly faster at
-    batch <= 32); Marlin's README (close to 4x over fp16 up to batch 16-32, less beyond)."""
+    to match: Qwen2.5-14B AWQ on an RTX 6000 Ada at 32 req/s (configs/scenarios/qwen14b-ada-
+    mix.yaml: short-class ITL p50 182 -> 557 ms, long-class 216 -> 316 ms, with ~3x the KV
+    pool admitting fuller steps); AutoAWQ's GitHub report #106 (Llama-2-13B decode at batch
+    256 ~50% of fp16's speed, slightly faster at batch <= 32); Marlin's README (close to 4x
+    over fp16 up to batch 16-32, less beyond)."""
     weight_bandwidth: float = Field(default=0.78, gt=0.0, le=1.0)
     kv_bandwidth: float = Field(default=0.8, gt=0.0, le=1.0)
     """Fraction of peak bandwidth attention reads the KV cache at. 0.8 replays the real H100

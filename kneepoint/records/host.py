@@ -17,7 +17,7 @@ class HostInfo(Record):
     isa: tuple[str, ...] = ()
     """The vector and matrix extensions that change vLLM's CPU build's speed, present here
     (``avx2``, ``avx512f``, ``avx512_bf16``, ``amx_bf16``): without AVX-512 its oneDNN linear
-    falls back to torch's and runs 7-10x slower (issue "Step 17")."""
+    falls back to torch's and runs 7-10x slower."""
     gpus: tuple[str, ...] = ()
     """Each visible GPU's name, by NVML index (empty without a driver or a GPU)."""
     gpu_driver: str | None = None

@@ -1,6 +1,6 @@
 """Bounds on what a study may ask a load point to hold: a point plans every request it sends
-(prompt token ids included) before it sends the first, so a rate of 1e9 req/s or points of
-1e12 s passed `config check` and then died of MemoryError in `tune` (issue "Step 13")."""
+(prompt token ids included) before it sends the first, so a study past them must be refused
+by `config check`, not die of MemoryError in `tune`."""
 
 from __future__ import annotations
 

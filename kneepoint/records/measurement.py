@@ -36,24 +36,22 @@ class MeasurementSpec(InputRecord):
     min_scrape_share: float = Field(default=0.5, ge=0.0, le=1.0)
     """Where the server exports no e2e histogram, Little's law is judged from its gauges only
     if at least this share of the scrapes due in the window landed: on a busy 2-core host
-    19-27 of 82-93 landed, and those few read a server idler than it was (issue "Step 12")."""
+    under a third land, and those few read a server idler than it is."""
     max_host_cpu_pressure: float = Field(default=0.3, ge=0.0, le=1.0)
     """A point over which some runnable task of the host waited for a CPU more than this
     share of the time (Linux PSI, ``/proc/pressure/cpu`` "some") measured a busy host, not
     the server: it is unknown and taken again. On a 2-core AMD EPYC host vLLM's CPU build,
     its API server and kneepoint's load generator together read 6-13% over 5 s windows at
-    2-12 req/s of a real tune (2026-11-27); another process beside them stalls the build's
-    OpenMP threads (0.77 steps/s, TTFT p99 106 s at 4 req/s, issue "Step 17"). 1 turns the
-    check off."""
+    2-12 req/s of a real tune; another process beside them stalls the build's OpenMP threads
+    (``kneepoint.probes.telemetry.cpu``). 1 turns the check off."""
     max_host_other_cores: float = Field(default=0.25, ge=0.0)
     """...and the host spent more than this many cores' worth of CPU outside the measurement
     (its busy time less the measuring process's and the server's tree's). Pressure alone
     cannot say whose tasks waited: a real-tier point past a 2-core host's capacity read 0.36
-    with the server, its API front and the client queued on one core (CI, 2026-11-28).
+    with the server, its API front and the client queued on one core on a CI machine.
     On the 2-core AMD host others read 0.00 cores with nothing else running, 1.00 beside one
-    CPU-bound process and 1.77 beside two (2026-11-28,
-    ``kneepoint.probes.telemetry.cpu.HostLoad`` over 5 s); a quarter core is load a
-    neighbour's shell or a daemon does not reach."""
+    CPU-bound process and 1.77 beside two (``kneepoint.probes.telemetry.cpu.HostLoad`` over
+    5 s); a quarter core is load a neighbour's shell or a daemon does not reach."""
     latency_from: Literal["schedule", "slot"] = "schedule"
     """Where TTFT and end-to-end latency count from. ``schedule`` (the default): each
     request's scheduled send, so neither a slow client nor a slow server hides a wait.
@@ -63,14 +61,16 @@ class MeasurementSpec(InputRecord):
     requests for seconds misses every limit from the schedule, whatever the configuration: a
     published mixed-traffic experiment (a 14B model on a 48 GB GPU, goodput at 32 req/s, a
     128-request cap) measured prefix caching lifting completion from 21% to 75% this way
-    (issue "Step 16"). Points then carry the schedule's goodput beside it."""
+    (configs/scenarios/qwen14b-ada-mix.yaml). Points then carry the schedule's goodput beside
+    it."""
     max_backlog_growth: float | None = Field(default=0.05, gt=0.0, lt=1.0)
     """A point whose backlog (requests due and not yet answered, read by the client) grew
     faster than this share of the offered rate over its stable window, past its noise, did
     not keep up: it misses its SLO whatever its latencies, which a bigger batch keeps low
     for a while past the ceiling (``kneepoint.load.backlog``). On the simulated
     frontend-bound scenario the rates a 120 s point sustains read under 1% and the first
-    overloaded ones 6.5-18.5% (2 API servers, 26-36 req/s, 2026-12-02). None turns it off."""
+    overloaded ones 6.5-18.5% (configs/scenarios/frontend-bound.yaml with 2 API servers,
+    26-36 req/s). None turns it off."""
     retakes: int = Field(default=1, ge=0, le=3)
     """Times a point that cannot tell (or contradicts its configuration's curve) is measured
     again at the same rate before it is left unknown: as long (past the ceiling a longer

@@ -54,13 +54,12 @@ class Pruning(Record):
     """The ruled-out knobs whose own rule, not a hard limit, ruled them out, each over the
     domain it may take and priced at 1.0: under ``tuning.stop: budget`` each is moved one
     step each way from the incumbent once no candidate is left
-    (``kneepoint.policies.search.long_shots``), for what the rules missed (issue "Step 16":
-    on rag every knob was ruled out against bandwidth with 56% of the budget left, and the
-    chunk budget and running cap the rules ruled out were worth 16% together)."""
+    (``kneepoint.policies.search.long_shots``), for what the rules missed: they can rule out
+    every knob with most of the budget left, and knobs each ruled out alone can gain
+    together."""
     notes: dict[str, str] = Field(default_factory=dict)
     """Per knob, what its choices out of reach would do (serving an AWQ checkpoint instead):
-    said once in the report's knobs, not in every reason that names the knob (a
-    600-character note was repeated in six places of one report, issue "Step 17")."""
+    said once in the report's knobs, not repeated in every reason that names the knob."""
 
 
 class Prediction(Record):

@@ -113,7 +113,7 @@ class TuningSpec(InputRecord):
     returns (``stop: budget``). 8: on the quickstart the walk's seven flat trials after its
     first promotion were followed by Optuna's first, which found 512 sequences with
     1,024-token chunks and fp8 KV at 53.70 req/s (+20%; at 4 the run stopped at 44.75,
-    15.9% below its grid's optimum: benchmarks/regret.py, 2026-11-27)."""
+    15.9% below its grid's optimum: benchmarks/regret.py)."""
     proposer: Literal["auto", "coordinate", "optuna"] = "auto"
     """auto: coordinate descent over the pruned knobs, then Optuna when it runs out."""
     sampler: Literal["tpe", "gp"] = "tpe"

@@ -28,8 +28,8 @@ class ParetoPoint:
     per_user_tok_s: float
     per_gpu_tok_s: float
     meets_slo: bool = True
-    """A point past the SLO is drawn but is no operating point: it never joins the frontier
-    (one at 60% goodput held the frontier's high end, issue "Step 13")."""
+    """A point past the SLO is drawn but is no operating point: it never joins the frontier,
+    whose high end it would otherwise hold."""
 
 
 def _points(label: str, result: SweepResult | None, config: EngineConfig) -> list[ParetoPoint]:

@@ -251,8 +251,8 @@ def _weights(plan: Plan, doc: Document) -> None:
         {f"`{w.quantization}` needs {w.needs}." for lay in laid for w in lay.weights if w.needs}
     )
     doc.add(Heading("Weight formats that start (KV tokens)"), Table(["layout", *names], rows))
-    # One sentence for plan and tune: plan said w4a16 slowed small-batch decode, the
-    # reverse of the risk tune states (large steps; issue "Step 17").
+    # One sentence for plan and tune (``W4A16_RISK``), so that they state the same risk:
+    # w4a16 slows large steps, not small-batch decode.
     text = (
         "Quantised weights change outputs: `kneepoint tune` checks their quality before "
         f"it accepts them. {W4A16_RISK[0].upper()}{W4A16_RISK[1:]}."

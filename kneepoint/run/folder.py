@@ -48,8 +48,8 @@ def _umask() -> int:
 
 
 _MODE = 0o666 & ~_umask()
-"""What ``open`` would give a new file: mkstemp's 0600 made teammates unable to read a run
-folder's report under umask 022 (issue "Step 13")."""
+"""What ``open`` would give a new file (0644 under umask 022), so that others can read a run
+folder's report, where mkstemp's 0600 would shut them out."""
 
 
 def write_atomically(path: Path, text: str) -> None:
@@ -146,7 +146,7 @@ class RunFolder:
 
     def check_study_unchanged(self, study: StudySpec) -> None:
         """Refuse a run whose study.yaml was edited since it started: its baseline and trials
-        were measured under the study as it was (issue "Step 13")."""
+        were measured under the study as it was."""
         try:
             events = self.ledger.recover()
         except LedgerError:

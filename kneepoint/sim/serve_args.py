@@ -184,8 +184,8 @@ def _calibrated(path: Path | None, gpu: GpuSpec, model: ModelSpec) -> Efficiency
 
 
 def bind_problem(host: str, port: int) -> str | None:
-    """Why the server could not listen on ``host:port`` (a port in use ended in uvicorn's
-    log line and exit 3, issue "Step 13"), bound as uvicorn binds (SO_REUSEADDR); None if it
+    """Why the server could not listen on ``host:port`` (a port in use otherwise ends in
+    uvicorn's log line and exit 3), bound as uvicorn binds (SO_REUSEADDR); None if it
     can."""
     with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

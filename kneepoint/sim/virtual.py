@@ -82,9 +82,9 @@ def _run_closed(
 ) -> VirtualLoad:
     # Each request's own time limit bounds the run: a session's last turn goes out long
     # after the plan's last first turn, so no cut after the last send can be set beforehand.
-    # The client's own limit wins over the point's cut: taking the smaller cut a capped
-    # client's every request 120 s after it was due where the study allowed 600, and turned
-    # a cache-bound mix's queue into timeouts read as a bandwidth wall (issue "Step 16").
+    # The client's own limit wins over the point's cut: the smaller of the two would cut a
+    # capped client's requests before the study's limit, and turn a cache-bound mix's queue
+    # into timeouts read as a bandwidth wall.
     limit = request_timeout_s or timeout_s
     if limit is None:
         raise ValueError("a client that waits on answers needs a time limit per request")

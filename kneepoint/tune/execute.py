@@ -187,8 +187,8 @@ class Executor:
 
 def reason_once(state: RunState, n: int) -> str:
     """Trial ``n``'s reason, its candidate's rationale said in full once a run: a later step
-    of the same candidate points back to the trial that said it (the walk's steps on one knob
-    repeated 600 characters each, issue "Step 17"). The report's trials table keeps all."""
+    of the same candidate points back to the trial that said it, so a walk's steps on one knob
+    do not each repeat it. The report's trials table keeps all."""
     proposal = state.trials[n].proposal
     moved, _, why = proposal.prediction.reason.partition(": ")
     if not why or not proposal.reason.startswith(proposal.prediction.reason):

@@ -63,9 +63,7 @@ def _optuna(study: StudySpec, space: SearchSpace, url: str | None, name: str) ->
 def _auto(study: StudySpec, space: SearchSpace, url: str | None, name: str) -> Proposer:
     """The walk and its combination, then Optuna where the pruned space has knobs that can
     interact: over one knob the walk already stepped and halved it, and Optuna's draws only
-    repeat it (on the quickstart, five TPE draws of the chunk budget alone, four of them
-    3,137-14,554 tokens at -13% each, spent the trials the long shots would have had,
-    2026-11-28)."""
+    repeat it, spending the trials the long shots would have had."""
     walk = _coordinate(study, space, url, name)
     if len(space.candidates) < 2:
         return walk
@@ -138,14 +136,12 @@ def run_proposer(study: StudySpec, state: RunState, url: str | None) -> Proposer
         if study.tuning.stop == "budget" and pruning.long_shots:
             proposer = ThenLongShots(proposer, long_shots())
     if study.tuning.stop == "budget" and pruning.long_shots:
-        # Long shots measured alone combine as the walk's moves do: on cache-bound, 1,024
-        # sequences (+1.5%) and fp8 KV (flat) were each long shots from 16 GiB and 512
-        # sequences, and the grid's optimum held both (14.01 against the winner's 13.24,
-        # benchmarks/regret.py, 2026-11-28). Then the one-knob moves that measured no loss,
-        # the walk's and the long shots', step on. Then, with budget left, the sampler over
-        # every knob, candidates and long shots, until the patience or the budget ends the
-        # run: code-edits and bandwidth-bound ended `exhausted` there with 3 of 12 trials
-        # and 6.0 and 1.9 of 8 device-hours left (benchmarks/regret.py, 2026-12-03).
+        # Long shots measured alone combine as the walk's moves do (``Combination``): an
+        # optimum can hold two long shots each flat alone. Then the one-knob moves that
+        # measured no loss, the walk's and the long shots', step on (``StepOns``). Then, with
+        # budget left, the sampler over every knob, candidates and long shots, so the patience
+        # or the budget ends the run, not `exhausted` with budget unspent
+        # (benchmarks/regret.py's studies).
         interacting = len(pruning.candidates) + len(pruning.long_shots) >= 2
         proposer = Phased(
             Phased(Phased(proposer, every_move), step_ons), sampled if interacting else None

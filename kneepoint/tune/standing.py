@@ -88,8 +88,8 @@ def _measured_ratio(trial: TrialState, ratio: float | None) -> str:
 
 
 def _why_kept(trial: TrialState) -> str:
-    """Why a trial that measured above the incumbent was not promoted, in a few words: "52.46
-    req/s ... kept the incumbent | incumbent 51.29 req/s" read as a mistake (2026-12-03)."""
+    """Why a trial that measured above the incumbent was not promoted, in a few words: without
+    them a trial above the incumbent beside "kept the incumbent" reads as a mistake."""
     if trial.validated is not None and trial.validated.judgement is not None:
         return f" ({trial.validated.judgement.reason})"
     if trial.quality is not None and trial.quality.rejects:

@@ -94,7 +94,7 @@ def _step_when_idle(point: LoadPoint) -> float | None:
 def _gate(point: LoadPoint) -> Diagnosis | None:
     """A verdict that names no constraint, when the point cannot say what binds."""
     s = point.signals
-    if point.host_busy:  # 4 of 4 points on a busy host read "underloaded" (2026-12-03)
+    if point.host_busy:  # else a busy host's points read "underloaded"
         reading = f"{host_words(s)} over the point: it measures the host, not the server"
         line = Evidence(
             signal="host_cpu_pressure",

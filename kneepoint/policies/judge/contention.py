@@ -2,11 +2,10 @@
 
 With several GPUs a round's finalists are validated side by side, and a promotion closes the
 rest of its round; so the winner waits for the finalists whose validation has begun
-(``kneepoint.tune.dispatch``), lest it close a better one: two versions that did not wait
-promoted 50.57 req/s on the quickstart's rag mix where waiting promoted 50.87 (2026-11-29).
-A finalist whose pairs so far put its gain
-below the winner's, at the validation's early look's strict confidence, cannot be the better
-one, and waiting for it only spends its remaining repeats.
+(``kneepoint.tune.dispatch``), lest it close a better one (benchmarks/regret.py's rag study
+on several GPUs). A finalist whose pairs so far put its gain below the winner's, at the
+validation's early look's strict confidence, cannot be the better one, and waiting for it only
+spends its remaining repeats.
 
 Both gains are measured against the one incumbent, in pairs (incumbent, challenger). Each
 pair's relative difference has a spread of about sqrt(2) times the incumbent's known noise

@@ -118,11 +118,9 @@ def is_finalist(
     The screen must read beyond ``min_effect`` over the incumbent; within the incumbent's
     noise (``incumbent_noise_rel``, the relative standard deviation of its objective over
     repeats) is enough, for the validation's repeats, not one screen, tell a gain from noise.
-    A bar at the noise turned away real gains: three GPUs on the quickstart promoted fp8
-    weights with 1,024-token chunks from 6 repeats that put its noise at 6.5%, and 512
-    sequences, +5.1% on its screen, stopped there; validated, they measured +16% and reached
-    the sequential run's winner (2026-12-03), for 0.4 and
-    0.6 more device-hours on the sequential quickstart and rag, whose winners did not move.
+    A bar at the noise turns away real gains: a screen a few percent up, inside a noisy
+    incumbent's noise, can validate far higher, and the validations it costs are a fraction
+    of a device-hour (benchmarks/regret.py's quickstart on 3 GPUs).
     ``screen_bias``: how far screens read above validations in this run
     (``kneepoint.policies.judge.yardstick``); the screen is divided by it first.
     ``validated_gain``: the gain repeated pairs already showed for the same move from the
@@ -264,8 +262,8 @@ def _reason(relative: _Estimate, min_effect: float, over: str) -> str:
     if low > 0:
         return f"{measured} is real but below {minimum}: keep the incumbent"
     if high < 0:
-        # A challenger that measured 0 in every repeat (its lowest rate missed the SLO)
-        # read "-100.0% [-114.5%, -85.5%] ... could be noise" (agentic, 2026-11-29).
+        # A loss, not noise, however wide: a challenger that measured 0 in every repeat
+        # (its lowest rate missed the SLO) has its whole interval below zero.
         return f"{measured} is a loss (the whole interval lies below zero): keep the incumbent"
     return (
         f"{measured} could be noise (the interval reaches {low:+.1%}; these repeats detect "

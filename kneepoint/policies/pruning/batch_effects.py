@@ -85,9 +85,9 @@ def token_budget(sit: Situation) -> Effect | str:
 
 TAIL_AT_LIMIT = 0.95
 """A per-token tail this close to its limit at the first failing rate binds as surely as one
-past it: the next rate breaks it. On the quickstart with fp8 weights chat's ITL p95 read
-49.2-49.7 ms of 50 at the failing 46 req/s (TTFT failed first), and 1,024-token chunks then
-measured 46.48 against 44.59 req/s (benchmarks/regret.py's grid, 2026-11-27)."""
+past it: the next rate breaks it. On benchmarks/regret.py's quickstart grid with fp8 weights
+chat's ITL p95 reads 49.2-49.7 ms of 50 at the failing 46 req/s (TTFT fails first), and
+1,024-token chunks then measure 46.48 against 44.59 req/s."""
 
 
 def _chunk_tail(sit: Situation, current: int, tokens: float) -> Effect | str:
@@ -95,8 +95,8 @@ def _chunk_tail(sit: Situation, current: int, tokens: float) -> Effect | str:
     the budget unfilled, the steps that carry a full prefill chunk are the longest ones, and
     they set a per-token tail (ITL, TPOT). Halved, they shorten along the server's step
     response; if the tail the knee failed on then fits its limit, the failing rate can pass.
-    On the quickstart, 2048 -> 512 measured +9% where the mean step had ruled it out (issue
-    "Step 16"): "steps carry 594 of 2048 budget tokens", while chat's ITL p95 failed."""
+    The mean step alone would rule it out: on benchmarks/regret.py's quickstart grid steps
+    carry 594 of 2048 budget tokens while chat's ITL p95 fails, and 512 measures +9%."""
     unfilled = f"steps carry {tokens:.0f} of {current} budget tokens: the budget is not full"
     observation = sit.observation
     failing, below = observation.saturated, observation.below
@@ -155,8 +155,8 @@ def _room_past(observation: Observation, shortened_ms: float, limit_ms: float) -
     steps no longer setting the tail, the batch may grow until the shortened tail reaches
     its limit, and throughput grows as that bigger step outruns its own time (the latency
     ceiling's reading), no further than the compute ceiling. Priced at the failing rate alone,
-    the agentic quickstart's 2048 -> 512 move read 1.03x and was never tried; it measured
-    1.16x (44.84 -> 52.12 req/s; 1,024 tokens 1.12x; benchmarks/regret.py's grid, 2026-11-29)."""
+    the move reads too little to be tried: 1.03x for 2048 -> 512 on benchmarks/regret.py's
+    agentic grid, where it measures 1.16x."""
     response = observation.response
     if response is None or response.elasticity <= 0.0 or shortened_ms <= 0.0:
         return 1.0, ""
@@ -172,9 +172,9 @@ def _room_past(observation: Observation, shortened_ms: float, limit_ms: float) -
 def failed_tail(sit: Situation) -> Effect | None:
     """The chunk budget's move where the knee failed on a per-token tail its full-chunk steps
     set, whatever binds: the tail that failed is the SLO's own reading, not a share of GPU
-    time, and half-sized chunks mend it directly. The agentic quickstart read bandwidth-bound
-    (93% of its busy time on HBM reads) while agent's ITL p95 failed at 75 ms of 60 from
-    steps carrying a 2,048-token chunk; 512-token chunks measured 1.16x (issue "Step 16")."""
+    time, and half-sized chunks mend it directly. benchmarks/regret.py's agentic quickstart
+    reads bandwidth-bound while its ITL p95 fails from steps carrying a 2,048-token chunk;
+    512-token chunks measure 1.16x there."""
     current = sit.engine.max_num_batched_tokens
     tokens = sit.observation.saturated.signals.tokens_per_step_mean or 0.0
     if tokens >= 0.9 * current:

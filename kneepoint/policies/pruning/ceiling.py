@@ -6,9 +6,9 @@ as the server's own points showed (``ServerResponse``: step time grows as tokens
 and a per-token latency limit (ITL or TPOT) caps how long a step may take. Where the
 saturated point's per-token latency already sits near its limit, the batch cannot grow past
 the step time that limit allows, and throughput grows only as that bigger step outruns its
-own time. A move priced from the resource it adds alone was predicted at 2.50x and measured
-0.88x on vLLM's CPU build (an AVX2-only host whose ~20-sequence steps took ~85 ms against an
-ITL p95 limit of 300 ms: issue "Step 16").
+own time. Priced from the resource it adds alone, a bigger pool on vLLM's CPU build read
+2.50x and measured 0.88x: its steps already took most of what its ITL limit allowed
+(tests/test_ceiling.py, the knee at its ITL limit).
 """
 
 from __future__ import annotations
@@ -31,11 +31,11 @@ cut per request, which shortens steps rather than growing them."""
 
 LINE_SPREAD = math.log(1.25)
 """Least growth in tokens per step (log) the compute ceiling extrapolates a line from. Its
-per-token cost is the step times' difference over the tokens': vLLM's CPU build, a starved
-pool, 16 -> 18 tokens a step in 23.5 -> 26.5 ms (a 3 ms difference, within a busy 2-core
-host's step noise) read as 1.2 ms a token and capped a bigger pool at 1.16x that measured
-1.71x (2026-11-28, tests/fixtures/real/cpu-tiny-kv-narrow). The H100 line it was built on
-spans 75 -> 116 tokens (priced 2.14x, measured 1.94x)."""
+per-token cost is the step times' difference over the tokens', and two steps a few tokens apart
+differ by less than a busy host's step noise: tests/fixtures/real/cpu-tiny-kv-narrow's 16 -> 18
+tokens a step in 23.5 -> 26.5 ms read as 1.2 ms a token and capped a bigger pool at 1.16x that
+measured 1.71x. The line of tests/fixtures/real/h100-llama8b-chat/kv-starved spans 75 -> 116
+tokens (priced 2.14x, measured 1.94x)."""
 
 RELIEVED_BY_ROOM: frozenset[Constraint] = frozenset({"cache", "scheduling"})
 """The walls a bigger batch relieves: room for sequences, and a cap on them."""
@@ -89,8 +89,8 @@ def compute_ceiling(observation: Observation) -> Ceiling | None:
     grow (a bigger batch costs nothing more), or grew faster than their tokens (no fixed
     cost: the step response's power law already prices any growth at nothing), or where
     as many sequences ran in both: a line through two steps that differ only in their mix
-    says nothing of a bigger batch (vLLM's CPU build, a pool pinned at 3 sequences, 14 -> 20
-    tokens a step: priced a bigger pool at 1.01x that measured 1.9-2.99x; 2026-11-28), or
+    says nothing of a bigger batch (tests/fixtures/real/cpu-tiny-kv-pinned: 3 sequences in
+    both, 14 -> 20 tokens a step, priced a bigger pool at 1.01x that measured 1.9-2.99x), or
     where the tokens per step grew too little to draw a line through (``LINE_SPREAD``)."""
     response = observation.response
     if response is None or not response.batch_grew():

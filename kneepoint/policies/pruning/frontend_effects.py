@@ -9,8 +9,7 @@ the device idled is what the front-end held back. Each process wants a core: whe
 had none idle at the knee they take the engine's. On vLLM's CPU build (2 cores, the engine's
 worker and core process, the API server and the load generator sharing them) a second API
 server measured 0.87x and 0.95x of one in two rounds, its one API server at 38-40% of a core
-with 0.02 cores idle (2026-11-30, benchmarks/frontend_cpu.py,
-tests/fixtures/real/cpu-tiny-frontend).
+with 0.02 cores idle (benchmarks/frontend_cpu.py, tests/fixtures/real/cpu-tiny-frontend).
 """
 
 from __future__ import annotations

@@ -64,9 +64,10 @@ def memory_bytes(sit: Situation) -> Effect | str:
 def kv_growth(sit: Situation) -> tuple[int, str]:
     """How many times the KV pool to try, and why: where the pool holds fewer of the
     workload's requests than the running cap admits, the power of two (up to
-    ``MAX_KV_GROWTH``) that holds the cap's worth; else twice. On vLLM's CPU build a pool of
-    16 MiB held ~21 of the 128 256 + 64-token requests its cap admits; doubling it measured
-    ~1.3x and a 1 GiB pool 1.6-1.7x (vLLM bench on the same server, issue "Step 12")."""
+    ``MAX_KV_GROWTH``) that holds the cap's worth; else twice. Doubling a pool far short of
+    the cap buys a fraction of what holding the cap does: on the server of
+    tests/fixtures/real/cpu-tiny-llama (16 MiB, ~21 of the cap's 128 requests held) twice the
+    pool measured ~1.3x and 1 GiB 1.6-1.7x (``vllm bench serve``)."""
     held = sit.memory.kv_tokens / max(1.0, _sequence_tokens(sit))
     cap = sit.engine.max_num_seqs
     if cap <= 2 * held:

@@ -4,11 +4,8 @@ constraint it acts on to bind, so the long shots try that way first
 (``kneepoint.policies.search.long_shots``); and the price its rule gives it were the runner-up
 to bind, which the ruled-out reason quotes for whoever doubts the verdict.
 
-On the agentic quickstart (bandwidth-bound) the long shots moved every knob up first: the
-running cap the knee never came near (139 of 256 running) went to 512 and measured the start's
-44.84 req/s to the digit, and the run's patience ran out before 128 was tried; leaning down,
-128 was the first long shot and was promoted at +17.0% [+11.0%, +23.0%] (benchmarks/regret.py,
-2026-11-29).
+A running cap the knee never came near leans down, not up: raising it leaves the server as it
+was, so a first try upward measures the start again (benchmarks/regret.py's agentic study).
 """
 
 from __future__ import annotations

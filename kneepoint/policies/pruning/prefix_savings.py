@@ -6,9 +6,9 @@ A prefix group of D documents of P tokens each is computed once per document whi
 documents stay resident; a cache that cannot hold them all keeps a share of them (uniform
 popularity: the conservative case, a skewed one keeps its popular documents). The saved
 share of prefill work and of KV per running sequence then gives the capacity ratio under
-whichever resource binds. On a real Qwen2.5-14B / RTX 6000 Ada mix whose long prompts came
-from 5 shared source files, prefix caching measured a ~72% hit rate and 144 -> 661 output
-tok/s (4.6x; issue "Step 7"); a constant 1.2x guess ranked it behind knobs worth a few percent.
+whichever resource binds. Priced so rather than at a constant: a fixed guess ranks prefix
+caching behind knobs worth a few percent on a mix whose long prompts share a few sources, where
+it serves most prompt tokens from the cache and gains several times over.
 """
 
 from __future__ import annotations

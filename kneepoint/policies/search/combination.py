@@ -2,17 +2,15 @@
 one trial of every move that was not a loss, together.
 
 Moves that each measure inside the noise can gain together where one relieves what stops the
-other: on the quickstart after fp8 weights, 512 sequences measured -1.6%, 1,024-token chunks
-+2.0% and fp8 KV +0.4%, each alone; together they measure 53.02 req/s, +18.5% and the grid's
-optimum (benchmarks/regret.py, 2026-11-28: the smaller chunk keeps the bigger batch's steps
-inside the ITL limit). Without this step the run found it only when an Optuna draw happened
-to land there: with seeds 1 and 2 it never did, and the run stopped at 44.75.
+other: on benchmarks/regret.py's quickstart grid, after fp8 weights, 512 sequences,
+1,024-token chunks and fp8 KV each measure within 2% alone and +18.5% together, the grid's
+optimum (the smaller chunk keeps the bigger batch's steps inside the ITL limit). Without this
+step only an Optuna draw that happens to land there finds such a combination.
 
 A part is a configuration told (whoever proposed it) that differs from the incumbent in one
 candidate knob, by the move its proposal made, and measured no worse than ``min_gain`` below
-it; per knob the best one. An earlier incumbent is one knob from the one that replaced it, but
-going back to it undoes a promotion its validation judged a gain: the quickstart's
-combination once held "quantization -> default (0.97x)" beside three flat moves (2026-12-03). The
+it; per knob the best one. An earlier incumbent is one knob from the one that replaced it but
+is no part: going back to it undoes a promotion its validation judged a gain. The
 combination is predicted at the product of its parts' measured ratios and is asked once, when
 at least two knobs have a part and it is worth a trial (``space.price``, as the walk's steps).
 """

@@ -5,10 +5,9 @@ says. A numeric knob's first step doubles or halves a log-scale value and moves 
 a quarter of its range. A gain beyond ``min_gain`` moves the centre there and the walk goes on
 the same way with the same step; anything else halves the step back toward the centre, at most
 ``max_halvings`` times, before the walk moves on to the next knob. A step validated as a real gain
-too small to promote (``Outcome.gain_shown``) moves the centre too, but not its objective: on
-scheduling-bound, 128 -> 256 sequences validated +1.8% (its interval above zero, below the 3%
-least effect) and the walk halved back toward 128, where the grid's optimum lay at 512 (109.76
-against the winner's 97.27 req/s, benchmarks/regret.py, 2026-11-28). A configuration that did not
+too small to promote (``Outcome.gain_shown``) moves the centre too, but not its objective, so
+the walk steps on past a small real gain rather than halving back from it (benchmarks/regret.py's
+scheduling-bound study, whose optimum lies a step past one). A configuration that did not
 start, crashed or hung is a wall: the walk never goes that far that way again (bisecting back
 toward the centre is still allowed), and so is a change set EngineConfig rejects. Bools and
 choices set ``to`` a target are one try; choices walked ``up``/``down`` step one choice at a
@@ -190,9 +189,9 @@ class CoordinateDescent:
         without a price, it is predicted beyond ``min_gain``. A step between two measurements
         (``Walk.bracketed``) must be predicted beyond ``min_gain`` either way: the price's
         spread is the price list's error on moves never measured, and the points on each side
-        of this one were. On the quickstart four of twelve trials went to such halvings, each
-        re-priced below 1 (0.95-0.99x) and each measured inside the noise (-1.6% to +0.5%,
-        2026-11-28), while a three-knob TPE draw after them gained 14%."""
+        of this one were. Such halvings re-priced just below 1 measure inside the noise, and
+        the trials they take are lost to moves that can gain (benchmarks/regret.py's
+        quickstart)."""
         walk = self._walk_now()
         ratio = self._priced(step, walk)
         if self.wide:

@@ -1,12 +1,10 @@
 """Configurations the run already measured are answered from the ledger, not measured again.
 
 A rule prices a move from the incumbent's readings alone, and can send the walk back to a
-configuration the run has measured and left: on the agentic quickstart, once 128 sequences
-were promoted (+17% over 256, validated), the new incumbent read scheduling-bound with its
-running pinned at 128, and the cap rule priced 128 -> 256 at 1.63x; the trial spent a screen
-to measure the start again (43.96 against 50.38 req/s, benchmarks/regret.py, 2026-11-29).
-Wrapped in ``Known``, a proposer asking for such a configuration is told what it measured
-and asked again, so it walks on (coordinate descent halves back or turns, as after any loss).
+configuration the run has measured and left (an earlier incumbent, re-priced from the new
+one's readings), spending a screen to measure it again. Wrapped in ``Known``, a proposer
+asking for such a configuration is told what it measured and asked again, so it walks on
+(coordinate descent halves back or turns, as after any loss).
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ A kind is one knob moved alone. Its factor is measured ratio over predicted rati
 such move, against whichever incumbent it was judged, the prediction taken before any earlier
 factor re-priced it: a first doubling of max_num_seqs predicted at 1.35x that measured 1.01x
 makes the next max_num_seqs move worth 1.01/1.35 of its own prediction. The factor outlives
-promotions undecayed: reset at each, a doubling measured at 0.98x was proposed again at 1.11x
-after another knob was promoted (issue "Step 13"); a later move of the knob replaces it.
+promotions undecayed, so a move measured flat is not proposed again at its first price once
+another knob is promoted; a later move of the knob replaces it.
 Moves of several knobs at once (Optuna's) teach nothing about any one of them.
 """
 
@@ -78,7 +78,7 @@ def nothing_worth_trying(best: Best | None, floor_rel: float) -> str | None:
 
 def move_words(candidate: KnobCandidate) -> str:
     """A candidate's move as a sentence says it: "max_num_seqs up", "kv_cache_dtype to fp8"
-    (a "to" move without its value read "kv_cache_dtype to, is predicted", issue "Step 13")."""
+    (a "to" move names its value, or the sentence reads "kv_cache_dtype to, is predicted")."""
     name, direction = candidate.knob.name, candidate.direction
     if direction != "to":
         return f"{name} {direction}"

@@ -7,9 +7,8 @@ scale, a quarter of the range on a linear one, the other value of a switch, ever
 choice), round by round across the knobs, each at a predicted 1.0x: nothing vouches for the
 gain. A numeric knob goes first the way its rule leans (the long shot's ``direction``), up
 otherwise. One knob at a time, because a joint draw over every ruled-out knob undoes the moves
-already promoted: on rag, eight TPE draws that each turned some of fp8 weights, fp8 KV and
-prefix caching back off all failed their screens (2026-11-28), where the grid's optimum lay
-two single-knob moves from the incumbent (1,024 sequences, 1,024-token chunks).
+already promoted, where the optimum can lie a single-knob move or two from the incumbent
+(benchmarks/regret.py's rag study).
 
 A flat first step on a numeric knob can step on once the rest is spent
 (``kneepoint.policies.search.step_ons``).
@@ -40,8 +39,7 @@ class LongShots:
 
     ``earlier`` are the run's incumbents before ``space``'s, in order (its baseline first): a
     move that sets a knob back to the value a promotion moved it from is not asked, because the
-    run measured that move and kept the other side of it (on multi-turn chat, KV fp8 -> auto
-    and 512 -> 256 sequences were long shots after both were promoted, 2026-11-28)."""
+    run measured that move and kept the other side of it."""
 
     name = "long-shot"
 
@@ -65,16 +63,12 @@ class LongShots:
 
 class ThenLongShots:
     """Asks ``first`` (the study's proposer over the candidates) while it has anything to
-    ask, then the long shots. Without it a run whose small candidate space was spent ended
-    "exhausted" with budget left: the multi-turn chat quickstart after fp8 KV and 512
-    sequences, its one candidate left (fp8 weights) tried, stopped at 3 trials with 4.7 of 8
-    device-hours unspent and 9.6% below its grid's optimum (benchmarks/regret.py,
-    2026-11-28).
+    ask, then the long shots, so a run whose candidate space is spent with budget left goes
+    on rather than ending "exhausted".
 
     A sampler never runs out, so once ``first`` draws from one (an Optuna proposer, after the
-    walk), each of its draws is followed by one long shot while any is left: on
-    frontend-bound six TPE draws over the two knobs the walk had measured flat used up the
-    patience and no long shot was asked (benchmarks/regret.py, 2026-12-01)."""
+    walk), each of its draws is followed by one long shot while any is left: its draws alone
+    can spend the patience before any long shot is asked."""
 
     def __init__(self, first: Proposer, long_shots: LongShots) -> None:
         self.first, self.long_shots = first, long_shots
@@ -94,9 +88,8 @@ class ThenLongShots:
         proposals = [] if self._first_spent or n <= len(owed) else self.first.batch(n - len(owed))
         self._first_spent = not proposals and not owed
         if self._first_spent:
-            # Only then: filling a short round's slots with long shots spent a 12-trial
-            # budget on them before TPE's draws (quickstart, 3 GPUs: 44.75 req/s
-            # against 49.36 without them, 2026-11-28).
+            # Only then: long shots filling a short round's slots would spend the budget
+            # before the sampler's draws (benchmarks/regret.py's quickstart on 3 GPUs).
             proposals = self.long_shots.batch(n)
         proposals = [*owed, *proposals]
         if proposals:

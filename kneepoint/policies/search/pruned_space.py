@@ -81,11 +81,10 @@ def in_objective_terms(
     (``ObjectiveRules.most_gain``). And where the incumbent's knee falls short of that rate, a
     move that carries the knee past it serves the whole rate, ``most_gain`` times the
     incumbent's goodput, whatever its capacity ratio: its ratio is what it is expected to give,
-    ``most_gain`` by the chance that it does so, its capacity ratio otherwise. The real
-    multi-turn tune at 10.6 req/s (2.2x its 4.8 req/s knee) priced prefix caching at its 2.50x
-    capacity ratio against an incumbent whose goodput measured 0.00 and 2.65 (a 141% noise
-    floor) and never tried it; a server that serves the rate has 8x its 1.32 good req/s (CI,
-    2026-11-28)."""
+    ``most_gain`` by the chance that it does so, its capacity ratio otherwise. Priced at its
+    capacity ratio alone, a move that lets a knee short of the rate serve all of it reads far
+    below what it gives, and a noisy incumbent's floor turns it away (prefix caching in
+    tests/test_real_multiturn.py)."""
     if most_gain is None:
         return tuple(candidates)
     return tuple(_in_objective_terms(c, most_gain, short_of) for c in candidates)

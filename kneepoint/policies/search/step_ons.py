@@ -3,21 +3,15 @@ from the incumbent, one step further the same way, once the long shots and their
 are spent (``tuning.stop: budget``).
 
 A long shot moves a knob one step from the incumbent (``kneepoint.policies.search.long_shots``);
-a flat first step says little about the second. On document-qa the chunk budget's 4,096 ->
-2,048 measured -1.2% and the long shots stopped there, while 1,024 and 512 measure +6.0% and
-+7.6% (benchmarks/regret.py, 2026-12-01: the smaller chunk keeps the long prompts' prefills
-from stalling the decodes past the ITL limit). A knob steps on only where it shows a trend
-that way: its rule leans that way, or its step the other way measured a loss (there 8,192
-did). And only last: stepping on before the other long shots cost rag its optimum (three of
-twelve trials went to 8,192 and 16,384 chunks and 0.96 utilisation, each measuring what the
-step before it had, and the patience ran out at 44.23 req/s where the one-step moves after
-them reach 51.18), and before the combination of the moves measured alone it cost
-cache-bound its winner (the KV pool's 64 and 128 GiB, flat and out of memory, took the last
-two of twelve trials, where 1,024 sequences with fp8 weights and KV together measure +4.4%;
-2026-12-02). The walk's own knobs step on too: on scheduling-bound the walk's 128 -> 256
-sequences validated +1.9% [-2.3%, +6.1%], too little to show, the walk halved back, and with
-the long shots and their combination flat the run ended `exhausted` with 6 of its 8
-device-hours unspent, where 512 sequences validate +7.5% and are promoted (2026-12-03).
+a flat first step says little about the second: a chunk budget flat one step down can gain
+two steps down, where the smaller chunk keeps the long prompts' prefills from stalling the
+decodes past the ITL limit (benchmarks/regret.py's document-qa study). A knob steps on only
+where it shows a trend that way: its rule leans that way, or its step the other way measured a
+loss. And only last: stepping on before the other long shots and before the combination of the
+moves measured alone spends trials on repeats of the step before, where those one-step moves
+and combinations gain (benchmarks/regret.py's rag and cache-bound studies). The walk's own
+knobs step on too: a walk that halved back from a step too small to show leaves the knob's
+next step untried (benchmarks/regret.py's scheduling-bound study).
 """
 
 from __future__ import annotations
@@ -86,10 +80,9 @@ class StepOns:
 
     def _trend(self, name: str, way: Way) -> bool:
         """Whether a flat step ``way`` points somewhere: the knob's rule leans that way, or
-        its step the other way measured a loss. A knob flat both ways is flat here: on
-        scheduling-bound the chunk budget's 4,096 and 1,024 each measured the incumbent's
-        2,048 (steps that never fill the budget), and stepping on to 8,192 and 512 spent the
-        last two of a 12-trial budget on a loss and a repeat (2026-12-02)."""
+        its step the other way measured a loss. A knob flat both ways is flat here: a chunk
+        budget the steps never fill measures the same either way, and stepping on spends
+        trials on repeats (benchmarks/regret.py's scheduling-bound study)."""
         opposite: Way = "down" if way == "up" else "up"
         return self._leans.get(name) == way or self._no_loss.get((name, opposite)) is False
 

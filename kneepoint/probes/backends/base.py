@@ -120,8 +120,8 @@ class Opening:
 def rejected(records: Sequence[RequestRecord]) -> Failure | None:
     """A server that failed every request of a point: no capacity to measure, and lower
     rates would only fail the same requests more slowly. Some timed out: an overloaded
-    server, unless not one request got a token (a hung one: a server that took requests and
-    never answered one gave a diagnosis and knob advice, issue "Step 13"). All refused with a
+    server, unless not one request got a token (a hung one, which took requests and never
+    answered one: no diagnosis or knob advice applies to it). All refused with a
     client error: the workload does not fit it (token ids beyond its vocabulary, prompts past
     max_model_len); anything else (5xx answers, broken streams): a broken server."""
     if not records or any(r.ok for r in records):

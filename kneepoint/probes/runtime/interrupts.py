@@ -3,9 +3,9 @@ KeyboardInterrupt, and one that a finalizer swallowed is raised again at the loo
 
 Python runs a signal's handler in whichever frame the main thread is in, and an exception
 raised inside a ``__del__`` or a weakref callback (a garbage collection mid-point) is printed
-as "Exception ignored" and dropped. A resumed tune kept measuring for 120 s after its SIGINT,
-its stack in the garbage collector, on a host with both cores busy
-(tests/test_cli_run_folder.py, 2026-12-02). So the handler also remembers the signal, and a
+as "Exception ignored" and dropped: a SIGINT that lands while the garbage collector runs
+would leave the command measuring (tests/test_cli_run_folder.py). So the handler also
+remembers the signal, and a
 long-running loop calls ``raise_pending`` between steps. Inside an event loop (``run_async``)
 Ctrl-C is asyncio's again, as without this module: it cancels the main task, whose cleanups
 run, and raises KeyboardInterrupt once that is done, never from a finalizer.

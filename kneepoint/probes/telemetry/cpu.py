@@ -1,9 +1,9 @@
 """CPU over a load point: what the engine used, and whether other work held the host.
 
-A busy host looks like a slow server: beside a CPU-bound process (even at nice 19, in another
-session's autogroup) vLLM's CPU build ran 0.77 steps/s and a point read TTFT p99 106 s at
-4 req/s on an AVX2 host (issue "Step 17"). Two readings together say that something *else*
-held the CPUs, and neither does alone:
+A busy host looks like a slow server: a CPU-bound process (even at nice 19, in another
+session's autogroup) stalls the OpenMP threads of vLLM's CPU build, and the points measured
+beside it read a server many times slower than it is. Two readings together say that something
+*else* held the CPUs, and neither does alone:
 
 - **Pressure** (Linux's pressure stall information, ``/proc/pressure/cpu`` "some"): the share
   of wall time in which some runnable task waited for a CPU. It cannot say whose tasks waited.
