@@ -63,7 +63,7 @@ SIM = SimBackend()
 # Below this confidence the runner-up's knobs are tried too, if it holds this share of time.
 CLEAR_CUT = 0.6
 RUNNER_UP_SHARE = 0.2
-_RULES: dict[str, Rule] = {
+PRICING_RULES: dict[str, Rule] = {
     **RULES,
     **BATCH_RULES,
     "quantization": quantization,
@@ -76,6 +76,9 @@ _RULES: dict[str, Rule] = {
     "api_server_count": api_servers,
     "kv_offloading_size": offloading,
 }
+"""Each knob's pricing rule by name: an ``Effect`` (a direction, a ratio, a reason) or why
+it cannot help, asked in the situation ``asked`` builds for the knob. The contract every rule
+keeps is held by tests/test_pricing_rules.py."""
 
 
 def prune(
@@ -92,7 +95,7 @@ def prune(
     configuration ``context`` describes."""
     observation = context.observation
     targets = _targets(diagnosis)
-    situation = _situation(diagnosis, context)
+    situation = situation_of(diagnosis, context)
     workload = observation.workload
     shared = workload is None or has_shared_prefixes(workload)
     limits = Limits(
@@ -119,16 +122,7 @@ def prune(
             ruled.append(RuledOut(knob=knob.name, reason=reason))
             continue
         assert situation is not None
-        narrowed, left_out = _narrowed(knob, held, getattr(situation.engine, knob.name, None))
-        choices = knob.choices_under(held)
-        if knob.name == "tensor_parallel_size":
-            narrowed, choices = _parallel_sizes(knob, gpus, observation.model.num_attention_heads)
-        if knob.name == "data_parallel_size":
-            width = situation.engine.tensor_parallel_size
-            choices = tuple(c for c in choices if isinstance(c, int) and c * width <= gpus)
-        domain = narrowed.domain
-        floor = domain.low if domain.numeric else None
-        sit = replace(situation, choices=choices, floor=floor)
+        narrowed, left_out, sit = asked(knob, situation, held, gpus)
         found = _best_effect(narrowed, targets, sit)
         if knob.name == "quantization" and left_out and "unquantized_checkpoint" in held:
             notes[knob.name] = checkpoint_advice(sit, left_out)
@@ -137,14 +131,34 @@ def prune(
             ruled.append(RuledOut(knob=knob.name, reason=found))
             # a dense model's replicas are 1.00x per GPU by construction, not by a reading
             worth_a_shot = knob.name != "data_parallel_size" or observation.model.is_moe
-            if worth_a_shot and (not narrowed.domain.choices_or_empty or len(choices) >= 2):
-                shots.append(long_shot(narrowed, targets[0], found, _RULES.get(knob.name), sit))
+            if worth_a_shot and (not narrowed.domain.choices_or_empty or len(sit.choices) >= 2):
+                rule = PRICING_RULES.get(knob.name)
+                shots.append(long_shot(narrowed, targets[0], found, rule, sit))
         else:
             candidates.append(found)
     candidates.sort(key=lambda c: -c.predicted_ratio)
     return Pruning(
         candidates=tuple(candidates), ruled_out=tuple(ruled), long_shots=tuple(shots), notes=notes
     )
+
+
+def asked(
+    knob: Knob, situation: Situation, held: frozenset[Condition], gpus: int
+) -> tuple[Knob, tuple[str, ...], Situation]:
+    """The knob as it may be searched here (only the choices the held conditions and the
+    study's GPUs allow), the choices left out, and the situation its rule is asked in (those
+    choices, its domain's floor)."""
+    narrowed, left_out = _narrowed(knob, held, getattr(situation.engine, knob.name, None))
+    choices = knob.choices_under(held)
+    if knob.name == "tensor_parallel_size":
+        heads = situation.observation.model.num_attention_heads
+        narrowed, choices = _parallel_sizes(knob, gpus, heads)
+    if knob.name == "data_parallel_size":
+        width = situation.engine.tensor_parallel_size
+        choices = tuple(c for c in choices if isinstance(c, int) and c * width <= gpus)
+    domain = narrowed.domain
+    floor = domain.low if domain.numeric else None
+    return narrowed, left_out, replace(situation, choices=choices, floor=floor)
 
 
 def _parallel_sizes(knob: Knob, gpus: int, heads: int) -> tuple[Knob, tuple[JsonValue, ...]]:
@@ -204,7 +218,9 @@ def _targets(diagnosis: Diagnosis) -> tuple[Constraint, ...]:
     return tuple(scored[:2]) if scored else get_args(Constraint)
 
 
-def _situation(diagnosis: Diagnosis, context: ConfigContext) -> Situation | None:
+def situation_of(diagnosis: Diagnosis, context: ConfigContext) -> Situation | None:
+    """What every rule reads for ``context`` under ``diagnosis``; None where the physics
+    cannot resolve the incumbent (no engine or memory plan)."""
     observation, engine, memory = context.observation, context.engine, context.memory
     if engine is None or memory is None:
         return None
@@ -224,7 +240,7 @@ def _best_effect(
     knob: Knob, targets: tuple[Constraint, ...], situation: Situation
 ) -> KnobCandidate | str:
     aimed = [t for t in targets if t in knob.acts_on]
-    rule = _RULES.get(knob.name)
+    rule = PRICING_RULES.get(knob.name)
     if not aimed:
         tail = TAIL_RULES.get(knob.name)
         effect = tail(situation) if tail is not None else None
