@@ -1,16 +1,18 @@
 """kneepoint against the tuner its users already have, on a real engine: vLLM's auto_tune
-procedure (benchmarks/autotune_port.py) and `kneepoint tune` on one study and one server
-(vLLM's CPU build serving the tests' tiny Llama), their winners judged by an independent tool.
+procedure (benchmarks/autotune_port.py), vLLM's own intent flag (`--performance-mode
+throughput` and `interactivity` on the study's start) and `kneepoint tune` on one study and one
+server (vLLM's CPU build serving the tests' tiny Llama), all judged by an independent tool.
 
 The study is the real tier's KV-starved one (tests/fixtures/studies/cpu-tiny-kv.yaml) sized to
 this host as the tier sizes it (tests/support/real_vllm/host_speed.py: 128 / 32-token requests,
 a pool of a quarter of the knee's sequences, a TTFT p99 limit from the host's speed); ``--roomy``
 serves the same study with a pool that does not bind (the host probe's 64 MiB). The work
 (the model, kneepoint's run folder, results.json) stays in ``--work``; a rerun resumes there.
-kneepoint searches the KV pool, max_num_seqs and max_num_batched_tokens, with auto_tune's
-measured device time as its budget; its own stop decides how much of it to spend.
+kneepoint searches the KV pool, max_num_seqs, max_num_batched_tokens and the performance mode,
+with auto_tune's measured device time as its budget; its own stop decides how much of it to
+spend.
 
-The judge: for the start and each tool's winner, a fresh server, a warm-up run, then
+The judge: for the start, each mode and each tool's winner, a fresh server, a warm-up run, then
 `vllm bench serve` at one ladder of rates (fractions of the host's closed-loop throughput,
 Poisson arrivals, ``--judge-runs`` runs a rate, about 10 s each), up the ladder until two rates
 in a row miss. A rate meets the SLO when every run's percentiles do; SLO capacity is the same
@@ -19,8 +21,8 @@ interpolation kneepoint uses, over the judge's verdicts. Device time is server-u
 
 Run: .venv/bin/python benchmarks/peer_autotune.py [--roomy] [--inf-prompts 1000]
      [--step-prompts 100] [--work DIR]      (~1.5-2 h on a 2-core AVX2-only host)
-Goal (issue "Step 16"): kneepoint's winner at least auto_tune's by the judge, in at most half
-its device time.
+Goal: kneepoint's winner at least auto_tune's and every mode's by the judge, in at most half
+auto_tune's device time.
 """
 
 from __future__ import annotations
@@ -55,7 +57,11 @@ from tests.support.real_vllm.host_speed import (
 )  # fmt: skip
 
 STUDY = vllm_cpu.REPO / "tests" / "fixtures" / "studies" / "cpu-tiny-kv.yaml"
-KNOBS = "search.knobs=[kv_cache_memory_bytes, max_num_seqs, max_num_batched_tokens]"
+KNOBS = (
+    "search.knobs=[kv_cache_memory_bytes, max_num_seqs, max_num_batched_tokens, performance_mode]"
+)
+MODES = ("throughput", "interactivity")
+"""`--performance-mode`s judged beside the tools (balanced, vLLM's default, is the start)."""
 LADDER = (0.3, 0.45, 0.6, 0.75, 0.9, 1.05, 1.2, 1.4, 1.6, 1.85)
 """The judge's rates as shares of the host's closed-loop throughput (128 / 32 tokens)."""
 RUN_S, MIN_PROMPTS = 10.0, 30
@@ -163,6 +169,8 @@ def main() -> None:
         keep("kneepoint", run_kneepoint(sets, peer.device_s, runs))
     winner = EngineConfig.model_validate(results["kneepoint"]["winner"])
     contenders = {"start": study.engine, "kneepoint": winner}
+    for mode in MODES:
+        contenders[mode] = study.engine.replace(performance_mode=mode)
     best = peer.best()
     if best is not None and peer.kv_bytes is not None:
         contenders["auto_tune"] = cell_config(
@@ -188,10 +196,11 @@ def _host(kept: dict[str, Any]) -> HostSpeed:
 def report(judged: dict[str, Any], peer_s: float, kneepoint: dict[str, Any]) -> None:
     kneepoint_s = float(kneepoint["device_s"])
     print(f"\n{'':10} {'SLO capacity (vllm bench)':>26} {'device s':>9}")
-    for name, device_s in (("start", None), ("auto_tune", peer_s), ("kneepoint", kneepoint_s)):
+    rows = [("start", None), *((m, None) for m in MODES), ("auto_tune", peer_s)]
+    for name, device_s in [*rows, ("kneepoint", kneepoint_s)]:
         capacity = judged.get(name, {}).get("capacity_rps")
         cell = f"{capacity:.2f} req/s" if capacity else "none"
-        print(f"{name:10} {cell:>26} {'' if device_s is None else f'{device_s:9.0f}'}")
+        print(f"{name:13} {cell:>23} {'' if device_s is None else f'{device_s:9.0f}'}")
     to_winner_s = kneepoint.get("to_winner_s")
     if to_winner_s is not None:
         print(f"kneepoint had its winner after {to_winner_s:.0f} s; it stopped: "
@@ -202,6 +211,10 @@ def report(judged: dict[str, Any], peer_s: float, kneepoint: dict[str, Any]) -> 
         found = f", to its winner {to_winner_s / peer_s:.2f}x" if to_winner_s is not None else ""
         print(f"kneepoint/auto_tune capacity {kp / at:.2f}x (goal >= 1), device time "
               f"{kneepoint_s / peer_s:.2f}x{found} (goal <= 0.5)")  # fmt: skip
+    modes = [judged.get(m, {}).get("capacity_rps") for m in MODES]
+    best = max((m for m in modes if m), default=None)
+    if kp and best:
+        print(f"kneepoint/best --performance-mode capacity {kp / best:.2f}x (goal >= 1)")
 
 
 if __name__ == "__main__":

@@ -97,9 +97,12 @@ def resolve_engine(engine: EngineConfig, gpu: GpuSpec, model: ModelSpec) -> Reso
         if large
         else (256, 2048, DEFAULT_BLOCK_SIZE)
     )
+    # vLLM's throughput mode doubles both batch limits where they are left to their defaults
+    # (vllm/engine/arg_utils.py, 0.17 on); interactivity changes only CUDA-graph sizes.
+    scale = 2 if engine.performance_mode == "throughput" else 1
     return ResolvedEngine(
-        max_num_seqs=engine.max_num_seqs or seqs,
-        max_num_batched_tokens=engine.max_num_batched_tokens or tokens,
+        max_num_seqs=engine.max_num_seqs or seqs * scale,
+        max_num_batched_tokens=engine.max_num_batched_tokens or tokens * scale,
         gpu_memory_utilization=engine.gpu_memory_utilization or DEFAULT_GPU_MEMORY_UTILIZATION,
         kv_cache_memory_bytes=engine.kv_cache_memory_bytes,
         max_model_len=engine.max_model_len or model.max_position_embeddings,

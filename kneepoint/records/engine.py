@@ -23,6 +23,7 @@ KvCacheDtype = Literal[
     "auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "nvfp4"
 ]
 BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
+PerformanceMode = Literal["balanced", "interactivity", "throughput"]
 
 # Flags the backend owns (where the server listens, which config file it reads); letting
 # extra_args set them would make the launched server differ from the one we think we run.
@@ -89,6 +90,10 @@ class EngineConfig(InputRecord):
     kv_offloading_size: float | None = Field(default=None, gt=0.0)
     """Host memory, in GiB, vLLM's native connector offloads KV blocks to and loads prefix
     hits back from (the total over tensor-parallel ranks)."""
+    performance_mode: PerformanceMode | None = None
+    """vLLM's intent flag (0.17 on): throughput doubles max_num_seqs and
+    max_num_batched_tokens where they are left to their defaults; interactivity captures
+    CUDA graphs at every batch size up to 32; balanced (unset) neither."""
     extra_args: tuple[str, ...] = ()
     """Further `vllm serve` arguments kneepoint does not model, passed through verbatim."""
 

@@ -38,6 +38,7 @@ from kneepoint.policies.pruning.kv_effects import memory_bytes, memory_fraction
 from kneepoint.policies.pruning.limits import Limits, has_shared_prefixes
 from kneepoint.policies.pruning.long_shot import as_runner_up, long_shot
 from kneepoint.policies.pruning.offload_effects import offloading
+from kneepoint.policies.pruning.performance_mode import performance_mode
 from kneepoint.policies.pruning.quant_effects import (
     checkpoint_advice,
     held_conditions,
@@ -75,6 +76,7 @@ PRICING_RULES: dict[str, Rule] = {
     "speculative_config": speculation,
     "api_server_count": api_servers,
     "kv_offloading_size": offloading,
+    "performance_mode": performance_mode,
 }
 """Each knob's pricing rule by name: an ``Effect`` (a direction, a ratio, a reason) or why
 it cannot help, asked in the situation ``asked`` builds for the knob. The contract every rule
