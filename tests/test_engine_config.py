@@ -160,6 +160,16 @@ def test_fingerprint_identifies_equal_configs() -> None:
     assert a.fingerprint() != a.replace(max_num_seqs=9).fingerprint()
 
 
+def test_a_knob_added_later_leaves_unset_configs_fingerprints_as_they_were() -> None:
+    class Later(EngineConfig):
+        new_knob: int | None = None
+
+    assert Later(model=MODEL, max_num_seqs=8).fingerprint() == (
+        EngineConfig(model=MODEL, max_num_seqs=8).fingerprint()
+    )
+    assert Later(model=MODEL, new_knob=1).fingerprint() != EngineConfig(model=MODEL).fingerprint()
+
+
 def test_round_trips_through_json() -> None:
     config = EngineConfig(model=MODEL, max_num_seqs=8, extra_args=("--seed", "1"))
     assert EngineConfig.model_validate(json.loads(config.model_dump_json())) == config

@@ -216,8 +216,10 @@ class EngineConfig(InputRecord):
         return type(self).model_validate({**self.model_dump(), **changes})
 
     def fingerprint(self) -> str:
-        """A stable short hash of the configuration, equal for equal configs."""
-        canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True)
+        """A stable short hash of the configuration, equal for equal configs. Unset knobs
+        are left out, so a knob added to the record later leaves every fingerprint as it
+        was (a run folder resumed by a newer kneepoint finds its trials by them)."""
+        canonical = json.dumps(self.model_dump(mode="json", exclude_none=True), sort_keys=True)
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
