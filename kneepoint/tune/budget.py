@@ -114,6 +114,12 @@ def expected_step_s(state: RunState, study: StudySpec, step: Step) -> float | No
     return 2 * study.tuning.validate_repeats * sum(screens) / len(screens)
 
 
+def budget_left_s(state: RunState, study: StudySpec) -> float | None:
+    """Device seconds the budget has left (None: no device-hour budget)."""
+    budget = study.budget.max_device_hours
+    return None if budget is None else budget * 3600.0 - state.device_s
+
+
 def unaffordable(state: RunState, study: StudySpec, step: Step, trial: int) -> Finished | None:
     """A stop where the device-hour budget left does not cover the next step's expected cost
     (``expected_step_s``): a run that started it would end past its budget (a validation

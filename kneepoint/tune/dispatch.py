@@ -17,7 +17,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from kneepoint.policies.judge import judged, measured_repeats, next_repeats, outrun
+from kneepoint.policies.judge import (
+    cut_short,
+    judged,
+    measured_repeats,
+    next_phase_s,
+    next_repeats,
+    outrun,
+)
 from kneepoint.records import (
     CheckBurst,
     CheckQuality,
@@ -30,9 +37,10 @@ from kneepoint.records import (
     StudySpec,
     Validate,
     Validated,
+    ValidationPart,
 )
 from kneepoint.run import RunState, TrialState
-from kneepoint.tune.budget import unaffordable
+from kneepoint.tune.budget import budget_left_s, unaffordable
 from kneepoint.tune.decide import Done, Propose, Start, Stop, search_stop
 from kneepoint.tune.steps import repeats_wanted
 
@@ -201,14 +209,32 @@ def _trial_steps(
     validated = _judged_phase(state, study, n, done, busy)
     if validated is not None:
         return [Write(validated)]
-    if not parts and not busy and (over := unaffordable(state, study, "validation", n)):
-        return [Stop(over)]
+    if not busy and (over := _over_budget(state, study, n, parts)) is not None:
+        return [over]
     phase = next_repeats(study, measured_repeats(parts), max(1, free + len(busy)))
     wanted = [r for r in phase if r not in done | busy]
     last = study.tuning.validate_repeats
     if speculate and phase.stop == last and len(wanted) < free:
         wanted += [r for r in next_repeats(study, last) if r not in done | busy]
     return [Validate(trial=n, repeats=(r, 1)) for r in wanted[:free]]
+
+
+def _over_budget(
+    state: RunState, study: StudySpec, trial: int, parts: Sequence[ValidationPart]
+) -> Stop | Write | None:
+    """A validation the budget left cannot pay for: not begun (the run stops), or ended
+    where its next phase would run past the budget (``cut_short``; its parts' device time
+    is not in the run's until its verdict is written)."""
+    if not parts:
+        over = unaffordable(state, study, "validation", trial)
+        return None if over is None else Stop(over)
+    left_s = budget_left_s(state, study)
+    if left_s is None:
+        return None
+    left_s -= sum(p.device_s for p in parts)
+    if next_phase_s(study, parts) <= left_s:
+        return None
+    return Write(cut_short(study, trial, parts, state.incumbent_by_repeat, left_s))
 
 
 def _judged_phase(

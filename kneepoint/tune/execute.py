@@ -35,6 +35,7 @@ from kneepoint.records import (
     ValidationPart,
 )
 from kneepoint.run import RunState
+from kneepoint.tune.budget import budget_left_s
 from kneepoint.tune.burst_step import check_burst
 from kneepoint.tune.decide import MeasureBaseline
 from kneepoint.tune.standing import baseline_words
@@ -146,6 +147,7 @@ class Executor:
                     proposal.config,
                     incumbent_points=repeats.points,
                     known=state.incumbent_by_repeat,
+                    left_s=budget_left_s(state, self.study),
                 )
             case Promote():
                 assert trial.validated is not None

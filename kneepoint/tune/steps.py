@@ -13,7 +13,14 @@ import structlog
 from kneepoint.load import merge, rules
 from kneepoint.measure import Bench, TrialFailedError, validate_pair
 from kneepoint.policies.diagnosis import context_of, diagnose, observe_study
-from kneepoint.policies.judge import is_finalist, judged, measured_repeats, next_repeats
+from kneepoint.policies.judge import (
+    cut_short,
+    is_finalist,
+    judged,
+    measured_repeats,
+    next_phase_s,
+    next_repeats,
+)
 from kneepoint.policies.pruning import findings
 from kneepoint.records import (
     AcceptanceProbe,
@@ -209,14 +216,22 @@ class Steps:
         *,
         incumbent_points: Sequence[SweepPoint] = (),
         known: Sequence[float] = (),
+        left_s: float | None = None,
     ) -> Validated:
         """The finalist and the incumbent (``against``: its config and its knee; its
         measured points, ``incumbent_points``; ``known``: its objective over its repeats),
         interleaved, over the objective's rates, phase by phase until the judge decides
         (``kneepoint.policies.judge.verdict``: the early look's one pair, the first
-        ``validate_repeats``, as many again)."""
+        ``validate_repeats``, as many again), or until the device seconds of the budget
+        ``left_s`` (None: no budget) do not cover the next phase
+        (``kneepoint.policies.judge.cut_short``)."""
         parts: list[ValidationPart] = []
         while True:
+            if parts and left_s is not None:
+                spent = sum(p.device_s for p in parts)
+                if next_phase_s(self.study, parts) > left_s - spent:
+                    log.info("validate.cut_short", trial=trial, left_s=left_s - spent)
+                    return cut_short(self.study, trial, parts, known, left_s - spent)
             repeats = next_repeats(self.study, measured_repeats(parts))
             part = self.validate_part(
                 trial,

@@ -3,17 +3,20 @@ bootstrap intervals over repeated sweeps), a validation's judgement from its mea
 (``verdict``) and whether a screen makes a finalist. Pure."""
 
 from kneepoint.policies.judge.contention import out_of_contention
+from kneepoint.policies.judge.cut_short import cut_short, next_phase_s
 from kneepoint.policies.judge.early import early_look
 from kneepoint.policies.judge.promotion import is_finalist, judge
 from kneepoint.policies.judge.verdict import judged, measured_repeats, next_repeats, outrun
 from kneepoint.policies.judge.yardstick import screen_bias
 
 __all__ = [
+    "cut_short",
     "early_look",
     "is_finalist",
     "judge",
     "judged",
     "measured_repeats",
+    "next_phase_s",
     "next_repeats",
     "out_of_contention",
     "outrun",

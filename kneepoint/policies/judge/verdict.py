@@ -49,7 +49,7 @@ def judged(
     failure = next((p.failure for p in ordered if p.failure is not None), None)
     if failure is not None:
         return Validated(trial=trial, failure=failure, device_s=spent)
-    incumbent, challenger = _arms(ordered)
+    incumbent, challenger = arms(ordered)
     tuning, rule = study.tuning, rules(study.objective)
     pairs = list(zip(rule.by_repeat(incumbent), rule.by_repeat(challenger), strict=False))
     if measured_repeats(ordered) < tuning.validate_repeats:
@@ -96,7 +96,7 @@ def outrun(
     if won is None or not measured or len(measured) < len(parts):
         return None
     ordered = sorted(measured, key=lambda p: p.first_repeat)
-    incumbent, challenger = _arms(ordered)
+    incumbent, challenger = arms(ordered)
     rule, tuning = rules(study.objective), study.tuning
     judgement = out_of_contention(
         rule.by_repeat(incumbent),
@@ -117,7 +117,7 @@ def outrun(
     )
 
 
-def _arms(ordered: Sequence[ValidationPart]) -> tuple[SweepResult, SweepResult]:
+def arms(ordered: Sequence[ValidationPart]) -> tuple[SweepResult, SweepResult]:
     """The incumbent's and the challenger's legs over parts that measured both, each merged."""
     incumbent = merge([p.incumbent for p in ordered if p.incumbent is not None])
     challenger = merge([p.challenger for p in ordered if p.challenger is not None])
