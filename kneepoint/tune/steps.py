@@ -224,7 +224,7 @@ class Steps:
         (``kneepoint.policies.judge.verdict``: the early look's one pair, the first
         ``validate_repeats``, as many again), or until the device seconds of the budget
         ``left_s`` (None: no budget) do not cover the next phase
-        (``kneepoint.policies.judge.cut_short``)."""
+        (``kneepoint.policies.judge.budget_cut``)."""
         parts: list[ValidationPart] = []
         while True:
             if parts and left_s is not None:

@@ -2,8 +2,8 @@
 bootstrap intervals over repeated sweeps), a validation's judgement from its measured parts
 (``verdict``) and whether a screen makes a finalist. Pure."""
 
+from kneepoint.policies.judge.budget_cut import cut_short, next_phase_s
 from kneepoint.policies.judge.contention import out_of_contention
-from kneepoint.policies.judge.cut_short import cut_short, next_phase_s
 from kneepoint.policies.judge.early import early_look
 from kneepoint.policies.judge.promotion import is_finalist, judge
 from kneepoint.policies.judge.verdict import judged, measured_repeats, next_repeats, outrun
