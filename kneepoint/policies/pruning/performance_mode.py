@@ -35,7 +35,8 @@ def performance_mode(sit: Situation) -> Effect | str:
             why.append(f"{name}: {found if isinstance(found, str) else 'it would lower it'}")
     doubles = " and ".join(unset)
     if not priced:
-        return f"throughput mode doubles the defaulted {doubles}; neither pays: {'; '.join(why)}"
+        none = "neither pays" if len(unset) > 1 else "that does not pay"
+        return f"throughput mode doubles the defaulted {doubles}; {none}: {'; '.join(why)}"
     name, best = max(priced, key=lambda p: p[1].ratio)
     reason = f"throughput mode doubles the defaulted {doubles}; {name}: {best.reason}"
     return Effect("to", best.ratio, reason, target="throughput")
