@@ -18,10 +18,9 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from kneepoint.policies.judge import (
-    cut_short,
+    ended_by_budget,
     judged,
     measured_repeats,
-    next_phase_s,
     next_repeats,
     outrun,
 )
@@ -223,18 +222,14 @@ def _over_budget(
     state: RunState, study: StudySpec, trial: int, parts: Sequence[ValidationPart]
 ) -> Stop | Write | None:
     """A validation the budget left cannot pay for: not begun (the run stops), or ended
-    where its next phase would run past the budget (``cut_short``; its parts' device time
-    is not in the run's until its verdict is written)."""
+    where its next phase would run past the budget (``ended_by_budget``; its parts' device
+    time is not in the run's until its verdict is written)."""
     if not parts:
         over = unaffordable(state, study, "validation", trial)
         return None if over is None else Stop(over)
     left_s = budget_left_s(state, study)
-    if left_s is None:
-        return None
-    left_s -= sum(p.device_s for p in parts)
-    if next_phase_s(study, parts) <= left_s:
-        return None
-    return Write(cut_short(study, trial, parts, state.incumbent_by_repeat, left_s))
+    ended = ended_by_budget(study, trial, parts, state.incumbent_by_repeat, left_s)
+    return None if ended is None else Write(ended)
 
 
 def _judged_phase(

@@ -14,11 +14,10 @@ from kneepoint.load import merge, rules
 from kneepoint.measure import Bench, TrialFailedError, validate_pair
 from kneepoint.policies.diagnosis import context_of, diagnose, observe_study
 from kneepoint.policies.judge import (
-    cut_short,
+    ended_by_budget,
     is_finalist,
     judged,
     measured_repeats,
-    next_phase_s,
     next_repeats,
 )
 from kneepoint.policies.pruning import findings
@@ -227,11 +226,10 @@ class Steps:
         (``kneepoint.policies.judge.budget_cut``)."""
         parts: list[ValidationPart] = []
         while True:
-            if parts and left_s is not None:
-                spent = sum(p.device_s for p in parts)
-                if next_phase_s(self.study, parts) > left_s - spent:
-                    log.info("validate.cut_short", trial=trial, left_s=left_s - spent)
-                    return cut_short(self.study, trial, parts, known, left_s - spent)
+            ended = ended_by_budget(self.study, trial, parts, known, left_s)
+            if ended is not None:
+                log.info("validate.cut_short", trial=trial)
+                return ended
             repeats = next_repeats(self.study, measured_repeats(parts))
             part = self.validate_part(
                 trial,

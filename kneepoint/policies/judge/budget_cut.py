@@ -10,7 +10,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kneepoint.load import rules
-from kneepoint.policies.judge.early import known_noise, look_t, strict_confidence
+from kneepoint.policies.judge.early import (
+    known_noise,
+    known_noise_judgement,
+    look_t,
+    strict_confidence,
+)
 from kneepoint.policies.judge.promotion import judge
 from kneepoint.policies.judge.verdict import arms, measured_repeats, next_repeats
 from kneepoint.records import Judgement, StudySpec, Validated, ValidationPart
@@ -21,6 +26,24 @@ def next_phase_s(study: StudySpec, parts: Sequence[ValidationPart]) -> float:
     done = measured_repeats(parts)
     spent = sum(p.device_s for p in parts)
     return len(next_repeats(study, done)) * spent / max(1, done)
+
+
+def ended_by_budget(
+    study: StudySpec,
+    trial: int,
+    parts: Sequence[ValidationPart],
+    known: Sequence[float],
+    left_s: float | None,
+) -> Validated | None:
+    """``trial``'s validation ended here (``cut_short``) where ``left_s``, the budget's
+    device seconds left before these ``parts`` (None: no budget), less what they spent, does
+    not cover its next phase; None where it may go on."""
+    if not parts or left_s is None:
+        return None
+    left_s -= sum(p.device_s for p in parts)
+    if next_phase_s(study, parts) <= left_s:
+        return None
+    return cut_short(study, trial, parts, known, left_s)
 
 
 def cut_short(
@@ -40,18 +63,18 @@ def cut_short(
         f"the budget's {max(0.0, left_s):.0f} s left did not cover its next phase "
         f"(~{next_phase_s(study, ordered):.0f} s)"
     )
-    pairs = list(zip(rule.by_repeat(incumbent), rule.by_repeat(challenger), strict=False))
-    if len(pairs) >= 2:
+    incumbents, challengers = list(rule.by_repeat(incumbent)), list(rule.by_repeat(challenger))
+    if len(challengers) >= 2:
         verdict = judge(
-            [i for i, _ in pairs],
-            [c for _, c in pairs],
+            incumbents,
+            challengers,
             min_effect=tuning.min_effect_rel,
             confidence=tuning.confidence,
             seed=study.seed,
         )
         verdict = verdict.model_copy(update={"reason": f"{verdict.reason}; {why}"})
     else:
-        verdict = _one_pair(study, pairs[0], known, why)
+        verdict = _one_pair(study, (incumbents[0], challengers[0]), known, why)
     return Validated(
         trial=trial,
         incumbent=incumbent,
@@ -71,21 +94,14 @@ def _one_pair(
     noise = known_noise(known, tuning.min_effect_rel)
     strict = strict_confidence(tuning.confidence)
     half = None if noise is None else look_t(known, strict) * 2.0**0.5 * noise
-    low = None if gain is None or half is None else gain - half
-    high = None if gain is None or half is None else gain + half
     said = "no gain read" if gain is None else f"{gain:+.1%} from one pair"
-    return Judgement(
-        promote=False,
-        method="known_noise",
-        n_incumbent=1,
-        n_challenger=1,
-        incumbent_objective_mean=incumbent,
-        challenger_objective_mean=challenger,
-        gain_rel=gain,
-        gain_low_rel=low,
-        gain_high_rel=high,
-        min_detectable_effect_rel=None,
-        confidence=strict,
-        min_effect_rel=tuning.min_effect_rel,
+    return known_noise_judgement(
+        pair,
+        1,
+        gain=gain,
+        half=half,
+        strict=strict,
+        min_effect=tuning.min_effect_rel,
         reason=f"{said}, which cannot tell a gain from noise: the incumbent stays; {why}",
+        promote=False,
     )

@@ -99,15 +99,16 @@ def known_noise_judgement(
     means: tuple[float, float],
     pairs: int,
     *,
-    gain: float,
-    half: float,
+    gain: float | None,
+    half: float | None,
     strict: float,
     min_effect: float,
     reason: str,
     promote: bool,
 ) -> Judgement:
     """A verdict from ``pairs`` pairs against the incumbent's known noise (``means``: the
-    incumbent's and the challenger's objective; the gain's interval ``gain`` +- ``half``)."""
+    incumbent's and the challenger's objective; the gain's interval ``gain`` +- ``half``,
+    unknown where either is None)."""
     return Judgement(
         promote=promote,
         method="known_noise",
@@ -116,8 +117,8 @@ def known_noise_judgement(
         incumbent_objective_mean=means[0],
         challenger_objective_mean=means[1],
         gain_rel=gain,
-        gain_low_rel=gain - half,
-        gain_high_rel=gain + half,
+        gain_low_rel=gain - half if gain is not None and half is not None else None,
+        gain_high_rel=gain + half if gain is not None and half is not None else None,
         min_detectable_effect_rel=None,
         confidence=strict,
         min_effect_rel=min_effect,
